@@ -1,0 +1,310 @@
+/* chat.c: publishes, acks and access checks on the chat topics
+ * (<prefix>/<group> and <prefix>/<group>/ack). */
+#include "plugin.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int64_t chat_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+bool chat_admit(struct chat_plugin *pl, const struct mosquitto *client, const char *group,
+                bool join, const char **why)
+{
+    const char *member = chat_member_of(client);
+    const char *user = mosquitto_client_username(client);
+    uint64_t joined = 0;
+    bool found = false;
+
+    if (!member || strlen(member) > CHAT_STORE_MAX_NAME) {
+        *why = "client id or username is longer than 1024 bytes";
+        return false;
+    }
+    if (!pl->cfg.open_groups && !(user && user[0])) {
+        *why = "closed groups admit only clients with a username";
+        return false;
+    }
+    chat_err rc = chat_store_member_get(pl->store, group, member, &joined, &found);
+    if (rc == CHAT_OK && !found && join && pl->cfg.open_groups) {
+        rc = chat_store_member_add(pl->store, group, member, &joined);
+        found = rc == CHAT_OK;
+    }
+    if (rc != CHAT_OK) {
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: membership of %s in %s: %s", member,
+                             group, chat_strerror(rc));
+        *why = "storage error";
+        return false;
+    }
+    if (!found) {
+        *why = "not a member of the group";
+    }
+    return found;
+}
+
+int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                   uint64_t id, uint64_t *now, const char **why)
+{
+    const char *device = mosquitto_client_id(client);
+    uint64_t cursor = 0;
+
+    if (!chat_admit(pl, client, group, false, why)) {
+        return MOSQ_ERR_ACL_DENIED;
+    }
+    chat_err rc =
+        chat_store_cursor_advance(pl->store, group, chat_member_of(client), device, id, &cursor);
+    if (rc != CHAT_OK) {
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: ack of %s in %s: %s", device, group,
+                             chat_strerror(rc));
+        *why = "storage error";
+        return MOSQ_ERR_UNKNOWN;
+    }
+    if (now) {
+        *now = cursor;
+    }
+    chat_replay_acked(pl, device, group, cursor);
+    return MOSQ_ERR_SUCCESS;
+}
+
+/* Replaces the publish's payload with bytes the broker will own and free. */
+static int set_payload(struct mosquitto_evt_message *ev, const char *data, size_t len)
+{
+    char *p = mosquitto_malloc(len + 1);
+    if (!p) {
+        return MOSQ_ERR_NOMEM;
+    }
+    memcpy(p, data, len);
+    p[len] = '\0';
+    ev->payload = p;
+    ev->payloadlen = (uint32_t)len;
+    return MOSQ_ERR_SUCCESS;
+}
+
+/* A publish to <prefix>/<group>: store one copy, then let the broker deliver
+ * the envelope instead of the original payload. */
+static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev,
+                            const char *group)
+{
+    const char *why = NULL;
+    const char *from = chat_member_of(ev->client);
+    char *env = NULL, *cid = NULL;
+    uint64_t head = 0, id = 0;
+    bool dup = false;
+    chat_msg stored = {0};
+    int rc = MOSQ_ERR_ACL_DENIED;
+
+    if (ev->payloadlen > pl->cfg.max_payload) {
+        why = "payload is larger than max_payload";
+        goto fail;
+    }
+    if (!chat_admit(pl, ev->client, group, true, &why)) {
+        goto fail;
+    }
+    if (chat_store_head(pl->store, group, &head) != CHAT_OK) {
+        why = "storage error";
+        goto fail;
+    }
+    chat_envelope_build(ev->payload, ev->payloadlen, head + 1, group, from, chat_now_ms(), &env,
+                        &cid, &why);
+    if (!env) {
+        goto fail;
+    }
+    if (cid && chat_store_cid_find(pl->store, group, from, cid, &id, &dup) != CHAT_OK) {
+        why = "storage error";
+        goto fail;
+    }
+    if (dup) {
+        /* A retry of a message already stored: deliver the stored copy, with
+         * its original id, which receivers that hold it drop. */
+        bool found = false;
+        if (chat_store_get(pl->store, group, id, &stored, &found) != CHAT_OK || !found) {
+            why = "storage error";
+            goto fail;
+        }
+        rc = set_payload(ev, stored.data, stored.len);
+    } else {
+        chat_err err = chat_store_append(pl->store, group, head + 1, from, cid, env, strlen(env));
+        if (err != CHAT_OK) {
+            mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: append to %s failed: %s", group,
+                                 chat_strerror(err));
+            why = "storage error";
+            goto fail;
+        }
+        rc = set_payload(ev, env, strlen(env));
+    }
+    if (rc != MOSQ_ERR_SUCCESS) {
+        /* Stored but not deliverable now: receivers get it by catch-up. */
+        why = "out of memory";
+        rc = MOSQ_ERR_ACL_DENIED;
+        goto fail;
+    }
+    /* The log is the history; a retained envelope would be a second one. */
+    ev->retain = false;
+    free(stored.data);
+    free(env);
+    free(cid);
+    return MOSQ_ERR_SUCCESS;
+
+fail:
+    chat_respond_error(pl, ev->client, "publish", group, cid, why);
+    free(stored.data);
+    free(env);
+    free(cid);
+    return rc;
+}
+
+static int on_ack_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev,
+                          const char *group)
+{
+    uint64_t id = 0;
+    const char *why = NULL;
+
+    if (!chat_ack_parse(ev->payload, ev->payloadlen, &id)) {
+        chat_respond_error(pl, ev->client, "ack", group, NULL,
+                           "ack payload must be a decimal message id");
+        return MOSQ_ERR_ACL_DENIED;
+    }
+    if (chat_apply_ack(pl, ev->client, group, id, NULL, &why) != MOSQ_ERR_SUCCESS) {
+        chat_respond_error(pl, ev->client, "ack", group, NULL, why);
+        return MOSQ_ERR_ACL_DENIED;
+    }
+    /* Accepted; the read check keeps it from every subscriber. */
+    return MOSQ_ERR_SUCCESS;
+}
+
+int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev)
+{
+    const char *g = NULL;
+    size_t glen = 0;
+    char group[CHAT_GROUP_MAX + 1];
+
+    enum chat_topic_kind kind = chat_topic_parse(&pl->cfg, ev->topic, &g, &glen);
+    if (kind == CHAT_TOPIC_NONE) {
+        return MOSQ_ERR_SUCCESS;
+    }
+    if (kind == CHAT_TOPIC_BAD) {
+        chat_respond_error(pl, ev->client, "publish", NULL, NULL,
+                           "not a chat topic: publish to <prefix>/<group> or "
+                           "<prefix>/<group>/ack");
+        return MOSQ_ERR_ACL_DENIED;
+    }
+    const char *why = chat_group_check(g, glen);
+    if (why) {
+        chat_respond_error(pl, ev->client, kind == CHAT_TOPIC_ACK ? "ack" : "publish", NULL, NULL,
+                           why);
+        return MOSQ_ERR_ACL_DENIED;
+    }
+    memcpy(group, g, glen);
+    group[glen] = '\0';
+    return kind == CHAT_TOPIC_ACK ? on_ack_message(pl, ev, group)
+                                  : on_group_message(pl, ev, group);
+}
+
+/* Strips "$share/<name>/" from a subscription filter. */
+static const char *unshare(const char *filter, bool *shared)
+{
+    *shared = false;
+    if (strncmp(filter, "$share/", 7) != 0) {
+        return filter;
+    }
+    const char *slash = strchr(filter + 7, '/');
+    if (!slash) {
+        return filter;
+    }
+    *shared = true;
+    return slash + 1;
+}
+
+static int on_subscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev, int pass)
+{
+    bool shared = false;
+    const char *filter = unshare(ev->topic, &shared);
+    size_t plen = pl->cfg.prefix_len;
+    const char *g = NULL;
+    size_t glen = 0;
+    char group[CHAT_GROUP_MAX + 1];
+
+    if (strncmp(filter, pl->cfg.topic_prefix, plen) != 0 || filter[plen] != '/') {
+        return pass; /* "#", "+/room1" and the like: filtered per delivery */
+    }
+    const char *level = filter + plen + 1;
+    size_t level_len = strcspn(level, "/");
+    if (memchr(level, '+', level_len) || memchr(level, '#', level_len)) {
+        chat_respond_error(pl, ev->client, "subscribe", NULL, NULL,
+                           "wildcards at the group level are refused: subscribe to "
+                           "<prefix>/<group>");
+        return MOSQ_ERR_ACL_DENIED;
+    }
+    if (chat_topic_parse(&pl->cfg, filter, &g, &glen) != CHAT_TOPIC_GROUP) {
+        return pass; /* <prefix>/<group>/ack and deeper: nothing is ever delivered there */
+    }
+    const char *why = chat_group_check(g, glen);
+    if (why) {
+        chat_respond_error(pl, ev->client, "subscribe", NULL, NULL, why);
+        return MOSQ_ERR_ACL_DENIED;
+    }
+    memcpy(group, g, glen);
+    group[glen] = '\0';
+    if (!chat_admit(pl, ev->client, group, true, &why)) {
+        chat_respond_error(pl, ev->client, "subscribe", group, NULL, why);
+        return MOSQ_ERR_ACL_DENIED;
+    }
+    /* A shared subscription spreads live messages over its members; catching
+     * one of them up on the group's history would be nobody's catch-up. */
+    if (pl->cfg.replay && !shared) {
+        chat_replay_start(pl, ev->client, group);
+    }
+    return pass;
+}
+
+/* A delivery of a message on topic to ev->client. */
+static int on_read(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev, int pass)
+{
+    const char *g = NULL;
+    size_t glen = 0;
+    char group[CHAT_GROUP_MAX + 1];
+    uint64_t joined = 0;
+    bool found = false;
+
+    switch (chat_topic_parse(&pl->cfg, ev->topic, &g, &glen)) {
+    case CHAT_TOPIC_NONE:
+        return pass;
+    case CHAT_TOPIC_GROUP:
+        break;
+    default:
+        return MOSQ_ERR_ACL_DENIED; /* acks and stray topics reach nobody */
+    }
+    if (glen > CHAT_GROUP_MAX) {
+        return MOSQ_ERR_ACL_DENIED;
+    }
+    memcpy(group, g, glen);
+    group[glen] = '\0';
+    const char *member = chat_member_of(ev->client);
+    if (!member || strlen(member) > CHAT_STORE_MAX_NAME ||
+        chat_store_member_get(pl->store, group, member, &joined, &found) != CHAT_OK || !found) {
+        return MOSQ_ERR_ACL_DENIED;
+    }
+    return pass;
+}
+
+int chat_on_acl(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev)
+{
+    int pass = pl->cfg.acl_mode == CHAT_ACL_ALLOW ? MOSQ_ERR_SUCCESS : MOSQ_ERR_PLUGIN_DEFER;
+
+    if (!ev->topic) {
+        return pass;
+    }
+    switch (ev->access) {
+    case MOSQ_ACL_SUBSCRIBE:
+        return on_subscribe(pl, ev, pass);
+    case MOSQ_ACL_READ:
+        return on_read(pl, ev, pass);
+    default:
+        /* Publishes are checked in full by the message event, which can
+         * answer the client; unsubscribing is always fine. */
+        return pass;
+    }
+}

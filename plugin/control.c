@@ -1,0 +1,444 @@
+/* control.c: requests on $CONTROL/chat/v1 ({"commands":[...]}) and the
+ * responses published to the one client concerned. */
+#include "plugin.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_COMMANDS 1000            /* per request; more is refused whole */
+#define MAX_RESPONSE (8u << 20)      /* bytes; page commands past it get an error */
+#define MAX_JSON_INT 9007199254740991.0 /* 2^53 - 1: exact in a double */
+
+void chat_send(struct chat_plugin *pl, const char *client_id, sbuf *b)
+{
+    size_t len = 0;
+    char *payload = sbuf_take(b, &len);
+    if (!payload) {
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: out of memory answering %s",
+                             client_id);
+        return;
+    }
+    int rc = mosquitto_broker_publish(client_id, CHAT_RESPONSE_TOPIC, (int)len, payload,
+                                      pl->cfg.page_qos, false, NULL);
+    if (rc != MOSQ_ERR_SUCCESS) {
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: cannot answer %s: error %d",
+                             client_id, rc);
+        mosquitto_free(payload);
+    }
+}
+
+void chat_entry_error(sbuf *b, const char *cmd, const char *group, const char *cid,
+                      const char *why)
+{
+    sbuf_puts(b, "{\"command\":");
+    sbuf_json_str(b, cmd);
+    if (group) {
+        sbuf_puts(b, ",\"group\":");
+        sbuf_json_str(b, group);
+    }
+    if (cid) {
+        sbuf_puts(b, ",\"cid\":");
+        sbuf_json_str(b, cid);
+    }
+    sbuf_puts(b, ",\"error\":");
+    sbuf_json_str(b, why);
+    sbuf_add(b, "}", 1);
+}
+
+void chat_respond_error(struct chat_plugin *pl, const struct mosquitto *client, const char *cmd,
+                        const char *group, const char *cid, const char *why)
+{
+    const char *id = mosquitto_client_id(client);
+    sbuf b = {0};
+
+    mosquitto_log_printf(MOSQ_LOG_NOTICE, "mosquitto-chat: %s from %s refused: %s%s%s", cmd,
+                         id ? id : "?", why, group ? " in group " : "", group ? group : "");
+    if (!id) {
+        return;
+    }
+    sbuf_puts(&b, "{\"responses\":[");
+    chat_entry_error(&b, cmd, group, cid, why);
+    sbuf_puts(&b, "]}");
+    chat_send(pl, id, &b);
+}
+
+/* One command being answered. */
+struct req {
+    struct chat_plugin *pl;
+    struct mosquitto *client;
+    const char *member;
+    const char *device;
+    sbuf *out;
+    const char *cmd;
+    const char *group; /* validated, or NULL */
+};
+
+static void fail(struct req *r, const char *why)
+{
+    mosquitto_log_printf(MOSQ_LOG_NOTICE, "mosquitto-chat: %s from %s refused: %s%s%s", r->cmd,
+                         r->device, why, r->group ? " in group " : "", r->group ? r->group : "");
+    chat_entry_error(r->out, r->cmd, r->group, NULL, why);
+}
+
+/* Reads an optional integer field in [lo, MAX_JSON_INT]. Returns false (and
+ * answers) when present but not such an integer. */
+static bool int_field(struct req *r, const cJSON *c, const char *name, double lo, bool *present,
+                      uint64_t *out)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(c, name);
+    *present = f != NULL;
+    if (!f) {
+        return true;
+    }
+    if (!cJSON_IsNumber(f) || f->valuedouble != floor(f->valuedouble) || f->valuedouble < lo ||
+        f->valuedouble > MAX_JSON_INT) {
+        static char why[96];
+        snprintf(why, sizeof(why), "%s must be an integer from %.0f to 2^53-1", name, lo);
+        fail(r, why);
+        return false;
+    }
+    *out = (uint64_t)f->valuedouble;
+    return true;
+}
+
+/* Sets r->group from the command's "group" field. */
+static bool group_field(struct req *r, const cJSON *c, char *buf)
+{
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(c, "group");
+    if (!g) {
+        fail(r, "group is missing");
+        return false;
+    }
+    if (!cJSON_IsString(g)) {
+        fail(r, "group must be a string");
+        return false;
+    }
+    const char *why = chat_group_check(g->valuestring, strlen(g->valuestring));
+    if (why) {
+        fail(r, why);
+        return false;
+    }
+    strcpy(buf, g->valuestring);
+    r->group = buf;
+    return true;
+}
+
+static bool storage_ok(struct req *r, chat_err rc)
+{
+    if (rc != CHAT_OK) {
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: %s from %s: %s", r->cmd, r->device,
+                             chat_strerror(rc));
+        fail(r, "storage error");
+        return false;
+    }
+    return true;
+}
+
+static void entry_start(struct req *r)
+{
+    sbuf_puts(r->out, "{\"command\":");
+    sbuf_json_str(r->out, r->cmd);
+    if (r->group) {
+        sbuf_puts(r->out, ",\"group\":");
+        sbuf_json_str(r->out, r->group);
+    }
+}
+
+/* join/leave name the caller, or with "member" someone else (admins only,
+ * and only admins in closed groups). */
+static bool target_member(struct req *r, const cJSON *c, const char **member)
+{
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(c, "member");
+    const char *user = mosquitto_client_username(r->client);
+    bool admin = chat_config_is_admin(&r->pl->cfg, user);
+
+    *member = r->member;
+    if (m) {
+        if (!cJSON_IsString(m) || !m->valuestring[0] ||
+            strlen(m->valuestring) > CHAT_STORE_MAX_NAME ||
+            !chat_utf8_valid(m->valuestring, strlen(m->valuestring))) {
+            fail(r, "member must be a non-empty string of at most 1024 bytes");
+            return false;
+        }
+        *member = m->valuestring;
+    }
+    if (strcmp(*member, r->member) != 0 && !admin) {
+        fail(r, "only an admin may add or remove another member");
+        return false;
+    }
+    if (!r->pl->cfg.open_groups && !admin) {
+        fail(r, "only an admin may change membership of closed groups");
+        return false;
+    }
+    return true;
+}
+
+static void cmd_join(struct req *r, const cJSON *c)
+{
+    char group[CHAT_GROUP_MAX + 1];
+    const char *member = NULL;
+    uint64_t joined = 0, head = 0;
+    if (!group_field(r, c, group) || !target_member(r, c, &member)) {
+        return;
+    }
+    if (!storage_ok(r, chat_store_member_add(r->pl->store, group, member, &joined)) ||
+        !storage_ok(r, chat_store_head(r->pl->store, group, &head))) {
+        return;
+    }
+    entry_start(r);
+    sbuf_puts(r->out, ",\"member\":");
+    sbuf_json_str(r->out, member);
+    sbuf_puts(r->out, ",\"head\":");
+    sbuf_u64(r->out, head);
+    sbuf_add(r->out, "}", 1);
+}
+
+static void cmd_leave(struct req *r, const cJSON *c)
+{
+    char group[CHAT_GROUP_MAX + 1];
+    const char *member = NULL;
+    if (!group_field(r, c, group) || !target_member(r, c, &member)) {
+        return;
+    }
+    if (!storage_ok(r, chat_store_member_remove(r->pl->store, group, member))) {
+        return;
+    }
+    chat_replay_stop_member(r->pl, member, group);
+    entry_start(r);
+    sbuf_puts(r->out, ",\"member\":");
+    sbuf_json_str(r->out, member);
+    sbuf_add(r->out, "}", 1);
+}
+
+static void cmd_ack(struct req *r, const cJSON *c)
+{
+    char group[CHAT_GROUP_MAX + 1];
+    uint64_t id = 0, now = 0;
+    bool present = false;
+    const char *why = NULL;
+    if (!group_field(r, c, group) || !int_field(r, c, "id", 0, &present, &id)) {
+        return;
+    }
+    if (!present) {
+        fail(r, "id is missing");
+        return;
+    }
+    if (chat_apply_ack(r->pl, r->client, group, id, &now, &why) != MOSQ_ERR_SUCCESS) {
+        fail(r, why);
+        return;
+    }
+    entry_start(r);
+    sbuf_puts(r->out, ",\"acked\":");
+    sbuf_u64(r->out, now);
+    sbuf_add(r->out, "}", 1);
+}
+
+struct sync_walk {
+    struct req *r;
+    bool replay;
+    bool first;
+    chat_err rc;
+};
+
+static int sync_group(void *ctx, const char *group, uint64_t joined)
+{
+    struct sync_walk *w = ctx;
+    struct req *r = w->r;
+    uint64_t head = 0, acked = 0;
+    bool found = false;
+    (void)joined;
+
+    w->rc = chat_store_cursor_start(r->pl->store, group, r->member, r->device, &acked, &found);
+    if (w->rc == CHAT_OK) {
+        w->rc = chat_store_head(r->pl->store, group, &head);
+    }
+    if (w->rc != CHAT_OK) {
+        return 1;
+    }
+    sbuf_puts(r->out, w->first ? "{\"group\":" : ",{\"group\":");
+    w->first = false;
+    sbuf_json_str(r->out, group);
+    sbuf_puts(r->out, ",\"head\":");
+    sbuf_u64(r->out, head);
+    sbuf_puts(r->out, ",\"acked\":");
+    sbuf_u64(r->out, acked);
+    sbuf_puts(r->out, ",\"unread\":");
+    sbuf_u64(r->out, head > acked ? head - acked : 0);
+    sbuf_add(r->out, "}", 1);
+    if (w->replay && head > acked) {
+        chat_replay_start(r->pl, r->client, group);
+    }
+    return 0;
+}
+
+static void cmd_sync(struct req *r, const cJSON *c)
+{
+    const cJSON *rep = cJSON_GetObjectItemCaseSensitive(c, "replay");
+    struct sync_walk w = {r, false, true, CHAT_OK};
+    if (rep && !cJSON_IsBool(rep)) {
+        fail(r, "replay must be true or false");
+        return;
+    }
+    w.replay = r->pl->cfg.replay && cJSON_IsTrue(rep);
+    if (!r->pl->cfg.open_groups) {
+        const char *user = mosquitto_client_username(r->client);
+        if (!(user && user[0])) {
+            fail(r, "closed groups admit only clients with a username");
+            return;
+        }
+    }
+    size_t mark = r->out->len;
+    entry_start(r);
+    sbuf_puts(r->out, ",\"groups\":[");
+    chat_err rc = chat_store_member_groups(r->pl->store, r->member, sync_group, &w);
+    if (w.rc != CHAT_OK || rc != CHAT_OK) {
+        r->out->len = mark; /* drop the half-written entry */
+        storage_ok(r, w.rc != CHAT_OK ? w.rc : rc);
+        return;
+    }
+    sbuf_puts(r->out, "]}");
+}
+
+/* fetch (forward from a cursor) and history (backward from the end). */
+static void cmd_page(struct req *r, const cJSON *c, bool forward)
+{
+    char group[CHAT_GROUP_MAX + 1];
+    uint64_t from = 0, limit = 0, head = 0, first = 1;
+    bool has_from = false, has_limit = false;
+    const char *why = NULL;
+    chat_page *page = NULL;
+
+    if (!group_field(r, c, group) ||
+        !int_field(r, c, forward ? "after" : "before", forward ? 0 : 1, &has_from, &from) ||
+        !int_field(r, c, "limit", 1, &has_limit, &limit)) {
+        return;
+    }
+    if (r->out->len > MAX_RESPONSE) {
+        fail(r, "response too large: send fewer fetch or history commands per request");
+        return;
+    }
+    if (!chat_admit(r->pl, r->client, group, false, &why)) {
+        fail(r, why);
+        return;
+    }
+    if (!storage_ok(r, chat_store_head(r->pl->store, group, &head)) ||
+        !storage_ok(r, chat_store_first(r->pl->store, group, &first))) {
+        return;
+    }
+    if (!has_from && forward) {
+        bool found = false;
+        if (!storage_ok(r, chat_store_cursor_start(r->pl->store, group, r->member, r->device,
+                                                   &from, &found))) {
+            return;
+        }
+    } else if (!has_from) {
+        from = head + 1;
+    }
+    if (!has_limit || limit > r->pl->cfg.page_size) {
+        limit = r->pl->cfg.page_size;
+    }
+    chat_err rc = forward ? chat_store_read_forward(r->pl->store, group, from, (size_t)limit,
+                                                    r->pl->cfg.page_bytes, &page)
+                          : chat_store_read_backward(r->pl->store, group, from, (size_t)limit,
+                                                     r->pl->cfg.page_bytes, &page);
+    if (!storage_ok(r, rc)) {
+        return;
+    }
+    if (forward) {
+        bool truncated = from + 1 < first;
+        chat_page_entry(r->out, "fetch", group, page, head, page->more, truncated);
+    } else {
+        bool truncated = !page->more && first > 1 && from > first;
+        chat_page_entry(r->out, "history", group, page, head, page->more, truncated);
+    }
+    chat_page_destroy(page);
+}
+
+static void dispatch(struct req *r, const cJSON *c)
+{
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(c, "command");
+    r->cmd = "unknown";
+    r->group = NULL;
+    if (!cJSON_IsObject(c)) {
+        fail(r, "each command must be a JSON object");
+        return;
+    }
+    if (!cJSON_IsString(name)) {
+        fail(r, name ? "command must be a string" : "command is missing");
+        return;
+    }
+    r->cmd = name->valuestring;
+    if (!strcmp(r->cmd, "join")) {
+        cmd_join(r, c);
+    } else if (!strcmp(r->cmd, "leave")) {
+        cmd_leave(r, c);
+    } else if (!strcmp(r->cmd, "ack")) {
+        cmd_ack(r, c);
+    } else if (!strcmp(r->cmd, "sync")) {
+        cmd_sync(r, c);
+    } else if (!strcmp(r->cmd, "fetch")) {
+        cmd_page(r, c, true);
+    } else if (!strcmp(r->cmd, "history")) {
+        cmd_page(r, c, false);
+    } else {
+        fail(r, "unknown command");
+    }
+}
+
+int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev)
+{
+    const char *device = mosquitto_client_id(ev->client);
+    const char *member = chat_member_of(ev->client);
+    sbuf out = {0};
+    cJSON *root = NULL;
+    struct req r = {pl, ev->client, member, device, &out, "request", NULL};
+
+    if (!device || !member) {
+        return MOSQ_ERR_SUCCESS;
+    }
+    sbuf_puts(&out, "{\"responses\":[");
+    if (strlen(member) > CHAT_STORE_MAX_NAME) {
+        fail(&r, "client id or username is longer than 1024 bytes");
+        goto done;
+    }
+    if (ev->payloadlen == 0 || !chat_utf8_valid(ev->payload, ev->payloadlen)) {
+        fail(&r, "request must be a UTF-8 JSON object");
+        goto done;
+    }
+    root = cJSON_ParseWithLength(ev->payload, ev->payloadlen);
+    if (!root) {
+        fail(&r, "malformed JSON");
+        goto done;
+    }
+    if (!cJSON_IsObject(root)) {
+        fail(&r, "request must be a JSON object");
+        goto done;
+    }
+    const cJSON *cmds = cJSON_GetObjectItemCaseSensitive(root, "commands");
+    if (!cJSON_IsArray(cmds)) {
+        fail(&r, cmds ? "commands must be an array" : "commands is missing");
+        goto done;
+    }
+    int n = cJSON_GetArraySize(cmds);
+    if (n > MAX_COMMANDS) {
+        fail(&r, "too many commands in one request (at most 1000)");
+        goto done;
+    }
+    int i = 0;
+    for (const cJSON *c = cmds->child; c; c = c->next, i++) {
+        if (i) {
+            sbuf_add(&out, ",", 1);
+        }
+        dispatch(&r, c);
+    }
+
+done:
+    sbuf_puts(&out, "]}");
+    chat_send(pl, device, &out);
+    cJSON_Delete(root);
+    /* A bad request is answered, never a reason to disconnect the client. */
+    return MOSQ_ERR_SUCCESS;
+}

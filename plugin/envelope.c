@@ -1,0 +1,135 @@
+/* envelope.c: turns a published payload into the stored envelope, and reads
+ * ack payloads. */
+#include "plugin.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Fields the plugin owns: whatever a client puts there is overwritten. */
+static bool reserved(const char *name)
+{
+    return name && (!strcmp(name, "id") || !strcmp(name, "group") || !strcmp(name, "from") ||
+                    !strcmp(name, "ts"));
+}
+
+static cJSON *envelope_head(uint64_t id, const char *group, const char *from, int64_t ts_ms)
+{
+    cJSON *out = cJSON_CreateObject();
+    if (!out) {
+        return NULL;
+    }
+    /* Ids and timestamps stay below 2^53, so a double carries them exactly. */
+    if (!cJSON_AddNumberToObject(out, "id", (double)id) ||
+        !cJSON_AddStringToObject(out, "group", group) ||
+        !cJSON_AddStringToObject(out, "from", from) ||
+        !cJSON_AddNumberToObject(out, "ts", (double)ts_ms)) {
+        cJSON_Delete(out);
+        return NULL;
+    }
+    return out;
+}
+
+void chat_envelope_build(const void *payload, size_t len, uint64_t id, const char *group,
+                         const char *from, int64_t ts_ms, char **env, char **cid,
+                         const char **why)
+{
+    cJSON *in = NULL, *out = NULL;
+    char *text = NULL;
+
+    *env = NULL;
+    *cid = NULL;
+    *why = NULL;
+    if (len > 0 && !chat_utf8_valid(payload, len)) {
+        *why = "payload is neither a JSON object nor UTF-8 text";
+        return;
+    }
+    text = malloc(len + 1);
+    if (!text) {
+        *why = "out of memory";
+        return;
+    }
+    if (len) {
+        memcpy(text, payload, len);
+    }
+    text[len] = '\0';
+
+    out = envelope_head(id, group, from, ts_ms);
+    if (!out) {
+        *why = "out of memory";
+        goto done;
+    }
+    /* text holds no NUL (UTF-8 validation refuses it), so it ends the parse. */
+    in = cJSON_ParseWithOpts(text, NULL, true);
+    if (cJSON_IsObject(in)) {
+        cJSON *c = cJSON_GetObjectItemCaseSensitive(in, "cid");
+        if (c) {
+            size_t clen = cJSON_IsString(c) ? strlen(c->valuestring) : 0;
+            if (!cJSON_IsString(c) || clen == 0 || clen > CHAT_CID_MAX) {
+                *why = "cid must be a string of 1 to 64 bytes";
+                goto done;
+            }
+            *cid = strdup(c->valuestring);
+            if (!*cid) {
+                *why = "out of memory";
+                goto done;
+            }
+        }
+        cJSON *it = in->child;
+        while (it) {
+            cJSON *next = it->next;
+            if (!reserved(it->string)) {
+                cJSON_DetachItemViaPointer(in, it);
+                if (!cJSON_AddItemToObject(out, it->string, it)) {
+                    cJSON_Delete(it);
+                    *why = "out of memory";
+                    goto done;
+                }
+            }
+            it = next;
+        }
+    } else if (!cJSON_AddStringToObject(out, "body", text)) {
+        *why = "out of memory";
+        goto done;
+    }
+    *env = cJSON_PrintUnformatted(out);
+    if (!*env) {
+        *why = "out of memory";
+    }
+
+done:
+    if (*why) {
+        free(*env);
+        *env = NULL;
+    }
+    cJSON_Delete(in);
+    cJSON_Delete(out);
+    free(text);
+}
+
+bool chat_ack_parse(const void *payload, size_t len, uint64_t *id)
+{
+    const char *p = payload;
+    size_t i = 0, end = len;
+    uint64_t v = 0;
+
+    /* Tolerate the newline a shell or a line-oriented client appends. */
+    while (i < end && (p[i] == ' ' || p[i] == '\t' || p[i] == '\r' || p[i] == '\n')) {
+        i++;
+    }
+    while (end > i && (p[end - 1] == ' ' || p[end - 1] == '\t' || p[end - 1] == '\r' ||
+                       p[end - 1] == '\n')) {
+        end--;
+    }
+    if (i == end || end - i > 19) {
+        return false;
+    }
+    for (; i < end; i++) {
+        if (p[i] < '0' || p[i] > '9') {
+            return false;
+        }
+        v = v * 10 + (uint64_t)(p[i] - '0');
+    }
+    *id = v;
+    return true;
+}

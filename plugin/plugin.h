@@ -1,0 +1,179 @@
+/* Private header of the mosquitto-chat plugin: the glue between Mosquitto's
+ * plugin events and chat_store.
+ *
+ * Threading: every function here runs on the broker's one thread, inside a
+ * Mosquitto callback; none may block for long, since a slow call stalls every
+ * client of the broker.
+ *
+ * Ownership: one struct chat_plugin lives from mosquitto_plugin_init to
+ * mosquitto_plugin_cleanup and owns the store, the options and the replay
+ * state of every connected device. Memory handed to the broker comes from
+ * mosquitto_malloc; everything else from malloc.
+ */
+#ifndef CHAT_PLUGIN_H
+#define CHAT_PLUGIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <mosquitto_broker.h>
+#include <mosquitto_plugin.h>
+#include <mosquitto.h>
+
+#include "chat_store.h"
+#include "sbuf.h"
+
+#define CHAT_EXPORT __attribute__((visibility("default")))
+
+#define CHAT_GROUP_MAX 128u /* bytes in a group name (PROTOCOL.md, Names) */
+#define CHAT_CID_MAX 64u    /* bytes in a client message id */
+#define CHAT_CONTROL_TOPIC "$CONTROL/chat/v1"
+#define CHAT_RESPONSE_TOPIC "$CONTROL/chat/v1/response"
+
+/* How the plugin answers access checks it has no opinion on. Mosquitto 2.0
+ * stops at the first callback that does not defer and denies when every one
+ * defers, so "defer" is only right when some other checker follows us. */
+enum chat_acl_mode {
+    CHAT_ACL_AUTO = 0, /* decided from the broker's configuration at start */
+    CHAT_ACL_ALLOW,    /* we are the only access checker: allow */
+    CHAT_ACL_DEFER     /* acl_file, dynamic-security or another plugin decides */
+};
+
+struct chat_config {
+    char *db_path;
+    char *topic_prefix;
+    size_t prefix_len;
+    size_t page_size;
+    size_t page_bytes;
+    int page_qos;
+    unsigned replay_window;
+    unsigned replay_timeout; /* seconds */
+    size_t max_payload;
+    chat_sync fsync;
+    bool replay;
+    bool open_groups;
+    char **admins; /* NULL-terminated */
+    uint64_t retention_count;
+    uint64_t retention_days;
+    enum chat_acl_mode acl_mode;
+};
+
+struct chat_device; /* replay.c */
+
+struct chat_plugin {
+    mosquitto_plugin_id_t *pid;
+    struct chat_config cfg;
+    chat_store *store;
+    struct chat_device *devices; /* connected devices with a catch-up running */
+    time_t last_timeout_scan;
+};
+
+/* What a topic under the prefix names. */
+enum chat_topic_kind {
+    CHAT_TOPIC_NONE = 0, /* not under the prefix: none of our business */
+    CHAT_TOPIC_GROUP,    /* <prefix>/<group> */
+    CHAT_TOPIC_ACK,      /* <prefix>/<group>/ack */
+    CHAT_TOPIC_BAD       /* under the prefix but neither of the above */
+};
+
+/* config.c */
+
+/* Reads plugin_opt_* options into cfg (defaults first). On a bad value logs
+ * a line naming the option and returns MOSQ_ERR_INVAL. cfg owns its strings:
+ * free them with chat_config_free. */
+int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int count);
+void chat_config_free(struct chat_config *cfg);
+bool chat_config_is_admin(const struct chat_config *cfg, const char *username);
+
+/* names.c */
+
+/* True when s[0..len) is well-formed UTF-8 without NUL. */
+bool chat_utf8_valid(const char *s, size_t len);
+
+/* NULL when name is a valid group name, else a static reason. */
+const char *chat_group_check(const char *name, size_t len);
+
+/* Classifies topic. For GROUP and ACK, *group and *group_len name the group inside topic. */
+enum chat_topic_kind chat_topic_parse(const struct chat_config *cfg, const char *topic,
+                                      const char **group, size_t *group_len);
+
+/* The member a client speaks as: its username, else its client id. */
+const char *chat_member_of(const struct mosquitto *client);
+
+/* envelope.c */
+
+/* Builds the stored envelope for a publish. On success *env is a malloc'd,
+ * NUL-terminated JSON object and *cid (if the payload had one) a malloc'd
+ * string; the caller frees both. On a bad payload returns NULL in *env and a
+ * static reason in *why; *cid may still be set, to echo it in the error. */
+void chat_envelope_build(const void *payload, size_t len, uint64_t id, const char *group,
+                         const char *from, int64_t ts_ms, char **env, char **cid,
+                         const char **why);
+
+/* Parses a cumulative ack payload (decimal digits only). */
+bool chat_ack_parse(const void *payload, size_t len, uint64_t *id);
+
+/* chat.c: the chat topics */
+int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev);
+int chat_on_acl(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev);
+
+/* Applies an ack from client for group; moves the cursor and the replay. On
+ * failure *why holds a static reason. */
+int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                   uint64_t id, uint64_t *now, const char **why);
+
+/* True when member may use group; joins it first when groups are open and
+ * join is set. On refusal *why says why. */
+bool chat_admit(struct chat_plugin *pl, const struct mosquitto *client, const char *group,
+                bool join, const char **why);
+
+/* control.c: $CONTROL/chat/v1 */
+int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev);
+
+/* Publishes the response in b (a whole {"responses":[...]} text) to the
+ * client with client_id alone, at page_qos; b is emptied. */
+void chat_send(struct chat_plugin *pl, const char *client_id, sbuf *b);
+
+/* Appends an error entry {"command":cmd,"group":group,"cid":cid,"error":why};
+ * group and cid may be NULL. */
+void chat_entry_error(sbuf *b, const char *cmd, const char *group, const char *cid,
+                      const char *why);
+
+/* Sends a one-entry error response to client and logs it. */
+void chat_respond_error(struct chat_plugin *pl, const struct mosquitto *client, const char *cmd,
+                        const char *group, const char *cid, const char *why);
+
+/* replay.c: catch-up of connected devices */
+
+/* Starts (or restarts from the cursor) the catch-up of client on group. */
+void chat_replay_start(struct chat_plugin *pl, const struct mosquitto *client,
+                       const char *group);
+
+/* The device's cursor moved to acked: frees window room, sends more. */
+void chat_replay_acked(struct chat_plugin *pl, const char *client_id, const char *group,
+                       uint64_t acked);
+
+/* Drops a device's replay state (disconnect, leave). group NULL: all. */
+void chat_replay_stop(struct chat_plugin *pl, const char *client_id, const char *group);
+
+/* Drops the replay state of every device of member in group (leave). */
+void chat_replay_stop_member(struct chat_plugin *pl, const char *member, const char *group);
+
+/* Resends stalled pages; called from the tick. */
+void chat_replay_tick(struct chat_plugin *pl, time_t now);
+
+/* Frees every device. */
+void chat_replay_free_all(struct chat_plugin *pl);
+
+/* Appends a page entry (replay or fetch): "messages" with the page's
+ * envelopes oldest first, "first", "last", "head", "more", and "truncated"
+ * when retention removed messages the reader had not seen. */
+void chat_page_entry(sbuf *b, const char *command, const char *group, const chat_page *page,
+                     uint64_t head, bool more, bool truncated);
+
+/* Milliseconds since the epoch, for envelopes. */
+int64_t chat_now_ms(void);
+
+#endif

@@ -1,0 +1,111 @@
+/* sbuf.c: growable buffer for response JSON (see sbuf.h). */
+#include "sbuf.h"
+
+#include <mosquitto_broker.h>
+#include <stdio.h>
+#include <string.h>
+
+static bool reserve(sbuf *b, size_t extra)
+{
+    if (b->failed) {
+        return false;
+    }
+    if (b->len + extra + 1 <= b->cap) {
+        return true;
+    }
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra + 1) {
+        cap *= 2;
+    }
+    char *n = mosquitto_realloc(b->data, cap);
+    if (!n) {
+        b->failed = true;
+        return false;
+    }
+    b->data = n;
+    b->cap = cap;
+    return true;
+}
+
+void sbuf_add(sbuf *b, const char *s, size_t n)
+{
+    if (!reserve(b, n)) {
+        return;
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+void sbuf_puts(sbuf *b, const char *s)
+{
+    sbuf_add(b, s, strlen(s));
+}
+
+void sbuf_u64(sbuf *b, uint64_t v)
+{
+    char tmp[24];
+    int n = snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)v);
+    sbuf_add(b, tmp, (size_t)n);
+}
+
+void sbuf_json_str(sbuf *b, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    sbuf_add(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char esc[7] = {'\\', 0, 0, 0, 0, 0, 0};
+        size_t n = 2;
+        switch (*p) {
+        case '"':
+            esc[1] = '"';
+            break;
+        case '\\':
+            esc[1] = '\\';
+            break;
+        case '\n':
+            esc[1] = 'n';
+            break;
+        case '\r':
+            esc[1] = 'r';
+            break;
+        case '\t':
+            esc[1] = 't';
+            break;
+        default:
+            if (*p >= 0x20) {
+                sbuf_add(b, (const char *)p, 1);
+                continue;
+            }
+            memcpy(esc + 1, "u00", 3);
+            esc[4] = hex[*p >> 4];
+            esc[5] = hex[*p & 0xf];
+            n = 6;
+        }
+        sbuf_add(b, esc, n);
+    }
+    sbuf_add(b, "\"", 1);
+}
+
+char *sbuf_take(sbuf *b, size_t *len)
+{
+    if (b->failed || !reserve(b, 0)) {
+        sbuf_free(b);
+        return NULL;
+    }
+    char *out = b->data;
+    if (len) {
+        *len = b->len;
+    }
+    b->data = NULL;
+    b->len = b->cap = 0;
+    return out;
+}
+
+void sbuf_free(sbuf *b)
+{
+    mosquitto_free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+    b->failed = false;
+}

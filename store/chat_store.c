@@ -1,0 +1,781 @@
+/* chat_store: group message log, cursors and membership on LevelDB (see the
+ * design note in chat_store.h for the key layout and invariants). */
+#include "chat_store.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <leveldb/c.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define TAG_HEAD 'H'
+#define TAG_FIRST 'F'
+#define TAG_MSG 'M'
+#define TAG_CURSOR 'C'
+#define TAG_JOIN 'J'
+#define TAG_GROUPS 'G'
+#define TAG_CID 'I'
+
+/* Longest key component (group, member, device, cid) accepted. Group names
+ * stop at 128 bytes and cids at 64; client ids and usernames may in theory
+ * reach 65535 bytes, which no chat needs, so they are refused here. */
+#define MAX_PART CHAT_STORE_MAX_NAME
+
+struct chat_store {
+    leveldb_t *db;
+    leveldb_options_t *options;
+    leveldb_cache_t *cache;
+    leveldb_filterpolicy_t *filter;
+    leveldb_readoptions_t *ropt;
+    leveldb_writeoptions_t *wopt;      /* appends: synced when CHAT_SYNC_ALWAYS */
+    leveldb_writeoptions_t *wopt_lazy; /* cursors and membership: never synced */
+    leveldb_writeoptions_t *wopt_sync; /* chat_store_sync */
+    chat_sync sync;
+    bool dirty;  /* written since the last chat_store_sync */
+    bool failed; /* invariant 5: the first I/O error makes the store read-only */
+};
+
+/* A key under construction. Keys are short (a few hundred bytes at most), so
+ * one fixed buffer avoids an allocation per lookup on the broker's thread. */
+typedef struct key {
+    char buf[4 * (MAX_PART + 2) + 16]; /* four parts and an id */
+    size_t len;
+    bool overflow;
+} key;
+
+const char *chat_strerror(chat_err err)
+{
+    switch (err) {
+    case CHAT_OK:
+        return "success";
+    case CHAT_ENOMEM:
+        return "out of memory";
+    case CHAT_EINVAL:
+        return "invalid argument";
+    case CHAT_EIO:
+        return "storage I/O error";
+    case CHAT_ECORRUPT:
+        return "stored record is corrupt";
+    case CHAT_ECONFLICT:
+        return "id is not the group's next id";
+    }
+    return "unknown error";
+}
+
+static void put_u64(char *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (char)(v & 0xff);
+        v >>= 8;
+    }
+}
+
+static uint64_t get_u64(const char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        v = (v << 8) | (unsigned char)p[i];
+    }
+    return v;
+}
+
+static void key_init(key *k, char tag)
+{
+    k->buf[0] = tag;
+    k->len = 1;
+    k->overflow = false;
+}
+
+static void key_str(key *k, const char *s)
+{
+    size_t n = strlen(s);
+    if (n > MAX_PART || k->len + 2 + n > sizeof(k->buf)) {
+        k->overflow = true;
+        return;
+    }
+    k->buf[k->len++] = (char)((n >> 8) & 0xff);
+    k->buf[k->len++] = (char)(n & 0xff);
+    memcpy(k->buf + k->len, s, n);
+    k->len += n;
+}
+
+/* Appends s without a length: only for a key's last part, which then sorts
+ * in plain byte order. */
+static void key_raw(key *k, const char *s)
+{
+    size_t n = strlen(s);
+    if (n > MAX_PART || k->len + n > sizeof(k->buf)) {
+        k->overflow = true;
+        return;
+    }
+    memcpy(k->buf + k->len, s, n);
+    k->len += n;
+}
+
+static void key_u64(key *k, uint64_t v)
+{
+    if (k->len + 8 > sizeof(k->buf)) {
+        k->overflow = true;
+        return;
+    }
+    put_u64(k->buf + k->len, v);
+    k->len += 8;
+}
+
+/* Maps a LevelDB error string to CHAT_EIO, frees it, and latches failure. */
+static chat_err io_error(chat_store *st, char *err)
+{
+    leveldb_free(err);
+    st->failed = true;
+    return CHAT_EIO;
+}
+
+/* Reads an 8-byte value. Missing keys leave *v untouched and *found false. */
+static chat_err get_u64_key(chat_store *st, const key *k, uint64_t *v, bool *found)
+{
+    char *err = NULL;
+    size_t vlen = 0;
+    char *val = leveldb_get(st->db, st->ropt, k->buf, k->len, &vlen, &err);
+    if (err) {
+        return io_error(st, err);
+    }
+    *found = val != NULL;
+    if (!val) {
+        return CHAT_OK;
+    }
+    if (vlen != 8) {
+        leveldb_free(val);
+        return CHAT_ECORRUPT;
+    }
+    *v = get_u64(val);
+    leveldb_free(val);
+    return CHAT_OK;
+}
+
+static chat_err write_batch(chat_store *st, leveldb_writebatch_t *wb,
+                            const leveldb_writeoptions_t *wo)
+{
+    char *err = NULL;
+    if (st->failed) {
+        return CHAT_EIO;
+    }
+    leveldb_write(st->db, wo, wb, &err);
+    if (err) {
+        return io_error(st, err);
+    }
+    st->dirty = true;
+    return CHAT_OK;
+}
+
+static chat_err put_u64_key(chat_store *st, const key *k, uint64_t v)
+{
+    char val[8];
+    put_u64(val, v);
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    leveldb_writebatch_put(wb, k->buf, k->len, val, sizeof(val));
+    chat_err rc = write_batch(st, wb, st->wopt_lazy);
+    leveldb_writebatch_destroy(wb);
+    return rc;
+}
+
+chat_err chat_store_open(const char *path, chat_sync sync, chat_store **out, char **errmsg)
+{
+    char *err = NULL;
+    chat_store *st = NULL;
+
+    if (errmsg) {
+        *errmsg = NULL;
+    }
+    if (!path || !out || sync > CHAT_SYNC_ALWAYS) {
+        return CHAT_EINVAL;
+    }
+    /* LevelDB reports a directory it cannot create as a missing LOCK file;
+     * making it here first gives the operator the real reason. */
+    if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+        if (errmsg) {
+            size_t n = strlen(path) + 64;
+            *errmsg = malloc(n);
+            if (*errmsg) {
+                snprintf(*errmsg, n, "cannot create %s: %s", path, strerror(errno));
+            }
+        }
+        return CHAT_EIO;
+    }
+    st = calloc(1, sizeof(*st));
+    if (!st) {
+        return CHAT_ENOMEM;
+    }
+    st->sync = sync;
+    st->options = leveldb_options_create();
+    st->cache = leveldb_cache_create_lru(32u << 20);
+    st->filter = leveldb_filterpolicy_create_bloom(10);
+    st->ropt = leveldb_readoptions_create();
+    st->wopt = leveldb_writeoptions_create();
+    st->wopt_lazy = leveldb_writeoptions_create();
+    st->wopt_sync = leveldb_writeoptions_create();
+    leveldb_options_set_create_if_missing(st->options, 1);
+    leveldb_options_set_cache(st->options, st->cache);
+    leveldb_options_set_filter_policy(st->options, st->filter);
+    leveldb_options_set_compression(st->options, leveldb_snappy_compression);
+    leveldb_options_set_write_buffer_size(st->options, 8u << 20);
+    leveldb_writeoptions_set_sync(st->wopt, sync == CHAT_SYNC_ALWAYS);
+    leveldb_writeoptions_set_sync(st->wopt_lazy, 0);
+    leveldb_writeoptions_set_sync(st->wopt_sync, 1);
+
+    st->db = leveldb_open(st->options, path, &err);
+    if (err) {
+        if (errmsg) {
+            *errmsg = strdup(err);
+        }
+        leveldb_free(err);
+        goto fail;
+    }
+    *out = st;
+    return CHAT_OK;
+
+fail:
+    chat_store_close(st);
+    return CHAT_EIO;
+}
+
+void chat_store_close(chat_store *st)
+{
+    if (!st) {
+        return;
+    }
+    if (st->db) {
+        leveldb_close(st->db);
+    }
+    leveldb_writeoptions_destroy(st->wopt_sync);
+    leveldb_writeoptions_destroy(st->wopt_lazy);
+    leveldb_writeoptions_destroy(st->wopt);
+    leveldb_readoptions_destroy(st->ropt);
+    leveldb_options_destroy(st->options);
+    leveldb_filterpolicy_destroy(st->filter);
+    leveldb_cache_destroy(st->cache);
+    free(st);
+}
+
+chat_err chat_store_sync(chat_store *st)
+{
+    if (!st->dirty) {
+        return CHAT_OK;
+    }
+    /* A synced write of an empty batch fsyncs the log, and with it every
+     * unsynced record before it. */
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    chat_err rc = write_batch(st, wb, st->wopt_sync);
+    leveldb_writebatch_destroy(wb);
+    if (rc == CHAT_OK) {
+        st->dirty = false;
+    }
+    return rc;
+}
+
+chat_err chat_store_head(chat_store *st, const char *group, uint64_t *head)
+{
+    key k;
+    bool found = false;
+    key_init(&k, TAG_HEAD);
+    key_str(&k, group);
+    if (k.overflow) {
+        return CHAT_EINVAL;
+    }
+    *head = 0;
+    return get_u64_key(st, &k, head, &found);
+}
+
+chat_err chat_store_first(chat_store *st, const char *group, uint64_t *first)
+{
+    key k;
+    bool found = false;
+    key_init(&k, TAG_FIRST);
+    key_str(&k, group);
+    if (k.overflow) {
+        return CHAT_EINVAL;
+    }
+    *first = 1;
+    return get_u64_key(st, &k, first, &found);
+}
+
+chat_err chat_store_append(chat_store *st, const char *group, uint64_t id, const char *from,
+                           const char *cid, const void *env, size_t env_len)
+{
+    key kh, km, ki;
+    uint64_t head = 0;
+    char val[8];
+    chat_err rc;
+
+    if (!group || !from || (!env && env_len)) {
+        return CHAT_EINVAL;
+    }
+    rc = chat_store_head(st, group, &head);
+    if (rc != CHAT_OK) {
+        return rc;
+    }
+    if (id != head + 1) {
+        return CHAT_ECONFLICT;
+    }
+    key_init(&kh, TAG_HEAD);
+    key_str(&kh, group);
+    key_init(&km, TAG_MSG);
+    key_str(&km, group);
+    key_u64(&km, id);
+    if (kh.overflow || km.overflow) {
+        return CHAT_EINVAL;
+    }
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    leveldb_writebatch_put(wb, km.buf, km.len, env, env_len);
+    put_u64(val, id);
+    leveldb_writebatch_put(wb, kh.buf, kh.len, val, sizeof(val));
+    if (cid) {
+        key_init(&ki, TAG_CID);
+        key_str(&ki, group);
+        key_str(&ki, from);
+        key_str(&ki, cid);
+        if (ki.overflow) {
+            leveldb_writebatch_destroy(wb);
+            return CHAT_EINVAL;
+        }
+        leveldb_writebatch_put(wb, ki.buf, ki.len, val, sizeof(val));
+    }
+    rc = write_batch(st, wb, st->wopt);
+    leveldb_writebatch_destroy(wb);
+    return rc;
+}
+
+chat_err chat_store_cid_find(chat_store *st, const char *group, const char *from, const char *cid,
+                             uint64_t *id, bool *found)
+{
+    key k;
+    key_init(&k, TAG_CID);
+    key_str(&k, group);
+    key_str(&k, from);
+    key_str(&k, cid);
+    *found = false;
+    if (k.overflow) {
+        return CHAT_EINVAL;
+    }
+    return get_u64_key(st, &k, id, found);
+}
+
+chat_err chat_store_get(chat_store *st, const char *group, uint64_t id, chat_msg *msg,
+                        bool *found)
+{
+    key k;
+    char *err = NULL;
+    size_t vlen = 0;
+
+    *found = false;
+    key_init(&k, TAG_MSG);
+    key_str(&k, group);
+    key_u64(&k, id);
+    if (k.overflow) {
+        return CHAT_EINVAL;
+    }
+    char *val = leveldb_get(st->db, st->ropt, k.buf, k.len, &vlen, &err);
+    if (err) {
+        return io_error(st, err);
+    }
+    if (!val) {
+        return CHAT_OK;
+    }
+    msg->data = malloc(vlen + 1);
+    if (!msg->data) {
+        leveldb_free(val);
+        return CHAT_ENOMEM;
+    }
+    memcpy(msg->data, val, vlen);
+    msg->data[vlen] = '\0';
+    msg->len = vlen;
+    msg->id = id;
+    leveldb_free(val);
+    *found = true;
+    return CHAT_OK;
+}
+
+void chat_page_destroy(chat_page *page)
+{
+    if (!page) {
+        return;
+    }
+    for (size_t i = 0; i < page->count; i++) {
+        free(page->msgs[i].data);
+    }
+    free(page->msgs);
+    free(page);
+}
+
+/* Appends the iterator's current record to page; false on out of memory. */
+static bool page_push(chat_page *page, size_t *cap, uint64_t id, const char *v, size_t vlen)
+{
+    if (page->count == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 16;
+        chat_msg *n = realloc(page->msgs, ncap * sizeof(*n));
+        if (!n) {
+            return false;
+        }
+        page->msgs = n;
+        *cap = ncap;
+    }
+    chat_msg *m = &page->msgs[page->count];
+    m->data = malloc(vlen + 1);
+    if (!m->data) {
+        return false;
+    }
+    memcpy(m->data, v, vlen);
+    m->data[vlen] = '\0';
+    m->len = vlen;
+    m->id = id;
+    page->count++;
+    page->bytes += vlen;
+    return true;
+}
+
+/* Shared by both reading directions: the group's 'M' keys form one
+ * contiguous range, so a seek lands on the first candidate and each step
+ * reads the next id. */
+static chat_err read_page(chat_store *st, const char *group, uint64_t from_id, bool forward,
+                          size_t max_count, size_t max_bytes, chat_page **out)
+{
+    key prefix, k;
+    size_t cap = 0;
+    chat_err rc = CHAT_OK;
+    chat_page *page = NULL;
+    leveldb_iterator_t *it = NULL;
+
+    *out = NULL;
+    key_init(&prefix, TAG_MSG);
+    key_str(&prefix, group);
+    k = prefix;
+    key_u64(&k, from_id);
+    if (k.overflow || max_count == 0) {
+        return CHAT_EINVAL;
+    }
+    page = calloc(1, sizeof(*page));
+    if (!page) {
+        return CHAT_ENOMEM;
+    }
+    it = leveldb_create_iterator(st->db, st->ropt);
+    leveldb_iter_seek(it, k.buf, k.len);
+    if (!forward) {
+        /* Seek lands on the first key >= before; the page starts below it. */
+        if (leveldb_iter_valid(it)) {
+            leveldb_iter_prev(it);
+        } else {
+            leveldb_iter_seek_to_last(it);
+        }
+    }
+    for (; leveldb_iter_valid(it); forward ? leveldb_iter_next(it) : leveldb_iter_prev(it)) {
+        size_t klen = 0, vlen = 0;
+        const char *kb = leveldb_iter_key(it, &klen);
+        if (klen != prefix.len + 8 || memcmp(kb, prefix.buf, prefix.len) != 0) {
+            break;
+        }
+        uint64_t id = get_u64(kb + prefix.len);
+        if (forward ? id <= from_id : id >= from_id) {
+            continue;
+        }
+        const char *v = leveldb_iter_value(it, &vlen);
+        if (page->count >= max_count || (page->count > 0 && page->bytes + vlen > max_bytes)) {
+            page->more = true;
+            break;
+        }
+        if (!page_push(page, &cap, id, v, vlen)) {
+            rc = CHAT_ENOMEM;
+            goto fail;
+        }
+    }
+    char *err = NULL;
+    leveldb_iter_get_error(it, &err);
+    if (err) {
+        rc = io_error(st, err);
+        goto fail;
+    }
+    leveldb_iter_destroy(it);
+    *out = page;
+    return CHAT_OK;
+
+fail:
+    leveldb_iter_destroy(it);
+    chat_page_destroy(page);
+    return rc;
+}
+
+chat_err chat_store_read_forward(chat_store *st, const char *group, uint64_t after,
+                                 size_t max_count, size_t max_bytes, chat_page **out)
+{
+    return read_page(st, group, after, true, max_count, max_bytes, out);
+}
+
+chat_err chat_store_read_backward(chat_store *st, const char *group, uint64_t before,
+                                  size_t max_count, size_t max_bytes, chat_page **out)
+{
+    return read_page(st, group, before, false, max_count, max_bytes, out);
+}
+
+static void cursor_key(key *k, const char *group, const char *member, const char *device)
+{
+    key_init(k, TAG_CURSOR);
+    key_str(k, group);
+    key_str(k, member);
+    if (device) {
+        key_str(k, device);
+    }
+}
+
+chat_err chat_store_cursor_get(chat_store *st, const char *group, const char *member,
+                               const char *device, uint64_t *id, bool *found)
+{
+    key k;
+    cursor_key(&k, group, member, device);
+    *found = false;
+    if (k.overflow) {
+        return CHAT_EINVAL;
+    }
+    return get_u64_key(st, &k, id, found);
+}
+
+chat_err chat_store_cursor_advance(chat_store *st, const char *group, const char *member,
+                                   const char *device, uint64_t id, uint64_t *now)
+{
+    key k;
+    uint64_t cur = 0, head = 0;
+    bool found = false;
+    chat_err rc;
+
+    cursor_key(&k, group, member, device);
+    if (k.overflow) {
+        return CHAT_EINVAL;
+    }
+    rc = chat_store_head(st, group, &head);
+    if (rc == CHAT_OK) {
+        rc = get_u64_key(st, &k, &cur, &found);
+    }
+    if (rc != CHAT_OK) {
+        return rc;
+    }
+    if (id > head) {
+        id = head;
+    }
+    if (!found || id > cur) {
+        rc = put_u64_key(st, &k, id);
+        if (rc == CHAT_OK) {
+            cur = id;
+        }
+    }
+    if (now) {
+        *now = cur;
+    }
+    return rc;
+}
+
+chat_err chat_store_cursor_max(chat_store *st, const char *group, const char *member,
+                               uint64_t *id, bool *found)
+{
+    key prefix;
+    chat_err rc = CHAT_OK;
+    char *err = NULL;
+
+    cursor_key(&prefix, group, member, NULL);
+    *found = false;
+    if (prefix.overflow) {
+        return CHAT_EINVAL;
+    }
+    leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
+    for (leveldb_iter_seek(it, prefix.buf, prefix.len); leveldb_iter_valid(it);
+         leveldb_iter_next(it)) {
+        size_t klen = 0, vlen = 0;
+        const char *kb = leveldb_iter_key(it, &klen);
+        if (klen <= prefix.len || memcmp(kb, prefix.buf, prefix.len) != 0) {
+            break;
+        }
+        const char *v = leveldb_iter_value(it, &vlen);
+        if (vlen != 8) {
+            rc = CHAT_ECORRUPT;
+            break;
+        }
+        uint64_t c = get_u64(v);
+        if (!*found || c > *id) {
+            *id = c;
+            *found = true;
+        }
+    }
+    leveldb_iter_get_error(it, &err);
+    if (err) {
+        rc = io_error(st, err);
+    }
+    leveldb_iter_destroy(it);
+    return rc;
+}
+
+chat_err chat_store_cursor_start(chat_store *st, const char *group, const char *member,
+                                 const char *device, uint64_t *id, bool *found)
+{
+    key k;
+    uint64_t start = 0;
+    bool have = false;
+    chat_err rc;
+
+    *found = false;
+    rc = chat_store_cursor_get(st, group, member, device, id, &have);
+    if (rc != CHAT_OK || have) {
+        *found = have;
+        return rc;
+    }
+    rc = chat_store_member_get(st, group, member, &start, &have);
+    if (rc != CHAT_OK || !have) {
+        return rc;
+    }
+    uint64_t best = 0;
+    bool any = false;
+    rc = chat_store_cursor_max(st, group, member, &best, &any);
+    if (rc != CHAT_OK) {
+        return rc;
+    }
+    if (any && best > start) {
+        start = best;
+    }
+    cursor_key(&k, group, member, device);
+    if (k.overflow) {
+        return CHAT_EINVAL;
+    }
+    rc = put_u64_key(st, &k, start);
+    if (rc == CHAT_OK) {
+        *id = start;
+        *found = true;
+    }
+    return rc;
+}
+
+static void join_keys(key *kj, key *kg, const char *group, const char *member)
+{
+    key_init(kj, TAG_JOIN);
+    key_str(kj, group);
+    key_str(kj, member);
+    key_init(kg, TAG_GROUPS);
+    key_str(kg, member);
+    key_raw(kg, group);
+}
+
+chat_err chat_store_member_get(chat_store *st, const char *group, const char *member,
+                               uint64_t *joined, bool *found)
+{
+    key kj, kg;
+    join_keys(&kj, &kg, group, member);
+    *found = false;
+    if (kj.overflow) {
+        return CHAT_EINVAL;
+    }
+    return get_u64_key(st, &kj, joined, found);
+}
+
+chat_err chat_store_member_add(chat_store *st, const char *group, const char *member,
+                               uint64_t *joined)
+{
+    key kj, kg;
+    uint64_t at = 0;
+    bool found = false;
+    char val[8];
+    chat_err rc;
+
+    join_keys(&kj, &kg, group, member);
+    if (kj.overflow || kg.overflow) {
+        return CHAT_EINVAL;
+    }
+    rc = get_u64_key(st, &kj, &at, &found);
+    if (rc == CHAT_OK && !found) {
+        rc = chat_store_head(st, group, &at);
+        if (rc == CHAT_OK) {
+            put_u64(val, at);
+            leveldb_writebatch_t *wb = leveldb_writebatch_create();
+            leveldb_writebatch_put(wb, kj.buf, kj.len, val, sizeof(val));
+            leveldb_writebatch_put(wb, kg.buf, kg.len, val, sizeof(val));
+            rc = write_batch(st, wb, st->wopt_lazy);
+            leveldb_writebatch_destroy(wb);
+        }
+    }
+    if (rc == CHAT_OK && joined) {
+        *joined = at;
+    }
+    return rc;
+}
+
+chat_err chat_store_member_remove(chat_store *st, const char *group, const char *member)
+{
+    key kj, kg, prefix;
+    char *err = NULL;
+    chat_err rc;
+
+    join_keys(&kj, &kg, group, member);
+    cursor_key(&prefix, group, member, NULL);
+    if (kj.overflow || kg.overflow || prefix.overflow) {
+        return CHAT_EINVAL;
+    }
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    leveldb_writebatch_delete(wb, kj.buf, kj.len);
+    leveldb_writebatch_delete(wb, kg.buf, kg.len);
+    leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
+    for (leveldb_iter_seek(it, prefix.buf, prefix.len); leveldb_iter_valid(it);
+         leveldb_iter_next(it)) {
+        size_t klen = 0;
+        const char *kb = leveldb_iter_key(it, &klen);
+        if (klen <= prefix.len || memcmp(kb, prefix.buf, prefix.len) != 0) {
+            break;
+        }
+        leveldb_writebatch_delete(wb, kb, klen);
+    }
+    leveldb_iter_get_error(it, &err);
+    leveldb_iter_destroy(it);
+    if (err) {
+        leveldb_writebatch_destroy(wb);
+        return io_error(st, err);
+    }
+    rc = write_batch(st, wb, st->wopt_lazy);
+    leveldb_writebatch_destroy(wb);
+    return rc;
+}
+
+chat_err chat_store_member_groups(chat_store *st, const char *member, chat_group_fn fn,
+                                  void *ctx)
+{
+    key prefix;
+    chat_err rc = CHAT_OK;
+    char *err = NULL;
+    char name[MAX_PART + 1];
+
+    key_init(&prefix, TAG_GROUPS);
+    key_str(&prefix, member);
+    if (prefix.overflow || !fn) {
+        return CHAT_EINVAL;
+    }
+    leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
+    for (leveldb_iter_seek(it, prefix.buf, prefix.len); leveldb_iter_valid(it);
+         leveldb_iter_next(it)) {
+        size_t klen = 0, vlen = 0;
+        const char *kb = leveldb_iter_key(it, &klen);
+        if (klen <= prefix.len || memcmp(kb, prefix.buf, prefix.len) != 0) {
+            break;
+        }
+        size_t n = klen - prefix.len;
+        const char *v = leveldb_iter_value(it, &vlen);
+        if (n > MAX_PART || vlen != 8) {
+            rc = CHAT_ECORRUPT;
+            break;
+        }
+        memcpy(name, kb + prefix.len, n);
+        name[n] = '\0';
+        if (fn(ctx, name, get_u64(v)) != 0) {
+            rc = CHAT_EINVAL;
+            break;
+        }
+    }
+    leveldb_iter_get_error(it, &err);
+    if (err) {
+        rc = io_error(st, err);
+    }
+    leveldb_iter_destroy(it);
+    return rc;
+}

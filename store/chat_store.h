@@ -1,0 +1,165 @@
+/* chat_store: the LevelDB-backed log of group messages, member cursors and
+ * membership that mosquitto-chat keeps; it knows nothing of MQTT.
+ *
+ * Ownership: a chat_store is created by chat_store_open and freed by
+ * chat_store_close. Bytes go in as (pointer, length) and are copied; bytes
+ * that come out are heap memory owned by the caller, freed with the function
+ * each prototype names. "Not found" is not an error: lookups report it
+ * through a `found` flag.
+ *
+ * Threading: none. One thread (the broker's) owns a store; calls must not
+ * overlap.
+ *
+ * Design note: key layout (every integer is 8 bytes big-endian, so that byte
+ * order is id order and a seek plus a forward scan reads a page):
+ *
+ *   'H' g            -> head (8)              highest id of the group
+ *   'F' g            -> first (8)             lowest id still kept (retention)
+ *   'M' g id         -> envelope bytes        one copy per message
+ *   'C' g m d        -> cursor (8)            last id device d of member m acked
+ *   'J' g m          -> joined (8)            member m joined when head was this
+ *   'G' m g          -> joined (8)            the same, indexed by member
+ *   'I' g m cid      -> id (8)                (group, from, cid) already stored
+ *
+ * where g, m, d and cid are length-prefixed strings (two bytes, big-endian),
+ * so that no key is a prefix of another with a different meaning; the one
+ * exception is the g ending a 'G' key, stored bare so that a member's groups
+ * come out in byte order of their names.
+ *
+ * Invariants:
+ *   1. Ids of a group are 1..head with no gap: message id and the new head
+ *      are written in one WriteBatch, so a crash leaves neither a hole nor a
+ *      reused id.
+ *   2. first <= head + 1; every id in [first, head] has an 'M' record.
+ *   3. A cursor never moves back and never exceeds head.
+ *   4. 'J' g m exists if and only if 'G' m g exists.
+ *   5. The first I/O error wins: after it every write is refused with
+ *      CHAT_EIO until the store is reopened.
+ */
+#ifndef CHAT_STORE_H
+#define CHAT_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Longest group, member, device or cid, in bytes; longer ones get CHAT_EINVAL. */
+#define CHAT_STORE_MAX_NAME 1024u
+
+typedef enum chat_err {
+    CHAT_OK = 0,
+    CHAT_ENOMEM,   /* out of memory */
+    CHAT_EINVAL,   /* an argument is out of range */
+    CHAT_EIO,      /* LevelDB reported an error; the store now refuses writes */
+    CHAT_ECORRUPT, /* a record does not have the shape this module writes */
+    CHAT_ECONFLICT /* an append's id is not head + 1 */
+} chat_err;
+
+typedef enum chat_sync {
+    CHAT_SYNC_NONE = 0, /* survive a process crash, not a power loss */
+    CHAT_SYNC_BATCH,    /* caller calls chat_store_sync at its own pace */
+    CHAT_SYNC_ALWAYS    /* every append is on disk before it returns */
+} chat_sync;
+
+typedef struct chat_store chat_store;
+
+/* One message of a page: its id and the stored envelope. */
+typedef struct chat_msg {
+    uint64_t id;
+    char *data; /* envelope bytes, NUL-terminated for convenience */
+    size_t len; /* bytes in data, not counting the NUL */
+} chat_msg;
+
+/* A run of consecutive stored messages, as read by chat_store_read_*. */
+typedef struct chat_page {
+    chat_msg *msgs; /* count messages, in the order read */
+    size_t count;
+    size_t bytes; /* sum of the envelopes' lengths */
+    bool more;    /* the store holds further messages in the reading direction */
+} chat_page;
+
+/* Returns a static English string for an error code. */
+const char *chat_strerror(chat_err err);
+
+/* Opens (creating if missing) the store at directory path. On success *out
+ * owns the store; free it with chat_store_close. On failure, *errmsg (if not
+ * NULL) receives a malloc'd description to free(). */
+chat_err chat_store_open(const char *path, chat_sync sync, chat_store **out, char **errmsg);
+
+/* Closes the store and frees it. Accepts NULL. */
+void chat_store_close(chat_store *st);
+
+/* Forces every write so far to stable storage (for CHAT_SYNC_BATCH). Cheap
+ * when nothing was written since the last call. */
+chat_err chat_store_sync(chat_store *st);
+
+/* Group head (0 for an unknown group) and the lowest id still kept. */
+chat_err chat_store_head(chat_store *st, const char *group, uint64_t *head);
+chat_err chat_store_first(chat_store *st, const char *group, uint64_t *first);
+
+/* Appends one envelope to group under id, which must be head + 1 (read it
+ * with chat_store_head and put it in the envelope first). When cid is not
+ * NULL the (group, from, cid) index entry goes in the same batch. Copies
+ * everything; on error nothing is written. */
+chat_err chat_store_append(chat_store *st, const char *group, uint64_t id, const char *from,
+                           const char *cid, const void *env, size_t env_len);
+
+/* Looks up the id a (group, from, cid) was stored under. */
+chat_err chat_store_cid_find(chat_store *st, const char *group, const char *from, const char *cid,
+                             uint64_t *id, bool *found);
+
+/* Reads one message. On success with *found, *msg holds a heap copy: free
+ * msg->data with free(). */
+chat_err chat_store_get(chat_store *st, const char *group, uint64_t id, chat_msg *msg,
+                        bool *found);
+
+/* Reads messages with ids > after, oldest first, at most max_count of them
+ * and, after the first, no more than max_bytes in total. The page is heap
+ * memory: free it with chat_page_destroy. An empty page is not an error. */
+chat_err chat_store_read_forward(chat_store *st, const char *group, uint64_t after,
+                                 size_t max_count, size_t max_bytes, chat_page **out);
+
+/* Reads messages with ids < before, newest first, with the same bounds. */
+chat_err chat_store_read_backward(chat_store *st, const char *group, uint64_t before,
+                                  size_t max_count, size_t max_bytes, chat_page **out);
+
+/* Frees a page and every message in it. Accepts NULL. */
+void chat_page_destroy(chat_page *page);
+
+/* A device's cursor in a group. */
+chat_err chat_store_cursor_get(chat_store *st, const char *group, const char *member,
+                               const char *device, uint64_t *id, bool *found);
+
+/* Moves a device's cursor forward to id, clamped to head; a lower id
+ * changes nothing. *now (may be NULL) receives the cursor afterwards. */
+chat_err chat_store_cursor_advance(chat_store *st, const char *group, const char *member,
+                                   const char *device, uint64_t id, uint64_t *now);
+
+/* The most advanced cursor of any device of member in group. */
+chat_err chat_store_cursor_max(chat_store *st, const char *group, const char *member,
+                               uint64_t *id, bool *found);
+
+/* Where a device's delivery starts when it has no cursor yet: the most
+ * advanced cursor of the member's other devices, else the id at which the
+ * member joined (PROTOCOL.md, Names: device). Creates the cursor there so
+ * that later calls agree. *found is false when member is not in group. */
+chat_err chat_store_cursor_start(chat_store *st, const char *group, const char *member,
+                                 const char *device, uint64_t *id, bool *found);
+
+/* Membership. member_add is idempotent: an existing member keeps its
+ * joined id. *joined (may be NULL) receives it. */
+chat_err chat_store_member_add(chat_store *st, const char *group, const char *member,
+                               uint64_t *joined);
+chat_err chat_store_member_get(chat_store *st, const char *group, const char *member,
+                               uint64_t *joined, bool *found);
+
+/* Removes member from group with every cursor of its devices there. */
+chat_err chat_store_member_remove(chat_store *st, const char *group, const char *member);
+
+/* Calls fn once per group of member, in byte order of the group names; a
+ * non-zero return from fn stops the walk and is returned as CHAT_EINVAL. */
+typedef int (*chat_group_fn)(void *ctx, const char *group, uint64_t joined);
+chat_err chat_store_member_groups(chat_store *st, const char *member, chat_group_fn fn,
+                                  void *ctx);
+
+#endif

@@ -1,0 +1,1212 @@
+/* Unit tests of store/chat_store against the contract in chat_store.h: one
+ * table of named cases, each run on a fresh LevelDB directory made with
+ * mkdtemp and removed in teardown. Every page and message the API hands out
+ * is freed, because valgrind runs over this executable too. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "chat_store.h"
+
+/* ------------------------------------------------------------------------
+ * Fixture
+ * --------------------------------------------------------------------- */
+
+struct fixture {
+    char dir[64];   /* the test's private LevelDB directory */
+    chat_store *st; /* open on dir, or NULL after a failed reopen */
+};
+
+/* Fails the running case with the code's text when expr is not CHAT_OK. */
+#define ASSERT_OK(expr)                                                                            \
+    do {                                                                                           \
+        chat_err rc_ = (expr);                                                                     \
+        if (rc_ != CHAT_OK)                                                                        \
+            fail_msg("%s returned %d (%s)", #expr, (int)rc_, chat_strerror(rc_));                  \
+    } while (0)
+
+/* Removes path and everything below it; symlinks are removed, not followed.
+ * Best effort: teardown must not fail because a file is already gone. */
+static void rm_tree(const char *path)
+{
+    struct stat sb;
+    if (lstat(path, &sb) != 0)
+        return;
+    if (S_ISDIR(sb.st_mode)) {
+        DIR *d = opendir(path);
+        if (d != NULL) {
+            struct dirent *de;
+            while ((de = readdir(d)) != NULL) {
+                if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                    continue;
+                size_t n = strlen(path) + 1 + strlen(de->d_name) + 1;
+                char *child = malloc(n);
+                if (child == NULL)
+                    break;
+                snprintf(child, n, "%s/%s", path, de->d_name);
+                rm_tree(child);
+                free(child);
+            }
+            closedir(d);
+        }
+        if (rmdir(path) != 0)
+            fprintf(stderr, "rmdir %s: %s\n", path, strerror(errno));
+    } else if (unlink(path) != 0) {
+        fprintf(stderr, "unlink %s: %s\n", path, strerror(errno));
+    }
+}
+
+static int setup(void **state)
+{
+    struct fixture *fx = calloc(1, sizeof(*fx));
+    char *errmsg = NULL;
+
+    if (fx == NULL)
+        return -1;
+    snprintf(fx->dir, sizeof(fx->dir), "/tmp/chat_store_test.XXXXXX");
+    if (mkdtemp(fx->dir) == NULL) {
+        fprintf(stderr, "mkdtemp: %s\n", strerror(errno));
+        goto fail;
+    }
+    if (chat_store_open(fx->dir, CHAT_SYNC_NONE, &fx->st, &errmsg) != CHAT_OK) {
+        fprintf(stderr, "chat_store_open %s: %s\n", fx->dir, errmsg ? errmsg : "(no message)");
+        free(errmsg);
+        rm_tree(fx->dir);
+        goto fail;
+    }
+    *state = fx;
+    return 0;
+fail:
+    free(fx);
+    return -1;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *fx = *state;
+
+    chat_store_close(fx->st);
+    rm_tree(fx->dir);
+    free(fx);
+    return 0;
+}
+
+/* Closes the fixture's store and opens the same directory again. */
+static void reopen(struct fixture *fx, chat_sync sync)
+{
+    char *errmsg = NULL;
+    chat_err rc;
+
+    chat_store_close(fx->st);
+    fx->st = NULL;
+    rc = chat_store_open(fx->dir, sync, &fx->st, &errmsg);
+    if (rc != CHAT_OK) {
+        fail_msg("reopen %s: %s (%s)", fx->dir, chat_strerror(rc),
+                 errmsg ? errmsg : "(no message)");
+        /* not reached: fail_msg leaves the case; errmsg leaks only on failure */
+    }
+    free(errmsg);
+}
+
+/* ------------------------------------------------------------------------
+ * Envelopes and checks
+ * --------------------------------------------------------------------- */
+
+#define ENV_CAP 256
+
+/* Writes the test envelope of (group, id) to buf and returns its length:
+ * "group#id" when size is 0, else exactly size bytes starting with as much
+ * of that text as fits and padded with '.'. buf gets a NUL after them. */
+static size_t env_make(char *buf, const char *group, uint64_t id, size_t size)
+{
+    char text[ENV_CAP];
+    int n = snprintf(text, sizeof(text), "%s#%llu", group, (unsigned long long)id);
+
+    assert_true(n > 0 && (size_t)n < sizeof(text));
+    assert_true(size < ENV_CAP);
+    if (size == 0)
+        size = (size_t)n;
+    for (size_t i = 0; i < size; i++)
+        buf[i] = i < (size_t)n ? text[i] : '.';
+    buf[size] = '\0';
+    return size;
+}
+
+/* Appends the test envelope of the group's next id; returns that id. */
+static uint64_t append_env(chat_store *st, const char *group, const char *from, const char *cid,
+                           size_t size)
+{
+    char env[ENV_CAP];
+    uint64_t head = UINT64_MAX;
+    size_t len;
+
+    ASSERT_OK(chat_store_head(st, group, &head));
+    len = env_make(env, group, head + 1, size);
+    ASSERT_OK(chat_store_append(st, group, head + 1, from, cid, env, len));
+    return head + 1;
+}
+
+/* Appends n natural-size envelopes to group. */
+static void fill(chat_store *st, const char *group, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        append_env(st, group, "filler", NULL, 0);
+}
+
+/* Checks a page holds exactly the messages ids[0..count) of group, each with
+ * the envelope env_make wrote for it (sizes NULL: natural size), a NUL after
+ * the bytes, bytes equal to their sum, and the given more flag. */
+static void check_page_ids(const chat_page *page, const char *group, const uint64_t *ids,
+                           const size_t *sizes, size_t count, bool more)
+{
+    char env[ENV_CAP];
+    size_t bytes = 0;
+
+    assert_non_null(page);
+    assert_int_equal(page->count, count);
+    for (size_t i = 0; i < count; i++) {
+        const chat_msg *m = &page->msgs[i];
+        size_t len = env_make(env, group, ids[i], sizes ? sizes[i] : 0);
+
+        assert_int_equal(m->id, ids[i]);
+        assert_int_equal(m->len, len);
+        assert_non_null(m->data);
+        assert_memory_equal(m->data, env, len);
+        assert_int_equal(m->data[len], '\0');
+        bytes += m->len;
+    }
+    assert_int_equal(page->bytes, bytes);
+    assert_int_equal(page->more, more);
+}
+
+/* check_page_ids for a run of count natural-size ids from first, ascending
+ * (step 1) or descending (step -1). */
+static void check_page_run(const chat_page *page, const char *group, uint64_t first, int step,
+                           size_t count, bool more)
+{
+    uint64_t ids[600];
+
+    assert_true(count <= sizeof(ids) / sizeof(ids[0]));
+    for (size_t i = 0; i < count; i++)
+        ids[i] = step > 0 ? first + i : first - i;
+    check_page_ids(page, group, ids, NULL, count, more);
+}
+
+static void assert_head(chat_store *st, const char *group, uint64_t want)
+{
+    uint64_t head = UINT64_MAX;
+
+    ASSERT_OK(chat_store_head(st, group, &head));
+    assert_int_equal(head, want);
+}
+
+static void assert_cursor(chat_store *st, const char *group, const char *member, const char *device,
+                          bool want_found, uint64_t want)
+{
+    uint64_t id = UINT64_MAX;
+    bool found = !want_found;
+
+    ASSERT_OK(chat_store_cursor_get(st, group, member, device, &id, &found));
+    assert_int_equal(found, want_found);
+    if (want_found)
+        assert_int_equal(id, want);
+}
+
+static void assert_member(chat_store *st, const char *group, const char *member, bool want_found,
+                          uint64_t want_joined)
+{
+    uint64_t joined = UINT64_MAX;
+    bool found = !want_found;
+
+    ASSERT_OK(chat_store_member_get(st, group, member, &joined, &found));
+    assert_int_equal(found, want_found);
+    if (want_found)
+        assert_int_equal(joined, want_joined);
+}
+
+static void assert_cid(chat_store *st, const char *group, const char *from, const char *cid,
+                       bool want_found, uint64_t want)
+{
+    uint64_t id = UINT64_MAX;
+    bool found = !want_found;
+
+    ASSERT_OK(chat_store_cid_find(st, group, from, cid, &id, &found));
+    assert_int_equal(found, want_found);
+    if (want_found)
+        assert_int_equal(id, want);
+}
+
+static void assert_not_stored(chat_store *st, const char *group, uint64_t id)
+{
+    chat_msg msg = {0};
+    bool found = true;
+
+    ASSERT_OK(chat_store_get(st, group, id, &msg, &found));
+    assert_false(found);
+}
+
+/* Collects what chat_store_member_groups reports; stops after stop_after
+ * calls when that is not 0. */
+#define WALK_MAX 16
+struct walk {
+    char names[WALK_MAX][32];
+    uint64_t joined[WALK_MAX];
+    int calls;
+    int stop_after;
+};
+
+static int collect_group(void *ctx, const char *group, uint64_t joined)
+{
+    struct walk *w = ctx;
+
+    if (w->calls < WALK_MAX) {
+        snprintf(w->names[w->calls], sizeof(w->names[0]), "%s", group);
+        w->joined[w->calls] = joined;
+    }
+    w->calls++;
+    return (w->stop_after != 0 && w->calls >= w->stop_after) ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Open, close, errors
+ * --------------------------------------------------------------------- */
+
+static void test_open_close_reopen(void **state)
+{
+    struct fixture *fx = *state;
+    chat_msg msg = {0};
+    bool found = false;
+    char env[ENV_CAP];
+    size_t len;
+
+    fill(fx->st, "g", 3);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alice", NULL));
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d1", 2, NULL));
+
+    reopen(fx, CHAT_SYNC_NONE);
+
+    assert_head(fx->st, "g", 3);
+    ASSERT_OK(chat_store_get(fx->st, "g", 2, &msg, &found));
+    assert_true(found);
+    len = env_make(env, "g", 2, 0);
+    assert_int_equal(msg.id, 2);
+    assert_int_equal(msg.len, len);
+    assert_memory_equal(msg.data, env, len);
+    free(msg.data);
+    assert_member(fx->st, "g", "alice", true, 3);
+    assert_cursor(fx->st, "g", "alice", "d1", true, 2);
+}
+
+static void test_open_unusable_path(void **state)
+{
+    struct fixture *fx = *state;
+    char file[128], below[160];
+    chat_store *st = NULL;
+    char *errmsg = NULL;
+    FILE *f;
+
+    /* a regular file where the store's directory should be */
+    snprintf(file, sizeof(file), "%s/plain", fx->dir);
+    f = fopen(file, "w");
+    assert_non_null(f);
+    assert_true(fputs("not a database\n", f) >= 0);
+    assert_int_equal(fclose(f), 0);
+
+    assert_int_not_equal(chat_store_open(file, CHAT_SYNC_NONE, &st, &errmsg), CHAT_OK);
+    assert_non_null(errmsg);
+    assert_true(strlen(errmsg) > 0);
+    free(errmsg);
+    errmsg = NULL;
+
+    /* a directory that cannot be created, below that file */
+    snprintf(below, sizeof(below), "%s/sub", file);
+    assert_int_not_equal(chat_store_open(below, CHAT_SYNC_NONE, &st, &errmsg), CHAT_OK);
+    assert_non_null(errmsg);
+    free(errmsg);
+
+    /* errmsg may be NULL: the failure is still reported, nothing leaks */
+    assert_int_not_equal(chat_store_open(file, CHAT_SYNC_NONE, &st, NULL), CHAT_OK);
+}
+
+static void test_null_destructors(void **state)
+{
+    struct fixture *fx = *state;
+    chat_page *page = NULL;
+
+    chat_store_close(NULL);
+    chat_page_destroy(NULL);
+    /* the fixture's store is still usable afterwards */
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 10, 1000, &page));
+    assert_non_null(page);
+    assert_int_equal(page->count, 0);
+    chat_page_destroy(page);
+}
+
+static void test_strerror_every_code(void **state)
+{
+    (void)state;
+    for (int e = CHAT_OK; e <= CHAT_ECONFLICT; e++) {
+        const char *s = chat_strerror((chat_err)e);
+
+        assert_non_null(s);
+        assert_true(strlen(s) > 0);
+    }
+}
+
+static void test_sync_modes(void **state)
+{
+    struct fixture *fx = *state;
+
+    reopen(fx, CHAT_SYNC_BATCH);
+    fill(fx->st, "g", 2);
+    ASSERT_OK(chat_store_sync(fx->st));
+    ASSERT_OK(chat_store_sync(fx->st)); /* nothing written since: still fine */
+    reopen(fx, CHAT_SYNC_ALWAYS);
+    assert_head(fx->st, "g", 2);
+    fill(fx->st, "g", 1);
+    ASSERT_OK(chat_store_sync(fx->st));
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_head(fx->st, "g", 3);
+}
+
+/* ------------------------------------------------------------------------
+ * Append, head, groups
+ * --------------------------------------------------------------------- */
+
+static void test_head_unknown_group(void **state)
+{
+    struct fixture *fx = *state;
+    uint64_t first = UINT64_MAX;
+
+    assert_head(fx->st, "nobody", 0);
+    ASSERT_OK(chat_store_first(fx->st, "nobody", &first));
+    assert_true(first <= 1); /* invariant 2: first <= head + 1 */
+    fill(fx->st, "g", 1);
+    assert_head(fx->st, "nobody", 0);
+    assert_head(fx->st, "g", 1);
+}
+
+static void test_append_dense_ids(void **state)
+{
+    struct fixture *fx = *state;
+    const unsigned n = 20;
+    uint64_t first = 0;
+    chat_page *page = NULL;
+
+    for (unsigned i = 1; i <= n; i++) {
+        assert_head(fx->st, "g", i - 1);
+        assert_int_equal(append_env(fx->st, "g", "alice", NULL, 0), i);
+        assert_head(fx->st, "g", i);
+    }
+    ASSERT_OK(chat_store_first(fx->st, "g", &first));
+    assert_int_equal(first, 1);
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 100, SIZE_MAX, &page));
+    check_page_run(page, "g", 1, 1, n, false);
+    chat_page_destroy(page);
+}
+
+static void test_append_wrong_id_conflict(void **state)
+{
+    struct fixture *fx = *state;
+    const uint64_t bad[] = {22, 20, 1, 19};
+    chat_page *page = NULL;
+    chat_msg msg = {0};
+    bool found = false;
+    char env[ENV_CAP];
+    size_t len;
+
+    fill(fx->st, "g", 20);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        len = env_make(env, "intruder", bad[i], 0);
+        assert_int_equal(chat_store_append(fx->st, "g", bad[i], "mallory", "x", env, len),
+                         CHAT_ECONFLICT);
+    }
+    /* nothing of those appends was written: head, message, index */
+    assert_head(fx->st, "g", 20);
+    assert_not_stored(fx->st, "g", 22);
+    assert_not_stored(fx->st, "g", 21);
+    ASSERT_OK(chat_store_get(fx->st, "g", 20, &msg, &found));
+    assert_true(found);
+    len = env_make(env, "g", 20, 0);
+    assert_int_equal(msg.len, len);
+    assert_memory_equal(msg.data, env, len);
+    free(msg.data);
+    assert_cid(fx->st, "g", "mallory", "x", false, 0);
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 100, SIZE_MAX, &page));
+    check_page_run(page, "g", 1, 1, 20, false);
+    chat_page_destroy(page);
+
+    /* an empty group only takes id 1 */
+    len = env_make(env, "empty", 2, 0);
+    assert_int_equal(chat_store_append(fx->st, "empty", 2, "mallory", NULL, env, len),
+                     CHAT_ECONFLICT);
+    assert_head(fx->st, "empty", 0);
+    assert_not_stored(fx->st, "empty", 2);
+
+    /* and the right id still works afterwards */
+    assert_int_equal(append_env(fx->st, "g", "alice", NULL, 0), 21);
+}
+
+static void test_groups_isolated(void **state)
+{
+    struct fixture *fx = *state;
+    chat_page *page = NULL;
+    uint64_t id_a, id_ab;
+
+    /* interleaved, and "a" is a prefix of "ab" */
+    for (int i = 0; i < 5; i++) {
+        if (i < 3)
+            append_env(fx->st, "a", "u", NULL, 0);
+        append_env(fx->st, "ab", "u", NULL, 0);
+        if (i < 1)
+            append_env(fx->st, "b", "u", NULL, 0);
+    }
+    id_a = append_env(fx->st, "a", "u", "c", 0);
+    id_ab = append_env(fx->st, "ab", "u", "c", 0);
+    assert_int_equal(id_a, 4);
+    assert_int_equal(id_ab, 6);
+    assert_head(fx->st, "a", 4);
+    assert_head(fx->st, "ab", 6);
+    assert_head(fx->st, "b", 1);
+
+    ASSERT_OK(chat_store_read_forward(fx->st, "a", 0, 100, SIZE_MAX, &page));
+    check_page_run(page, "a", 1, 1, 4, false);
+    chat_page_destroy(page);
+    ASSERT_OK(chat_store_read_forward(fx->st, "ab", 0, 100, SIZE_MAX, &page));
+    check_page_run(page, "ab", 1, 1, 6, false);
+    chat_page_destroy(page);
+    ASSERT_OK(chat_store_read_backward(fx->st, "a", UINT64_MAX, 100, SIZE_MAX, &page));
+    check_page_run(page, "a", 4, -1, 4, false);
+    chat_page_destroy(page);
+    ASSERT_OK(chat_store_read_backward(fx->st, "b", UINT64_MAX, 100, SIZE_MAX, &page));
+    check_page_run(page, "b", 1, -1, 1, false);
+    chat_page_destroy(page);
+    assert_not_stored(fx->st, "a", 5);
+
+    assert_cid(fx->st, "a", "u", "c", true, 4);
+    assert_cid(fx->st, "ab", "u", "c", true, 6);
+    assert_cid(fx->st, "b", "u", "c", false, 0);
+
+    ASSERT_OK(chat_store_member_add(fx->st, "a", "alice", NULL));
+    assert_member(fx->st, "ab", "alice", false, 0);
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "ab", "alice", "d", 5, NULL));
+    assert_cursor(fx->st, "a", "alice", "d", false, 0);
+    assert_cursor(fx->st, "ab", "alice", "d", true, 5);
+}
+
+/* ------------------------------------------------------------------------
+ * Reading
+ * --------------------------------------------------------------------- */
+
+static void test_read_forward_by_count(void **state)
+{
+    struct fixture *fx = *state;
+    const size_t want_count[] = {3, 3, 3, 1};
+    const bool want_more[] = {true, true, true, false};
+    chat_page *page = NULL;
+    uint64_t after = 0;
+
+    fill(fx->st, "g", 10);
+    for (size_t p = 0; p < 4; p++) {
+        ASSERT_OK(chat_store_read_forward(fx->st, "g", after, 3, SIZE_MAX, &page));
+        check_page_run(page, "g", after + 1, 1, want_count[p], want_more[p]);
+        assert_true(page->count <= 3);
+        after = page->msgs[page->count - 1].id;
+        chat_page_destroy(page);
+    }
+    assert_int_equal(after, 10);
+
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 10, SIZE_MAX, &page));
+    check_page_run(page, "g", 1, 1, 10, false);
+    chat_page_destroy(page);
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 9, SIZE_MAX, &page));
+    check_page_run(page, "g", 1, 1, 9, true);
+    chat_page_destroy(page);
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 4, 1, SIZE_MAX, &page));
+    check_page_run(page, "g", 5, 1, 1, true);
+    chat_page_destroy(page);
+}
+
+static void test_read_forward_by_bytes(void **state)
+{
+    struct fixture *fx = *state;
+    const size_t ten[10] = {10, 10, 10, 10, 10, 10, 10, 10, 10, 10};
+    uint64_t ids[10];
+    chat_page *page = NULL;
+    uint64_t after = 0;
+    int pages = 0;
+
+    for (int i = 0; i < 10; i++)
+        append_env(fx->st, "g", "u", NULL, 10);
+
+    /* "no more than max_bytes in total": 30 fits three, 29 only two */
+    ids[0] = 1, ids[1] = 2, ids[2] = 3;
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 100, 30, &page));
+    check_page_ids(page, "g", ids, ten, 3, true);
+    chat_page_destroy(page);
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 100, 29, &page));
+    check_page_ids(page, "g", ids, ten, 2, true);
+    chat_page_destroy(page);
+
+    /* walk in 25-byte pages: two messages each, never more than 25 bytes */
+    do {
+        ASSERT_OK(chat_store_read_forward(fx->st, "g", after, 100, 25, &page));
+        for (size_t i = 0; i < 2; i++)
+            ids[i] = after + 1 + i;
+        check_page_ids(page, "g", ids, ten, 2, after + 2 < 10);
+        assert_true(page->bytes <= 25);
+        after = page->msgs[page->count - 1].id;
+        chat_page_destroy(page);
+        pages++;
+    } while (after < 10 && pages < 20);
+    assert_int_equal(pages, 5);
+
+    /* the count bound applies even when bytes would allow more */
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 4, 1000, &page));
+    check_page_ids(page, "g", (uint64_t[]){1, 2, 3, 4}, ten, 4, true);
+    chat_page_destroy(page);
+}
+
+static void test_read_forward_oversized_message(void **state)
+{
+    struct fixture *fx = *state;
+    const size_t sizes[] = {5, 100, 5, 5, 200};
+    chat_page *page = NULL;
+
+    for (size_t i = 0; i < 5; i++)
+        append_env(fx->st, "g", "u", NULL, sizes[i]);
+
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 10, 20, &page));
+    check_page_ids(page, "g", (uint64_t[]){1}, &sizes[0], 1, true);
+    chat_page_destroy(page);
+    /* bigger than max_bytes on its own: returned alone, so a reader moves on */
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 1, 10, 20, &page));
+    check_page_ids(page, "g", (uint64_t[]){2}, &sizes[1], 1, true);
+    chat_page_destroy(page);
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 2, 10, 20, &page));
+    check_page_ids(page, "g", (uint64_t[]){3, 4}, &sizes[2], 2, true);
+    chat_page_destroy(page);
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 4, 10, 20, &page));
+    check_page_ids(page, "g", (uint64_t[]){5}, &sizes[4], 1, false);
+    chat_page_destroy(page);
+    /* max_bytes 0 still yields one message per page */
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 2, 10, 0, &page));
+    check_page_ids(page, "g", (uint64_t[]){3}, &sizes[2], 1, true);
+    chat_page_destroy(page);
+}
+
+static void test_read_forward_after_head(void **state)
+{
+    struct fixture *fx = *state;
+    const uint64_t afters[] = {5, 6, 1000, UINT64_MAX};
+    chat_page *page = NULL;
+
+    fill(fx->st, "g", 5);
+    for (size_t i = 0; i < sizeof(afters) / sizeof(afters[0]); i++) {
+        ASSERT_OK(chat_store_read_forward(fx->st, "g", afters[i], 10, SIZE_MAX, &page));
+        check_page_ids(page, "g", NULL, NULL, 0, false);
+        chat_page_destroy(page);
+    }
+    ASSERT_OK(chat_store_read_forward(fx->st, "nobody", 0, 10, SIZE_MAX, &page));
+    check_page_ids(page, "nobody", NULL, NULL, 0, false);
+    chat_page_destroy(page);
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 4, 10, SIZE_MAX, &page));
+    check_page_run(page, "g", 5, 1, 1, false);
+    chat_page_destroy(page);
+}
+
+static void test_read_backward(void **state)
+{
+    struct fixture *fx = *state;
+    const size_t ten[4] = {10, 10, 10, 10};
+    chat_page *page = NULL;
+
+    fill(fx->st, "g", 10);
+    ASSERT_OK(chat_store_read_backward(fx->st, "g", 11, 4, SIZE_MAX, &page));
+    check_page_run(page, "g", 10, -1, 4, true);
+    chat_page_destroy(page);
+    ASSERT_OK(chat_store_read_backward(fx->st, "g", 7, 4, SIZE_MAX, &page));
+    check_page_run(page, "g", 6, -1, 4, true);
+    chat_page_destroy(page);
+    ASSERT_OK(chat_store_read_backward(fx->st, "g", 3, 4, SIZE_MAX, &page));
+    check_page_run(page, "g", 2, -1, 2, false);
+    chat_page_destroy(page);
+    ASSERT_OK(chat_store_read_backward(fx->st, "g", 1, 4, SIZE_MAX, &page));
+    check_page_ids(page, "g", NULL, NULL, 0, false);
+    chat_page_destroy(page);
+    ASSERT_OK(chat_store_read_backward(fx->st, "g", 0, 4, SIZE_MAX, &page));
+    check_page_ids(page, "g", NULL, NULL, 0, false);
+    chat_page_destroy(page);
+    ASSERT_OK(chat_store_read_backward(fx->st, "g", UINT64_MAX, 2, SIZE_MAX, &page));
+    check_page_run(page, "g", 10, -1, 2, true);
+    chat_page_destroy(page);
+    ASSERT_OK(chat_store_read_backward(fx->st, "g", 100, 20, SIZE_MAX, &page));
+    check_page_run(page, "g", 10, -1, 10, false);
+    chat_page_destroy(page);
+    ASSERT_OK(chat_store_read_backward(fx->st, "nobody", UINT64_MAX, 20, SIZE_MAX, &page));
+    check_page_ids(page, "nobody", NULL, NULL, 0, false);
+    chat_page_destroy(page);
+
+    /* byte bounds apply backwards too, oversized first message included */
+    for (int i = 0; i < 4; i++)
+        append_env(fx->st, "s", "u", NULL, 10);
+    ASSERT_OK(chat_store_read_backward(fx->st, "s", UINT64_MAX, 10, 20, &page));
+    check_page_ids(page, "s", (uint64_t[]){4, 3}, ten, 2, true);
+    chat_page_destroy(page);
+    ASSERT_OK(chat_store_read_backward(fx->st, "s", 4, 10, 5, &page));
+    check_page_ids(page, "s", (uint64_t[]){3}, ten, 1, true);
+    chat_page_destroy(page);
+}
+
+static void test_get_found_and_not_found(void **state)
+{
+    struct fixture *fx = *state;
+    static const char binary[] = {'a', '\0', 'b'};
+    chat_msg msg = {0};
+    bool found = false;
+
+    ASSERT_OK(chat_store_append(fx->st, "g", 1, "u", NULL, "hello", 5));
+    ASSERT_OK(chat_store_append(fx->st, "g", 2, "u", NULL, binary, sizeof(binary)));
+
+    ASSERT_OK(chat_store_get(fx->st, "g", 1, &msg, &found));
+    assert_true(found);
+    assert_int_equal(msg.id, 1);
+    assert_int_equal(msg.len, 5);
+    assert_string_equal(msg.data, "hello");
+    free(msg.data);
+
+    memset(&msg, 0, sizeof(msg));
+    found = false;
+    ASSERT_OK(chat_store_get(fx->st, "g", 2, &msg, &found));
+    assert_true(found);
+    assert_int_equal(msg.id, 2);
+    assert_int_equal(msg.len, sizeof(binary));
+    assert_memory_equal(msg.data, binary, sizeof(binary));
+    assert_int_equal(msg.data[msg.len], '\0');
+    free(msg.data);
+
+    assert_not_stored(fx->st, "g", 0);
+    assert_not_stored(fx->st, "g", 3);
+    assert_not_stored(fx->st, "g", UINT64_MAX);
+    assert_not_stored(fx->st, "nobody", 1);
+}
+
+/* ------------------------------------------------------------------------
+ * Client id index
+ * --------------------------------------------------------------------- */
+
+static void test_cid_index(void **state)
+{
+    struct fixture *fx = *state;
+    uint64_t id = 0;
+    bool found = true;
+    chat_err rc;
+
+    assert_int_equal(append_env(fx->st, "g", "alice", "c1", 0), 1);
+    assert_int_equal(append_env(fx->st, "g", "bob", "c1", 0), 2);
+    assert_int_equal(append_env(fx->st, "g", "alice", NULL, 0), 3);
+    assert_int_equal(append_env(fx->st, "g", "alice", "c2", 0), 4);
+    assert_int_equal(append_env(fx->st, "g", "ab", "c", 0), 5);
+
+    assert_cid(fx->st, "g", "alice", "c1", true, 1);
+    assert_cid(fx->st, "g", "bob", "c1", true, 2);
+    assert_cid(fx->st, "g", "alice", "c2", true, 4);
+    assert_cid(fx->st, "g", "ab", "c", true, 5);
+    /* other from, other cid, other group, and a from/cid split elsewhere */
+    assert_cid(fx->st, "g", "carol", "c1", false, 0);
+    assert_cid(fx->st, "g", "alice", "c3", false, 0);
+    assert_cid(fx->st, "g2", "alice", "c1", false, 0);
+    assert_cid(fx->st, "g", "a", "bc", false, 0);
+
+    /* the append without cid indexed nothing, not even under "" */
+    rc = chat_store_cid_find(fx->st, "g", "alice", "", &id, &found);
+    if (rc == CHAT_OK)
+        assert_false(found);
+    else
+        assert_int_equal(rc, CHAT_EINVAL);
+}
+
+/* ------------------------------------------------------------------------
+ * Cursors
+ * --------------------------------------------------------------------- */
+
+static void test_cursor_get_not_found(void **state)
+{
+    struct fixture *fx = *state;
+    uint64_t id = 0;
+    bool found = true;
+
+    assert_cursor(fx->st, "g", "alice", "d1", false, 0);
+    fill(fx->st, "g", 3);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alice", NULL));
+    assert_cursor(fx->st, "g", "alice", "d1", false, 0);
+    ASSERT_OK(chat_store_cursor_max(fx->st, "g", "alice", &id, &found));
+    assert_false(found);
+}
+
+static void test_cursor_advance_forward_only(void **state)
+{
+    struct fixture *fx = *state;
+    uint64_t now = 0;
+
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alice", NULL));
+    fill(fx->st, "g", 10);
+
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d1", 5, &now));
+    assert_int_equal(now, 5);
+    assert_cursor(fx->st, "g", "alice", "d1", true, 5);
+
+    now = 0;
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d1", 3, &now));
+    assert_int_equal(now, 5);
+    assert_cursor(fx->st, "g", "alice", "d1", true, 5);
+
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d1", 5, &now));
+    assert_int_equal(now, 5);
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d1", 7, NULL));
+    assert_cursor(fx->st, "g", "alice", "d1", true, 7);
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d1", 0, &now));
+    assert_int_equal(now, 7);
+    assert_cursor(fx->st, "g", "alice", "d1", true, 7);
+}
+
+static void test_cursor_advance_clamped_to_head(void **state)
+{
+    struct fixture *fx = *state;
+    uint64_t now = 0;
+
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alice", NULL));
+    fill(fx->st, "g", 10);
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d1", 50, &now));
+    assert_int_equal(now, 10);
+    assert_cursor(fx->st, "g", "alice", "d1", true, 10);
+
+    fill(fx->st, "g", 2);
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d1", UINT64_MAX, &now));
+    assert_int_equal(now, 12);
+    assert_cursor(fx->st, "g", "alice", "d1", true, 12);
+}
+
+static void test_cursor_per_device(void **state)
+{
+    struct fixture *fx = *state;
+
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alice", NULL));
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alicex", NULL));
+    fill(fx->st, "g", 10);
+
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d1", 5, NULL));
+    assert_cursor(fx->st, "g", "alice", "d2", false, 0);
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d2", 2, NULL));
+    assert_cursor(fx->st, "g", "alice", "d1", true, 5);
+    assert_cursor(fx->st, "g", "alice", "d2", true, 2);
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d2", 8, NULL));
+    assert_cursor(fx->st, "g", "alice", "d1", true, 5);
+    assert_cursor(fx->st, "g", "alice", "d2", true, 8);
+
+    /* device "d" is a prefix of "d1"; member "alice" of "alicex" */
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d", 3, NULL));
+    assert_cursor(fx->st, "g", "alice", "d1", true, 5);
+    assert_cursor(fx->st, "g", "alice", "d", true, 3);
+    assert_cursor(fx->st, "g", "alicex", "d", false, 0);
+    assert_cursor(fx->st, "g", "alicex", "d1", false, 0);
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alicex", "d1", 9, NULL));
+    assert_cursor(fx->st, "g", "alice", "d1", true, 5);
+}
+
+static void test_cursor_max(void **state)
+{
+    struct fixture *fx = *state;
+    uint64_t id = 0;
+    bool found = false;
+
+    fill(fx->st, "g", 10);
+    fill(fx->st, "g2", 10);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alice", NULL));
+    ASSERT_OK(chat_store_member_add(fx->st, "g2", "alice", NULL));
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alicex", NULL));
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "bob", NULL));
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d1", 5, NULL));
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d2", 8, NULL));
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d3", 3, NULL));
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g2", "alice", "d1", 9, NULL));
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alicex", "d1", 10, NULL));
+
+    ASSERT_OK(chat_store_cursor_max(fx->st, "g", "alice", &id, &found));
+    assert_true(found);
+    assert_int_equal(id, 8);
+
+    found = true;
+    ASSERT_OK(chat_store_cursor_max(fx->st, "g", "bob", &id, &found));
+    assert_false(found);
+
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d1", 10, NULL));
+    ASSERT_OK(chat_store_cursor_max(fx->st, "g", "alice", &id, &found));
+    assert_true(found);
+    assert_int_equal(id, 10);
+    ASSERT_OK(chat_store_cursor_max(fx->st, "g2", "alice", &id, &found));
+    assert_true(found);
+    assert_int_equal(id, 9);
+}
+
+static void test_cursor_start_first_device(void **state)
+{
+    struct fixture *fx = *state;
+    uint64_t id = 0, joined = 0;
+    bool found = false;
+
+    fill(fx->st, "g", 3);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alice", &joined));
+    assert_int_equal(joined, 3);
+    fill(fx->st, "g", 4);
+
+    ASSERT_OK(chat_store_cursor_start(fx->st, "g", "alice", "d1", &id, &found));
+    assert_true(found);
+    assert_int_equal(id, 3);
+    /* the cursor now exists there */
+    assert_cursor(fx->st, "g", "alice", "d1", true, 3);
+
+    /* a member who joined an empty group starts at 0 */
+    ASSERT_OK(chat_store_member_add(fx->st, "e", "alice", NULL));
+    id = UINT64_MAX;
+    found = false;
+    ASSERT_OK(chat_store_cursor_start(fx->st, "e", "alice", "d1", &id, &found));
+    assert_true(found);
+    assert_int_equal(id, 0);
+}
+
+static void test_cursor_start_second_device(void **state)
+{
+    struct fixture *fx = *state;
+    uint64_t id = 0;
+    bool found = false;
+
+    fill(fx->st, "g", 3);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alice", NULL));
+    fill(fx->st, "g", 4);
+    ASSERT_OK(chat_store_cursor_start(fx->st, "g", "alice", "d1", &id, &found));
+    assert_int_equal(id, 3);
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d1", 5, NULL));
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d0", 4, NULL));
+
+    /* the most advanced of the other devices, not the joined id */
+    found = false;
+    ASSERT_OK(chat_store_cursor_start(fx->st, "g", "alice", "d2", &id, &found));
+    assert_true(found);
+    assert_int_equal(id, 5);
+    assert_cursor(fx->st, "g", "alice", "d2", true, 5);
+
+    /* later calls agree: d2 keeps its own cursor when d1 moves on */
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d1", 7, NULL));
+    ASSERT_OK(chat_store_cursor_start(fx->st, "g", "alice", "d2", &id, &found));
+    assert_true(found);
+    assert_int_equal(id, 5);
+    ASSERT_OK(chat_store_cursor_start(fx->st, "g", "alice", "d1", &id, &found));
+    assert_true(found);
+    assert_int_equal(id, 7);
+}
+
+static void test_cursor_start_non_member(void **state)
+{
+    struct fixture *fx = *state;
+    uint64_t id = 0;
+    bool found = true;
+
+    fill(fx->st, "g", 3);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alice", NULL));
+    ASSERT_OK(chat_store_member_add(fx->st, "g2", "carol", NULL));
+
+    ASSERT_OK(chat_store_cursor_start(fx->st, "g", "bob", "d1", &id, &found));
+    assert_false(found);
+    assert_cursor(fx->st, "g", "bob", "d1", false, 0);
+    found = true;
+    ASSERT_OK(chat_store_cursor_start(fx->st, "g", "carol", "d1", &id, &found));
+    assert_false(found);
+    assert_cursor(fx->st, "g", "carol", "d1", false, 0);
+    found = true;
+    ASSERT_OK(chat_store_cursor_start(fx->st, "nobody", "alice", "d1", &id, &found));
+    assert_false(found);
+}
+
+/* ------------------------------------------------------------------------
+ * Membership
+ * --------------------------------------------------------------------- */
+
+static void test_member_add_idempotent(void **state)
+{
+    struct fixture *fx = *state;
+    uint64_t joined = 0;
+
+    fill(fx->st, "g", 2);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alice", &joined));
+    assert_int_equal(joined, 2);
+    fill(fx->st, "g", 2);
+    joined = 0;
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alice", &joined));
+    assert_int_equal(joined, 2);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alice", NULL));
+    assert_member(fx->st, "g", "alice", true, 2);
+
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "bob", &joined));
+    assert_int_equal(joined, 4);
+    assert_member(fx->st, "g", "bob", true, 4);
+    assert_member(fx->st, "g", "alice", true, 2);
+}
+
+static void test_member_get(void **state)
+{
+    struct fixture *fx = *state;
+
+    assert_member(fx->st, "g", "alice", false, 0);
+    fill(fx->st, "g", 3);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alice", NULL));
+    assert_member(fx->st, "g", "alice", true, 3);
+    assert_member(fx->st, "g", "bob", false, 0);
+    assert_member(fx->st, "g", "alic", false, 0);
+    assert_member(fx->st, "g2", "alice", false, 0);
+    assert_member(fx->st, "gg", "alice", false, 0);
+}
+
+static void test_member_remove(void **state)
+{
+    struct fixture *fx = *state;
+    struct walk w = {0};
+    uint64_t id = 0, joined = 0;
+    bool found = true;
+
+    fill(fx->st, "g1", 5);
+    fill(fx->st, "g2", 5);
+    ASSERT_OK(chat_store_member_add(fx->st, "g1", "alice", NULL));
+    ASSERT_OK(chat_store_member_add(fx->st, "g2", "alice", NULL));
+    ASSERT_OK(chat_store_member_add(fx->st, "g1", "bob", NULL));
+    ASSERT_OK(chat_store_member_add(fx->st, "g1", "alicex", NULL));
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g1", "alice", "d1", 3, NULL));
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g1", "alice", "d2", 4, NULL));
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g2", "alice", "d1", 2, NULL));
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g1", "bob", "d1", 5, NULL));
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g1", "alicex", "d1", 1, NULL));
+
+    ASSERT_OK(chat_store_member_remove(fx->st, "g1", "alice"));
+
+    /* gone from g1 with every device's cursor */
+    assert_member(fx->st, "g1", "alice", false, 0);
+    assert_cursor(fx->st, "g1", "alice", "d1", false, 0);
+    assert_cursor(fx->st, "g1", "alice", "d2", false, 0);
+    ASSERT_OK(chat_store_cursor_max(fx->st, "g1", "alice", &id, &found));
+    assert_false(found);
+    /* everything else stays */
+    assert_member(fx->st, "g2", "alice", true, 5);
+    assert_cursor(fx->st, "g2", "alice", "d1", true, 2);
+    assert_member(fx->st, "g1", "bob", true, 5);
+    assert_cursor(fx->st, "g1", "bob", "d1", true, 5);
+    assert_member(fx->st, "g1", "alicex", true, 5);
+    assert_cursor(fx->st, "g1", "alicex", "d1", true, 1);
+    /* and the member index agrees (invariant 4) */
+    ASSERT_OK(chat_store_member_groups(fx->st, "alice", collect_group, &w));
+    assert_int_equal(w.calls, 1);
+    assert_string_equal(w.names[0], "g2");
+
+    /* rejoining is a new membership: new joined id, no old cursor */
+    fill(fx->st, "g1", 2);
+    ASSERT_OK(chat_store_member_add(fx->st, "g1", "alice", &joined));
+    assert_int_equal(joined, 7);
+    ASSERT_OK(chat_store_cursor_start(fx->st, "g1", "alice", "d1", &id, &found));
+    assert_true(found);
+    assert_int_equal(id, 7);
+}
+
+static void test_member_groups_byte_order(void **state)
+{
+    struct fixture *fx = *state;
+    /* added out of order; byte order is "B" < "a" < "aa" < "ab" < "b" < "c" */
+    const char *added[] = {"b", "ab", "c", "a", "B", "aa"};
+    const char *want[] = {"B", "a", "aa", "ab", "b", "c"};
+    const uint64_t want_joined[] = {5, 4, 6, 2, 1, 3};
+    struct walk w = {0};
+
+    for (size_t i = 0; i < 6; i++) {
+        fill(fx->st, added[i], (unsigned)i + 1);
+        ASSERT_OK(chat_store_member_add(fx->st, added[i], "alice", NULL));
+    }
+    ASSERT_OK(chat_store_member_add(fx->st, "a", "bob", NULL));
+    ASSERT_OK(chat_store_member_add(fx->st, "zz", "bob", NULL));
+    ASSERT_OK(chat_store_member_add(fx->st, "x", "alicex", NULL));
+    ASSERT_OK(chat_store_member_add(fx->st, "y", "alic", NULL));
+
+    ASSERT_OK(chat_store_member_groups(fx->st, "alice", collect_group, &w));
+    assert_int_equal(w.calls, 6);
+    for (size_t i = 0; i < 6; i++) {
+        assert_string_equal(w.names[i], want[i]);
+        assert_int_equal(w.joined[i], want_joined[i]);
+    }
+
+    memset(&w, 0, sizeof(w));
+    ASSERT_OK(chat_store_member_groups(fx->st, "bob", collect_group, &w));
+    assert_int_equal(w.calls, 2);
+    assert_string_equal(w.names[0], "a");
+    assert_string_equal(w.names[1], "zz");
+
+    memset(&w, 0, sizeof(w));
+    ASSERT_OK(chat_store_member_groups(fx->st, "nobody", collect_group, &w));
+    assert_int_equal(w.calls, 0);
+}
+
+static void test_member_groups_stop(void **state)
+{
+    struct fixture *fx = *state;
+    const char *groups[] = {"d", "c", "b", "a"};
+    struct walk w = {0};
+
+    for (size_t i = 0; i < 4; i++)
+        ASSERT_OK(chat_store_member_add(fx->st, groups[i], "alice", NULL));
+    w.stop_after = 2;
+    assert_int_equal(chat_store_member_groups(fx->st, "alice", collect_group, &w), CHAT_EINVAL);
+    assert_int_equal(w.calls, 2);
+    assert_string_equal(w.names[0], "a");
+    assert_string_equal(w.names[1], "b");
+
+    memset(&w, 0, sizeof(w));
+    w.stop_after = 1;
+    assert_int_equal(chat_store_member_groups(fx->st, "alice", collect_group, &w), CHAT_EINVAL);
+    assert_int_equal(w.calls, 1);
+}
+
+/* ------------------------------------------------------------------------
+ * Persistence and volume
+ * --------------------------------------------------------------------- */
+
+static void test_ids_survive_reopen(void **state)
+{
+    struct fixture *fx = *state;
+    chat_page *page = NULL;
+    char env[ENV_CAP];
+    size_t len;
+
+    fill(fx->st, "g", 5);
+    append_env(fx->st, "h", "alice", "c1", 0);
+    append_env(fx->st, "h", "alice", "c2", 0);
+
+    reopen(fx, CHAT_SYNC_NONE);
+
+    assert_head(fx->st, "g", 5);
+    len = env_make(env, "g", 5, 0);
+    assert_int_equal(chat_store_append(fx->st, "g", 5, "u", NULL, env, len), CHAT_ECONFLICT);
+    assert_int_equal(append_env(fx->st, "g", "u", NULL, 0), 6);
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 100, SIZE_MAX, &page));
+    check_page_run(page, "g", 1, 1, 6, false);
+    chat_page_destroy(page);
+
+    assert_head(fx->st, "h", 2);
+    assert_cid(fx->st, "h", "alice", "c2", true, 2);
+    assert_int_equal(append_env(fx->st, "h", "alice", "c3", 0), 3);
+
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_head(fx->st, "g", 6);
+    assert_head(fx->st, "h", 3);
+    assert_cid(fx->st, "h", "alice", "c3", true, 3);
+}
+
+static void test_many_messages(void **state)
+{
+    struct fixture *fx = *state;
+    const unsigned n = 5000;
+    chat_page *page = NULL;
+    chat_msg msg = {0};
+    bool found = false;
+    uint64_t after = 0, before = UINT64_MAX;
+    size_t total = 0;
+    int pages = 0;
+    char env[ENV_CAP];
+
+    for (unsigned i = 1; i <= n; i++)
+        assert_int_equal(append_env(fx->st, "bulk", "u", NULL, 0), i);
+    assert_head(fx->st, "bulk", n);
+
+    do {
+        ASSERT_OK(chat_store_read_forward(fx->st, "bulk", after, 128, SIZE_MAX, &page));
+        size_t want = n - after < 128 ? n - after : 128;
+        check_page_run(page, "bulk", after + 1, 1, want, after + want < n);
+        total += page->count;
+        after += page->count;
+        chat_page_destroy(page);
+        pages++;
+    } while (after < n && pages < 100);
+    assert_int_equal(total, n);
+    assert_int_equal(pages, 40);
+
+    total = 0;
+    pages = 0;
+    do {
+        ASSERT_OK(chat_store_read_backward(fx->st, "bulk", before, 500, SIZE_MAX, &page));
+        uint64_t top = before == UINT64_MAX ? n : before - 1;
+        check_page_run(page, "bulk", top, -1, 500, top > 500);
+        total += page->count;
+        before = page->msgs[page->count - 1].id;
+        chat_page_destroy(page);
+        pages++;
+    } while (before > 1 && pages < 100);
+    assert_int_equal(total, n);
+    assert_int_equal(pages, 10);
+
+    ASSERT_OK(chat_store_get(fx->st, "bulk", 2500, &msg, &found));
+    assert_true(found);
+    assert_int_equal(msg.len, env_make(env, "bulk", 2500, 0));
+    assert_memory_equal(msg.data, env, msg.len);
+    free(msg.data);
+}
+
+/* ------------------------------------------------------------------------
+ * Table
+ * --------------------------------------------------------------------- */
+
+#define CASE(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        CASE(test_open_close_reopen),
+        CASE(test_open_unusable_path),
+        CASE(test_null_destructors),
+        CASE(test_strerror_every_code),
+        CASE(test_sync_modes),
+        CASE(test_head_unknown_group),
+        CASE(test_append_dense_ids),
+        CASE(test_append_wrong_id_conflict),
+        CASE(test_groups_isolated),
+        CASE(test_read_forward_by_count),
+        CASE(test_read_forward_by_bytes),
+        CASE(test_read_forward_oversized_message),
+        CASE(test_read_forward_after_head),
+        CASE(test_read_backward),
+        CASE(test_get_found_and_not_found),
+        CASE(test_cid_index),
+        CASE(test_cursor_get_not_found),
+        CASE(test_cursor_advance_forward_only),
+        CASE(test_cursor_advance_clamped_to_head),
+        CASE(test_cursor_per_device),
+        CASE(test_cursor_max),
+        CASE(test_cursor_start_first_device),
+        CASE(test_cursor_start_second_device),
+        CASE(test_cursor_start_non_member),
+        CASE(test_member_add_idempotent),
+        CASE(test_member_get),
+        CASE(test_member_remove),
+        CASE(test_member_groups_byte_order),
+        CASE(test_member_groups_stop),
+        CASE(test_ids_survive_reopen),
+        CASE(test_many_messages),
+    };
+
+    return cmocka_run_group_tests_name("chat_store", tests, NULL, NULL);
+}
