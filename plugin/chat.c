@@ -120,8 +120,12 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         /* A retry of a message already stored: deliver the stored copy, with
          * its original id, which receivers that hold it drop. */
         bool found = false;
-        if (chat_store_get(pl->store, group, id, &stored, &found) != CHAT_OK || !found) {
+        if (chat_store_get(pl->store, group, id, &stored, &found) != CHAT_OK) {
             why = "storage error";
+            goto fail;
+        }
+        if (!found) {
+            why = "duplicate cid of a message since removed by retention";
             goto fail;
         }
         rc = set_payload(ev, stored.data, stored.len);
@@ -134,6 +138,7 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
             goto fail;
         }
         rc = set_payload(ev, env, strlen(env));
+        chat_retention_count(pl, group, head + 1);
     }
     if (rc != MOSQ_ERR_SUCCESS) {
         /* Stored but not deliverable now: receivers get it by catch-up. */

@@ -1,7 +1,10 @@
 /* config.c: plugin_opt_* options, read once in mosquitto_plugin_init. A bad
  * value stops the broker at start with a log line naming the option. */
+#define _GNU_SOURCE /* dladdr */
 #include "plugin.h"
 
+#include <dlfcn.h>
+#include <limits.h>
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -105,9 +108,25 @@ static int parse_admins(struct chat_config *cfg, const char *value)
     return MOSQ_ERR_SUCCESS;
 }
 
+/* What the broker's configuration says about other access checkers. */
+struct broker_conf {
+    int plugins;         /* plugin and auth_plugin lines, ours included */
+    bool acl;            /* an acl_file */
+    bool first_is_other; /* another plugin is loaded before ours */
+    char self[PATH_MAX]; /* our own shared object, resolved */
+};
+
+static void note_plugin(struct broker_conf *bc, const char *path)
+{
+    char real[PATH_MAX];
+    if (bc->plugins++ == 0 && bc->self[0]) {
+        bc->first_is_other = !realpath(path, real) || strcmp(real, bc->self) != 0;
+    }
+}
+
 /* Looks at one broker config file (and those it includes) for another
  * access checker: an acl_file, or a second plugin. */
-static void scan_config(const char *path, int depth, int *plugins, bool *acl)
+static void scan_config(const char *path, int depth, struct broker_conf *bc)
 {
     char line[4096];
     FILE *f = depth < 4 ? fopen(path, "r") : NULL;
@@ -126,9 +145,9 @@ static void scan_config(const char *path, int depth, int *plugins, bool *acl)
             continue;
         }
         if (!strcmp(word, "acl_file")) {
-            *acl = true;
+            bc->acl = true;
         } else if (!strcmp(word, "plugin") || !strcmp(word, "auth_plugin")) {
-            (*plugins)++;
+            note_plugin(bc, arg);
         } else if (!strcmp(word, "include_dir") && arg[0]) {
             DIR *d = opendir(arg);
             struct dirent *e;
@@ -137,7 +156,7 @@ static void scan_config(const char *path, int depth, int *plugins, bool *acl)
                 if (n > 5 && !strcmp(e->d_name + n - 5, ".conf")) {
                     char sub[4096 + 256];
                     snprintf(sub, sizeof(sub), "%s/%s", arg, e->d_name);
-                    scan_config(sub, depth + 1, plugins, acl);
+                    scan_config(sub, depth + 1, bc);
                 }
             }
             if (d) {
@@ -174,10 +193,23 @@ static enum chat_acl_mode detect_acl_mode(void)
     if (!conf) {
         return CHAT_ACL_ALLOW;
     }
-    int plugins = 0;
-    bool acl = false;
-    scan_config(conf, 0, &plugins, &acl);
-    return (acl || plugins > 1) ? CHAT_ACL_DEFER : CHAT_ACL_ALLOW;
+    struct broker_conf bc = {0};
+    Dl_info self;
+    static const char anchor; /* any object of ours tells dladdr who we are */
+    if (dladdr(&anchor, &self) && self.dli_fname &&
+        !realpath(self.dli_fname, bc.self)) {
+        bc.self[0] = '\0';
+    }
+    scan_config(conf, 0, &bc);
+    if (bc.first_is_other) {
+        /* Mosquitto asks access checkers in load order and stops at the
+         * first answer: behind another checker we would not see the
+         * subscribes that start a catch-up, nor keep acks from subscribers. */
+        mosquitto_log_printf(MOSQ_LOG_WARNING,
+                             "mosquitto-chat: another plugin is loaded before mosquitto-chat; "
+                             "put mosquitto-chat's plugin line first");
+    }
+    return (bc.acl || bc.plugins > 1) ? CHAT_ACL_DEFER : CHAT_ACL_ALLOW;
 }
 
 int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int count)

@@ -12,22 +12,39 @@
 #define MAX_RESPONSE (8u << 20)      /* bytes; page commands past it get an error */
 #define MAX_JSON_INT 9007199254740991.0 /* 2^53 - 1: exact in a double */
 
-void chat_send(struct chat_plugin *pl, const char *client_id, sbuf *b)
+/* Publishes b to client_id alone, on topic (NULL: the response topic),
+ * with MQTT 5 correlation data when corr is not NULL. */
+static void send_to(struct chat_plugin *pl, const char *client_id, const char *topic,
+                    const void *corr, uint16_t corr_len, sbuf *b)
 {
     size_t len = 0;
+    mosquitto_property *props = NULL;
     char *payload = sbuf_take(b, &len);
     if (!payload) {
         mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: out of memory answering %s",
                              client_id);
         return;
     }
-    int rc = mosquitto_broker_publish(client_id, CHAT_RESPONSE_TOPIC, (int)len, payload,
-                                      pl->cfg.page_qos, false, NULL);
+    if (corr &&
+        mosquitto_property_add_binary(&props, MQTT_PROP_CORRELATION_DATA, corr, corr_len)) {
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: out of memory answering %s",
+                             client_id);
+        mosquitto_free(payload);
+        return;
+    }
+    int rc = mosquitto_broker_publish(client_id, topic ? topic : CHAT_RESPONSE_TOPIC, (int)len,
+                                      payload, pl->cfg.page_qos, false, props);
     if (rc != MOSQ_ERR_SUCCESS) {
         mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: cannot answer %s: error %d",
                              client_id, rc);
         mosquitto_free(payload);
+        mosquitto_property_free_all(&props);
     }
+}
+
+void chat_send(struct chat_plugin *pl, const char *client_id, sbuf *b)
+{
+    send_to(pl, client_id, NULL, NULL, 0, b);
 }
 
 void chat_entry_error(sbuf *b, const char *cmd, const char *group, const char *cid,
@@ -351,7 +368,7 @@ static void cmd_page(struct req *r, const cJSON *c, bool forward)
         bool truncated = from + 1 < first;
         chat_page_entry(r->out, "fetch", group, page, head, page->more, truncated);
     } else {
-        bool truncated = !page->more && first > 1 && from > first;
+        bool truncated = !page->more && first > 1;
         chat_page_entry(r->out, "history", group, page, head, page->more, truncated);
     }
     chat_page_destroy(page);
@@ -394,11 +411,23 @@ int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev)
     const char *member = chat_member_of(ev->client);
     sbuf out = {0};
     cJSON *root = NULL;
+    char *reply_topic = NULL;
+    void *corr = NULL;
+    uint16_t corr_len = 0;
     struct req r = {pl, ev->client, member, device, &out, "request", NULL};
 
     if (!device || !member) {
         return MOSQ_ERR_SUCCESS;
     }
+    /* MQTT 5 request/response: answer on the Response Topic the client
+     * chose, with its Correlation Data; still to that client alone. */
+    mosquitto_property_read_string(ev->properties, MQTT_PROP_RESPONSE_TOPIC, &reply_topic, false);
+    if (reply_topic && mosquitto_pub_topic_check(reply_topic) != MOSQ_ERR_SUCCESS) {
+        free(reply_topic);
+        reply_topic = NULL;
+    }
+    mosquitto_property_read_binary(ev->properties, MQTT_PROP_CORRELATION_DATA, &corr, &corr_len,
+                                   false);
     sbuf_puts(&out, "{\"responses\":[");
     if (strlen(member) > CHAT_STORE_MAX_NAME) {
         fail(&r, "client id or username is longer than 1024 bytes");
@@ -437,7 +466,9 @@ int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev)
 
 done:
     sbuf_puts(&out, "]}");
-    chat_send(pl, device, &out);
+    send_to(pl, device, reply_topic, corr, corr_len, &out);
+    free(reply_topic);
+    free(corr);
     cJSON_Delete(root);
     /* A bad request is answered, never a reason to disconnect the client. */
     return MOSQ_ERR_SUCCESS;

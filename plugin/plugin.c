@@ -34,7 +34,9 @@ static int on_tick(int event, void *event_data, void *userdata)
                                  chat_strerror(rc));
         }
     }
-    chat_replay_tick(pl, time(NULL));
+    time_t now = time(NULL);
+    chat_replay_tick(pl, now);
+    chat_retention_tick(pl, now);
     return MOSQ_ERR_SUCCESS;
 }
 

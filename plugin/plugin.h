@@ -21,6 +21,7 @@
 #include <mosquitto_broker.h>
 #include <mosquitto_plugin.h>
 #include <mosquitto.h>
+#include <mqtt_protocol.h>
 
 #include "chat_store.h"
 #include "sbuf.h"
@@ -68,6 +69,9 @@ struct chat_plugin {
     chat_store *store;
     struct chat_device *devices; /* connected devices with a catch-up running */
     time_t last_timeout_scan;
+    time_t next_sweep;                        /* retention_days: next sweep start */
+    bool sweeping;                            /* a sweep is under way */
+    char sweep_after[CHAT_STORE_MAX_NAME + 1]; /* last group swept ("" at start) */
 };
 
 /* What a topic under the prefix names. */
@@ -172,6 +176,14 @@ void chat_replay_free_all(struct chat_plugin *pl);
  * when retention removed messages the reader had not seen. */
 void chat_page_entry(sbuf *b, const char *command, const char *group, const chat_page *page,
                      uint64_t head, bool more, bool truncated);
+
+/* retention.c */
+
+/* Applies retention_count to group, whose head is now head. */
+void chat_retention_count(struct chat_plugin *pl, const char *group, uint64_t head);
+
+/* Advances the retention_days sweep by a bounded step; from the tick. */
+void chat_retention_tick(struct chat_plugin *pl, time_t now);
 
 /* Milliseconds since the epoch, for envelopes. */
 int64_t chat_now_ms(void);

@@ -779,3 +779,105 @@ chat_err chat_store_member_groups(chat_store *st, const char *member, chat_group
     leveldb_iter_destroy(it);
     return rc;
 }
+
+chat_err chat_store_trim(chat_store *st, const char *group, uint64_t before)
+{
+    key kf, km;
+    uint64_t head = 0, first = 1;
+    char val[8];
+    chat_err rc = chat_store_head(st, group, &head);
+    if (rc == CHAT_OK) {
+        rc = chat_store_first(st, group, &first);
+    }
+    if (rc != CHAT_OK) {
+        return rc;
+    }
+    if (before > head + 1) {
+        before = head + 1;
+    }
+    if (before <= first) {
+        return CHAT_OK;
+    }
+    key_init(&kf, TAG_FIRST);
+    key_str(&kf, group);
+    if (kf.overflow) {
+        return CHAT_EINVAL;
+    }
+    /* One batch per bounded run keeps a first sweep over a long history from
+     * building one huge batch; 'F' moves with each, so a crash between two
+     * leaves invariant 2 intact. */
+    while (first < before && rc == CHAT_OK) {
+        uint64_t stop = before - first > 4096 ? first + 4096 : before;
+        leveldb_writebatch_t *wb = leveldb_writebatch_create();
+        for (uint64_t id = first; id < stop; id++) {
+            key_init(&km, TAG_MSG);
+            key_str(&km, group);
+            key_u64(&km, id);
+            leveldb_writebatch_delete(wb, km.buf, km.len);
+        }
+        put_u64(val, stop);
+        leveldb_writebatch_put(wb, kf.buf, kf.len, val, sizeof(val));
+        rc = write_batch(st, wb, st->wopt_lazy);
+        leveldb_writebatch_destroy(wb);
+        first = stop;
+    }
+    return rc;
+}
+
+chat_err chat_store_groups(chat_store *st, const char *after, size_t max, chat_head_fn fn,
+                           void *ctx, bool *done)
+{
+    key start;
+    chat_err rc = CHAT_OK;
+    char *err = NULL;
+    char name[MAX_PART + 1];
+    size_t seen = 0;
+
+    *done = false;
+    key_init(&start, TAG_HEAD);
+    if (after) {
+        key_str(&start, after);
+        if (start.overflow) {
+            return CHAT_EINVAL;
+        }
+    }
+    leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
+    leveldb_iter_seek(it, start.buf, start.len);
+    if (after && leveldb_iter_valid(it)) {
+        size_t klen = 0;
+        const char *kb = leveldb_iter_key(it, &klen);
+        if (klen == start.len && memcmp(kb, start.buf, klen) == 0) {
+            leveldb_iter_next(it);
+        }
+    }
+    for (; leveldb_iter_valid(it) && seen < max; leveldb_iter_next(it)) {
+        size_t klen = 0, vlen = 0;
+        const char *kb = leveldb_iter_key(it, &klen);
+        if (klen < 3 || kb[0] != TAG_HEAD) {
+            break;
+        }
+        size_t n = ((size_t)(unsigned char)kb[1] << 8) | (unsigned char)kb[2];
+        const char *v = leveldb_iter_value(it, &vlen);
+        if (3 + n != klen || n > MAX_PART || vlen != 8) {
+            rc = CHAT_ECORRUPT;
+            break;
+        }
+        memcpy(name, kb + 3, n);
+        name[n] = '\0';
+        seen++;
+        if (fn(ctx, name, get_u64(v)) != 0) {
+            break;
+        }
+    }
+    if (rc == CHAT_OK && seen < max) {
+        size_t klen = 0;
+        const char *kb = leveldb_iter_valid(it) ? leveldb_iter_key(it, &klen) : NULL;
+        *done = !kb || klen < 1 || kb[0] != TAG_HEAD;
+    }
+    leveldb_iter_get_error(it, &err);
+    if (err) {
+        rc = io_error(st, err);
+    }
+    leveldb_iter_destroy(it);
+    return rc;
+}

@@ -146,6 +146,20 @@ chat_err chat_store_cursor_max(chat_store *st, const char *group, const char *me
 chat_err chat_store_cursor_start(chat_store *st, const char *group, const char *member,
                                  const char *device, uint64_t *id, bool *found);
 
+/* Retention: deletes the messages of group with ids below before (at most
+ * head + 1) and records the new lowest id. Their cid index entries stay, so
+ * a late retry is still recognised. Deleting nothing is not an error. */
+chat_err chat_store_trim(chat_store *st, const char *group, uint64_t before);
+
+/* Calls fn(ctx, group, head) for up to max groups whose names sort after
+ * `after` (NULL: from the first), in byte order of their names... */
+typedef int (*chat_head_fn)(void *ctx, const char *group, uint64_t head);
+
+/* ... and sets *done when the walk reached the last group. A non-zero
+ * return from fn stops the walk early, without error. */
+chat_err chat_store_groups(chat_store *st, const char *after, size_t max, chat_head_fn fn,
+                           void *ctx, bool *done);
+
 /* Membership. member_add is idempotent: an existing member keeps its
  * joined id. *joined (may be NULL) receives it. */
 chat_err chat_store_member_add(chat_store *st, const char *group, const char *member,
