@@ -299,7 +299,9 @@ static void cmd_sync(struct req *r, const cJSON *c)
         fail(r, "replay must be true or false");
         return;
     }
-    w.replay = r->pl->cfg.replay && cJSON_IsTrue(rep);
+    /* PROTOCOL.md: sync starts the catch-up of every group with unread
+     * messages; "replay": false asks for the counts alone (lazy clients). */
+    w.replay = r->pl->cfg.replay && (!rep || cJSON_IsTrue(rep));
     if (!r->pl->cfg.open_groups) {
         const char *user = mosquitto_client_username(r->client);
         if (!(user && user[0])) {
