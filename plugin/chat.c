@@ -282,7 +282,10 @@ static int on_read(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev, i
     default:
         return MOSQ_ERR_ACL_DENIED; /* acks and stray topics reach nobody */
     }
-    if (glen > CHAT_GROUP_MAX) {
+    /* Only envelopes the message event made may reach members. Wills (and
+     * bridged messages) never pass through that event: they would arrive
+     * unstored, without an id. */
+    if (glen > CHAT_GROUP_MAX || ev->payloadlen < 6 || memcmp(ev->payload, "{\"id\":", 6) != 0) {
         return MOSQ_ERR_ACL_DENIED;
     }
     memcpy(group, g, glen);
