@@ -1,0 +1,1325 @@
+/* harness.c: starts and stops real mosquitto brokers with the chat plugin and
+ * drives them with Paho MQTTClient clients, for the integration tests. */
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <MQTTClient.h>
+
+#ifndef CHAT_MOSQUITTO_BIN
+#error "CHAT_MOSQUITTO_BIN must name the mosquitto binary"
+#endif
+#ifndef CHAT_PLUGIN_PATH
+#error "CHAT_PLUGIN_PATH must name mosquitto_chat.so"
+#endif
+
+extern char **environ;
+
+#define MAX_BROKERS 8           /* brokers alive at once in one test */
+#define START_ATTEMPTS 5        /* tries to start a broker (new port each) */
+#define READY_TIMEOUT_MS 10000  /* a broker must accept connections within this */
+#define STOP_TIMEOUT_MS 10000   /* a broker must exit this long after SIGTERM */
+#define POLL_MS 20              /* pause between readiness probes */
+#define LOG_TAIL_BYTES 6000     /* how much of a log a failure prints */
+#define NOTABLE_LINES 40        /* and how many of its notable lines */
+#define CLIENT_TIMEOUT_MS 10000 /* connect, subscribe, ack and room waits */
+#define MAX_WAKEUPS 1000000     /* bound on condition-variable loops */
+#define TOKENS 65536            /* Paho delivery tokens are 16-bit packet ids */
+#define MAX_FDS 4096            /* descriptors closed in the broker child */
+#define PATH_LEN 512
+
+/* ===========================================================================
+ * Process-wide state
+ * ========================================================================= */
+
+struct harness_broker {
+    char dir[64];        /* the temporary directory (a fixed short template) */
+    char db[PATH_LEN];   /* <dir>/db: the plugin's LevelDB store */
+    char conf[PATH_LEN]; /* <dir>/mosquitto.conf */
+    char log[PATH_LEN];  /* <dir>/mosquitto.log: log_dest file */
+    char out[PATH_LEN];  /* <dir>/broker.out: the broker's stdout and stderr */
+    char **opts;         /* plugin_opt_* lines without the prefix, NULL-terminated */
+    int port;            /* 127.0.0.1 port of the listener */
+    pid_t pid;           /* running broker, 0 when stopped */
+    int starts;          /* successful starts, for messages */
+};
+
+static char g_name[128] = "integration test";
+static int64_t g_t0;
+static bool g_failing;
+static harness_broker *g_brokers[MAX_BROKERS];
+
+/* Clients destroyed while another client lives: Paho's thread may still be
+ * inside one of their callbacks, so their memory is freed only once no
+ * client is left (Paho then has stopped its thread). */
+static struct harness_client *g_graveyard;
+static int g_live_clients;
+
+static void stop_broker(harness_broker *b, bool strict);
+static void print_tail(const char *path);
+static void print_notable(const char *path);
+
+void harness_init(const char *test_name)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGPIPE, &sa, NULL);
+    snprintf(g_name, sizeof g_name, "%s", test_name);
+    g_t0 = harness_now_ms();
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    harness_log("%s: start", g_name);
+}
+
+int harness_pass(void)
+{
+    harness_log("PASS %s", g_name);
+    fflush(NULL);
+    return 0;
+}
+
+void harness_note_assert(const char *file, int line, const char *cond)
+{
+    fflush(stdout);
+    fprintf(stderr, "%s:%d: assertion failed: %s\n", file, line, cond);
+}
+
+_Noreturn void harness_fail(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+
+    fflush(stdout);
+    fprintf(stderr, "%s:%d: FAIL %s: ", file, line, g_name);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    if (g_failing) { /* a failure while reporting one: give up at once */
+        fflush(NULL);
+        _exit(1);
+    }
+    g_failing = true;
+    for (int i = 0; i < MAX_BROKERS; i++) {
+        harness_broker *b = g_brokers[i];
+        if (b == NULL)
+            continue;
+        stop_broker(b, false); /* flushes its log */
+        fprintf(stderr, "broker on 127.0.0.1:%d, config %s:\n", b->port, b->conf);
+        print_tail(b->out);
+        print_notable(b->log);
+        print_tail(b->log);
+        fprintf(stderr, "kept %s for inspection\n", b->dir);
+    }
+    fflush(NULL);
+    /* _exit: Paho's thread may still run, and leak reports would bury the
+     * message above. */
+    _exit(1);
+}
+
+void harness_log(const char *fmt, ...)
+{
+    va_list ap;
+    int64_t t = harness_now_ms() - g_t0;
+
+    printf("[%3d.%03ds] ", (int)(t / 1000), (int)(t % 1000));
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+}
+
+int64_t harness_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t harness_wall_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void harness_sleep_ms(int ms)
+{
+    struct timespec ts;
+
+    if (ms <= 0)
+        return;
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    /* EINTR leaves the rest in ts; a bounded number of resumptions. */
+    for (int i = 0; i < 100 && nanosleep(&ts, &ts) != 0 && errno == EINTR; i++)
+        ;
+}
+
+/* ===========================================================================
+ * Files
+ * ========================================================================= */
+
+/* Prints at most the last LOG_TAIL_BYTES of path to stderr, from a line
+ * start. */
+static void print_tail(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char buf[1024];
+    long size, from;
+    bool skip = false;
+    size_t n;
+
+    if (f == NULL) {
+        fprintf(stderr, "(cannot open %s: %s)\n", path, strerror(errno));
+        return;
+    }
+    if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0) {
+        fclose(f);
+        return;
+    }
+    from = size > LOG_TAIL_BYTES ? size - LOG_TAIL_BYTES : 0;
+    skip = from > 0;
+    fseek(f, from, SEEK_SET);
+    fprintf(stderr, "----- %s (last %ld of %ld bytes) -----\n", path, size - from, size);
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+        size_t off = 0;
+        if (skip) {
+            char *nl = memchr(buf, '\n', n);
+            if (nl == NULL)
+                continue;
+            off = (size_t)(nl - buf) + 1;
+            skip = false;
+        }
+        fwrite(buf + off, 1, n - off, stderr);
+    }
+    fprintf(stderr, "----- end of %s -----\n", path);
+    fclose(f);
+}
+
+/* Prints the last NOTABLE_LINES lines of a broker log that are not routine
+ * packet traffic: the plugin's own lines, warnings, errors, denials, drops.
+ * (With log_type all, the tail alone is mostly PUBLISH/PUBACK chatter.) */
+static void print_notable(const char *path)
+{
+    static const char *const marks[] = {"mosquitto-chat", "rror",      "arning", "enied",
+                                        "ropp",           "xceeded",   "rc151",  "rc135",
+                                        "rc128",          "isconnect", "lugin"};
+    char ring[NOTABLE_LINES][256];
+    char line[1024];
+    long count = 0;
+    FILE *f = fopen(path, "r");
+
+    if (f == NULL)
+        return;
+    for (long i = 0; i < 50000000L && fgets(line, sizeof line, f) != NULL; i++) {
+        bool notable = false;
+        for (size_t k = 0; k < sizeof marks / sizeof marks[0] && !notable; k++)
+            notable = strstr(line, marks[k]) != NULL;
+        if (!notable)
+            continue;
+        {
+            size_t len = strlen(line);
+            if (len >= sizeof ring[0])
+                len = sizeof ring[0] - 1;
+            memcpy(ring[count % NOTABLE_LINES], line, len);
+            ring[count % NOTABLE_LINES][len] = '\0';
+        }
+        count++;
+    }
+    fclose(f);
+    fprintf(stderr, "----- %s: last %ld of %ld notable lines -----\n", path,
+            count < NOTABLE_LINES ? count : (long)NOTABLE_LINES, count);
+    for (long i = count < NOTABLE_LINES ? 0 : count - NOTABLE_LINES; i < count; i++) {
+        const char *l = ring[i % NOTABLE_LINES];
+        fputs(l, stderr);
+        if (l[0] == '\0' || l[strlen(l) - 1] != '\n')
+            fputc('\n', stderr);
+    }
+}
+
+/* How many lines of the file at path contain needle (lines longer than 1 KiB
+ * are read in pieces); 0 if it cannot be read. */
+static long count_lines(const char *path, const char *needle)
+{
+    char line[1024];
+    long found = 0;
+    FILE *f = fopen(path, "r");
+
+    if (f == NULL)
+        return 0;
+    for (long i = 0; i < 50000000L && fgets(line, sizeof line, f) != NULL; i++)
+        found += strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+static bool file_contains(const char *path, const char *needle)
+{
+    return count_lines(path, needle) > 0;
+}
+
+/* Removes path and, if it is a directory, everything under it (at most
+ * depth levels). Returns 0 or -1 with errno set. */
+static int remove_tree(const char *path, int depth)
+{
+    struct stat st;
+    DIR *d;
+    struct dirent *e;
+    char child[PATH_LEN];
+    int rc = 0;
+
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT ? 0 : -1;
+    if (!S_ISDIR(st.st_mode))
+        return unlink(path);
+    if (depth <= 0 || (d = opendir(path)) == NULL)
+        return -1;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (snprintf(child, sizeof child, "%s/%s", path, e->d_name) >= (int)sizeof child ||
+            remove_tree(child, depth - 1) != 0)
+            rc = -1;
+    }
+    closedir(d);
+    return rc == 0 ? rmdir(path) : -1;
+}
+
+static uint64_t tree_bytes(const char *path, int depth)
+{
+    struct stat st;
+    DIR *d;
+    struct dirent *e;
+    char child[PATH_LEN];
+    uint64_t sum = 0;
+
+    if (lstat(path, &st) != 0)
+        FAILF("stat %s: %s", path, strerror(errno));
+    if (S_ISREG(st.st_mode))
+        return (uint64_t)st.st_size;
+    if (!S_ISDIR(st.st_mode) || depth <= 0)
+        return 0;
+    if ((d = opendir(path)) == NULL)
+        FAILF("opendir %s: %s", path, strerror(errno));
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (snprintf(child, sizeof child, "%s/%s", path, e->d_name) >= (int)sizeof child)
+            FAILF("path too long under %s", path);
+        sum += tree_bytes(child, depth - 1);
+    }
+    closedir(d);
+    return sum;
+}
+
+uint64_t harness_dir_bytes(const char *path)
+{
+    return tree_bytes(path, 8);
+}
+
+/* ===========================================================================
+ * Broker
+ * ========================================================================= */
+
+static const char *describe_status(int status, char *buf, size_t size)
+{
+    if (WIFEXITED(status))
+        snprintf(buf, size, "exit status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(buf, size, "killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    else
+        snprintf(buf, size, "wait status 0x%x", (unsigned)status);
+    return buf;
+}
+
+/* A port on 127.0.0.1 that nobody listened on a moment ago. */
+static int free_port(void)
+{
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int port;
+
+    if (fd < 0)
+        FAILF("socket: %s", strerror(errno));
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        int err = errno;
+        close(fd);
+        FAILF("bind 127.0.0.1:0: %s", strerror(err));
+    }
+    port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+/* True if something accepts TCP connections on 127.0.0.1:port. */
+static bool probe(int port)
+{
+    struct sockaddr_in a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    bool ok;
+
+    if (fd < 0)
+        FAILF("socket: %s", strerror(errno));
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+static void write_config(const harness_broker *b)
+{
+    FILE *f = fopen(b->conf, "w");
+
+    if (f == NULL)
+        FAILF("cannot write %s: %s", b->conf, strerror(errno));
+    fprintf(f,
+            "# Written by the mosquitto-chat integration test harness.\n"
+            "listener %d 127.0.0.1\n"
+            "allow_anonymous true\n"
+            "# CI runs as root: without this the broker becomes user mosquitto,\n"
+            "# who cannot write the temporary store.\n"
+            "user root\n"
+            "set_tcp_nodelay true\n"
+            "persistence false\n"
+            "log_dest file %s\n"
+            "log_type all\n"
+            "log_timestamp_format %%H:%%M:%%S\n"
+            "plugin %s\n"
+            "plugin_opt_db_path %s\n",
+            b->port, b->log, CHAT_PLUGIN_PATH, b->db);
+    for (size_t i = 0; b->opts != NULL && b->opts[i] != NULL; i++)
+        fprintf(f, "plugin_opt_%s\n", b->opts[i]);
+    if (fclose(f) != 0)
+        FAILF("cannot write %s: %s", b->conf, strerror(errno));
+}
+
+/* The environment of the broker: ours, with LD_PRELOAD replaced by
+ * CHAT_BROKER_PRELOAD when that is set (an ASan plugin in an uninstrumented
+ * broker needs libasan preloaded; the tests themselves must not get it).
+ * The plugin itself is then preloaded too: mosquitto dlcloses it at exit,
+ * before LeakSanitizer runs, which would leave its frames unsymbolized and
+ * hide its static storage, so that LevelDB's default Env (a deliberate
+ * process-lifetime singleton the plugin cannot free) would be reported as a
+ * leak. Kept mapped, real leaks are still reported, with symbols.
+ * Returns a heap array of borrowed strings (plus one owned, *owned), freed by
+ * the caller with free(). */
+static char **broker_env(char **owned)
+{
+    const char *preload = getenv("CHAT_BROKER_PRELOAD");
+    size_t n = 0, k = 0;
+    char **env;
+
+    *owned = NULL;
+    while (environ[n] != NULL)
+        n++;
+    if ((env = calloc(n + 2, sizeof *env)) == NULL)
+        FAILF("out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (preload != NULL && preload[0] != '\0' && strncmp(environ[i], "LD_PRELOAD=", 11) == 0)
+            continue;
+        env[k++] = environ[i];
+    }
+    if (preload != NULL && preload[0] != '\0') {
+        size_t len = strlen(preload) + strlen(CHAT_PLUGIN_PATH) + sizeof "LD_PRELOAD= ";
+        if ((*owned = malloc(len)) == NULL)
+            FAILF("out of memory");
+        snprintf(*owned, len, "LD_PRELOAD=%s %s", preload, CHAT_PLUGIN_PATH);
+        env[k++] = *owned;
+    }
+    env[k] = NULL;
+    return env;
+}
+
+/* Forks and execs the broker. Everything the child needs is prepared before
+ * the fork: the child only calls async-signal-safe functions. */
+static void spawn(harness_broker *b)
+{
+    char *argv[] = {(char *)CHAT_MOSQUITTO_BIN, (char *)"-c", b->conf, NULL};
+    char *owned = NULL;
+    char **env = broker_env(&owned);
+    struct sigaction dfl;
+    sigset_t none;
+    long max_fd = sysconf(_SC_OPEN_MAX);
+    pid_t pid;
+
+    if (max_fd < 0 || max_fd > MAX_FDS)
+        max_fd = MAX_FDS;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigemptyset(&none);
+    fflush(NULL);
+
+    pid = fork();
+    if (pid < 0)
+        FAILF("fork: %s", strerror(errno));
+    if (pid == 0) {
+        int out = open(b->out, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        int in = open("/dev/null", O_RDONLY);
+        if (out >= 0) {
+            dup2(out, 1);
+            dup2(out, 2);
+        }
+        if (in >= 0)
+            dup2(in, 0);
+        for (long fd = 3; fd < max_fd; fd++)
+            close((int)fd);
+        sigaction(SIGPIPE, &dfl, NULL);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        execve(argv[0], argv, env);
+        _exit(127);
+    }
+    b->pid = pid;
+    free(env);
+    free(owned);
+}
+
+enum { READY, EXITED, NOT_READY };
+
+/* The line mosquitto logs once its listeners are open. */
+#define RUNNING_LINE " running"
+
+/* Waits until the broker accepts connections or exits, at most
+ * READY_TIMEOUT_MS. Ready means: a new "running" line in its log (so that
+ * whatever answers the probe is this broker, not another process that took
+ * the port) and a successful TCP connect. runs_before is the count of such
+ * lines before the start. */
+static int wait_ready(harness_broker *b, long runs_before, int *status)
+{
+    int64_t deadline = harness_now_ms() + READY_TIMEOUT_MS;
+
+    for (int i = 0; i < READY_TIMEOUT_MS / POLL_MS + 10; i++) {
+        if (waitpid(b->pid, status, WNOHANG) == b->pid) {
+            b->pid = 0;
+            return EXITED;
+        }
+        if (count_lines(b->log, RUNNING_LINE) > runs_before && probe(b->port))
+            return READY;
+        if (harness_now_ms() >= deadline)
+            break;
+        harness_sleep_ms(POLL_MS);
+    }
+    return NOT_READY;
+}
+
+/* Starts the broker, on a new port per attempt if new_port, else on b->port. */
+static void launch(harness_broker *b, bool new_port)
+{
+    char why[128];
+    int status = 0;
+
+    for (int attempt = 1; attempt <= START_ATTEMPTS; attempt++) {
+        if (new_port) {
+            b->port = free_port();
+            write_config(b);
+        }
+        long runs_before = count_lines(b->log, RUNNING_LINE);
+        spawn(b);
+        switch (wait_ready(b, runs_before, &status)) {
+        case READY:
+            b->starts++;
+            harness_log("broker pid %d ready on 127.0.0.1:%d (start %d, attempt %d), dir %s",
+                        (int)b->pid, b->port, b->starts, attempt, b->dir);
+            return;
+        case EXITED:
+            /* Only a port taken between free_port() and the broker's bind is
+             * worth another attempt; anything else (a bad option, a plugin
+             * that fails to load) would fail again. */
+            if (!file_contains(b->out, "in use") && !file_contains(b->log, "in use"))
+                FAILF("broker exited at start (%s); its output follows",
+                      describe_status(status, why, sizeof why));
+            harness_log("broker exited at start (%s): port %d taken; attempt %d of %d",
+                        describe_status(status, why, sizeof why), b->port, attempt, START_ATTEMPTS);
+            harness_sleep_ms(200);
+            break;
+        default:
+            FAILF("broker pid %d does not accept connections on 127.0.0.1:%d after %d ms",
+                  (int)b->pid, b->port, READY_TIMEOUT_MS);
+        }
+    }
+    FAILF("broker did not start in %d attempts; its output follows", START_ATTEMPTS);
+}
+
+harness_broker *harness_broker_start(const char *const *plugin_opts)
+{
+    harness_broker *b = calloc(1, sizeof *b);
+    size_t nopts = 0;
+    int slot = -1;
+
+    if (b == NULL)
+        FAILF("out of memory");
+    for (int i = 0; i < MAX_BROKERS && slot < 0; i++)
+        if (g_brokers[i] == NULL)
+            slot = i;
+    if (slot < 0)
+        FAILF("more than %d brokers at once", MAX_BROKERS);
+    snprintf(b->dir, sizeof b->dir, "/tmp/mosquitto-chat-integ-XXXXXX");
+    if (mkdtemp(b->dir) == NULL)
+        FAILF("mkdtemp: %s", strerror(errno));
+    snprintf(b->db, sizeof b->db, "%s/db", b->dir);
+    snprintf(b->conf, sizeof b->conf, "%s/mosquitto.conf", b->dir);
+    snprintf(b->log, sizeof b->log, "%s/mosquitto.log", b->dir);
+    snprintf(b->out, sizeof b->out, "%s/broker.out", b->dir);
+    if (mkdir(b->db, 0700) != 0)
+        FAILF("mkdir %s: %s", b->db, strerror(errno));
+    while (plugin_opts != NULL && plugin_opts[nopts] != NULL)
+        nopts++;
+    if ((b->opts = calloc(nopts + 1, sizeof *b->opts)) == NULL)
+        FAILF("out of memory");
+    for (size_t i = 0; i < nopts; i++)
+        if ((b->opts[i] = strdup(plugin_opts[i])) == NULL)
+            FAILF("out of memory");
+    g_brokers[slot] = b;
+    launch(b, true);
+    return b;
+}
+
+/* Stops a running broker: SIGTERM, at most STOP_TIMEOUT_MS, then SIGKILL. If
+ * strict, a broker that had died, needed SIGKILL or exited with a non-zero
+ * status fails the test. */
+static void stop_broker(harness_broker *b, bool strict)
+{
+    char why[128];
+    int status = 0;
+    pid_t pid = b->pid;
+    bool exited = false;
+
+    if (pid == 0)
+        return;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+        b->pid = 0;
+        if (strict)
+            FAILF("broker pid %d had died before it was stopped: %s", (int)pid,
+                  describe_status(status, why, sizeof why));
+        fprintf(stderr, "broker pid %d had died: %s\n", (int)pid,
+                describe_status(status, why, sizeof why));
+        return;
+    }
+    kill(pid, SIGTERM);
+    for (int i = 0; i < STOP_TIMEOUT_MS / 10 && !exited; i++) {
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            exited = true;
+        else
+            harness_sleep_ms(10);
+    }
+    if (!exited) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        b->pid = 0;
+        if (strict)
+            FAILF("broker pid %d did not exit within %d ms of SIGTERM; killed", (int)pid,
+                  STOP_TIMEOUT_MS);
+        return;
+    }
+    b->pid = 0;
+    if (strict && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+        FAILF("broker pid %d ended with %s after SIGTERM", (int)pid,
+              describe_status(status, why, sizeof why));
+    if (!g_failing)
+        harness_log("broker pid %d stopped", (int)pid);
+}
+
+void harness_broker_stop(harness_broker *b)
+{
+    stop_broker(b, true);
+}
+
+void harness_broker_kill(harness_broker *b)
+{
+    char why[128];
+    int status = 0;
+    pid_t pid = b->pid;
+
+    if (pid == 0)
+        return;
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+        b->pid = 0;
+        FAILF("broker pid %d had died before it was killed: %s", (int)pid,
+              describe_status(status, why, sizeof why));
+    }
+    if (kill(pid, SIGKILL) != 0)
+        FAILF("kill -9 %d: %s", (int)pid, strerror(errno));
+    /* SIGKILL cannot be caught: the wait ends at once. */
+    if (waitpid(pid, &status, 0) != pid)
+        FAILF("waitpid %d: %s", (int)pid, strerror(errno));
+    b->pid = 0;
+    harness_log("broker pid %d killed with SIGKILL", (int)pid);
+}
+
+void harness_broker_restart(harness_broker *b)
+{
+    if (b->pid != 0)
+        FAILF("harness_broker_restart: broker pid %d still runs", (int)b->pid);
+    launch(b, false);
+}
+
+void harness_broker_destroy(harness_broker *b)
+{
+    if (b == NULL)
+        return;
+    stop_broker(b, true);
+    for (int i = 0; i < MAX_BROKERS; i++)
+        if (g_brokers[i] == b)
+            g_brokers[i] = NULL;
+    if (remove_tree(b->dir, 4) != 0)
+        fprintf(stderr, "warning: cannot remove %s: %s\n", b->dir, strerror(errno));
+    for (size_t i = 0; b->opts[i] != NULL; i++)
+        free(b->opts[i]);
+    free(b->opts);
+    free(b);
+}
+
+int harness_broker_port(const harness_broker *b)
+{
+    return b->port;
+}
+
+const char *harness_broker_db_path(const harness_broker *b)
+{
+    return b->db;
+}
+
+/* ===========================================================================
+ * Clients
+ * ========================================================================= */
+
+struct harness_client {
+    MQTTClient mc;                 /* the Paho handle */
+    char id[256];                  /* client id */
+    pthread_mutex_t mu;            /* guards everything below */
+    pthread_cond_t cv;             /* signalled on every change below */
+    harness_msg *head, *tail;      /* received messages, oldest first */
+    bool lost;                     /* the connection was lost */
+    bool oom;                      /* a message was dropped for lack of memory */
+    char cause[256];               /* Paho's reason for the loss, if any */
+    uint32_t *sent;                /* [TOKENS] QoS 1/2 publishes per token */
+    uint32_t *done;                /* [TOKENS] acknowledgements per token */
+    int inflight;                  /* QoS 1/2 publishes not yet acknowledged */
+    int window;                    /* most inflight allowed */
+    struct harness_client *buried; /* graveyard link */
+};
+
+static const char *paho_err(int rc)
+{
+    const char *s;
+
+    switch (rc) { /* CONNACK return codes come back as positive values */
+    case 1:
+        return "connection refused: unacceptable protocol version";
+    case 2:
+        return "connection refused: identifier rejected";
+    case 3:
+        return "connection refused: server unavailable";
+    case 4:
+        return "connection refused: bad user name or password";
+    case 5:
+        return "connection refused: not authorized";
+    default:
+        s = MQTTClient_strerror(rc);
+        return s != NULL ? s : "unknown error";
+    }
+}
+
+/* Converts a harness_now_ms() deadline to the condition variable's clock. */
+static struct timespec deadline_ts(int64_t deadline_ms)
+{
+    struct timespec ts;
+
+    ts.tv_sec = (time_t)(deadline_ms / 1000);
+    ts.tv_nsec = (long)(deadline_ms % 1000) * 1000000L;
+    return ts;
+}
+
+/* Paho's thread: copies the message into the queue and returns at once. */
+static int on_message(void *context, char *topic, int topic_len, MQTTClient_message *msg)
+{
+    harness_client *c = context;
+    size_t tlen = topic_len > 0 ? (size_t)topic_len : strlen(topic);
+    size_t plen = msg->payloadlen > 0 ? (size_t)msg->payloadlen : 0;
+    harness_msg *m = calloc(1, sizeof *m);
+
+    if (m != NULL) {
+        m->topic = malloc(tlen + 1);
+        m->payload = malloc(plen + 1);
+    }
+    pthread_mutex_lock(&c->mu);
+    if (m == NULL || m->topic == NULL || m->payload == NULL) {
+        c->oom = true;
+        harness_msg_free(m);
+    } else {
+        memcpy(m->topic, topic, tlen);
+        m->topic[tlen] = '\0';
+        if (plen > 0)
+            memcpy(m->payload, msg->payload, plen);
+        m->payload[plen] = '\0';
+        m->len = plen;
+        m->qos = msg->qos;
+        m->at_ms = harness_now_ms();
+        if (c->tail != NULL)
+            c->tail->next = m;
+        else
+            c->head = m;
+        c->tail = m;
+    }
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    MQTTClient_freeMessage(&msg);
+    MQTTClient_free(topic);
+    return 1;
+}
+
+static void on_lost(void *context, char *cause)
+{
+    harness_client *c = context;
+
+    pthread_mutex_lock(&c->mu);
+    c->lost = true;
+    snprintf(c->cause, sizeof c->cause, "%s", cause != NULL ? cause : "no reason given");
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void on_delivered(void *context, MQTTClient_deliveryToken token)
+{
+    harness_client *c = context;
+
+    pthread_mutex_lock(&c->mu);
+    if (token > 0 && token < TOKENS)
+        c->done[token]++;
+    if (c->inflight > 0)
+        c->inflight--;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Frees a client's memory; Paho must no longer call back into it. */
+static void free_client(harness_client *c)
+{
+    harness_msg *m = c->head;
+
+    for (int i = 0; m != NULL && i < INT_MAX; i++) {
+        harness_msg *next = m->next;
+        harness_msg_free(m);
+        m = next;
+    }
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
+    free(c->sent);
+    free(c->done);
+    free(c);
+}
+
+harness_client *harness_client_connect(const harness_broker *b, const char *client_id,
+                                       const char *username)
+{
+    MQTTClient_connectOptions opts = MQTTClient_connectOptions_initializer;
+    pthread_condattr_t attr;
+    harness_client *c = calloc(1, sizeof *c);
+    char uri[64];
+    int rc;
+
+    if (c == NULL || (c->sent = calloc(TOKENS, sizeof *c->sent)) == NULL ||
+        (c->done = calloc(TOKENS, sizeof *c->done)) == NULL)
+        FAILF("out of memory");
+    snprintf(c->id, sizeof c->id, "%s", client_id);
+    c->window = HARNESS_DEFAULT_WINDOW;
+    if (pthread_mutex_init(&c->mu, NULL) != 0 || pthread_condattr_init(&attr) != 0 ||
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) != 0 ||
+        pthread_cond_init(&c->cv, &attr) != 0)
+        FAILF("cannot create a mutex or condition variable");
+    pthread_condattr_destroy(&attr);
+
+    snprintf(uri, sizeof uri, "tcp://127.0.0.1:%d", b->port);
+    rc = MQTTClient_create(&c->mc, uri, client_id, MQTTCLIENT_PERSISTENCE_NONE, NULL);
+    if (rc != MQTTCLIENT_SUCCESS)
+        FAILF("client %s: MQTTClient_create(%s): %s (%d)", client_id, uri, paho_err(rc), rc);
+    g_live_clients++;
+    rc = MQTTClient_setCallbacks(c->mc, c, on_lost, on_message, on_delivered);
+    if (rc != MQTTCLIENT_SUCCESS)
+        FAILF("client %s: MQTTClient_setCallbacks: %s (%d)", client_id, paho_err(rc), rc);
+
+    opts.keepAliveInterval = 30;
+    opts.cleansession = 1;
+    opts.reliable = 0;
+    opts.username = username;
+    opts.connectTimeout = CLIENT_TIMEOUT_MS / 1000;
+    opts.MQTTVersion = MQTTVERSION_3_1_1;
+    /* Above our own window, so that Paho never blocks a publish (it would
+     * poll in 100 ms steps). */
+    opts.maxInflightMessages = 2 * HARNESS_MAX_WINDOW;
+    rc = MQTTClient_connect(c->mc, &opts);
+    if (rc != MQTTCLIENT_SUCCESS)
+        FAILF("client %s: MQTTClient_connect to %s: %s (%d)", client_id, uri, paho_err(rc), rc);
+    return c;
+}
+
+void harness_client_subscribe_many(harness_client *c, size_t count, const char *const *topics,
+                                   int qos)
+{
+    int *granted = calloc(count, sizeof *granted);
+    int rc;
+
+    if (granted == NULL || count > INT_MAX)
+        FAILF("out of memory");
+    for (size_t i = 0; i < count; i++)
+        granted[i] = qos;
+    rc = MQTTClient_subscribeMany(c->mc, (int)count, (char *const *)topics, granted);
+    if (rc != MQTTCLIENT_SUCCESS)
+        FAILF("client %s: subscribe to %s%s (QoS %d): %s (%d)", c->id, topics[0],
+              count > 1 ? " and others" : "", qos, paho_err(rc), rc);
+    for (size_t i = 0; i < count; i++)
+        if (granted[i] == MQTT_BAD_SUBSCRIBE || granted[i] < 0 || granted[i] > 2)
+            FAILF("client %s: the broker refused the subscription to %s (granted 0x%x)", c->id,
+                  topics[i], (unsigned)granted[i]);
+    free(granted);
+}
+
+void harness_client_subscribe(harness_client *c, const char *topic, int qos)
+{
+    harness_client_subscribe_many(c, 1, &topic, qos);
+}
+
+int harness_client_publish_async(harness_client *c, const char *topic, const char *payload, int qos,
+                                 harness_ticket *ticket)
+{
+    size_t len = strlen(payload);
+    MQTTClient_deliveryToken token = 0;
+    harness_ticket t = {0, 0};
+    int rc;
+
+    if (len > INT_MAX)
+        FAILF("payload too long");
+    if (qos > 0) {
+        int64_t deadline = harness_now_ms() + CLIENT_TIMEOUT_MS;
+        struct timespec ts = deadline_ts(deadline);
+        pthread_mutex_lock(&c->mu);
+        for (int i = 0;
+             i < MAX_WAKEUPS && c->inflight >= c->window && !c->lost && harness_now_ms() < deadline;
+             i++)
+            pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+        if (c->lost) {
+            pthread_mutex_unlock(&c->mu);
+            return MQTTCLIENT_DISCONNECTED;
+        }
+        if (c->inflight >= c->window) {
+            pthread_mutex_unlock(&c->mu);
+            FAILF("client %s: %d publishes unacknowledged for %d ms", c->id, c->inflight,
+                  CLIENT_TIMEOUT_MS);
+        }
+        c->inflight++;
+        pthread_mutex_unlock(&c->mu);
+    }
+    rc = MQTTClient_publish(c->mc, topic, (int)len, (void *)payload, qos, 0, &token);
+    pthread_mutex_lock(&c->mu);
+    if (rc != MQTTCLIENT_SUCCESS) {
+        if (qos > 0 && c->inflight > 0)
+            c->inflight--;
+    } else if (qos > 0) {
+        if (token <= 0 || token >= TOKENS) {
+            pthread_mutex_unlock(&c->mu);
+            FAILF("client %s: Paho returned delivery token %d", c->id, token);
+        }
+        t.token = token;
+        t.seq = ++c->sent[token];
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (ticket != NULL)
+        *ticket = t;
+    return rc;
+}
+
+void harness_client_set_window(harness_client *c, int window)
+{
+    if (window < 1 || window > HARNESS_MAX_WINDOW)
+        FAILF("client %s: window %d out of 1..%d", c->id, window, HARNESS_MAX_WINDOW);
+    pthread_mutex_lock(&c->mu);
+    c->window = window;
+    pthread_mutex_unlock(&c->mu);
+}
+
+void harness_client_publish(harness_client *c, const char *topic, const char *payload, int qos)
+{
+    harness_ticket t;
+    int rc = harness_client_publish_async(c, topic, payload, qos, &t);
+
+    if (rc != MQTTCLIENT_SUCCESS)
+        FAILF("client %s: publish to %s (QoS %d): %s (%d)", c->id, topic, qos, paho_err(rc), rc);
+    harness_client_wait_acked(c, t, CLIENT_TIMEOUT_MS);
+}
+
+bool harness_client_acked(harness_client *c, harness_ticket ticket)
+{
+    bool acked;
+
+    if (ticket.token == 0)
+        return true;
+    pthread_mutex_lock(&c->mu);
+    acked = c->done[ticket.token] >= ticket.seq;
+    pthread_mutex_unlock(&c->mu);
+    return acked;
+}
+
+void harness_client_wait_acked(harness_client *c, harness_ticket ticket, int timeout_ms)
+{
+    int64_t deadline = harness_now_ms() + timeout_ms;
+    struct timespec ts = deadline_ts(deadline);
+    bool acked, lost;
+
+    if (ticket.token == 0)
+        return;
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < MAX_WAKEUPS && c->done[ticket.token] < ticket.seq && !c->lost &&
+                    harness_now_ms() < deadline;
+         i++)
+        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    acked = c->done[ticket.token] >= ticket.seq;
+    lost = c->lost;
+    pthread_mutex_unlock(&c->mu);
+    if (!acked)
+        FAILF("client %s: publish with token %d not acknowledged: %s", c->id, ticket.token,
+              lost ? "connection lost" : "timed out");
+}
+
+harness_msg *harness_client_receive(harness_client *c, int timeout_ms)
+{
+    int64_t deadline = harness_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    struct timespec ts = deadline_ts(deadline);
+    harness_msg *m;
+    bool oom;
+
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < MAX_WAKEUPS && c->head == NULL && harness_now_ms() < deadline; i++)
+        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    m = c->head;
+    if (m != NULL) {
+        c->head = m->next;
+        if (c->head == NULL)
+            c->tail = NULL;
+        m->next = NULL;
+    }
+    oom = c->oom;
+    pthread_mutex_unlock(&c->mu);
+    if (oom)
+        FAILF("client %s: a received message was dropped for lack of memory", c->id);
+    return m;
+}
+
+void harness_client_expect_none(harness_client *c, int timeout_ms, const char *what)
+{
+    harness_msg *m = harness_client_receive(c, timeout_ms);
+
+    if (m != NULL)
+        FAILF("client %s: expected %s, but got a message on %s: %.400s", c->id, what, m->topic,
+              m->payload);
+}
+
+bool harness_client_wait_lost(harness_client *c, int timeout_ms)
+{
+    int64_t deadline = harness_now_ms() + timeout_ms;
+    struct timespec ts = deadline_ts(deadline);
+    bool lost;
+
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < MAX_WAKEUPS && !c->lost && harness_now_ms() < deadline; i++)
+        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    lost = c->lost;
+    pthread_mutex_unlock(&c->mu);
+    return lost;
+}
+
+const char *harness_client_id(const harness_client *c)
+{
+    return c->id;
+}
+
+void harness_client_disconnect(harness_client *c)
+{
+    int rc = MQTTClient_disconnect(c->mc, 1000);
+    bool lost;
+
+    pthread_mutex_lock(&c->mu);
+    lost = c->lost;
+    pthread_mutex_unlock(&c->mu);
+    if (rc != MQTTCLIENT_SUCCESS && !lost)
+        FAILF("client %s: disconnect: %s (%d)", c->id, paho_err(rc), rc);
+    harness_client_destroy(c);
+}
+
+void harness_client_destroy(harness_client *c)
+{
+    if (c == NULL)
+        return;
+    MQTTClient_destroy(&c->mc);
+    g_live_clients--;
+    c->buried = g_graveyard;
+    g_graveyard = c;
+    if (g_live_clients == 0) {
+        for (int i = 0; g_graveyard != NULL && i < INT_MAX; i++) {
+            harness_client *next = g_graveyard->buried;
+            free_client(g_graveyard);
+            g_graveyard = next;
+        }
+    }
+}
+
+void harness_msg_free(harness_msg *m)
+{
+    if (m == NULL)
+        return;
+    free(m->topic);
+    free(m->payload);
+    free(m);
+}
+
+/* ===========================================================================
+ * JSON and the chat protocol
+ * ========================================================================= */
+
+/* Fails the test, showing the JSON the complaint is about. */
+static _Noreturn void fail_json(const cJSON *json, const char *what, const char *key)
+{
+    char *text = cJSON_PrintUnformatted(json);
+
+    FAILF("%s%s%s in %.600s", what, key != NULL ? " " : "", key != NULL ? key : "",
+          text != NULL ? text : "(unprintable JSON)");
+}
+
+cJSON *harness_json_object(const harness_msg *m)
+{
+    cJSON *json = cJSON_ParseWithLength(m->payload, m->len);
+
+    if (!cJSON_IsObject(json))
+        FAILF("message on %s is not a JSON object: %.600s", m->topic, m->payload);
+    return json;
+}
+
+int64_t harness_json_int(const cJSON *obj, const char *key)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+    double d;
+
+    if (!cJSON_IsNumber(item))
+        fail_json(obj, "missing or non-numeric field", key);
+    d = item->valuedouble;
+    if (!(d >= -9.0e15 && d <= 9.0e15) || (double)(int64_t)d != d)
+        fail_json(obj, "non-integer field", key);
+    return (int64_t)d;
+}
+
+const char *harness_json_str(const cJSON *obj, const char *key)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+    if (!cJSON_IsString(item) || item->valuestring == NULL)
+        fail_json(obj, "missing or non-string field", key);
+    return item->valuestring;
+}
+
+bool harness_json_bool(const cJSON *obj, const char *key)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+    if (item == NULL)
+        return false;
+    if (!cJSON_IsBool(item))
+        fail_json(obj, "non-boolean field", key);
+    return cJSON_IsTrue(item);
+}
+
+bool harness_page_parse(const harness_msg *m, harness_page *p)
+{
+    const cJSON *responses, *entry;
+    cJSON *root;
+    int n;
+
+    memset(p, 0, sizeof *p);
+    if (strcmp(m->topic, HARNESS_RESPONSE_TOPIC) != 0)
+        return false;
+    root = harness_json_object(m);
+    responses = cJSON_GetObjectItemCaseSensitive(root, "responses");
+    if (!cJSON_IsArray(responses))
+        fail_json(root, "no \"responses\" array", NULL);
+    if ((n = cJSON_GetArraySize(responses)) != 1)
+        fail_json(root, "a replay page must be one message with one entry, not this", NULL);
+    entry = cJSON_GetArrayItem(responses, 0);
+    if (!cJSON_IsObject(entry))
+        fail_json(root, "a response entry is not an object", NULL);
+    if (cJSON_GetObjectItemCaseSensitive(entry, "error") != NULL)
+        fail_json(root, "unexpected error entry", NULL);
+    if (strcmp(harness_json_str(entry, "command"), "replay") != 0)
+        fail_json(root, "expected a replay page, got", "another command");
+    p->root = root;
+    p->group = harness_json_str(entry, "group");
+    p->messages = cJSON_GetObjectItemCaseSensitive(entry, "messages");
+    if (!cJSON_IsArray(p->messages))
+        fail_json(root, "no \"messages\" array", NULL);
+    p->count = (size_t)cJSON_GetArraySize(p->messages);
+    p->first = harness_json_int(entry, "first");
+    p->last = harness_json_int(entry, "last");
+    p->head = harness_json_int(entry, "head");
+    p->more = harness_json_bool(entry, "more");
+    p->truncated = harness_json_bool(entry, "truncated");
+    p->at_ms = m->at_ms;
+    return true;
+}
+
+void harness_page_free(harness_page *p)
+{
+    cJSON_Delete(p->root);
+    memset(p, 0, sizeof *p);
+}
+
+void harness_ack(harness_client *c, const char *group, int64_t id, int qos)
+{
+    char topic[300], payload[32];
+
+    snprintf(topic, sizeof topic, "chat/%s/ack", group);
+    snprintf(payload, sizeof payload, "%lld", (long long)id);
+    harness_client_publish(c, topic, payload, qos);
+}
+
+/* Checks one page of a catch-up against what g expects next; returns whether
+ * the group is now complete. */
+static bool check_page(harness_client *c, harness_catchup *g, int64_t *next, const harness_page *p,
+                       size_t page_size, harness_envelope_fn *fn, void *arg)
+{
+    const cJSON *env;
+
+    if (p->count < 1 || p->count > page_size)
+        fail_json(p->root, "page size out of 1..page_size", NULL);
+    if (p->truncated)
+        fail_json(p->root, "truncated page, yet nothing was deleted", NULL);
+    if (g->head < 0)
+        g->head = p->head; /* learnt from the first page */
+    ASSERTF(p->head == g->head, "group %s: page says head %lld, expected %lld", g->group,
+            (long long)p->head, (long long)g->head);
+    ASSERTF(p->first == *next,
+            "group %s: page starts at %lld, expected %lld (first %lld last %lld)", g->group,
+            (long long)p->first, (long long)*next, (long long)p->first, (long long)p->last);
+    cJSON_ArrayForEach(env, p->messages)
+    {
+        int64_t id = harness_json_int(env, "id");
+        ASSERTF(id == *next,
+                "group %s: envelope id %lld where %lld was expected: ids must come exactly once, "
+                "in order (page first %lld last %lld)",
+                g->group, (long long)id, (long long)*next, (long long)p->first, (long long)p->last);
+        if (strcmp(harness_json_str(env, "group"), g->group) != 0)
+            fail_json(env, "envelope of another group in a page of", g->group);
+        if (harness_json_str(env, "from")[0] == '\0')
+            fail_json(env, "empty", "from");
+        if (harness_json_int(env, "ts") <= 0)
+            fail_json(env, "non-positive", "ts");
+        if (fn != NULL)
+            fn(arg, g->group, env);
+        (*next)++;
+    }
+    ASSERTF(p->last == *next - 1, "group %s: page says last %lld, its envelopes end at %lld",
+            g->group, (long long)p->last, (long long)(*next - 1));
+    ASSERTF(p->last <= p->head, "group %s: page last %lld above head %lld", g->group,
+            (long long)p->last, (long long)p->head);
+    ASSERTF(p->more == (p->last < p->head), "group %s: page %lld..%lld of head %lld says more=%s",
+            g->group, (long long)p->first, (long long)p->last, (long long)p->head,
+            p->more ? "true" : "false");
+    g->pages++;
+    if (p->count > g->largest)
+        g->largest = p->count;
+    harness_ack(c, g->group, p->last, 0);
+    return p->last == g->head;
+}
+
+void harness_catch_up(harness_client *c, harness_catchup *groups, size_t ngroups, size_t page_size,
+                      int timeout_ms, harness_envelope_fn *fn, void *arg)
+{
+    int64_t *next = calloc(ngroups, sizeof *next);
+    bool *done = calloc(ngroups, sizeof *done);
+    int64_t deadline = harness_now_ms() + timeout_ms;
+    size_t remaining = 0;
+
+    if (next == NULL || done == NULL)
+        FAILF("out of memory");
+    for (size_t i = 0; i < ngroups; i++) {
+        next[i] = groups[i].from;
+        groups[i].pages = 0;
+        groups[i].largest = 0;
+        groups[i].head = groups[i].to;
+        groups[i].done_ms = 0;
+        done[i] = groups[i].to >= 0 && groups[i].from > groups[i].to;
+        if (!done[i])
+            remaining++;
+    }
+    for (long iter = 0; remaining > 0 && iter < 100000000L; iter++) {
+        int64_t left = deadline - harness_now_ms();
+        harness_msg *m;
+        harness_page p;
+        size_t i;
+
+        if (left <= 0) {
+            for (i = 0; i < ngroups; i++)
+                if (!done[i])
+                    fprintf(stderr, "group %s: next id %lld, expected up to %lld, %zu pages\n",
+                            groups[i].group, (long long)next[i], (long long)groups[i].head,
+                            groups[i].pages);
+            FAILF("client %s: catch-up of %zu group(s) not complete after %d ms", c->id, remaining,
+                  timeout_ms);
+        }
+        if ((m = harness_client_receive(c, (int)left)) == NULL)
+            continue;
+        if (!harness_page_parse(m, &p))
+            FAILF("client %s: during catch-up, unexpected message on %s: %.400s", c->id, m->topic,
+                  m->payload);
+        for (i = 0; i < ngroups; i++)
+            if (strcmp(groups[i].group, p.group) == 0)
+                break;
+        if (i == ngroups)
+            fail_json(p.root, "page of a group this device does not catch up on:", p.group);
+        if (done[i])
+            fail_json(p.root, "page after the catch-up of its group completed (a duplicate?)",
+                      p.group);
+        if (check_page(c, &groups[i], &next[i], &p, page_size, fn, arg)) {
+            done[i] = true;
+            groups[i].done_ms = p.at_ms;
+            remaining--;
+        }
+        harness_page_free(&p);
+        harness_msg_free(m);
+    }
+    /* An ack at QoS 1 after the QoS 0 ones: when the broker acknowledges it,
+     * it has applied them all (it reads one connection in order). */
+    for (size_t i = 0; i < ngroups; i++)
+        if (groups[i].pages > 0)
+            harness_ack(c, groups[i].group, groups[i].head, 1);
+    harness_client_expect_none(c, 500, "no page after the catch-up completed");
+    free(next);
+    free(done);
+}

@@ -1,0 +1,299 @@
+/* harness: scaffolding for the integration tests, which run a real mosquitto
+ * with the chat plugin and drive it with Paho MQTT C clients.
+ *
+ * A harness_broker is a `mosquitto -c` (CHAT_MOSQUITTO_BIN) loading the plugin
+ * (CHAT_PLUGIN_PATH) on a free 127.0.0.1 port, with its configuration, log and
+ * LevelDB store in a fresh temporary directory. A harness_client is a Paho
+ * MQTTClient (MQTT 3.1.1, clean session) whose incoming messages, delivery
+ * notices and connection loss are queued for the test's thread.
+ *
+ * Failure policy: a test stops at its first failure. A harness function that
+ * cannot do its job prints why (Paho codes with MQTTClient_strerror), then
+ * harness_fail stops every broker, prints the tail of each broker's log, keeps
+ * the temporary directories for inspection and exits with status 1. Callers
+ * therefore need no error handling, and ASSERT/ASSERTF do the same for the
+ * test's own checks.
+ *
+ * Ownership: harness_broker_start/harness_broker_destroy and
+ * harness_client_connect/harness_client_disconnect (or _destroy) are pairs.
+ * A harness_msg returned by harness_client_receive belongs to the caller,
+ * freed with harness_msg_free; a harness_page owns its parsed JSON, freed with
+ * harness_page_free.
+ *
+ * Threading: Paho calls back on its own thread; those callbacks only queue
+ * under a mutex and signal a condition variable. Every harness function must
+ * be called from the test's main thread. Every wait is bounded in time and
+ * every loop in count.
+ */
+#ifndef CHAT_HARNESS_H
+#define CHAT_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+/* Topic on which the plugin publishes responses and replay pages. */
+#define HARNESS_RESPONSE_TOPIC "$CONTROL/chat/v1/response"
+
+/* Fails the test (see harness_fail) unless cond holds. */
+#define ASSERT(cond)                                                                               \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            harness_fail(__FILE__, __LINE__, "assertion failed: %s", #cond);                       \
+    } while (0)
+
+/* The same, with a printf-style explanation after the condition. */
+#define ASSERTF(cond, ...)                                                                         \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            harness_note_assert(__FILE__, __LINE__, #cond);                                        \
+            harness_fail(__FILE__, __LINE__, __VA_ARGS__);                                         \
+        }                                                                                          \
+    } while (0)
+
+/* Fails the test unconditionally with a printf-style message. */
+#define FAILF(...) harness_fail(__FILE__, __LINE__, __VA_ARGS__)
+
+/* ---------------------------------------------------------------------------
+ * Process-wide
+ * ------------------------------------------------------------------------- */
+
+/* Records the test name for messages, ignores SIGPIPE (a killed broker must
+ * not kill the test) and starts the clock of harness_log. Call first. */
+void harness_init(const char *test_name);
+
+/* Prints "PASS <name>", destroys nothing (callers destroy their own objects
+ * first) and returns 0 for main to return. */
+int harness_pass(void);
+
+/* Prints file:line and the message, stops every running broker, prints the
+ * tail of their logs, keeps their directories and exits with status 1. */
+_Noreturn void harness_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Used by ASSERTF: prints the failed condition before the message. */
+void harness_note_assert(const char *file, int line, const char *cond);
+
+/* Prints a progress line to stdout, prefixed with the seconds since init. */
+void harness_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Milliseconds of a monotonic clock. */
+int64_t harness_now_ms(void);
+
+/* Milliseconds since the epoch (the clock of an envelope's `ts`). */
+int64_t harness_wall_ms(void);
+
+/* Sleeps ms milliseconds (ms >= 0). */
+void harness_sleep_ms(int ms);
+
+/* Sum of the sizes of the regular files under path, recursively. */
+uint64_t harness_dir_bytes(const char *path);
+
+/* ---------------------------------------------------------------------------
+ * Broker
+ * ------------------------------------------------------------------------- */
+
+typedef struct harness_broker harness_broker;
+
+/* Creates a temporary directory, writes a mosquitto.conf for a free loopback
+ * port with the plugin and its store in <dir>/db, adds one line
+ * `plugin_opt_<opt>` per entry of plugin_opts (a NULL-terminated array of
+ * strings such as "page_size 7"; NULL for none), starts the broker and waits
+ * (at most 10 s per attempt) until it accepts connections. A broker that
+ * exits early is retried on a new port. Returns the running broker, owned by
+ * the caller, freed with harness_broker_destroy. */
+harness_broker *harness_broker_start(const char *const *plugin_opts);
+
+/* Stops the broker with SIGTERM, waits at most 10 s, then SIGKILLs it; fails
+ * the test if it did not exit with status 0 on SIGTERM (a crash or a
+ * sanitizer report in the plugin's cleanup). No-op if not running. */
+void harness_broker_stop(harness_broker *b);
+
+/* Kills the broker with SIGKILL and reaps it. No-op if not running. */
+void harness_broker_kill(harness_broker *b);
+
+/* Starts a stopped broker again on the same port with the same store. */
+void harness_broker_restart(harness_broker *b);
+
+/* Stops the broker if it runs, removes its directory and frees b. Accepts
+ * NULL. */
+void harness_broker_destroy(harness_broker *b);
+
+/* The port the broker listens on (127.0.0.1). */
+int harness_broker_port(const harness_broker *b);
+
+/* The LevelDB directory of the broker's store, owned by b. */
+const char *harness_broker_db_path(const harness_broker *b);
+
+/* ---------------------------------------------------------------------------
+ * Clients
+ * ------------------------------------------------------------------------- */
+
+typedef struct harness_client harness_client;
+
+/* One message received by a client. */
+typedef struct harness_msg {
+    char *topic;              /* NUL-terminated */
+    char *payload;            /* len bytes plus a NUL, for convenience */
+    size_t len;               /* bytes of payload, not counting the NUL */
+    int qos;                  /* QoS it was delivered with */
+    int64_t at_ms;            /* harness_now_ms() when Paho handed it over */
+    struct harness_msg *next; /* queue link, private */
+} harness_msg;
+
+/* A QoS 1 or 2 publish whose completion can be awaited (see
+ * harness_client_publish_async); token 0 for QoS 0. */
+typedef struct harness_ticket {
+    int token;    /* Paho delivery token (the MQTT packet id) */
+    uint32_t seq; /* publishes with that token so far, this one included */
+} harness_ticket;
+
+/* Connects a clean-session MQTT 3.1.1 client with this client id (and this
+ * username, or none if NULL) to b, waiting at most 10 s. Returns the
+ * connected client, owned by the caller, freed with harness_client_disconnect
+ * or harness_client_destroy. */
+harness_client *harness_client_connect(const harness_broker *b, const char *client_id,
+                                       const char *username);
+
+/* Subscribes to count topics at once with the given QoS, waiting for the
+ * SUBACK (at most 10 s); fails the test if the broker refuses any. */
+void harness_client_subscribe_many(harness_client *c, size_t count, const char *const *topics,
+                                   int qos);
+
+/* Subscribes to one topic; see harness_client_subscribe_many. */
+void harness_client_subscribe(harness_client *c, const char *topic, int qos);
+
+/* Publishes a NUL-terminated payload and, for QoS 1 and 2, waits (at most
+ * 10 s) for its PUBACK/PUBCOMP. */
+void harness_client_publish(harness_client *c, const char *topic, const char *payload, int qos);
+
+/* Publishes without waiting for the acknowledgement; at most the client's
+ * window of QoS 1/2 publishes stay unacknowledged (this call waits for room,
+ * at most 10 s). Fills *ticket (may be NULL) and returns MQTTCLIENT_SUCCESS,
+ * or, when the connection is lost or Paho refuses, the Paho code: the caller
+ * decides (a broker killed on purpose is not an error). */
+int harness_client_publish_async(harness_client *c, const char *topic, const char *payload, int qos,
+                                 harness_ticket *ticket);
+
+/* The default window: mosquitto's receive maximum (max_inflight_messages,
+ * default 20). Past it, mosquitto 2.0 answers a QoS 1/2 publish with reason
+ * 0x97 "quota exceeded" and drops it; an MQTT 3.1.1 client sees a plain ack. A
+ * QoS 2 publish holds a slot until its PUBREL, a QoS 1 publish none (the
+ * broker acks it at once). */
+#define HARNESS_DEFAULT_WINDOW 20
+
+/* The largest window harness_client_set_window accepts. */
+#define HARNESS_MAX_WINDOW 512
+
+/* Sets how many QoS 1/2 publishes harness_client_publish_async lets go
+ * unacknowledged (1..HARNESS_MAX_WINDOW). More than HARNESS_DEFAULT_WINDOW is
+ * only safe for QoS 1 streams. */
+void harness_client_set_window(harness_client *c, int window);
+
+/* True once the publish of this ticket was acknowledged by the broker (always
+ * true for a QoS 0 ticket). */
+bool harness_client_acked(harness_client *c, harness_ticket ticket);
+
+/* Waits (at most timeout_ms) until the ticket is acknowledged; fails the test
+ * otherwise. */
+void harness_client_wait_acked(harness_client *c, harness_ticket ticket, int timeout_ms);
+
+/* Next message received, oldest first, waiting at most timeout_ms; NULL if
+ * none came. The caller frees it with harness_msg_free. */
+harness_msg *harness_client_receive(harness_client *c, int timeout_ms);
+
+/* Fails the test if any message arrives within timeout_ms; what says what was
+ * expected (for the message). */
+void harness_client_expect_none(harness_client *c, int timeout_ms, const char *what);
+
+/* Waits at most timeout_ms for the connection to be lost; returns whether it
+ * was. */
+bool harness_client_wait_lost(harness_client *c, int timeout_ms);
+
+/* The client id c connected with, owned by c. */
+const char *harness_client_id(const harness_client *c);
+
+/* Sends DISCONNECT, then destroys c as harness_client_destroy does. */
+void harness_client_disconnect(harness_client *c);
+
+/* Destroys c without a DISCONNECT (use after the broker died), dropping its
+ * queued messages. Accepts NULL. */
+void harness_client_destroy(harness_client *c);
+
+/* Frees a received message. Accepts NULL. */
+void harness_msg_free(harness_msg *m);
+
+/* ---------------------------------------------------------------------------
+ * JSON and the chat protocol
+ * ------------------------------------------------------------------------- */
+
+/* Parses m's payload as a JSON object; fails the test otherwise. The caller
+ * frees the result with cJSON_Delete. */
+cJSON *harness_json_object(const harness_msg *m);
+
+/* obj[key] as an integer (a JSON number with no fraction); fails the test if
+ * it is missing or is not one. */
+int64_t harness_json_int(const cJSON *obj, const char *key);
+
+/* obj[key] as a string, owned by obj; fails the test if missing or not one. */
+const char *harness_json_str(const cJSON *obj, const char *key);
+
+/* obj[key] as a boolean; missing counts as false; any other type fails. */
+bool harness_json_bool(const cJSON *obj, const char *key);
+
+/* One replay page: {"responses":[{"command":"replay", ...}]}. */
+typedef struct harness_page {
+    cJSON *root;           /* the whole parsed message, owned */
+    const cJSON *messages; /* the envelopes, oldest first, owned by root */
+    const char *group;     /* owned by root */
+    int64_t first;         /* id of the first message */
+    int64_t last;          /* id of the last message */
+    int64_t head;          /* the group's head when the page was built */
+    bool more;             /* more messages follow */
+    bool truncated;        /* retention deleted unacked messages */
+    size_t count;          /* envelopes in messages */
+    int64_t at_ms;         /* when it was received (harness_now_ms) */
+} harness_page;
+
+/* If m is a message on HARNESS_RESPONSE_TOPIC holding a replay page, fills *p
+ * and returns true; returns false for a message on another topic. Fails the
+ * test for a response that is not exactly one well-formed replay entry (an
+ * error entry included). Free *p with harness_page_free. */
+bool harness_page_parse(const harness_msg *m, harness_page *p);
+
+/* Frees what *p owns. Accepts a zeroed page. */
+void harness_page_free(harness_page *p);
+
+/* Publishes a cumulative ack of id for group on chat/<group>/ack with qos;
+ * for QoS 1/2 waits for the broker's acknowledgement. */
+void harness_ack(harness_client *c, const char *group, int64_t id, int qos);
+
+/* Called with every envelope a catch-up delivers, in order. */
+typedef void harness_envelope_fn(void *arg, const char *group, const cJSON *envelope);
+
+/* The expected catch-up of one group. */
+typedef struct harness_catchup {
+    const char *group; /* in: group name */
+    int64_t from;      /* in: first id expected (the device's cursor + 1) */
+    int64_t to;        /* in: last id expected, i.e. the head; < 0: learn it from the pages */
+    size_t pages;      /* out: pages received */
+    size_t largest;    /* out: envelopes in the largest page */
+    int64_t head;      /* out: head reported by the pages (to, if none came) */
+    int64_t done_ms;   /* out: harness_now_ms() when its last page arrived (0: none) */
+} harness_catchup;
+
+/* Receives replay pages on c until every group got ids from..to, acking each
+ * page's `last` on chat/<group>/ack as it arrives (QoS 0), and checks that
+ * every id comes exactly once, in order, in pages of 1..page_size envelopes
+ * whose first/last/head/more agree with their envelopes, and that every
+ * envelope names its group and carries `from` and `ts`. Calls fn (may be
+ * NULL) with each envelope. Fails on a message on any other topic, and if
+ * not done within timeout_ms. Then acks each group's head again at QoS 1 (so
+ * the broker has applied every ack when this returns) and fails if another
+ * page arrives within 500 ms. */
+void harness_catch_up(harness_client *c, harness_catchup *groups, size_t ngroups, size_t page_size,
+                      int timeout_ms, harness_envelope_fn *fn, void *arg);
+
+#endif
