@@ -45,8 +45,8 @@ bool chat_admit(struct chat_plugin *pl, const struct mosquitto *client, const ch
     return found;
 }
 
-int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char *group,
-                   uint64_t id, uint64_t *now, const char **why)
+int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char *group, uint64_t id,
+                   uint64_t *now, const char **why)
 {
     const char *device = mosquitto_client_id(client);
     uint64_t cursor = 0;
@@ -204,8 +204,7 @@ int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev)
     }
     memcpy(group, g, glen);
     group[glen] = '\0';
-    return kind == CHAT_TOPIC_ACK ? on_ack_message(pl, ev, group)
-                                  : on_group_message(pl, ev, group);
+    return kind == CHAT_TOPIC_ACK ? on_ack_message(pl, ev, group) : on_group_message(pl, ev, group);
 }
 
 /* Strips "$share/<name>/" from a subscription filter. */

@@ -196,8 +196,7 @@ static enum chat_acl_mode detect_acl_mode(void)
     struct broker_conf bc = {0};
     Dl_info self;
     static const char anchor; /* any object of ours tells dladdr who we are */
-    if (dladdr(&anchor, &self) && self.dli_fname &&
-        !realpath(self.dli_fname, bc.self)) {
+    if (dladdr(&anchor, &self) && self.dli_fname && !realpath(self.dli_fname, bc.self)) {
         bc.self[0] = '\0';
     }
     scan_config(conf, 0, &bc);
@@ -218,8 +217,7 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
     int rc = MOSQ_ERR_SUCCESS;
 
     memset(cfg, 0, sizeof(*cfg));
-    if (set_string(&cfg->db_path, "mosquitto-chat.db") ||
-        set_string(&cfg->topic_prefix, "chat")) {
+    if (set_string(&cfg->db_path, "mosquitto-chat.db") || set_string(&cfg->topic_prefix, "chat")) {
         return MOSQ_ERR_NOMEM;
     }
     cfg->page_size = 100;
@@ -252,8 +250,7 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
                      ? (cfg->page_bytes = v, 0)
                      : bad(k, val, "an integer from 1024 to 268435456");
         } else if (!strcmp(k, "page_qos")) {
-            rc = parse_uint(val, 0, 2, &v) ? (cfg->page_qos = (int)v, 0)
-                                           : bad(k, val, "0, 1 or 2");
+            rc = parse_uint(val, 0, 2, &v) ? (cfg->page_qos = (int)v, 0) : bad(k, val, "0, 1 or 2");
         } else if (!strcmp(k, "replay_window")) {
             rc = parse_uint(val, 1, 64, &v) ? (cfg->replay_window = (unsigned)v, 0)
                                             : bad(k, val, "an integer from 1 to 64");
@@ -261,9 +258,8 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
             rc = parse_uint(val, 1, 86400, &v) ? (cfg->replay_timeout = (unsigned)v, 0)
                                                : bad(k, val, "seconds, from 1 to 86400");
         } else if (!strcmp(k, "max_payload")) {
-            rc = parse_uint(val, 16, 256u << 20, &v)
-                     ? (cfg->max_payload = v, 0)
-                     : bad(k, val, "bytes, from 16 to 268435456");
+            rc = parse_uint(val, 16, 256u << 20, &v) ? (cfg->max_payload = v, 0)
+                                                     : bad(k, val, "bytes, from 16 to 268435456");
         } else if (!strcmp(k, "fsync")) {
             if (!strcmp(val, "none")) {
                 cfg->fsync = CHAT_SYNC_NONE;

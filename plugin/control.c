@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_COMMANDS 1000            /* per request; more is refused whole */
-#define MAX_RESPONSE (8u << 20)      /* bytes; page commands past it get an error */
+#define MAX_COMMANDS 1000               /* per request; more is refused whole */
+#define MAX_RESPONSE (8u << 20)         /* bytes; page commands past it get an error */
 #define MAX_JSON_INT 9007199254740991.0 /* 2^53 - 1: exact in a double */
 
 /* Publishes b to client_id alone, on topic (NULL: the response topic),
@@ -21,22 +21,19 @@ static void send_to(struct chat_plugin *pl, const char *client_id, const char *t
     mosquitto_property *props = NULL;
     char *payload = sbuf_take(b, &len);
     if (!payload) {
-        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: out of memory answering %s",
-                             client_id);
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: out of memory answering %s", client_id);
         return;
     }
-    if (corr &&
-        mosquitto_property_add_binary(&props, MQTT_PROP_CORRELATION_DATA, corr, corr_len)) {
-        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: out of memory answering %s",
-                             client_id);
+    if (corr && mosquitto_property_add_binary(&props, MQTT_PROP_CORRELATION_DATA, corr, corr_len)) {
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: out of memory answering %s", client_id);
         mosquitto_free(payload);
         return;
     }
     int rc = mosquitto_broker_publish(client_id, topic ? topic : CHAT_RESPONSE_TOPIC, (int)len,
                                       payload, pl->cfg.page_qos, false, props);
     if (rc != MOSQ_ERR_SUCCESS) {
-        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: cannot answer %s: error %d",
-                             client_id, rc);
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: cannot answer %s: error %d", client_id,
+                             rc);
         mosquitto_free(payload);
         mosquitto_property_free_all(&props);
     }
@@ -47,8 +44,7 @@ void chat_send(struct chat_plugin *pl, const char *client_id, sbuf *b)
     send_to(pl, client_id, NULL, NULL, 0, b);
 }
 
-void chat_entry_error(sbuf *b, const char *cmd, const char *group, const char *cid,
-                      const char *why)
+void chat_entry_error(sbuf *b, const char *cmd, const char *group, const char *cid, const char *why)
 {
     sbuf_puts(b, "{\"command\":");
     sbuf_json_str(b, cmd);
@@ -349,8 +345,8 @@ static void cmd_page(struct req *r, const cJSON *c, bool forward)
     }
     if (!has_from && forward) {
         bool found = false;
-        if (!storage_ok(r, chat_store_cursor_start(r->pl->store, group, r->member, r->device,
-                                                   &from, &found))) {
+        if (!storage_ok(r, chat_store_cursor_start(r->pl->store, group, r->member, r->device, &from,
+                                                   &found))) {
             return;
         }
     } else if (!has_from) {

@@ -31,8 +31,7 @@ static cJSON *envelope_head(uint64_t id, const char *group, const char *from, in
 }
 
 void chat_envelope_build(const void *payload, size_t len, uint64_t id, const char *group,
-                         const char *from, int64_t ts_ms, char **env, char **cid,
-                         const char **why)
+                         const char *from, int64_t ts_ms, char **env, char **cid, const char **why)
 {
     cJSON *in = NULL, *out = NULL;
     char *text = NULL;
@@ -117,8 +116,8 @@ bool chat_ack_parse(const void *payload, size_t len, uint64_t *id)
     while (i < end && (p[i] == ' ' || p[i] == '\t' || p[i] == '\r' || p[i] == '\n')) {
         i++;
     }
-    while (end > i && (p[end - 1] == ' ' || p[end - 1] == '\t' || p[end - 1] == '\r' ||
-                       p[end - 1] == '\n')) {
+    while (end > i &&
+           (p[end - 1] == ' ' || p[end - 1] == '\t' || p[end - 1] == '\r' || p[end - 1] == '\n')) {
         end--;
     }
     if (i == end || end - i > 19) {

@@ -88,8 +88,7 @@ static void plugin_free(struct chat_plugin *pl)
     free(pl);
 }
 
-CHAT_EXPORT int mosquitto_plugin_version(int supported_version_count,
-                                         const int *supported_versions)
+CHAT_EXPORT int mosquitto_plugin_version(int supported_version_count, const int *supported_versions)
 {
     for (int i = 0; i < supported_version_count; i++) {
         if (supported_versions[i] == 5) {
@@ -134,11 +133,10 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
             goto fail;
         }
     }
-    mosquitto_log_printf(MOSQ_LOG_INFO,
-                         "mosquitto-chat: store \"%s\", topics \"%s/<group>\", access checks: %s",
-                         pl->cfg.db_path, pl->cfg.topic_prefix,
-                         pl->cfg.acl_mode == CHAT_ACL_ALLOW ? "allow outside chat"
-                                                            : "defer to the broker's");
+    mosquitto_log_printf(
+        MOSQ_LOG_INFO, "mosquitto-chat: store \"%s\", topics \"%s/<group>\", access checks: %s",
+        pl->cfg.db_path, pl->cfg.topic_prefix,
+        pl->cfg.acl_mode == CHAT_ACL_ALLOW ? "allow outside chat" : "defer to the broker's");
     *userdata = pl;
     return MOSQ_ERR_SUCCESS;
 

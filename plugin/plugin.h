@@ -69,8 +69,8 @@ struct chat_plugin {
     chat_store *store;
     struct chat_device *devices; /* connected devices with a catch-up running */
     time_t last_timeout_scan;
-    time_t next_sweep;                        /* retention_days: next sweep start */
-    bool sweeping;                            /* a sweep is under way */
+    time_t next_sweep;                         /* retention_days: next sweep start */
+    bool sweeping;                             /* a sweep is under way */
     char sweep_after[CHAT_STORE_MAX_NAME + 1]; /* last group swept ("" at start) */
 };
 
@@ -113,8 +113,7 @@ const char *chat_member_of(const struct mosquitto *client);
  * string; the caller frees both. On a bad payload returns NULL in *env and a
  * static reason in *why; *cid may still be set, to echo it in the error. */
 void chat_envelope_build(const void *payload, size_t len, uint64_t id, const char *group,
-                         const char *from, int64_t ts_ms, char **env, char **cid,
-                         const char **why);
+                         const char *from, int64_t ts_ms, char **env, char **cid, const char **why);
 
 /* Parses a cumulative ack payload (decimal digits only). */
 bool chat_ack_parse(const void *payload, size_t len, uint64_t *id);
@@ -125,8 +124,8 @@ int chat_on_acl(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev);
 
 /* Applies an ack from client for group; moves the cursor and the replay. On
  * failure *why holds a static reason. */
-int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char *group,
-                   uint64_t id, uint64_t *now, const char **why);
+int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char *group, uint64_t id,
+                   uint64_t *now, const char **why);
 
 /* True when member may use group; joins it first when groups are open and
  * join is set. On refusal *why says why. */
@@ -152,8 +151,7 @@ void chat_respond_error(struct chat_plugin *pl, const struct mosquitto *client, 
 /* replay.c: catch-up of connected devices */
 
 /* Starts (or restarts from the cursor) the catch-up of client on group. */
-void chat_replay_start(struct chat_plugin *pl, const struct mosquitto *client,
-                       const char *group);
+void chat_replay_start(struct chat_plugin *pl, const struct mosquitto *client, const char *group);
 
 /* The device's cursor moved to acked: frees window room, sends more. */
 void chat_replay_acked(struct chat_plugin *pl, const char *client_id, const char *group,

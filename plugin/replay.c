@@ -21,9 +21,9 @@
 struct replay_group {
     struct replay_group *next;
     char *group;
-    uint64_t acked;  /* the device's cursor */
-    uint64_t sent;   /* highest id sent in a page */
-    uint64_t target; /* head when the catch-up (re)started */
+    uint64_t acked;                   /* the device's cursor */
+    uint64_t sent;                    /* highest id sent in a page */
+    uint64_t target;                  /* head when the catch-up (re)started */
     uint64_t outstanding[WINDOW_MAX]; /* last ids of unacked pages, ascending */
     unsigned n_out;
 };
@@ -158,13 +158,13 @@ static bool send_page(struct chat_plugin *pl, struct chat_device *d, struct repl
     }
     chat_err rc = chat_store_head(pl->store, g->group, &head);
     if (rc == CHAT_OK) {
-        rc = chat_store_read_forward(pl->store, g->group, g->sent, limit, pl->cfg.page_bytes,
-                                     &page);
+        rc =
+            chat_store_read_forward(pl->store, g->group, g->sent, limit, pl->cfg.page_bytes, &page);
     }
     if (rc != CHAT_OK || page->count == 0) {
         if (rc != CHAT_OK) {
-            mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: replay of %s to %s: %s",
-                                 g->group, d->client_id, chat_strerror(rc));
+            mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: replay of %s to %s: %s", g->group,
+                                 d->client_id, chat_strerror(rc));
         }
         chat_page_destroy(page);
         g->sent = g->target;
@@ -174,8 +174,7 @@ static bool send_page(struct chat_plugin *pl, struct chat_device *d, struct repl
     sbuf_puts(&b, "{\"responses\":[");
     /* A gap before the page's first id means retention removed messages
      * the device never acked. */
-    chat_page_entry(&b, "replay", g->group, page, head, last < head,
-                    page->msgs[0].id > g->sent + 1);
+    chat_page_entry(&b, "replay", g->group, page, head, last<head, page->msgs[0].id> g->sent + 1);
     sbuf_puts(&b, "]}");
     chat_page_destroy(page);
     chat_send(pl, d->client_id, &b);
@@ -224,8 +223,7 @@ static bool pump(struct chat_plugin *pl, struct chat_device **link)
     return false;
 }
 
-void chat_replay_start(struct chat_plugin *pl, const struct mosquitto *client,
-                       const char *group)
+void chat_replay_start(struct chat_plugin *pl, const struct mosquitto *client, const char *group)
 {
     const char *client_id = mosquitto_client_id(client);
     const char *member = chat_member_of(client);

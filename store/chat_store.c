@@ -361,8 +361,7 @@ chat_err chat_store_cid_find(chat_store *st, const char *group, const char *from
     return get_u64_key(st, &k, id, found);
 }
 
-chat_err chat_store_get(chat_store *st, const char *group, uint64_t id, chat_msg *msg,
-                        bool *found)
+chat_err chat_store_get(chat_store *st, const char *group, uint64_t id, chat_msg *msg, bool *found)
 {
     key k;
     char *err = NULL;
@@ -572,8 +571,8 @@ chat_err chat_store_cursor_advance(chat_store *st, const char *group, const char
     return rc;
 }
 
-chat_err chat_store_cursor_max(chat_store *st, const char *group, const char *member,
-                               uint64_t *id, bool *found)
+chat_err chat_store_cursor_max(chat_store *st, const char *group, const char *member, uint64_t *id,
+                               bool *found)
 {
     key prefix;
     chat_err rc = CHAT_OK;
@@ -738,8 +737,7 @@ chat_err chat_store_member_remove(chat_store *st, const char *group, const char 
     return rc;
 }
 
-chat_err chat_store_member_groups(chat_store *st, const char *member, chat_group_fn fn,
-                                  void *ctx)
+chat_err chat_store_member_groups(chat_store *st, const char *member, chat_group_fn fn, void *ctx)
 {
     key prefix;
     chat_err rc = CHAT_OK;

@@ -110,8 +110,7 @@ chat_err chat_store_cid_find(chat_store *st, const char *group, const char *from
 
 /* Reads one message. On success with *found, *msg holds a heap copy: free
  * msg->data with free(). */
-chat_err chat_store_get(chat_store *st, const char *group, uint64_t id, chat_msg *msg,
-                        bool *found);
+chat_err chat_store_get(chat_store *st, const char *group, uint64_t id, chat_msg *msg, bool *found);
 
 /* Reads messages with ids > after, oldest first, at most max_count of them
  * and, after the first, no more than max_bytes in total. The page is heap
@@ -136,8 +135,8 @@ chat_err chat_store_cursor_advance(chat_store *st, const char *group, const char
                                    const char *device, uint64_t id, uint64_t *now);
 
 /* The most advanced cursor of any device of member in group. */
-chat_err chat_store_cursor_max(chat_store *st, const char *group, const char *member,
-                               uint64_t *id, bool *found);
+chat_err chat_store_cursor_max(chat_store *st, const char *group, const char *member, uint64_t *id,
+                               bool *found);
 
 /* Where a device's delivery starts when it has no cursor yet: the most
  * advanced cursor of the member's other devices, else the id at which the
@@ -173,7 +172,6 @@ chat_err chat_store_member_remove(chat_store *st, const char *group, const char 
 /* Calls fn once per group of member, in byte order of the group names; a
  * non-zero return from fn stops the walk and is returned as CHAT_EINVAL. */
 typedef int (*chat_group_fn)(void *ctx, const char *group, uint64_t joined);
-chat_err chat_store_member_groups(chat_store *st, const char *member, chat_group_fn fn,
-                                  void *ctx);
+chat_err chat_store_member_groups(chat_store *st, const char *member, chat_group_fn fn, void *ctx);
 
 #endif
