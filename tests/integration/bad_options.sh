@@ -1,0 +1,55 @@
+#!/bin/sh
+# bad_options.sh MOSQUITTO PLUGIN: every bad plugin_opt value stops the broker
+# at start, with a log line that names the option; a good set starts it.
+set -u
+mosquitto=$1
+plugin=$2
+dir=$(mktemp -d /tmp/chat-badopt.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+failures=0
+
+# try NAME VALUE [SECONDS]: writes a config with that one option and runs the
+# broker for at most SECONDS (exit 124 when it was still running then).
+try() {
+  cat > "$dir/m.conf" <<CONF
+listener 0 127.0.0.1
+allow_anonymous true
+user root
+log_dest stderr
+plugin $plugin
+plugin_opt_db_path $dir/db
+plugin_opt_$1 $2
+CONF
+  # The sanitizer build's plugin needs its runtime preloaded into the broker.
+  LD_PRELOAD=${CHAT_BROKER_PRELOAD:-} timeout "${3:-10}" "$mosquitto" -c "$dir/m.conf" \
+    > "$dir/out" 2>&1
+}
+
+for case in "page_size 0" "page_size 100001" "page_size 12x" "page_bytes 10" \
+            "page_qos 3" "replay_window 0" "replay_window 65" "replay_timeout 0" \
+            "max_payload -1" "fsync sometimes" "replay yes" "open_groups 1" \
+            "topic_prefix a/b" "topic_prefix chat+" "retention_count -5" \
+            "retention_days x" "acl maybe" "no_such_option 1"; do
+  set -- $case
+  try "$1" "$2"
+  rc=$?
+  if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then
+    echo "FAIL: plugin_opt_$1 $2 did not stop the broker (exit $rc)"; failures=$((failures+1))
+  elif ! grep -q "plugin_opt_$1" "$dir/out"; then
+    echo "FAIL: plugin_opt_$1 $2: no log line names the option:"; cat "$dir/out"
+    failures=$((failures+1))
+  else
+    echo "ok: plugin_opt_$1 $2 -> $(grep "plugin_opt_$1" "$dir/out" | head -1)"
+  fi
+done
+
+# A good value must not be refused: the broker runs until the timeout.
+try page_size 7 3
+rc=$?
+if [ $rc -ne 124 ]; then
+  echo "FAIL: a valid option stopped the broker (exit $rc):"; cat "$dir/out"; failures=$((failures+1))
+else
+  echo "ok: plugin_opt_page_size 7 accepted"
+fi
+echo "$failures failed"
+[ $failures -eq 0 ]
