@@ -1,6 +1,7 @@
 /* chat_store: group message log, cursors and membership on LevelDB (see the
  * design note in chat_store.h for the key layout and invariants). */
 #include "chat_store.h"
+#include "chat_cache.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -18,6 +19,9 @@
 #define TAG_GROUPS 'G'
 #define TAG_CID 'I'
 
+/* Entries of the value cache: about 100 bytes each. */
+#define CACHE_ENTRIES 262144u
+
 /* Longest key component (group, member, device, cid) accepted. Group names
  * stop at 128 bytes and cids at 64; client ids and usernames may in theory
  * reach 65535 bytes, which no chat needs, so they are refused here. */
@@ -26,12 +30,13 @@
 struct chat_store {
     leveldb_t *db;
     leveldb_options_t *options;
-    leveldb_cache_t *cache;
+    leveldb_cache_t *lru; /* LevelDB's block cache */
     leveldb_filterpolicy_t *filter;
     leveldb_readoptions_t *ropt;
     leveldb_writeoptions_t *wopt;      /* appends: synced when CHAT_SYNC_ALWAYS */
     leveldb_writeoptions_t *wopt_lazy; /* cursors and membership: never synced */
     leveldb_writeoptions_t *wopt_sync; /* chat_store_sync */
+    chat_cache *cache;                 /* heads, cursors, memberships: read on every publish */
     chat_sync sync;
     bool dirty;  /* written since the last chat_store_sync */
     bool failed; /* invariant 5: the first I/O error makes the store read-only */
@@ -133,16 +138,32 @@ static chat_err io_error(chat_store *st, char *err)
 }
 
 /* Reads an 8-byte value. Missing keys leave *v untouched and *found false. */
+/* Keys whose 8-byte values go through the cache. Message records are too
+ * many, and cids are nearly all looked up once (a Bloom filter answers). */
+static bool cacheable(const char *k, size_t len)
+{
+    return len > 0 && (k[0] == TAG_HEAD || k[0] == TAG_FIRST || k[0] == TAG_CURSOR ||
+                       k[0] == TAG_JOIN || k[0] == TAG_GROUPS);
+}
+
+/* Reads an 8-byte value. Missing keys leave *v untouched and *found false. */
 static chat_err get_u64_key(chat_store *st, const key *k, uint64_t *v, bool *found)
 {
     char *err = NULL;
     size_t vlen = 0;
+    bool cache = cacheable(k->buf, k->len);
+    if (cache && chat_cache_get(st->cache, k->buf, k->len, found, v)) {
+        return CHAT_OK;
+    }
     char *val = leveldb_get(st->db, st->ropt, k->buf, k->len, &vlen, &err);
     if (err) {
         return io_error(st, err);
     }
     *found = val != NULL;
     if (!val) {
+        if (cache) {
+            chat_cache_put(st->cache, k->buf, k->len, false, 0);
+        }
         return CHAT_OK;
     }
     if (vlen != 8) {
@@ -151,7 +172,28 @@ static chat_err get_u64_key(chat_store *st, const key *k, uint64_t *v, bool *fou
     }
     *v = get_u64(val);
     leveldb_free(val);
+    if (cache) {
+        chat_cache_put(st->cache, k->buf, k->len, true, *v);
+    }
     return CHAT_OK;
+}
+
+/* Write-through: after a batch is written, its puts and deletes of cached
+ * keys update the cache, whoever built the batch. */
+static void cache_put_cb(void *ctx, const char *k, size_t klen, const char *v, size_t vlen)
+{
+    chat_store *st = ctx;
+    if (vlen == 8 && cacheable(k, klen)) {
+        chat_cache_put(st->cache, k, klen, true, get_u64(v));
+    }
+}
+
+static void cache_del_cb(void *ctx, const char *k, size_t klen)
+{
+    chat_store *st = ctx;
+    if (cacheable(k, klen)) {
+        chat_cache_put(st->cache, k, klen, false, 0);
+    }
 }
 
 static chat_err write_batch(chat_store *st, leveldb_writebatch_t *wb,
@@ -165,6 +207,7 @@ static chat_err write_batch(chat_store *st, leveldb_writebatch_t *wb,
     if (err) {
         return io_error(st, err);
     }
+    leveldb_writebatch_iterate(wb, st, cache_put_cb, cache_del_cb);
     st->dirty = true;
     return CHAT_OK;
 }
@@ -208,15 +251,20 @@ chat_err chat_store_open(const char *path, chat_sync sync, chat_store **out, cha
         return CHAT_ENOMEM;
     }
     st->sync = sync;
+    st->cache = chat_cache_create(CACHE_ENTRIES);
+    if (!st->cache) {
+        free(st);
+        return CHAT_ENOMEM;
+    }
     st->options = leveldb_options_create();
-    st->cache = leveldb_cache_create_lru(32u << 20);
+    st->lru = leveldb_cache_create_lru(32u << 20);
     st->filter = leveldb_filterpolicy_create_bloom(10);
     st->ropt = leveldb_readoptions_create();
     st->wopt = leveldb_writeoptions_create();
     st->wopt_lazy = leveldb_writeoptions_create();
     st->wopt_sync = leveldb_writeoptions_create();
     leveldb_options_set_create_if_missing(st->options, 1);
-    leveldb_options_set_cache(st->options, st->cache);
+    leveldb_options_set_cache(st->options, st->lru);
     leveldb_options_set_filter_policy(st->options, st->filter);
     leveldb_options_set_compression(st->options, leveldb_snappy_compression);
     leveldb_options_set_write_buffer_size(st->options, 8u << 20);
@@ -254,7 +302,8 @@ void chat_store_close(chat_store *st)
     leveldb_readoptions_destroy(st->ropt);
     leveldb_options_destroy(st->options);
     leveldb_filterpolicy_destroy(st->filter);
-    leveldb_cache_destroy(st->cache);
+    leveldb_cache_destroy(st->lru);
+    chat_cache_destroy(st->cache);
     free(st);
 }
 

@@ -1,0 +1,118 @@
+/* chat_cache: open-addressing hash map from store keys to 8-byte values
+ * (see chat_cache.h). Linear probing; entries are never removed one by one
+ * (absence is an entry too), only all at once when the cache is full. */
+#include "chat_cache.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct slot {
+    char *key; /* NULL: empty */
+    size_t len;
+    uint64_t hash;
+    uint64_t value;
+    bool found;
+};
+
+struct chat_cache {
+    struct slot *slots;
+    size_t cap; /* power of two, at least twice max */
+    size_t used;
+    size_t max;
+};
+
+/* FNV-1a: short keys, good enough spread for linear probing. */
+static uint64_t hash_bytes(const char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+chat_cache *chat_cache_create(size_t max_entries)
+{
+    chat_cache *c = calloc(1, sizeof(*c));
+    if (!c) {
+        return NULL;
+    }
+    c->max = max_entries ? max_entries : 1;
+    c->cap = 16;
+    while (c->cap < 2 * c->max) {
+        c->cap *= 2;
+    }
+    c->slots = calloc(c->cap, sizeof(*c->slots));
+    if (!c->slots) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void clear(chat_cache *c)
+{
+    for (size_t i = 0; i < c->cap; i++) {
+        free(c->slots[i].key);
+    }
+    memset(c->slots, 0, c->cap * sizeof(*c->slots));
+    c->used = 0;
+}
+
+void chat_cache_destroy(chat_cache *c)
+{
+    if (!c) {
+        return;
+    }
+    clear(c);
+    free(c->slots);
+    free(c);
+}
+
+/* The slot holding key, or the empty slot where it would go. */
+static struct slot *find(const chat_cache *c, const char *key, size_t len, uint64_t h)
+{
+    size_t mask = c->cap - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        struct slot *s = &c->slots[i];
+        if (!s->key || (s->hash == h && s->len == len && memcmp(s->key, key, len) == 0)) {
+            return s;
+        }
+    }
+}
+
+bool chat_cache_get(const chat_cache *c, const char *key, size_t len, bool *found, uint64_t *value)
+{
+    const struct slot *s = find(c, key, len, hash_bytes(key, len));
+    if (!s->key) {
+        return false;
+    }
+    *found = s->found;
+    if (s->found) {
+        *value = s->value;
+    }
+    return true;
+}
+
+void chat_cache_put(chat_cache *c, const char *key, size_t len, bool found, uint64_t value)
+{
+    uint64_t h = hash_bytes(key, len);
+    struct slot *s = find(c, key, len, h);
+    if (!s->key) {
+        if (c->used >= c->max) {
+            clear(c);
+            s = find(c, key, len, h);
+        }
+        s->key = malloc(len ? len : 1);
+        if (!s->key) {
+            return;
+        }
+        memcpy(s->key, key, len);
+        s->len = len;
+        s->hash = h;
+        c->used++;
+    }
+    s->found = found;
+    s->value = value;
+}
