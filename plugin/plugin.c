@@ -28,7 +28,7 @@ static int on_tick(int event, void *event_data, void *userdata)
     (void)event;
     (void)event_data;
     if (pl->cfg.fsync == CHAT_SYNC_BATCH) {
-        chat_err rc = chat_store_sync(pl->store);
+        chat_err rc = chat_store_sync_async(pl->store);
         if (rc != CHAT_OK) {
             mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: store sync failed: %s",
                                  chat_strerror(rc));

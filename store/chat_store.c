@@ -9,7 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define TAG_HEAD 'H'
 #define TAG_FIRST 'F'
@@ -18,6 +23,9 @@
 #define TAG_JOIN 'J'
 #define TAG_GROUPS 'G'
 #define TAG_CID 'I'
+
+/* Room for a path and a log file name. */
+#define PATH_MAX_LEN 4096
 
 /* Entries of the value cache: about 100 bytes each. */
 #define CACHE_ENTRIES 262144u
@@ -38,8 +46,27 @@ struct chat_store {
     leveldb_writeoptions_t *wopt_sync; /* chat_store_sync */
     chat_cache *cache;                 /* heads, cursors, memberships: read on every publish */
     chat_sync sync;
-    bool dirty;  /* written since the last chat_store_sync */
-    bool failed; /* invariant 5: the first I/O error makes the store read-only */
+    bool dirty;                 /* written since the last chat_store_sync */
+    atomic_bool failed;         /* invariant 5: the first I/O error makes the store read-only */
+    struct syncer *sync_thread; /* CHAT_SYNC_BATCH: fsyncs beside the broker */
+    char *path;
+};
+
+/* The background fsync of CHAT_SYNC_BATCH. LevelDB serialises writers, so a
+ * synced write from another thread would stall the broker's own writes for
+ * the length of an fsync; an fdatasync of the write-ahead log through a file
+ * descriptor of our own does not. LevelDB names that log NNNNNN.log and the
+ * newest is the one being written. */
+struct syncer {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    bool requested; /* under lock: something was written since the last sync */
+    bool stop;      /* under lock */
+    chat_store *st;
+    int log_fd; /* syncer thread only */
+    char log_name[64];
+    struct timespec dir_mtime;
 };
 
 /* A key under construction. Keys are short (a few hundred bytes at most), so
@@ -133,11 +160,14 @@ static void key_u64(key *k, uint64_t v)
 static chat_err io_error(chat_store *st, char *err)
 {
     leveldb_free(err);
-    st->failed = true;
+    atomic_store(&st->failed, true);
     return CHAT_EIO;
 }
 
 /* Reads an 8-byte value. Missing keys leave *v untouched and *found false. */
+static chat_err syncer_start(chat_store *st);
+static void syncer_stop(chat_store *st);
+
 /* Keys whose 8-byte values go through the cache. Message records are too
  * many, and cids are nearly all looked up once (a Bloom filter answers). */
 static bool cacheable(const char *k, size_t len)
@@ -200,7 +230,7 @@ static chat_err write_batch(chat_store *st, leveldb_writebatch_t *wb,
                             const leveldb_writeoptions_t *wo)
 {
     char *err = NULL;
-    if (st->failed) {
+    if (atomic_load(&st->failed)) {
         return CHAT_EIO;
     }
     leveldb_write(st->db, wo, wb, &err);
@@ -280,6 +310,11 @@ chat_err chat_store_open(const char *path, chat_sync sync, chat_store **out, cha
         leveldb_free(err);
         goto fail;
     }
+    st->path = strdup(path);
+    if (!st->path || (sync == CHAT_SYNC_BATCH && syncer_start(st) != CHAT_OK)) {
+        chat_store_close(st);
+        return CHAT_ENOMEM;
+    }
     *out = st;
     return CHAT_OK;
 
@@ -293,9 +328,11 @@ void chat_store_close(chat_store *st)
     if (!st) {
         return;
     }
+    syncer_stop(st);
     if (st->db) {
         leveldb_close(st->db);
     }
+    free(st->path);
     leveldb_writeoptions_destroy(st->wopt_sync);
     leveldb_writeoptions_destroy(st->wopt_lazy);
     leveldb_writeoptions_destroy(st->wopt);
@@ -305,6 +342,145 @@ void chat_store_close(chat_store *st)
     leveldb_cache_destroy(st->lru);
     chat_cache_destroy(st->cache);
     free(st);
+}
+
+/* Opens the newest write-ahead log when the directory changed since the last
+ * look (LevelDB starts a new log at every memtable flush); syncs the
+ * directory then too, so that a new log's name is durable. */
+static void syncer_refresh(struct syncer *sy)
+{
+    struct stat dst;
+    const char *path = sy->st->path;
+    if (stat(path, &dst) != 0 || (sy->log_fd >= 0 && dst.st_mtim.tv_sec == sy->dir_mtime.tv_sec &&
+                                  dst.st_mtim.tv_nsec == sy->dir_mtime.tv_nsec)) {
+        return;
+    }
+    sy->dir_mtime = dst.st_mtim;
+    DIR *d = opendir(path);
+    if (!d) {
+        return;
+    }
+    unsigned long long best = 0;
+    bool any = false;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        unsigned long long n = 0;
+        char tail[8];
+        if (sscanf(e->d_name, "%llu.%7s", &n, tail) == 2 && !strcmp(tail, "log") &&
+            (!any || n > best)) {
+            best = n;
+            any = true;
+        }
+    }
+    int dfd = dirfd(d);
+    if (dfd >= 0) {
+        fsync(dfd);
+    }
+    closedir(d);
+    if (!any) {
+        return;
+    }
+    char name[64];
+    snprintf(name, sizeof(name), "%06llu.log", best);
+    if (sy->log_fd >= 0 && !strcmp(name, sy->log_name)) {
+        return;
+    }
+    char full[PATH_MAX_LEN];
+    snprintf(full, sizeof(full), "%s/%s", path, name);
+    int fd = open(full, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return;
+    }
+    if (sy->log_fd >= 0) {
+        /* The log being left may hold records not yet in a table file. */
+        fdatasync(sy->log_fd);
+        close(sy->log_fd);
+    }
+    sy->log_fd = fd;
+    snprintf(sy->log_name, sizeof(sy->log_name), "%s", name);
+}
+
+static void *syncer_main(void *arg)
+{
+    struct syncer *sy = arg;
+    pthread_mutex_lock(&sy->lock);
+    for (;;) {
+        while (!sy->requested && !sy->stop) {
+            pthread_cond_wait(&sy->wake, &sy->lock);
+        }
+        if (!sy->requested && sy->stop) {
+            break;
+        }
+        sy->requested = false;
+        pthread_mutex_unlock(&sy->lock);
+        syncer_refresh(sy);
+        if (sy->log_fd < 0 || fdatasync(sy->log_fd) != 0) {
+            atomic_store(&sy->st->failed, true);
+        }
+        pthread_mutex_lock(&sy->lock);
+    }
+    pthread_mutex_unlock(&sy->lock);
+    return NULL;
+}
+
+static void syncer_stop(chat_store *st)
+{
+    struct syncer *sy = st->sync_thread;
+    if (!sy) {
+        return;
+    }
+    pthread_mutex_lock(&sy->lock);
+    sy->stop = true;
+    pthread_cond_signal(&sy->wake);
+    pthread_mutex_unlock(&sy->lock);
+    pthread_join(sy->thread, NULL);
+    if (sy->log_fd >= 0) {
+        close(sy->log_fd);
+    }
+    pthread_cond_destroy(&sy->wake);
+    pthread_mutex_destroy(&sy->lock);
+    free(sy);
+    st->sync_thread = NULL;
+}
+
+static chat_err syncer_start(chat_store *st)
+{
+    struct syncer *sy = calloc(1, sizeof(*sy));
+    if (!sy) {
+        return CHAT_ENOMEM;
+    }
+    sy->st = st;
+    sy->log_fd = -1;
+    pthread_mutex_init(&sy->lock, NULL);
+    pthread_cond_init(&sy->wake, NULL);
+    if (pthread_create(&sy->thread, NULL, syncer_main, sy) != 0) {
+        pthread_cond_destroy(&sy->wake);
+        pthread_mutex_destroy(&sy->lock);
+        free(sy);
+        return CHAT_ENOMEM;
+    }
+    st->sync_thread = sy;
+    return CHAT_OK;
+}
+
+chat_err chat_store_sync_async(chat_store *st)
+{
+    struct syncer *sy = st->sync_thread;
+    if (atomic_load(&st->failed)) {
+        return CHAT_EIO;
+    }
+    if (!sy) {
+        return chat_store_sync(st);
+    }
+    if (!st->dirty) {
+        return CHAT_OK;
+    }
+    st->dirty = false;
+    pthread_mutex_lock(&sy->lock);
+    sy->requested = true;
+    pthread_cond_signal(&sy->wake);
+    pthread_mutex_unlock(&sy->lock);
+    return CHAT_OK;
 }
 
 chat_err chat_store_sync(chat_store *st)

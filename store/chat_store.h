@@ -7,8 +7,9 @@
  * each prototype names. "Not found" is not an error: lookups report it
  * through a `found` flag.
  *
- * Threading: none. One thread (the broker's) owns a store; calls must not
- * overlap.
+ * Threading: one thread (the broker's) owns a store; calls must not overlap.
+ * With CHAT_SYNC_BATCH the store runs one thread of its own that only
+ * fdatasyncs LevelDB's log.
  *
  * Design note: key layout (every integer is 8 bytes big-endian, so that byte
  * order is id order and a seek plus a forward scan reads a page):
@@ -57,7 +58,7 @@ typedef enum chat_err {
 
 typedef enum chat_sync {
     CHAT_SYNC_NONE = 0, /* survive a process crash, not a power loss */
-    CHAT_SYNC_BATCH,    /* caller calls chat_store_sync at its own pace */
+    CHAT_SYNC_BATCH,    /* caller calls chat_store_sync_async at its own pace */
     CHAT_SYNC_ALWAYS    /* every append is on disk before it returns */
 } chat_sync;
 
@@ -89,9 +90,14 @@ chat_err chat_store_open(const char *path, chat_sync sync, chat_store **out, cha
 /* Closes the store and frees it. Accepts NULL. */
 void chat_store_close(chat_store *st);
 
-/* Forces every write so far to stable storage (for CHAT_SYNC_BATCH). Cheap
- * when nothing was written since the last call. */
+/* Forces every write so far to stable storage before it returns. Cheap when
+ * nothing was written since the last call. */
 chat_err chat_store_sync(chat_store *st);
+
+/* CHAT_SYNC_BATCH: asks the store's background thread to force every write
+ * so far to stable storage, and returns at once; a failure of that sync
+ * makes later writes fail with CHAT_EIO. Other modes: chat_store_sync. */
+chat_err chat_store_sync_async(chat_store *st);
 
 /* Group head (0 for an unknown group) and the lowest id still kept. */
 chat_err chat_store_head(chat_store *st, const char *group, uint64_t *head);
