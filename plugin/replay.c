@@ -109,28 +109,50 @@ static void device_remove(struct chat_device **link)
     device_free(d);
 }
 
-void chat_page_entry(sbuf *b, const char *command, const char *group, const chat_page *page,
-                     uint64_t head, bool more, bool truncated)
+/* Writes one page entry into an sbuf as its messages come, so that a replay
+ * splices envelopes straight from the store's iterator into the response. */
+struct page_writer {
+    sbuf *b;
+    uint64_t first, last;
+    size_t count;
+};
+
+static void page_begin(struct page_writer *w, sbuf *b, const char *command, const char *group)
 {
+    w->b = b;
+    w->first = w->last = 0;
+    w->count = 0;
     sbuf_puts(b, "{\"command\":");
     sbuf_json_str(b, command);
     sbuf_puts(b, ",\"group\":");
     sbuf_json_str(b, group);
     sbuf_puts(b, ",\"messages\":[");
-    for (size_t i = 0; i < page->count; i++) {
-        if (i) {
-            sbuf_add(b, ",", 1);
-        }
-        sbuf_add(b, page->msgs[i].data, page->msgs[i].len);
+}
+
+static int page_add(void *ctx, uint64_t id, const char *data, size_t len)
+{
+    struct page_writer *w = ctx;
+    if (w->count++) {
+        sbuf_add(w->b, ",", 1);
+    } else {
+        w->first = id;
     }
+    w->last = id;
+    sbuf_add(w->b, data, len);
+    return w->b->failed ? 1 : 0;
+}
+
+/* bounds: write first/last (a forward page); a history page, listed newest
+ * first, carries only "more". */
+static void page_end(struct page_writer *w, uint64_t head, bool more, bool truncated, bool bounds)
+{
+    sbuf *b = w->b;
     sbuf_add(b, "]", 1);
-    /* first/last bound a forward page; a history page is listed newest
-     * first and carries only "more". */
-    if (page->count && strcmp(command, "history") != 0) {
+    if (w->count && bounds) {
         sbuf_puts(b, ",\"first\":");
-        sbuf_u64(b, page->msgs[0].id);
+        sbuf_u64(b, w->first);
         sbuf_puts(b, ",\"last\":");
-        sbuf_u64(b, page->msgs[page->count - 1].id);
+        sbuf_u64(b, w->last);
     }
     sbuf_puts(b, ",\"head\":");
     sbuf_u64(b, head);
@@ -141,13 +163,25 @@ void chat_page_entry(sbuf *b, const char *command, const char *group, const chat
     sbuf_add(b, "}", 1);
 }
 
+void chat_page_entry(sbuf *b, const char *command, const char *group, const chat_page *page,
+                     uint64_t head, bool more, bool truncated)
+{
+    struct page_writer w;
+    page_begin(&w, b, command, group);
+    for (size_t i = 0; i < page->count; i++) {
+        page_add(&w, page->msgs[i].id, page->msgs[i].data, page->msgs[i].len);
+    }
+    page_end(&w, head, more, truncated, strcmp(command, "history") != 0);
+}
+
 /* Sends the next page of g. Returns false when there is nothing left to
  * send (or the store failed, which the log says). */
 static bool send_page(struct chat_plugin *pl, struct chat_device *d, struct replay_group *g)
 {
-    chat_page *page = NULL;
     uint64_t head = 0;
+    bool more = false;
     sbuf b = {0};
+    struct page_writer w;
 
     if (g->sent >= g->target) {
         return false;
@@ -156,32 +190,32 @@ static bool send_page(struct chat_plugin *pl, struct chat_device *d, struct repl
     if (g->target - g->sent < limit) {
         limit = (size_t)(g->target - g->sent);
     }
+    sbuf_puts(&b, "{\"responses\":[");
+    page_begin(&w, &b, "replay", g->group);
     chat_err rc = chat_store_head(pl->store, g->group, &head);
     if (rc == CHAT_OK) {
-        rc =
-            chat_store_read_forward(pl->store, g->group, g->sent, limit, pl->cfg.page_bytes, &page);
+        rc = chat_store_scan_forward(pl->store, g->group, g->sent, limit, pl->cfg.page_bytes,
+                                     page_add, &w, &more);
     }
-    if (rc != CHAT_OK || page->count == 0) {
+    if (rc != CHAT_OK || w.count == 0) {
         if (rc != CHAT_OK) {
             mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: replay of %s to %s: %s", g->group,
                                  d->client_id, chat_strerror(rc));
         }
-        chat_page_destroy(page);
+        sbuf_free(&b);
         g->sent = g->target;
         return false;
     }
-    uint64_t last = page->msgs[page->count - 1].id;
-    sbuf_puts(&b, "{\"responses\":[");
     /* A gap before the page's first id means retention removed messages
      * the device never acked. */
-    chat_page_entry(&b, "replay", g->group, page, head, last<head, page->msgs[0].id> g->sent + 1);
+    bool truncated = w.first > g->sent + 1;
+    page_end(&w, head, w.last < head, truncated, true);
     sbuf_puts(&b, "]}");
-    chat_page_destroy(page);
     chat_send(pl, d->client_id, &b);
 
-    g->sent = last;
+    g->sent = w.last;
     assert(g->n_out < WINDOW_MAX && d->inflight < pl->cfg.replay_window);
-    g->outstanding[g->n_out++] = last;
+    g->outstanding[g->n_out++] = w.last;
     d->inflight++;
     return true;
 }

@@ -658,19 +658,16 @@ static bool page_push(chat_page *page, size_t *cap, uint64_t id, const char *v, 
     return true;
 }
 
-/* Shared by both reading directions: the group's 'M' keys form one
- * contiguous range, so a seek lands on the first candidate and each step
- * reads the next id. */
-static chat_err read_page(chat_store *st, const char *group, uint64_t from_id, bool forward,
-                          size_t max_count, size_t max_bytes, chat_page **out)
+/* Shared by every reading: the group's 'M' keys form one contiguous range,
+ * so a seek lands on the first candidate and each step reads the next id. */
+static chat_err scan(chat_store *st, const char *group, uint64_t from_id, bool forward,
+                     size_t max_count, size_t max_bytes, chat_msg_fn fn, void *ctx, bool *more)
 {
     key prefix, k;
-    size_t cap = 0;
+    size_t count = 0, bytes = 0;
     chat_err rc = CHAT_OK;
-    chat_page *page = NULL;
-    leveldb_iterator_t *it = NULL;
 
-    *out = NULL;
+    *more = false;
     key_init(&prefix, TAG_MSG);
     key_str(&prefix, group);
     k = prefix;
@@ -678,11 +675,7 @@ static chat_err read_page(chat_store *st, const char *group, uint64_t from_id, b
     if (k.overflow || max_count == 0) {
         return CHAT_EINVAL;
     }
-    page = calloc(1, sizeof(*page));
-    if (!page) {
-        return CHAT_ENOMEM;
-    }
-    it = leveldb_create_iterator(st->db, st->ropt);
+    leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
     leveldb_iter_seek(it, k.buf, k.len);
     if (!forward) {
         /* Seek lands on the first key >= before; the page starts below it. */
@@ -703,29 +696,60 @@ static chat_err read_page(chat_store *st, const char *group, uint64_t from_id, b
             continue;
         }
         const char *v = leveldb_iter_value(it, &vlen);
-        if (page->count >= max_count || (page->count > 0 && page->bytes + vlen > max_bytes)) {
-            page->more = true;
+        if (count >= max_count || (count > 0 && bytes + vlen > max_bytes)) {
+            *more = true;
             break;
         }
-        if (!page_push(page, &cap, id, v, vlen)) {
+        if (fn(ctx, id, v, vlen) != 0) {
             rc = CHAT_ENOMEM;
-            goto fail;
+            break;
         }
+        count++;
+        bytes += vlen;
     }
     char *err = NULL;
     leveldb_iter_get_error(it, &err);
     if (err) {
         rc = io_error(st, err);
-        goto fail;
     }
     leveldb_iter_destroy(it);
-    *out = page;
-    return CHAT_OK;
-
-fail:
-    leveldb_iter_destroy(it);
-    chat_page_destroy(page);
     return rc;
+}
+
+chat_err chat_store_scan_forward(chat_store *st, const char *group, uint64_t after,
+                                 size_t max_count, size_t max_bytes, chat_msg_fn fn, void *ctx,
+                                 bool *more)
+{
+    return scan(st, group, after, true, max_count, max_bytes, fn, ctx, more);
+}
+
+struct page_builder {
+    chat_page *page;
+    size_t cap;
+};
+
+static int push_cb(void *ctx, uint64_t id, const char *data, size_t len)
+{
+    struct page_builder *pb = ctx;
+    return page_push(pb->page, &pb->cap, id, data, len) ? 0 : 1;
+}
+
+static chat_err read_page(chat_store *st, const char *group, uint64_t from_id, bool forward,
+                          size_t max_count, size_t max_bytes, chat_page **out)
+{
+    struct page_builder pb = {calloc(1, sizeof(chat_page)), 0};
+    *out = NULL;
+    if (!pb.page) {
+        return CHAT_ENOMEM;
+    }
+    chat_err rc =
+        scan(st, group, from_id, forward, max_count, max_bytes, push_cb, &pb, &pb.page->more);
+    if (rc != CHAT_OK) {
+        chat_page_destroy(pb.page);
+        return rc;
+    }
+    *out = pb.page;
+    return CHAT_OK;
 }
 
 chat_err chat_store_read_forward(chat_store *st, const char *group, uint64_t after,

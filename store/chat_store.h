@@ -124,6 +124,15 @@ chat_err chat_store_get(chat_store *st, const char *group, uint64_t id, chat_msg
 chat_err chat_store_read_forward(chat_store *st, const char *group, uint64_t after,
                                  size_t max_count, size_t max_bytes, chat_page **out);
 
+/* The same reading as chat_store_read_forward without a copy: calls fn with
+ * each message, whose bytes are valid only during the call. A non-zero
+ * return from fn stops the scan with CHAT_ENOMEM (fn ran out of room).
+ * *more tells whether the store holds further messages. */
+typedef int (*chat_msg_fn)(void *ctx, uint64_t id, const char *data, size_t len);
+chat_err chat_store_scan_forward(chat_store *st, const char *group, uint64_t after,
+                                 size_t max_count, size_t max_bytes, chat_msg_fn fn, void *ctx,
+                                 bool *more);
+
 /* Reads messages with ids < before, newest first, with the same bounds. */
 chat_err chat_store_read_backward(chat_store *st, const char *group, uint64_t before,
                                   size_t max_count, size_t max_bytes, chat_page **out);
