@@ -154,6 +154,10 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
     return MOSQ_ERR_SUCCESS;
 
 fail:
+    if (!cid) {
+        /* Refused before the envelope was built: still name the message. */
+        cid = chat_payload_cid(ev->payload, ev->payloadlen, 4 * pl->cfg.max_payload);
+    }
     chat_respond_error(pl, ev->client, "publish", group, cid, why);
     free(stored.data);
     free(env);

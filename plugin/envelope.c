@@ -132,3 +132,18 @@ bool chat_ack_parse(const void *payload, size_t len, uint64_t *id)
     *id = v;
     return true;
 }
+
+char *chat_payload_cid(const void *payload, size_t len, size_t max_len)
+{
+    char *cid = NULL;
+    if (len == 0 || len > max_len || !chat_utf8_valid(payload, len)) {
+        return NULL;
+    }
+    cJSON *in = cJSON_ParseWithLength(payload, len);
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(in, "cid");
+    if (cJSON_IsObject(in) && cJSON_IsString(c) && strlen(c->valuestring) <= CHAT_CID_MAX) {
+        cid = strdup(c->valuestring);
+    }
+    cJSON_Delete(in);
+    return cid;
+}

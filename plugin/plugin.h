@@ -115,6 +115,11 @@ const char *chat_member_of(const struct mosquitto *client);
 void chat_envelope_build(const void *payload, size_t len, uint64_t id, const char *group,
                          const char *from, int64_t ts_ms, char **env, char **cid, const char **why);
 
+/* The cid of a payload that is a JSON object of at most max_len bytes with a
+ * string cid, malloc'd (caller frees), else NULL. For error entries of
+ * publishes refused before their envelope was built. */
+char *chat_payload_cid(const void *payload, size_t len, size_t max_len);
+
 /* Parses a cumulative ack payload (decimal digits only). */
 bool chat_ack_parse(const void *payload, size_t len, uint64_t *id);
 
