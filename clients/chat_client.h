@@ -1,0 +1,288 @@
+/* chat_client: the client library of mosquitto-chat, on Paho MQTT C's
+ * asynchronous API (MQTTAsync).
+ *
+ * Purpose: an application creates one chat_client per device (one MQTT client
+ * id), names the groups it listens to and connects. The library reconnects
+ * by itself and, after every connect, resubscribes and sends `sync`, so the
+ * plugin's catch-up happens without the application's help. Every message of
+ * a listened group reaches on_message exactly once per id and in id order
+ * per group, whether it came live, in a replay page or by a fetch the
+ * library sent to fill a gap; live messages that arrive ahead of a gap wait
+ * until it is filled. The library acks the highest gap-free id per group (at
+ * the end of each page, else every ack_every messages or ack_interval_ms)
+ * and records the last id shown per group in a small state file, so an
+ * application that restarts shows nothing twice. chat_client_send gives each
+ * message a fresh `cid` and keeps it until the broker acknowledged it,
+ * resending after a reconnect (the plugin drops the duplicate). fetch,
+ * history, unread, join and leave are plain blocking calls with results.
+ * Both MQTT 3.1.1 and MQTT 5 work; docs/client.md has a complete example.
+ *
+ * Conventions: functions that can fail return a chat_client_err and put
+ * results through pointer parameters; after an error chat_client_reason()
+ * tells the calling thread why (the plugin's error text, Paho's, or the
+ * system's). Group names follow the protocol (1..128 bytes of UTF-8 without
+ * / + # $ or control characters); chat_client_group_error says what is wrong
+ * with one. Ids are the plugin's per-group message ids (1, 2, 3 ...).
+ *
+ * Ownership: chat_client_create/chat_client_destroy are a pair; the options
+ * are copied, so the caller's strings may go after create. Results of
+ * fetch/history (chat_client_page) and unread (chat_client_group_status) are
+ * heap memory of the caller, freed with chat_client_page_free and
+ * chat_client_unread_free. A chat_client_message or chat_client_event handed
+ * to a callback, and every string in it, lives only during that call.
+ *
+ * Threading: every function may be called from any thread, concurrently.
+ * The library runs one thread of its own (the dispatcher) besides Paho's:
+ * Paho's callbacks only queue what they got, so neither the application nor
+ * the state file ever blocks Paho's thread. on_message and on_event run on
+ * the dispatcher, one at a time; they may call chat_client_send,
+ * chat_client_send_json and chat_client_listen, but not the blocking calls
+ * (connect, flush, disconnect, fetch, history, unread, join, leave), which
+ * return CHAT_CLIENT_ERR_INVAL there rather than deadlock. A slow callback
+ * delays later messages, never the connection. chat_client_destroy must not
+ * be called from a callback, nor while another thread is inside a call on
+ * the same client.
+ */
+#ifndef CHAT_CLIENT_H
+#define CHAT_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---------------------------------------------------------------------------
+ * Errors
+ * ------------------------------------------------------------------------- */
+
+typedef enum chat_client_err {
+    CHAT_CLIENT_OK = 0,
+    CHAT_CLIENT_ERR_INVAL,    /* bad argument, bad group name, or a call not allowed here */
+    CHAT_CLIENT_ERR_NOMEM,    /* out of memory */
+    CHAT_CLIENT_ERR_CONNECT,  /* the broker could not be reached or refused the connection */
+    CHAT_CLIENT_ERR_TIMEOUT,  /* no answer in time (the client keeps trying to connect) */
+    CHAT_CLIENT_ERR_REFUSED,  /* the plugin answered with an error entry */
+    CHAT_CLIENT_ERR_PROTOCOL, /* the plugin's answer did not follow the protocol */
+    CHAT_CLIENT_ERR_STATE,    /* the state file cannot be read, written or locked */
+    CHAT_CLIENT_ERR_FULL,     /* the outbox holds max_outbox unacknowledged messages */
+    CHAT_CLIENT_ERR_MQTT,     /* Paho refused an operation */
+    CHAT_CLIENT_ERR_CLOSED    /* the client was disconnected with chat_client_disconnect */
+} chat_client_err;
+
+/* A static English description of err. */
+const char *chat_client_strerror(chat_client_err err);
+
+/* Why the last failed call of this thread failed: the plugin's error text
+ * (CHAT_CLIENT_ERR_REFUSED), Paho's message, the system's, or the bad
+ * argument. Thread-local storage, valid until the thread's next call into the
+ * library; "" if there is nothing to add. */
+const char *chat_client_reason(void);
+
+/* NULL if group is a valid group name, else a static reason (the plugin's
+ * wording). */
+const char *chat_client_group_error(const char *group);
+
+/* ---------------------------------------------------------------------------
+ * Messages and events
+ * ------------------------------------------------------------------------- */
+
+/* One stored message (an envelope). The strings point into memory owned by
+ * whoever hands the message over: the library during on_message, the page in
+ * a chat_client_page. */
+typedef struct chat_client_message {
+    const char *group; /* the group, never NULL */
+    uint64_t id;       /* the plugin's id, 1, 2, 3 ... */
+    const char *from;  /* the member who sent it ("" if the envelope lacks it) */
+    int64_t ts;        /* milliseconds since the epoch, set by the plugin */
+    const char *body;  /* the "body" field if it is a string, else NULL */
+    const char *cid;   /* the sender's client message id, or NULL */
+    const char *json;  /* the whole envelope as compact JSON, NUL-terminated */
+} chat_client_message;
+
+/* Called exactly once per id of every listened group, in id order per group,
+ * on the dispatcher thread. Return true once the message is handled: the id
+ * is then recorded as shown (the state file written) and acked in time.
+ * Return false when the application cannot take it (its output failed, it
+ * wants no more): delivery halts for good on this client, this message and
+ * every later one staying unshown and unacked, so that a new client (after a
+ * restart) starts with it. */
+typedef bool chat_client_message_fn(void *arg, const chat_client_message *m);
+
+typedef enum chat_client_event_type {
+    CHAT_CLIENT_EV_CONNECTED,      /* connected (again); subscriptions and sync follow */
+    CHAT_CLIENT_EV_DISCONNECTED,   /* the connection was lost; the library reconnects */
+    CHAT_CLIENT_EV_CATCHUP,        /* a replay page or gap fetch of group was applied */
+    CHAT_CLIENT_EV_SEND_REFUSED,   /* the plugin refused message cid in group: reason */
+    CHAT_CLIENT_EV_LISTEN_REFUSED, /* the plugin refused the subscription to group: reason */
+    CHAT_CLIENT_EV_TRUNCATED,      /* retention removed ids of group before id: skipped */
+    CHAT_CLIENT_EV_ERROR           /* something the application should log: reason */
+} chat_client_event_type;
+
+/* What happened; fields that do not apply are NULL or 0. */
+typedef struct chat_client_event {
+    chat_client_event_type type;
+    const char *group;  /* CATCHUP, SEND_REFUSED, LISTEN_REFUSED, TRUNCATED, maybe ERROR */
+    const char *cid;    /* SEND_REFUSED */
+    const char *reason; /* SEND_REFUSED, LISTEN_REFUSED, ERROR; DISCONNECTED: Paho's, if any */
+    uint64_t id;        /* CATCHUP: last id shown; TRUNCATED: the oldest id still kept */
+    uint64_t head;      /* CATCHUP: the group's head; caught up when id == head */
+    uint64_t pages;     /* CATCHUP: pages and fetches applied in this catch-up so far */
+    uint64_t messages;  /* CATCHUP: messages shown in this catch-up so far */
+} chat_client_event;
+
+/* Called on the dispatcher thread for each event. */
+typedef void chat_client_event_fn(void *arg, const chat_client_event *ev);
+
+/* ---------------------------------------------------------------------------
+ * Options
+ * ------------------------------------------------------------------------- */
+
+/* Start from chat_client_options o = {0}: every zero or NULL field takes the
+ * default named here. */
+typedef struct chat_client_options {
+    const char *host;                   /* broker host name or address; "127.0.0.1" */
+    int port;                           /* broker port; 1883 */
+    const char *client_id;              /* required: the MQTT client id, i.e. the device */
+    const char *username;               /* MQTT username, or NULL; it is the member name if set */
+    const char *password;               /* MQTT password, or NULL */
+    int mqtt_version;                   /* 4 (MQTT 3.1.1, the default) or 5 */
+    int keepalive_s;                    /* MQTT keep-alive in seconds; 30 */
+    int reconnect_max_s;                /* longest pause between reconnect attempts; 16 */
+    const char *topic_prefix;           /* the plugin's topic_prefix; "chat" */
+    const char *state_path;             /* state file (last id shown per group); NULL: none */
+    int send_qos;                       /* QoS of chat_client_send: 1 or 2; 1 */
+    int listen_qos;                     /* QoS of the group subscriptions: 1 or 2; 1 */
+    size_t ack_every;                   /* ack after this many messages shown; 100 */
+    int ack_interval_ms;                /* ... or this long after the first unacked one; 1000 */
+    int gap_timeout_ms;                 /* fetch a gap that no replay filled after this; 3000 */
+    int request_timeout_ms;             /* default deadline of blocking calls; 10000 */
+    size_t max_outbox;                  /* unacknowledged sends held at most; 10000 */
+    size_t max_held;                    /* messages held ahead of gaps, per group; 100000 */
+    chat_client_message_fn *on_message; /* may be NULL (a sender only) */
+    chat_client_event_fn *on_event;     /* may be NULL */
+    void *arg;                          /* passed to both callbacks */
+} chat_client_options;
+
+/* ---------------------------------------------------------------------------
+ * Lifecycle
+ * ------------------------------------------------------------------------- */
+
+typedef struct chat_client chat_client;
+
+/* Creates a client: copies opts, opens and locks the state file (created on
+ * the first message shown) and starts the dispatcher thread, without
+ * connecting. Returns CHAT_CLIENT_ERR_INVAL for bad options, _STATE if the
+ * state file cannot be read or is used by another process, _MQTT if Paho
+ * refuses. On success *out is the client, freed with chat_client_destroy. */
+chat_client_err chat_client_create(const chat_client_options *opts, chat_client **out);
+
+/* Disconnects if connected (as chat_client_disconnect with a short
+ * deadline), stops the dispatcher and frees c. Messages still in the outbox
+ * are dropped: call chat_client_flush first. Accepts NULL. Never from a
+ * callback. */
+void chat_client_destroy(chat_client *c);
+
+/* Connects and waits until connected, at most timeout_ms (<= 0: the
+ * request_timeout_ms option). Returns CHAT_CLIENT_ERR_CONNECT if the first
+ * attempt failed (chat_client_reason says why) and _TIMEOUT if none finished
+ * in time; in both cases the client keeps trying in the background
+ * (CHAT_CLIENT_EV_CONNECTED reports success) until chat_client_disconnect or
+ * chat_client_destroy. Once connected it reconnects for ever. */
+chat_client_err chat_client_connect(chat_client *c, int timeout_ms);
+
+/* Sends pending acks, waits (at most timeout_ms) for the broker to take them
+ * and disconnects; no reconnect follows. Unsent messages stay in the outbox
+ * and go out on the next chat_client_connect. */
+chat_client_err chat_client_disconnect(chat_client *c, int timeout_ms);
+
+/* ---------------------------------------------------------------------------
+ * Listening and sending
+ * ------------------------------------------------------------------------- */
+
+/* Listens to group from now on: subscribes (now if connected, else at the
+ * next connect) and delivers its messages to on_message. The first time a
+ * group is seen (no state file entry) delivery starts after the device's
+ * cursor as the plugin reports it; older messages stay reachable with
+ * chat_client_history. Listening to a group twice is a no-op. Non-blocking;
+ * callable from callbacks. */
+chat_client_err chat_client_listen(chat_client *c, const char *group);
+
+/* Queues the text message body (UTF-8) for group, as {"body": body, "cid":
+ * <fresh cid>}, and returns at once; the library publishes it at send_qos
+ * when connected and keeps it until the broker acknowledged it. If cid is
+ * not NULL, the cid chosen is copied there (cid_size >= 65 holds any).
+ * Returns CHAT_CLIENT_ERR_FULL when max_outbox messages wait. A refusal by
+ * the plugin comes later as CHAT_CLIENT_EV_SEND_REFUSED and is counted by
+ * chat_client_flush. Callable from callbacks. */
+chat_client_err chat_client_send(chat_client *c, const char *group, const char *body, char *cid,
+                                 size_t cid_size);
+
+/* The same for a JSON object text (its fields are kept). A string "cid"
+ * field in it is kept (so an application can retry across restarts without
+ * duplicates); otherwise a fresh one is added. */
+chat_client_err chat_client_send_json(chat_client *c, const char *group, const char *json,
+                                      char *cid, size_t cid_size);
+
+/* Waits until every message sent so far was acknowledged by the broker and
+ * the plugin has answered a request sent after them, at most timeout_ms (<=
+ * 0: request_timeout_ms). *refused (may be NULL) gets the number of messages
+ * the plugin refused since the previous flush (MQTT 5: PUBACK reason codes;
+ * MQTT 3.1.1: the plugin's error entries); each refusal is also reported as
+ * CHAT_CLIENT_EV_SEND_REFUSED with the plugin's reason (with MQTT 5, unless
+ * the connection broke before the error entry came). */
+chat_client_err chat_client_flush(chat_client *c, int timeout_ms, size_t *refused);
+
+/* ---------------------------------------------------------------------------
+ * Requests: blocking, at most request_timeout_ms; not from callbacks
+ * ------------------------------------------------------------------------- */
+
+/* Messages of one fetch or history answer. */
+typedef struct chat_client_page {
+    chat_client_message *messages; /* fetch: oldest first; history: newest first */
+    size_t count;
+    uint64_t head;  /* the group's head when the plugin answered */
+    bool more;      /* fetch: messages follow; history: older ones exist */
+    bool truncated; /* retention removed messages in the range asked for */
+    void *priv;     /* the memory behind the strings; private */
+} chat_client_page;
+
+/* Frees a page and everything its messages point to. Accepts NULL. */
+void chat_client_page_free(chat_client_page *p);
+
+/* Fetches up to limit (0: the plugin's page_size) messages of group with ids
+ * above after, oldest first. Messages of a listened group also reach
+ * on_message if they are the next ones due. *out is freed with
+ * chat_client_page_free. */
+chat_client_err chat_client_fetch(chat_client *c, const char *group, uint64_t after, size_t limit,
+                                  chat_client_page **out);
+
+/* Fetches up to limit (0: the plugin's page_size) messages of group with ids
+ * below before (0: the newest), newest first. *out is freed with
+ * chat_client_page_free. */
+chat_client_err chat_client_history(chat_client *c, const char *group, uint64_t before,
+                                    size_t limit, chat_client_page **out);
+
+/* One group of the member, as `sync` reports it for this device. */
+typedef struct chat_client_group_status {
+    char *group;
+    uint64_t head;   /* highest id */
+    uint64_t acked;  /* this device's cursor */
+    uint64_t unread; /* head - acked */
+} chat_client_group_status;
+
+/* Lists every group of the member with its unread count for this device (a
+ * `sync` without replay). *list (an array of *count entries, NULL when none)
+ * is freed with chat_client_unread_free. */
+chat_client_err chat_client_unread(chat_client *c, chat_client_group_status **list, size_t *count);
+
+/* Frees what chat_client_unread returned. Accepts NULL. */
+void chat_client_unread_free(chat_client_group_status *list, size_t count);
+
+/* Joins group (or, for an admin, adds member; NULL: oneself). *head (may be
+ * NULL) gets the head the member's cursor starts at. */
+chat_client_err chat_client_join(chat_client *c, const char *group, const char *member,
+                                 uint64_t *head);
+
+/* Leaves group (or, for an admin, removes member; NULL: oneself). */
+chat_client_err chat_client_leave(chat_client *c, const char *group, const char *member);
+
+#endif

@@ -1,0 +1,43 @@
+/* state: the client library's state file, which records the last message id
+ * handed to the application per group, so that a restarted application shows
+ * nothing twice.
+ *
+ * The file is text, one "<id> <group>" line per group after a comment line,
+ * replaced whole (written beside it, then renamed) on every change, so a
+ * crash leaves the old or the new version, never a mix. A lock on
+ * "<path>.lock" (fcntl, held while the state is open) keeps two processes
+ * from sharing one file.
+ *
+ * Ownership: chat_state_open/chat_state_close are a pair; group strings are
+ * copied. Threading: none; the library uses it on its dispatcher thread only
+ * (and in chat_client_create before that thread starts).
+ */
+#ifndef CHAT_STATE_H
+#define CHAT_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "chat_client.h"
+
+typedef struct chat_state chat_state;
+
+/* Locks and reads the state file at path (a missing file is an empty
+ * state). On failure returns CHAT_CLIENT_ERR_STATE (or _NOMEM) with a reason
+ * in why. On success *out is the state, closed with chat_state_close. */
+chat_client_err chat_state_open(const char *path, chat_state **out, char *why, size_t why_size);
+
+/* Releases the lock and frees st. Accepts NULL. */
+void chat_state_close(chat_state *st);
+
+/* Number of groups recorded, and the i-th (0 <= i < count), owned by st. */
+size_t chat_state_count(const chat_state *st);
+const char *chat_state_group(const chat_state *st, size_t i, uint64_t *shown);
+
+/* Records shown for group and rewrites the file. On failure returns
+ * CHAT_CLIENT_ERR_STATE or _NOMEM with a reason in why; the record in memory
+ * is updated anyway, so the next successful write catches up. */
+chat_client_err chat_state_set(chat_state *st, const char *group, uint64_t shown, char *why,
+                               size_t why_size);
+
+#endif

@@ -1,0 +1,218 @@
+/* test_cli.c: mqchat's commands, output and exit status: 0 success, 1 broker
+ * unreachable, 2 usage error (bad option, bad group name), 3 refused by the
+ * server (request, message, subscription), with MQTT 3.1.1 and 5. */
+#include "ct.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_ARGS 32
+
+static char g_out[512], g_err[512], g_in[512];
+static char *g_stdout, *g_stderr; /* of the last run */
+
+/* Runs mqchat with the NULL-terminated arguments (stdin from in, or
+ * /dev/null) and checks its exit status; keeps its output in g_stdout and
+ * g_stderr. */
+static void run_in(int expect, const char *in, ...)
+{
+    char *argv[MAX_ARGS + 2] = {(char *)MQCHAT_BIN};
+    char cmd[1024] = "mqchat";
+    int argc = 1, status;
+    va_list ap;
+
+    va_start(ap, in);
+    for (const char *a; argc < MAX_ARGS && (a = va_arg(ap, const char *)) != NULL;) {
+        argv[argc++] = (char *)a;
+        snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " '%s'", a);
+    }
+    va_end(ap);
+    argv[argc] = NULL;
+    unlink(g_out);
+    unlink(g_err);
+    status = ct_run(argv, in, g_out, g_err, 30000);
+    free(g_stdout);
+    free(g_stderr);
+    g_stdout = ct_read_file(g_out, NULL);
+    g_stderr = ct_read_file(g_err, NULL);
+    if (g_stdout == NULL)
+        g_stdout = strdup("");
+    if (g_stderr == NULL)
+        g_stderr = strdup("");
+    CHECK(status == expect, "%s: exit status %d, expected %d; stdout:\n%s\nstderr:\n%s", cmd,
+          status, expect, g_stdout, g_stderr);
+}
+
+#define run(expect, ...) run_in(expect, NULL, __VA_ARGS__, NULL)
+
+static void expect_out(const char *text)
+{
+    CHECK(strstr(g_stdout, text) != NULL, "stdout lacks \"%s\":\n%s", text, g_stdout);
+}
+
+static void expect_err(const char *text)
+{
+    CHECK(strstr(g_stderr, text) != NULL, "stderr lacks \"%s\":\n%s", text, g_stderr);
+}
+
+static void usage_errors(void)
+{
+    char long_name[200];
+
+    run(0, "--help");
+    expect_out("Usage: mqchat");
+    run(2, "-p", "1883");
+    expect_err("no command given");
+    run(2, "frobnicate");
+    expect_err("unknown command");
+    run(2, "-Z", "unread");
+    expect_err("unknown option '-Z'");
+    run(2, "-p", "70000", "unread");
+    run(2, "-V", "7", "unread");
+    run(2, "send", "room");
+    run(2, "history", "room", "extra");
+    run(2, "-n", "0", "history", "room");
+    run(2, "-p");
+    expect_err("-p needs a value");
+    /* Bad group names never reach the broker. */
+    run(2, "send", "a/b", "hi");
+    expect_err("group name contains one of / + # $");
+    run(2, "listen", "ok", "x+y");
+    run(2, "history", "");
+    expect_err("group name is empty");
+    run(2, "join", "a#");
+    run(2, "leave", "$sys");
+    run(2, "send", "tab\there", "hi");
+    expect_err("control character");
+    memset(long_name, 'g', 129);
+    long_name[129] = '\0';
+    run(2, "join", long_name);
+    expect_err("longer than 128 bytes");
+    ct_log("usage errors and bad group names: exit 2");
+}
+
+static void unreachable(void)
+{
+    char port[16];
+    int64_t t0 = ct_now_ms();
+
+    snprintf(port, sizeof port, "%d", ct_free_port());
+    run(1, "-p", port, "send", "room", "hi");
+    expect_err("cannot connect");
+    run(1, "-p", port, "-V", "5", "listen", "room");
+    run(1, "-p", port, "unread");
+    run(1, "-p", port, "history", "room");
+    CHECK(ct_now_ms() - t0 < 15000, "unreachable broker took %lld ms",
+          (long long)(ct_now_ms() - t0));
+    ct_log("unreachable broker: exit 1");
+}
+
+static void open_groups(void)
+{
+    ct_broker *b = ct_broker_start(NULL);
+    char port[16], state[512];
+
+    snprintf(port, sizeof port, "%d", ct_broker_port(b));
+    ct_path(state, sizeof state, "bob.state");
+    run(0, "-p", port, "-i", "alice", "send", "room", "hello", "world");
+    CHECK(g_stdout[0] == '\0', "send printed: %s", g_stdout);
+    run(0, "-p", port, "-u", "bob", "join", "room");
+    expect_out("joined room at #1");
+    run(0, "-p", port, "-V", "5", "-i", "alice", "-q", "2", "send", "room", "second");
+    run(0, "-p", port, "-u", "bob", "-V", "mqttv5", "history", "room", "-n", "5");
+    CHECK(strcmp(g_stdout, "[room #1] alice: hello world\n[room #2] alice: second\n") == 0,
+          "history:\n%s", g_stdout);
+    run(0, "-p", port, "-u", "bob", "history", "-n", "1", "--json", "room");
+    CHECK(strncmp(g_stdout, "{\"id\":2,\"group\":\"room\",\"from\":\"alice\"", 36) == 0 &&
+              strchr(g_stdout, '\n') == g_stdout + strlen(g_stdout) - 1,
+          "history --json:\n%s", g_stdout);
+    run(0, "-p", port, "-u", "bob", "unread");
+    expect_out("room: 1 unread (head #2)");
+
+    /* listen: bob's device joined at #1, so #2 is its catch-up; -C stops. */
+    run(0, "-p", port, "-u", "bob", "--state", state, "-W", "20", "-C", "1", "listen", "room");
+    CHECK(strcmp(g_stdout, "[room #2] alice: second\n") == 0, "listen:\n%s", g_stdout);
+    /* The same state file: nothing again; a new message ends it. */
+    {
+        char *argv[] = {
+            (char *)MQCHAT_BIN, "-p",   port, "-u", "bob", "--state", state, "-W", "20", "-C", "1",
+            "listen",           "room", NULL};
+        char out[512], err[512];
+        pid_t pid;
+        int status;
+        pid = ct_spawn(argv, NULL, ct_path(out, sizeof out, "listen.out"),
+                       ct_path(err, sizeof err, "listen.err"));
+        ct_sleep_ms(1000);
+        run(0, "-p", port, "-i", "alice", "send", "room", "third");
+        status = ct_wait(pid, 20000);
+        free(g_stdout);
+        g_stdout = ct_read_file(out, NULL);
+        CHECK(status == 0 && g_stdout != NULL && strcmp(g_stdout, "[room #3] alice: third\n") == 0,
+              "second listen (status %d):\n%s", status, g_stdout ? g_stdout : "");
+    }
+    /* send -l: one message per non-empty line. */
+    ct_write_file(g_in, "line one\n\nline two\nline three");
+    run_in(0, g_in, "-p", port, "-i", "alice", "send", "-l", "room", NULL);
+    run(0, "-p", port, "-u", "bob", "history", "room", "-n", "3");
+    CHECK(strcmp(g_stdout, "[room #4] alice: line one\n[room #5] alice: line two\n"
+                           "[room #6] alice: line three\n") == 0,
+          "history after send -l:\n%s", g_stdout);
+    /* Control characters from others never reach the terminal raw. */
+    ct_write_file(g_in, "bell\a and escape\x1b[31m\n");
+    run_in(0, g_in, "-p", port, "-i", "alice", "send", "-l", "room", NULL);
+    run(0, "-p", port, "-u", "bob", "history", "room", "-n", "1");
+    expect_out("[room #7] alice: bell? and escape?[31m\n");
+    run(0, "-p", port, "-u", "bob", "leave", "room");
+    expect_out("left room");
+    ct_broker_destroy(b);
+    ct_log("open groups: send, join, history, unread, listen, send -l, leave");
+}
+
+static void refusals(void)
+{
+    const char *opts[] = {"open_groups false", "admins admin", NULL};
+    ct_broker *b = ct_broker_start(opts);
+    char port[16];
+
+    snprintf(port, sizeof port, "%d", ct_broker_port(b));
+    run(3, "-p", port, "-u", "bob", "join", "staff");
+    expect_err("only an admin may change membership of closed groups");
+    run(0, "-p", port, "-u", "admin", "join", "staff");
+    run(3, "-p", port, "-u", "bob", "send", "staff", "let me in");
+    expect_err("not a member of the group");
+    run(3, "-p", port, "-u", "bob", "-V", "5", "send", "staff", "let me in");
+    expect_err("not a member of the group");
+    run(3, "-p", port, "-u", "bob", "-W", "10", "listen", "staff");
+    expect_err("cannot listen: not a member of the group");
+    run(3, "-p", port, "-u", "bob", "-V", "5", "-W", "10", "listen", "staff");
+    expect_err("cannot listen: not a member of the group");
+    run(3, "-p", port, "-u", "bob", "-V", "5", "join", "staff");
+    expect_err("only an admin may change membership of closed groups");
+    run(3, "-p", port, "-u", "bob", "-V", "5", "history", "staff");
+    expect_err("not a member of the group");
+    run(3, "-p", port, "-i", "anonymous", "unread");
+    expect_err("closed groups admit only clients with a username");
+    run(0, "-p", port, "-u", "admin", "send", "staff", "admins only");
+    run(0, "-p", port, "-u", "admin", "history", "staff");
+    expect_out("[staff #1] admin: admins only");
+    ct_broker_destroy(b);
+    ct_log("refusals: exit 3 with the plugin's reason");
+}
+
+int main(void)
+{
+    ct_init("clients_cli");
+    ct_path(g_out, sizeof g_out, "stdout.txt");
+    ct_path(g_err, sizeof g_err, "stderr.txt");
+    ct_path(g_in, sizeof g_in, "stdin.txt");
+    usage_errors();
+    unreachable();
+    open_groups();
+    refusals();
+    free(g_stdout);
+    free(g_stderr);
+    return ct_pass();
+}
