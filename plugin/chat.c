@@ -2,6 +2,7 @@
  * (<prefix>/<group> and <prefix>/<group>/ack). */
 #include "plugin.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,12 +47,12 @@ bool chat_admit(struct chat_plugin *pl, const struct mosquitto *client, const ch
 }
 
 int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char *group, uint64_t id,
-                   uint64_t *now, const char **why)
+                   bool join, uint64_t *now, const char **why)
 {
     const char *device = mosquitto_client_id(client);
     uint64_t cursor = 0;
 
-    if (!chat_admit(pl, client, group, false, why)) {
+    if (!chat_admit(pl, client, group, join, why)) {
         return MOSQ_ERR_ACL_DENIED;
     }
     chat_err rc =
@@ -81,6 +82,22 @@ static int set_payload(struct mosquitto_evt_message *ev, const char *data, size_
     ev->payload = p;
     ev->payloadlen = (uint32_t)len;
     return MOSQ_ERR_SUCCESS;
+}
+
+/* Keeps a copy of the envelope just stored for the deliveries' read checks. */
+static void remember(struct chat_plugin *pl, const char *group, uint64_t id, const void *env,
+                     size_t len)
+{
+    char *copy = malloc(len ? len : 1);
+    free(pl->last_env);
+    pl->last_env = copy;
+    if (!copy) {
+        return; /* the read checks fall back to the store */
+    }
+    memcpy(copy, env, len);
+    pl->last_len = len;
+    pl->last_id = id;
+    snprintf(pl->last_group, sizeof(pl->last_group), "%s", group);
 }
 
 /* A publish to <prefix>/<group>: store one copy, then let the broker deliver
@@ -146,6 +163,7 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         rc = MOSQ_ERR_ACL_DENIED;
         goto fail;
     }
+    remember(pl, group, dup ? id : head + 1, ev->payload, ev->payloadlen);
     /* The log is the history; a retained envelope would be a second one. */
     ev->retain = false;
     free(stored.data);
@@ -176,7 +194,11 @@ static int on_ack_message(struct chat_plugin *pl, struct mosquitto_evt_message *
                            "ack payload must be a decimal message id");
         return MOSQ_ERR_ACL_DENIED;
     }
-    if (chat_apply_ack(pl, ev->client, group, id, NULL, &why) != MOSQ_ERR_SUCCESS) {
+    /* Behind other access checkers an ack on the topic passed the broker's
+     * own write check: in an open group it is as good a reason to join as a
+     * publish (see on_subscribe). Alone, a subscribe has joined already. */
+    bool join = pl->cfg.acl_mode != CHAT_ACL_ALLOW;
+    if (chat_apply_ack(pl, ev->client, group, id, join, NULL, &why) != MOSQ_ERR_SUCCESS) {
         chat_respond_error(pl, ev->client, "ack", group, NULL, why);
         return MOSQ_ERR_ACL_DENIED;
     }
@@ -195,9 +217,10 @@ int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev)
         return MOSQ_ERR_SUCCESS;
     }
     if (kind == CHAT_TOPIC_BAD) {
-        chat_respond_error(pl, ev->client, "publish", NULL, NULL,
-                           "not a chat topic: publish to <prefix>/<group> or "
-                           "<prefix>/<group>/ack");
+        char why[2 * CHAT_GROUP_MAX + 96];
+        snprintf(why, sizeof(why), "not a chat topic: publish to %s/<group> or %s/<group>/ack",
+                 pl->cfg.topic_prefix, pl->cfg.topic_prefix);
+        chat_respond_error(pl, ev->client, "publish", NULL, NULL, why);
         return MOSQ_ERR_ACL_DENIED;
     }
     const char *why = chat_group_check(g, glen);
@@ -209,6 +232,58 @@ int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev)
     memcpy(group, g, glen);
     group[glen] = '\0';
     return kind == CHAT_TOPIC_ACK ? on_ack_message(pl, ev, group) : on_group_message(pl, ev, group);
+}
+
+static bool is_member(struct chat_plugin *pl, const struct mosquitto *client, const char *group)
+{
+    const char *member = chat_member_of(client);
+    uint64_t joined = 0;
+    bool found = false;
+    return member && strlen(member) <= CHAT_STORE_MAX_NAME &&
+           chat_store_member_get(pl->store, group, member, &joined, &found) == CHAT_OK && found;
+}
+
+static struct chat_pending *pending_find(struct chat_plugin *pl, const char *client_id,
+                                         const char *group)
+{
+    for (struct chat_pending *p = pl->pending; p; p = p->next) {
+        if (!strcmp(p->client_id, client_id) && !strcmp(p->group, group)) {
+            return p;
+        }
+    }
+    return NULL;
+}
+
+static void pending_add(struct chat_plugin *pl, const struct mosquitto *client, const char *group)
+{
+    const char *id = mosquitto_client_id(client);
+    if (!id || pending_find(pl, id, group)) {
+        return;
+    }
+    struct chat_pending *p = calloc(1, sizeof(*p));
+    if (!p || !(p->client_id = strdup(id))) {
+        free(p);
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: out of memory");
+        return;
+    }
+    snprintf(p->group, sizeof(p->group), "%s", group);
+    p->next = pl->pending;
+    pl->pending = p;
+}
+
+void chat_pending_drop(struct chat_plugin *pl, const char *client_id)
+{
+    struct chat_pending **pp = &pl->pending;
+    while (*pp) {
+        struct chat_pending *p = *pp;
+        if (!client_id || !strcmp(p->client_id, client_id)) {
+            *pp = p->next;
+            free(p->client_id);
+            free(p);
+        } else {
+            pp = &p->next;
+        }
+    }
 }
 
 /* Strips "$share/<name>/" from a subscription filter. */
@@ -241,9 +316,11 @@ static int on_subscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check *
     const char *level = filter + plen + 1;
     size_t level_len = strcspn(level, "/");
     if (memchr(level, '+', level_len) || memchr(level, '#', level_len)) {
-        chat_respond_error(pl, ev->client, "subscribe", NULL, NULL,
-                           "wildcards at the group level are refused: subscribe to "
-                           "<prefix>/<group>");
+        char why[CHAT_GROUP_MAX + 96];
+        snprintf(why, sizeof(why),
+                 "wildcards at the group level are refused: subscribe to %s/<group>",
+                 pl->cfg.topic_prefix);
+        chat_respond_error(pl, ev->client, "subscribe", NULL, NULL, why);
         return MOSQ_ERR_ACL_DENIED;
     }
     if (chat_topic_parse(&pl->cfg, filter, &g, &glen) != CHAT_TOPIC_GROUP) {
@@ -256,7 +333,17 @@ static int on_subscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check *
     }
     memcpy(group, g, glen);
     group[glen] = '\0';
-    if (!chat_admit(pl, ev->client, group, true, &why)) {
+    /* Mosquitto asks the access checkers after us only once we have
+     * answered, and never tells us theirs. Alone, our answer is final and a
+     * subscribe may join. Otherwise the subscribe may still be refused, so a
+     * non-member is only let through to the broker's read check; it joins
+     * when the broker accepts its first publish or ack to the group. */
+    bool final = pl->cfg.acl_mode == CHAT_ACL_ALLOW;
+    if (!final && pl->cfg.open_groups && !is_member(pl, ev->client, group)) {
+        pending_add(pl, ev->client, group);
+        return pass;
+    }
+    if (!chat_admit(pl, ev->client, group, final, &why)) {
         chat_respond_error(pl, ev->client, "subscribe", group, NULL, why);
         return MOSQ_ERR_ACL_DENIED;
     }
@@ -268,14 +355,43 @@ static int on_subscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check *
     return pass;
 }
 
+/* True when payload is byte for byte an envelope stored in group. Only
+ * envelopes the message event made may reach members: Wills (and bridged
+ * messages) never pass through that event, so a Will that imitates an
+ * envelope would arrive unstored, with a forged id and sender. */
+static bool is_stored_envelope(struct chat_plugin *pl, const char *group, const void *payload,
+                               size_t len)
+{
+    const char *p = payload;
+    uint64_t id = 0;
+    size_t i = 6;
+    if (len < 8 || memcmp(p, "{\"id\":", 6) != 0) {
+        return false;
+    }
+    for (; i < len && i < 26 && p[i] >= '0' && p[i] <= '9'; i++) {
+        id = id * 10 + (uint64_t)(p[i] - '0');
+    }
+    if (i == 6 || i >= len || p[i] != ',') {
+        return false;
+    }
+    /* Every delivery of a fresh publish asks about the envelope just stored. */
+    if (pl->last_env && id == pl->last_id && !strcmp(group, pl->last_group)) {
+        return len == pl->last_len && memcmp(p, pl->last_env, len) == 0;
+    }
+    chat_msg m = {0};
+    bool found = false;
+    bool same = chat_store_get(pl->store, group, id, &m, &found) == CHAT_OK && found &&
+                m.len == len && memcmp(m.data, p, len) == 0;
+    free(m.data);
+    return same;
+}
+
 /* A delivery of a message on topic to ev->client. */
 static int on_read(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev, int pass)
 {
     const char *g = NULL;
     size_t glen = 0;
     char group[CHAT_GROUP_MAX + 1];
-    uint64_t joined = 0;
-    bool found = false;
 
     switch (chat_topic_parse(&pl->cfg, ev->topic, &g, &glen)) {
     case CHAT_TOPIC_NONE:
@@ -285,20 +401,19 @@ static int on_read(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev, i
     default:
         return MOSQ_ERR_ACL_DENIED; /* acks and stray topics reach nobody */
     }
-    /* Only envelopes the message event made may reach members. Wills (and
-     * bridged messages) never pass through that event: they would arrive
-     * unstored, without an id. */
-    if (glen > CHAT_GROUP_MAX || ev->payloadlen < 6 || memcmp(ev->payload, "{\"id\":", 6) != 0) {
+    if (glen > CHAT_GROUP_MAX) {
         return MOSQ_ERR_ACL_DENIED;
     }
     memcpy(group, g, glen);
     group[glen] = '\0';
-    const char *member = chat_member_of(ev->client);
-    if (!member || strlen(member) > CHAT_STORE_MAX_NAME ||
-        chat_store_member_get(pl->store, group, member, &joined, &found) != CHAT_OK || !found) {
+    if (!is_stored_envelope(pl, group, ev->payload, ev->payloadlen)) {
         return MOSQ_ERR_ACL_DENIED;
     }
-    return pass;
+    if (is_member(pl, ev->client, group)) {
+        return pass;
+    }
+    const char *id = mosquitto_client_id(ev->client);
+    return (id && pending_find(pl, id, group)) ? pass : MOSQ_ERR_ACL_DENIED;
 }
 
 int chat_on_acl(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev)

@@ -197,6 +197,15 @@ static void cmd_join(struct req *r, const cJSON *c)
     if (!group_field(r, c, group) || !target_member(r, c, &member)) {
         return;
     }
+    /* Behind the broker's own access control, a request on $CONTROL says
+     * nothing of the right to the group's topics; a publish or an ack there
+     * does (see on_subscribe in chat.c). */
+    if (r->pl->cfg.acl_mode != CHAT_ACL_ALLOW &&
+        !chat_config_is_admin(&r->pl->cfg, mosquitto_client_username(r->client))) {
+        fail(r, "with the broker's own access control, join by publishing or acking on the "
+                "group, or ask an admin");
+        return;
+    }
     if (!storage_ok(r, chat_store_member_add(r->pl->store, group, member, &joined)) ||
         !storage_ok(r, chat_store_head(r->pl->store, group, &head))) {
         return;
@@ -239,7 +248,7 @@ static void cmd_ack(struct req *r, const cJSON *c)
         fail(r, "id is missing");
         return;
     }
-    if (chat_apply_ack(r->pl, r->client, group, id, &now, &why) != MOSQ_ERR_SUCCESS) {
+    if (chat_apply_ack(r->pl, r->client, group, id, false, &now, &why) != MOSQ_ERR_SUCCESS) {
         fail(r, why);
         return;
     }
@@ -410,6 +419,7 @@ int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev)
     sbuf out = {0};
     cJSON *root = NULL;
     char *reply_topic = NULL;
+    char *text = NULL;
     void *corr = NULL;
     uint16_t corr_len = 0;
     struct req r = {pl, ev->client, member, device, &out, "request", NULL};
@@ -435,8 +445,25 @@ int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev)
         fail(&r, "request must be a UTF-8 JSON object");
         goto done;
     }
-    root = cJSON_ParseWithLength(ev->payload, ev->payloadlen);
-    if (!root) {
+    /* U+0000 is a control character like U+0001, which every name and
+     * field check refuses where it matters; cJSON would instead cut the
+     * string short at it. Nothing may follow the object but blanks: "{...}
+     * and more" is not a request whose tail we quietly ignore. */
+    text = malloc(ev->payloadlen + 1);
+    if (!text) {
+        fail(&r, "out of memory");
+        goto done;
+    }
+    memcpy(text, ev->payload, ev->payloadlen);
+    text[ev->payloadlen] = '\0';
+    chat_nul_escapes(text, ev->payloadlen, "0001");
+    const char *end = NULL;
+    root = cJSON_ParseWithLengthOpts(text, ev->payloadlen, &end, false);
+    const char *stop = text + ev->payloadlen;
+    while (root && end < stop && (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n')) {
+        end++;
+    }
+    if (!root || end != stop) {
         fail(&r, "malformed JSON");
         goto done;
     }
@@ -467,6 +494,7 @@ done:
     send_to(pl, device, reply_topic, corr, corr_len, &out);
     free(reply_topic);
     free(corr);
+    free(text);
     cJSON_Delete(root);
     /* A bad request is answered, never a reason to disconnect the client. */
     return MOSQ_ERR_SUCCESS;

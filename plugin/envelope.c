@@ -30,11 +30,40 @@ static cJSON *envelope_head(uint64_t id, const char *group, const char *from, in
     return out;
 }
 
+/* U+FDD0 in UTF-8: a noncharacter, "never for interchange". */
+#define NUL_STAND_IN "\xEF\xB7\x90"
+
+/* Replaces every stand-in in the printed envelope (3 bytes) by the escape
+ * \u0000 (6 bytes). Frees env; returns the new text or NULL. */
+static char *restore_nuls(char *env)
+{
+    size_t n = 0, len = strlen(env);
+    for (const char *p = env; (p = strstr(p, NUL_STAND_IN)) != NULL; p += 3) {
+        n++;
+    }
+    char *out = malloc(len + 3 * n + 1);
+    if (out) {
+        char *o = out;
+        for (const char *p = env; *p;) {
+            if (!strncmp(p, NUL_STAND_IN, 3)) {
+                memcpy(o, "\\u0000", 6);
+                o += 6;
+                p += 3;
+            } else {
+                *o++ = *p++;
+            }
+        }
+        *o = '\0';
+    }
+    free(env);
+    return out;
+}
+
 void chat_envelope_build(const void *payload, size_t len, uint64_t id, const char *group,
                          const char *from, int64_t ts_ms, char **env, char **cid, const char **why)
 {
     cJSON *in = NULL, *out = NULL;
-    char *text = NULL;
+    char *text = NULL, *parsed = NULL;
 
     *env = NULL;
     *cid = NULL;
@@ -59,7 +88,26 @@ void chat_envelope_build(const void *payload, size_t len, uint64_t id, const cha
         goto done;
     }
     /* text holds no NUL (UTF-8 validation refuses it), so it ends the parse. */
-    in = cJSON_ParseWithOpts(text, NULL, true);
+    /* cJSON decodes \u0000 into a NUL that cuts its string short. Carry it
+     * through as the noncharacter U+FDD0 instead, and turn that back into
+     * \u0000 after printing; a payload that holds U+FDD0 itself keeps its
+     * \u0000 as is only when it has none. */
+    size_t nuls = chat_nul_escapes(text, len, NULL);
+    if (nuls &&
+        (strstr(text, NUL_STAND_IN) || strstr(text, "\\uFDD0") || strstr(text, "\\ufdd0"))) {
+        *why = "payload holds both \\u0000 and U+FDD0";
+        goto done;
+    }
+    if (nuls) {
+        /* Rewrite a copy: text that is not a JSON object is kept verbatim. */
+        parsed = strdup(text);
+        if (!parsed) {
+            *why = "out of memory";
+            goto done;
+        }
+        chat_nul_escapes(parsed, len, "FDD0");
+    }
+    in = cJSON_ParseWithOpts(parsed ? parsed : text, NULL, true);
     if (cJSON_IsObject(in)) {
         cJSON *c = cJSON_GetObjectItemCaseSensitive(in, "cid");
         if (c) {
@@ -94,6 +142,11 @@ void chat_envelope_build(const void *payload, size_t len, uint64_t id, const cha
     *env = cJSON_PrintUnformatted(out);
     if (!*env) {
         *why = "out of memory";
+    } else if (nuls && cJSON_IsObject(in)) {
+        *env = restore_nuls(*env);
+        if (!*env) {
+            *why = "out of memory";
+        }
     }
 
 done:
@@ -103,6 +156,7 @@ done:
     }
     cJSON_Delete(in);
     cJSON_Delete(out);
+    free(parsed);
     free(text);
 }
 

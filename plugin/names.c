@@ -57,6 +57,24 @@ bool chat_utf8_valid(const char *s, size_t len)
     return true;
 }
 
+size_t chat_nul_escapes(char *s, size_t len, const char *with)
+{
+    size_t n = 0;
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (s[i] != '\\') {
+            continue;
+        }
+        if (s[i + 1] == 'u' && i + 5 < len && !memcmp(s + i + 2, "0000", 4)) {
+            if (with) {
+                memcpy(s + i + 2, with, 4);
+            }
+            n++;
+        }
+        i++; /* skip the escaped character: in "\\u0000" the u is not escaped */
+    }
+    return n;
+}
+
 const char *chat_group_check(const char *name, size_t len)
 {
     const unsigned char *p = (const unsigned char *)name;
@@ -91,7 +109,7 @@ enum chat_topic_kind chat_topic_parse(const struct chat_config *cfg, const char 
         return CHAT_TOPIC_NONE;
     }
     if (topic[plen] == '\0') {
-        return CHAT_TOPIC_BAD;
+        return CHAT_TOPIC_NONE; /* "chat" alone names no group: not ours */
     }
     const char *g = topic + plen + 1;
     const char *slash = strchr(g, '/');

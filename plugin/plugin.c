@@ -47,6 +47,7 @@ static int on_disconnect(int event, void *event_data, void *userdata)
     (void)event;
     if (id) {
         chat_replay_stop(userdata, id, NULL);
+        chat_pending_drop(userdata, id);
     }
     return MOSQ_ERR_SUCCESS;
 }
@@ -80,6 +81,8 @@ static void plugin_free(struct chat_plugin *pl)
         return;
     }
     chat_replay_free_all(pl);
+    chat_pending_drop(pl, NULL);
+    free(pl->last_env);
     if (pl->store) {
         chat_store_sync(pl->store);
     }

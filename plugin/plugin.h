@@ -63,11 +63,27 @@ struct chat_config {
 
 struct chat_device; /* replay.c */
 
+/* A subscription to <prefix>/<group> by a non-member, seen while another
+ * access checker follows us: it may yet be refused after our answer, so it
+ * neither joins nor replays; it only lets live messages through to that
+ * client, for the broker's own read check to decide on. */
+struct chat_pending {
+    struct chat_pending *next;
+    char *client_id;
+    char group[CHAT_GROUP_MAX + 1];
+};
+
 struct chat_plugin {
     mosquitto_plugin_id_t *pid;
     struct chat_config cfg;
     chat_store *store;
-    struct chat_device *devices; /* connected devices with a catch-up running */
+    struct chat_device *devices;  /* connected devices with a catch-up running */
+    struct chat_pending *pending; /* see struct chat_pending */
+    /* The envelope stored last: the deliveries of one publish all read it. */
+    char last_group[CHAT_GROUP_MAX + 1];
+    uint64_t last_id;
+    char *last_env; /* malloc'd, NULL when none */
+    size_t last_len;
     time_t last_timeout_scan;
     time_t next_sweep;                         /* retention_days: next sweep start */
     bool sweeping;                             /* a sweep is under way */
@@ -95,6 +111,11 @@ bool chat_config_is_admin(const struct chat_config *cfg, const char *username);
 
 /* True when s[0..len) is well-formed UTF-8 without NUL. */
 bool chat_utf8_valid(const char *s, size_t len);
+
+/* Counts the \u0000 escapes in the JSON text s[0..len) and, when with is
+ * not NULL, overwrites each escape's four hex digits with it. cJSON would
+ * decode \u0000 into a NUL that silently cuts a string short. */
+size_t chat_nul_escapes(char *s, size_t len, const char *with);
 
 /* NULL when name is a valid group name, else a static reason. */
 const char *chat_group_check(const char *name, size_t len);
@@ -124,13 +145,17 @@ char *chat_payload_cid(const void *payload, size_t len, size_t max_len);
 bool chat_ack_parse(const void *payload, size_t len, uint64_t *id);
 
 /* chat.c: the chat topics */
+
+/* Forgets the pending subscriptions of client_id (disconnect). */
+void chat_pending_drop(struct chat_plugin *pl, const char *client_id);
 int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev);
 int chat_on_acl(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev);
 
-/* Applies an ack from client for group; moves the cursor and the replay. On
- * failure *why holds a static reason. */
+/* Applies an ack from client for group; moves the cursor and the replay.
+ * join: an open group admits a non-member (as chat_admit). On failure *why
+ * holds a static reason. */
 int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char *group, uint64_t id,
-                   uint64_t *now, const char **why);
+                   bool join, uint64_t *now, const char **why);
 
 /* True when member may use group; joins it first when groups are open and
  * join is set. On refusal *why says why. */
