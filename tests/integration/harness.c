@@ -44,6 +44,7 @@ extern char **environ;
 #define TOKENS 65536            /* Paho delivery tokens are 16-bit packet ids */
 #define MAX_FDS 4096            /* descriptors closed in the broker child */
 #define PATH_LEN 512
+#define PACKET_PUBREC 5 /* MQTT control packet type of PUBREC */
 
 /* ===========================================================================
  * Process-wide state
@@ -56,6 +57,10 @@ struct harness_broker {
     char log[PATH_LEN];  /* <dir>/mosquitto.log: log_dest file */
     char out[PATH_LEN];  /* <dir>/broker.out: the broker's stdout and stderr */
     char **opts;         /* plugin_opt_* lines without the prefix, NULL-terminated */
+    char **lines;        /* extra global lines before the plugin line, NULL-terminated */
+    char **after;        /* extra lines after the chat plugin's options, NULL-terminated */
+    bool without_chat;   /* the chat plugin is left out of the configuration */
+    bool no_anonymous;   /* allow_anonymous false */
     int port;            /* 127.0.0.1 port of the listener */
     pid_t pid;           /* running broker, 0 when stopped */
     int starts;          /* successful starts, for messages */
@@ -75,6 +80,7 @@ static int g_live_clients;
 static void stop_broker(harness_broker *b, bool strict);
 static void print_tail(const char *path);
 static void print_notable(const char *path);
+static const char *describe_status(int status, char *buf, size_t size);
 
 void harness_init(const char *test_name)
 {
@@ -338,6 +344,75 @@ uint64_t harness_dir_bytes(const char *path)
     return tree_bytes(path, 8);
 }
 
+void harness_write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+
+    if (f == NULL)
+        FAILF("cannot write %s: %s", path, strerror(errno));
+    if (fwrite(data, 1, len, f) != len || fclose(f) != 0)
+        FAILF("cannot write %s: %s", path, strerror(errno));
+}
+
+char *harness_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    long size;
+    char *buf;
+
+    if (f == NULL)
+        FAILF("cannot read %s: %s", path, strerror(errno));
+    if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0)
+        FAILF("cannot size %s: %s", path, strerror(errno));
+    if ((buf = malloc((size_t)size + 1)) == NULL)
+        FAILF("out of memory");
+    if (fread(buf, 1, (size_t)size, f) != (size_t)size)
+        FAILF("cannot read %s", path);
+    fclose(f);
+    buf[size] = '\0';
+    if (len != NULL)
+        *len = (size_t)size;
+    return buf;
+}
+
+#define RUN_TIMEOUT_MS 10000 /* a helper program must finish within this */
+
+void harness_run(const char *const *argv)
+{
+    char why[128];
+    int status = 0;
+    pid_t pid;
+    bool exited = false;
+
+    fflush(NULL);
+    pid = fork();
+    if (pid < 0)
+        FAILF("fork: %s", strerror(errno));
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR);
+        if (null >= 0) {
+            dup2(null, 0);
+            dup2(null, 1);
+        }
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    for (int i = 0; i < RUN_TIMEOUT_MS / 10 && !exited; i++) {
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            exited = true;
+        else
+            harness_sleep_ms(10);
+    }
+    if (!exited) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        FAILF("%s did not finish within %d ms", argv[0], RUN_TIMEOUT_MS);
+    }
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+        FAILF("%s %s failed: %s", argv[0], argv[1] != NULL ? argv[1] : "",
+              describe_status(status, why, sizeof why));
+}
+
 /* ===========================================================================
  * Broker
  * ========================================================================= */
@@ -397,6 +472,23 @@ static bool probe(int port)
     return ok;
 }
 
+/* Writes line to f with every "@DIR@" replaced by the broker's directory. */
+static void put_line(FILE *f, const harness_broker *b, const char *line)
+{
+    static const char mark[] = "@DIR@";
+    const char *p = line;
+
+    for (int i = 0; i < 64; i++) {
+        const char *at = strstr(p, mark);
+        if (at == NULL)
+            break;
+        fwrite(p, 1, (size_t)(at - p), f);
+        fputs(b->dir, f);
+        p = at + sizeof mark - 1;
+    }
+    fprintf(f, "%s\n", p);
+}
+
 static void write_config(const harness_broker *b)
 {
     FILE *f = fopen(b->conf, "w");
@@ -406,7 +498,7 @@ static void write_config(const harness_broker *b)
     fprintf(f,
             "# Written by the mosquitto-chat integration test harness.\n"
             "listener %d 127.0.0.1\n"
-            "allow_anonymous true\n"
+            "allow_anonymous %s\n"
             "# CI runs as root: without this the broker becomes user mosquitto,\n"
             "# who cannot write the temporary store.\n"
             "user root\n"
@@ -414,12 +506,19 @@ static void write_config(const harness_broker *b)
             "persistence false\n"
             "log_dest file %s\n"
             "log_type all\n"
-            "log_timestamp_format %%H:%%M:%%S\n"
-            "plugin %s\n"
-            "plugin_opt_db_path %s\n",
-            b->port, b->log, CHAT_PLUGIN_PATH, b->db);
-    for (size_t i = 0; b->opts != NULL && b->opts[i] != NULL; i++)
-        fprintf(f, "plugin_opt_%s\n", b->opts[i]);
+            "log_timestamp_format %%H:%%M:%%S\n",
+            b->port, b->no_anonymous ? "false" : "true", b->log);
+    for (size_t i = 0; b->lines != NULL && b->lines[i] != NULL; i++)
+        put_line(f, b, b->lines[i]);
+    if (!b->without_chat) {
+        fprintf(f, "plugin %s\nplugin_opt_db_path %s\n", CHAT_PLUGIN_PATH, b->db);
+        for (size_t i = 0; b->opts != NULL && b->opts[i] != NULL; i++)
+            fprintf(f, "plugin_opt_%s\n", b->opts[i]);
+    } else {
+        fputs("# The same broker without mosquitto-chat.\n", f);
+    }
+    for (size_t i = 0; b->after != NULL && b->after[i] != NULL; i++)
+        put_line(f, b, b->after[i]);
     if (fclose(f) != 0)
         FAILF("cannot write %s: %s", b->conf, strerror(errno));
 }
@@ -571,10 +670,32 @@ static void launch(harness_broker *b, bool new_port)
     FAILF("broker did not start in %d attempts; its output follows", START_ATTEMPTS);
 }
 
-harness_broker *harness_broker_start(const char *const *plugin_opts)
+/* A heap copy of a NULL-terminated array of strings (an empty one for NULL). */
+static char **copy_lines(const char *const *lines)
+{
+    size_t n = 0;
+    char **out;
+
+    while (lines != NULL && lines[n] != NULL)
+        n++;
+    if ((out = calloc(n + 1, sizeof *out)) == NULL)
+        FAILF("out of memory");
+    for (size_t i = 0; i < n; i++)
+        if ((out[i] = strdup(lines[i])) == NULL)
+            FAILF("out of memory");
+    return out;
+}
+
+static void free_lines(char **lines)
+{
+    for (size_t i = 0; lines != NULL && lines[i] != NULL; i++)
+        free(lines[i]);
+    free(lines);
+}
+
+harness_broker *harness_broker_create(const harness_conf *conf)
 {
     harness_broker *b = calloc(1, sizeof *b);
-    size_t nopts = 0;
     int slot = -1;
 
     if (b == NULL)
@@ -593,16 +714,35 @@ harness_broker *harness_broker_start(const char *const *plugin_opts)
     snprintf(b->out, sizeof b->out, "%s/broker.out", b->dir);
     if (mkdir(b->db, 0700) != 0)
         FAILF("mkdir %s: %s", b->db, strerror(errno));
-    while (plugin_opts != NULL && plugin_opts[nopts] != NULL)
-        nopts++;
-    if ((b->opts = calloc(nopts + 1, sizeof *b->opts)) == NULL)
-        FAILF("out of memory");
-    for (size_t i = 0; i < nopts; i++)
-        if ((b->opts[i] = strdup(plugin_opts[i])) == NULL)
-            FAILF("out of memory");
+    b->opts = copy_lines(conf != NULL ? conf->plugin_opts : NULL);
+    b->lines = copy_lines(conf != NULL ? conf->lines : NULL);
+    b->after = copy_lines(conf != NULL ? conf->after : NULL);
+    b->without_chat = conf != NULL && conf->without_chat;
+    b->no_anonymous = conf != NULL && conf->no_anonymous;
     g_brokers[slot] = b;
-    launch(b, true);
     return b;
+}
+
+void harness_broker_launch(harness_broker *b)
+{
+    if (b->pid != 0 || b->starts != 0)
+        FAILF("harness_broker_launch: broker in %s was started before", b->dir);
+    launch(b, true);
+}
+
+harness_broker *harness_broker_start_conf(const harness_conf *conf)
+{
+    harness_broker *b = harness_broker_create(conf);
+
+    harness_broker_launch(b);
+    return b;
+}
+
+harness_broker *harness_broker_start(const char *const *plugin_opts)
+{
+    harness_conf conf = {.plugin_opts = plugin_opts};
+
+    return harness_broker_start_conf(&conf);
 }
 
 /* Stops a running broker: SIGTERM, at most STOP_TIMEOUT_MS, then SIGKILL. If
@@ -694,9 +834,9 @@ void harness_broker_destroy(harness_broker *b)
             g_brokers[i] = NULL;
     if (remove_tree(b->dir, 4) != 0)
         fprintf(stderr, "warning: cannot remove %s: %s\n", b->dir, strerror(errno));
-    for (size_t i = 0; b->opts[i] != NULL; i++)
-        free(b->opts[i]);
-    free(b->opts);
+    free_lines(b->opts);
+    free_lines(b->lines);
+    free_lines(b->after);
     free(b);
 }
 
@@ -708,6 +848,16 @@ int harness_broker_port(const harness_broker *b)
 const char *harness_broker_db_path(const harness_broker *b)
 {
     return b->db;
+}
+
+const char *harness_broker_dir(const harness_broker *b)
+{
+    return b->dir;
+}
+
+long harness_broker_log_count(const harness_broker *b, const char *needle)
+{
+    return count_lines(b->log, needle);
 }
 
 /* ===========================================================================
@@ -727,6 +877,8 @@ struct harness_client {
     uint32_t *done;                /* [TOKENS] acknowledgements per token */
     int inflight;                  /* QoS 1/2 publishes not yet acknowledged */
     int window;                    /* most inflight allowed */
+    int version;                   /* 4: MQTT 3.1.1, 5: MQTT 5 */
+    uint8_t *reason;               /* [TOKENS] MQTT 5: reason code of the last ack per token */
     struct harness_client *buried; /* graveyard link */
 };
 
@@ -785,7 +937,23 @@ static int on_message(void *context, char *topic, int topic_len, MQTTClient_mess
         m->payload[plen] = '\0';
         m->len = plen;
         m->qos = msg->qos;
+        m->retained = msg->retained != 0;
         m->at_ms = harness_now_ms();
+        if (c->version == 5) {
+            MQTTProperty *corr =
+                MQTTProperties_getProperty(&msg->properties, MQTTPROPERTY_CODE_CORRELATION_DATA);
+            if (corr != NULL && corr->value.data.len >= 0) {
+                size_t clen = (size_t)corr->value.data.len;
+                if ((m->corr = malloc(clen + 1)) == NULL) {
+                    c->oom = true;
+                } else {
+                    memcpy(m->corr, corr->value.data.data, clen);
+                    m->corr[clen] = '\0';
+                    m->corr_len = clen;
+                    m->has_corr = true;
+                }
+            }
+        }
         if (c->tail != NULL)
             c->tail->next = m;
         else
@@ -806,6 +974,28 @@ static void on_lost(void *context, char *cause)
     pthread_mutex_lock(&c->mu);
     c->lost = true;
     snprintf(c->cause, sizeof c->cause, "%s", cause != NULL ? cause : "no reason given");
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* MQTT 5 only: every PUBACK and PUBCOMP (followed by on_delivered) and every
+ * PUBREC that refuses a QoS 2 publish (which ends its exchange: no
+ * on_delivered follows, so it counts as the acknowledgement here). */
+static void on_published(void *context, int token, int packet_type, MQTTProperties *props,
+                         enum MQTTReasonCodes reason)
+{
+    harness_client *c = context;
+
+    (void)props;
+    pthread_mutex_lock(&c->mu);
+    if (token > 0 && token < TOKENS) {
+        c->reason[token] = (uint8_t)reason;
+        if (packet_type == PACKET_PUBREC) {
+            c->done[token]++;
+            if (c->inflight > 0)
+                c->inflight--;
+        }
+    }
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
 }
@@ -837,23 +1027,35 @@ static void free_client(harness_client *c)
     pthread_mutex_destroy(&c->mu);
     free(c->sent);
     free(c->done);
+    free(c->reason);
     free(c);
 }
 
-harness_client *harness_client_connect(const harness_broker *b, const char *client_id,
-                                       const char *username)
+/* Creates and connects a client as o says. Returns 0 with *out set, or the
+ * refusal: a CONNACK return code (MQTT 3.1.1: 1..5), a CONNACK reason code
+ * (MQTT 5: 0x80 and above) or a negative Paho code, with *out NULL. */
+static int connect_client(const harness_broker *b, const harness_client_opts *o,
+                          harness_client **out)
 {
     MQTTClient_connectOptions opts = MQTTClient_connectOptions_initializer;
+    MQTTClient_connectOptions opts5 = MQTTClient_connectOptions_initializer5;
+    MQTTClient_createOptions create = MQTTClient_createOptions_initializer;
+    MQTTClient_willOptions will = MQTTClient_willOptions_initializer;
+    MQTTClient_connectOptions *co;
     pthread_condattr_t attr;
     harness_client *c = calloc(1, sizeof *c);
+    const char *client_id = o->client_id;
     char uri[64];
     int rc;
 
+    *out = NULL;
     if (c == NULL || (c->sent = calloc(TOKENS, sizeof *c->sent)) == NULL ||
-        (c->done = calloc(TOKENS, sizeof *c->done)) == NULL)
+        (c->done = calloc(TOKENS, sizeof *c->done)) == NULL ||
+        (c->reason = calloc(TOKENS, sizeof *c->reason)) == NULL)
         FAILF("out of memory");
     snprintf(c->id, sizeof c->id, "%s", client_id);
     c->window = HARNESS_DEFAULT_WINDOW;
+    c->version = o->mqtt_version == 5 ? 5 : 4;
     if (pthread_mutex_init(&c->mu, NULL) != 0 || pthread_condattr_init(&attr) != 0 ||
         pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) != 0 ||
         pthread_cond_init(&c->cv, &attr) != 0)
@@ -861,27 +1063,110 @@ harness_client *harness_client_connect(const harness_broker *b, const char *clie
     pthread_condattr_destroy(&attr);
 
     snprintf(uri, sizeof uri, "tcp://127.0.0.1:%d", b->port);
-    rc = MQTTClient_create(&c->mc, uri, client_id, MQTTCLIENT_PERSISTENCE_NONE, NULL);
+    create.MQTTVersion = c->version == 5 ? MQTTVERSION_5 : MQTTVERSION_3_1_1;
+    rc = MQTTClient_createWithOptions(&c->mc, uri, client_id, MQTTCLIENT_PERSISTENCE_NONE, NULL,
+                                      &create);
     if (rc != MQTTCLIENT_SUCCESS)
         FAILF("client %s: MQTTClient_create(%s): %s (%d)", client_id, uri, paho_err(rc), rc);
     g_live_clients++;
     rc = MQTTClient_setCallbacks(c->mc, c, on_lost, on_message, on_delivered);
     if (rc != MQTTCLIENT_SUCCESS)
         FAILF("client %s: MQTTClient_setCallbacks: %s (%d)", client_id, paho_err(rc), rc);
+    if (c->version == 5 && (rc = MQTTClient_setPublished(c->mc, c, on_published)) != 0)
+        FAILF("client %s: MQTTClient_setPublished: %s (%d)", client_id, paho_err(rc), rc);
 
-    opts.keepAliveInterval = 30;
-    opts.cleansession = 1;
-    opts.reliable = 0;
-    opts.username = username;
-    opts.connectTimeout = CLIENT_TIMEOUT_MS / 1000;
-    opts.MQTTVersion = MQTTVERSION_3_1_1;
+    co = c->version == 5 ? &opts5 : &opts;
+    co->keepAliveInterval = 30;
+    if (c->version == 5) {
+        co->cleansession = 0;
+        co->cleanstart = 1;
+    } else {
+        co->cleansession = 1;
+    }
+    co->reliable = 0;
+    co->username = o->username;
+    co->password = o->password;
+    co->connectTimeout = CLIENT_TIMEOUT_MS / 1000;
+    co->MQTTVersion = c->version == 5 ? MQTTVERSION_5 : MQTTVERSION_3_1_1;
     /* Above our own window, so that Paho never blocks a publish (it would
      * poll in 100 ms steps). */
-    opts.maxInflightMessages = 2 * HARNESS_MAX_WINDOW;
-    rc = MQTTClient_connect(c->mc, &opts);
-    if (rc != MQTTCLIENT_SUCCESS)
-        FAILF("client %s: MQTTClient_connect to %s: %s (%d)", client_id, uri, paho_err(rc), rc);
+    co->maxInflightMessages = 2 * HARNESS_MAX_WINDOW;
+    if (o->will_topic != NULL) {
+        will.topicName = o->will_topic;
+        will.message = o->will_payload != NULL ? o->will_payload : "";
+        will.qos = o->will_qos;
+        will.retained = o->will_retain;
+        co->will = &will;
+    }
+    if (c->version == 5) {
+        MQTTResponse r = MQTTClient_connect5(c->mc, co, NULL, NULL);
+        rc = r.reasonCode;
+        MQTTResponse_free(r);
+    } else {
+        rc = MQTTClient_connect(c->mc, co);
+    }
+    if (rc != MQTTCLIENT_SUCCESS) {
+        harness_client_destroy(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+int harness_client_try_connect(const harness_broker *b, const harness_client_opts *o,
+                               harness_client **out)
+{
+    return connect_client(b, o, out);
+}
+
+harness_client *harness_client_connect_opts(const harness_broker *b, const harness_client_opts *o)
+{
+    harness_client *c = NULL;
+    int rc = connect_client(b, o, &c);
+
+    if (rc != 0)
+        FAILF("client %s (MQTT %s, user %s): connect to 127.0.0.1:%d: %s (%d)", o->client_id,
+              o->mqtt_version == 5 ? "5" : "3.1.1", o->username != NULL ? o->username : "(none)",
+              b->port, paho_err(rc), rc);
     return c;
+}
+
+harness_client *harness_client_connect(const harness_broker *b, const char *client_id,
+                                       const char *username)
+{
+    harness_client_opts o = {.client_id = client_id, .username = username};
+
+    return harness_client_connect_opts(b, &o);
+}
+
+/* Subscribes to count filters; fills codes[i] with what the SUBACK granted
+ * (0..2) or its refusal (0x80 under MQTT 3.1.1, the reason code under MQTT
+ * 5). Returns a Paho error code if no SUBACK came. */
+static int subscribe_codes(harness_client *c, size_t count, const char *const *topics, int qos,
+                           int *codes)
+{
+    int rc;
+
+    if (count > INT_MAX)
+        FAILF("too many topics");
+    for (size_t i = 0; i < count; i++)
+        codes[i] = qos;
+    if (c->version != 5)
+        return MQTTClient_subscribeMany(c->mc, (int)count, (char *const *)topics, codes);
+    {
+        MQTTResponse r =
+            MQTTClient_subscribeMany5(c->mc, (int)count, (char *const *)topics, codes, NULL, NULL);
+        rc = r.reasonCode < 0 ? r.reasonCode : MQTTCLIENT_SUCCESS;
+        if (rc == MQTTCLIENT_SUCCESS) {
+            if (r.reasonCodeCount != (int)count)
+                FAILF("client %s: SUBACK with %d reason codes for %zu filters", c->id,
+                      r.reasonCodeCount, count);
+            for (size_t i = 0; i < count; i++)
+                codes[i] = count == 1 ? (int)r.reasonCode : (int)r.reasonCodes[i];
+        }
+        MQTTResponse_free(r);
+    }
+    return rc;
 }
 
 void harness_client_subscribe_many(harness_client *c, size_t count, const char *const *topics,
@@ -892,9 +1177,7 @@ void harness_client_subscribe_many(harness_client *c, size_t count, const char *
 
     if (granted == NULL || count > INT_MAX)
         FAILF("out of memory");
-    for (size_t i = 0; i < count; i++)
-        granted[i] = qos;
-    rc = MQTTClient_subscribeMany(c->mc, (int)count, (char *const *)topics, granted);
+    rc = subscribe_codes(c, count, topics, qos, granted);
     if (rc != MQTTCLIENT_SUCCESS)
         FAILF("client %s: subscribe to %s%s (QoS %d): %s (%d)", c->id, topics[0],
               count > 1 ? " and others" : "", qos, paho_err(rc), rc);
@@ -905,17 +1188,31 @@ void harness_client_subscribe_many(harness_client *c, size_t count, const char *
     free(granted);
 }
 
+int harness_client_try_subscribe(harness_client *c, const char *topic, int qos)
+{
+    int code = 0;
+    int rc = subscribe_codes(c, 1, &topic, qos, &code);
+
+    if (rc != MQTTCLIENT_SUCCESS)
+        FAILF("client %s: subscribe to %s (QoS %d): no SUBACK: %s (%d)", c->id, topic, qos,
+              paho_err(rc), rc);
+    return code;
+}
+
 void harness_client_subscribe(harness_client *c, const char *topic, int qos)
 {
     harness_client_subscribe_many(c, 1, &topic, qos);
 }
 
-int harness_client_publish_async(harness_client *c, const char *topic, const char *payload, int qos,
-                                 harness_ticket *ticket)
+/* Publishes len bytes, with MQTT 5 properties p (may be NULL; ignored under
+ * MQTT 3.1.1 except retain), without waiting for the acknowledgement; see
+ * harness_client_publish_async. */
+static int publish_raw(harness_client *c, const char *topic, const void *payload, size_t len,
+                       int qos, const harness_props *p, harness_ticket *ticket)
 {
-    size_t len = strlen(payload);
     MQTTClient_deliveryToken token = 0;
     harness_ticket t = {0, 0};
+    int retain = p != NULL && p->retain;
     int rc;
 
     if (len > INT_MAX)
@@ -940,7 +1237,33 @@ int harness_client_publish_async(harness_client *c, const char *topic, const cha
         c->inflight++;
         pthread_mutex_unlock(&c->mu);
     }
-    rc = MQTTClient_publish(c->mc, topic, (int)len, (void *)payload, qos, 0, &token);
+    if (c->version == 5) {
+        MQTTProperties props = MQTTProperties_initializer;
+        MQTTProperty prop;
+        MQTTResponse r;
+        if (p != NULL && p->response_topic != NULL) {
+            memset(&prop, 0, sizeof prop);
+            prop.identifier = MQTTPROPERTY_CODE_RESPONSE_TOPIC;
+            prop.value.data.data = (char *)p->response_topic;
+            prop.value.data.len = (int)strlen(p->response_topic);
+            if (MQTTProperties_add(&props, &prop) != 0)
+                FAILF("client %s: cannot add a Response Topic", c->id);
+        }
+        if (p != NULL && p->corr != NULL) {
+            memset(&prop, 0, sizeof prop);
+            prop.identifier = MQTTPROPERTY_CODE_CORRELATION_DATA;
+            prop.value.data.data = (char *)p->corr;
+            prop.value.data.len = (int)p->corr_len;
+            if (MQTTProperties_add(&props, &prop) != 0)
+                FAILF("client %s: cannot add Correlation Data", c->id);
+        }
+        r = MQTTClient_publish5(c->mc, topic, (int)len, payload, qos, retain, &props, &token);
+        rc = r.reasonCode < 0 ? r.reasonCode : MQTTCLIENT_SUCCESS;
+        MQTTResponse_free(r);
+        MQTTProperties_free(&props);
+    } else {
+        rc = MQTTClient_publish(c->mc, topic, (int)len, (void *)payload, qos, retain, &token);
+    }
     pthread_mutex_lock(&c->mu);
     if (rc != MQTTCLIENT_SUCCESS) {
         if (qos > 0 && c->inflight > 0)
@@ -957,6 +1280,31 @@ int harness_client_publish_async(harness_client *c, const char *topic, const cha
     if (ticket != NULL)
         *ticket = t;
     return rc;
+}
+
+int harness_client_publish_async(harness_client *c, const char *topic, const char *payload, int qos,
+                                 harness_ticket *ticket)
+{
+    return publish_raw(c, topic, payload, strlen(payload), qos, NULL, ticket);
+}
+
+int harness_client_publish_bytes(harness_client *c, const char *topic, const void *payload,
+                                 size_t len, int qos, const harness_props *props)
+{
+    harness_ticket t;
+    int rc = publish_raw(c, topic, payload, len, qos, props, &t);
+    int reason;
+
+    if (rc != MQTTCLIENT_SUCCESS)
+        FAILF("client %s: publish to %s (QoS %d, %zu bytes): %s (%d)", c->id, topic, qos, len,
+              paho_err(rc), rc);
+    harness_client_wait_acked(c, t, CLIENT_TIMEOUT_MS);
+    if (t.token == 0 || c->version != 5)
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    reason = c->reason[t.token];
+    pthread_mutex_unlock(&c->mu);
+    return reason;
 }
 
 void harness_client_set_window(harness_client *c, int window)
@@ -1058,6 +1406,62 @@ bool harness_client_wait_lost(harness_client *c, int timeout_ms)
     return lost;
 }
 
+harness_msg *harness_client_receive_if(harness_client *c, harness_msg_pred *pred, void *arg,
+                                       int timeout_ms)
+{
+    int64_t deadline = harness_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    struct timespec ts = deadline_ts(deadline);
+    harness_msg *found = NULL;
+    bool oom;
+
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < MAX_WAKEUPS; i++) {
+        harness_msg *prev = NULL;
+        for (harness_msg *m = c->head; m != NULL && found == NULL; prev = m, m = m->next) {
+            if (!pred(m, arg))
+                continue;
+            if (prev != NULL)
+                prev->next = m->next;
+            else
+                c->head = m->next;
+            if (c->tail == m)
+                c->tail = prev;
+            m->next = NULL;
+            found = m;
+        }
+        if (found != NULL || harness_now_ms() >= deadline)
+            break;
+        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    }
+    oom = c->oom;
+    pthread_mutex_unlock(&c->mu);
+    if (oom)
+        FAILF("client %s: a received message was dropped for lack of memory", c->id);
+    return found;
+}
+
+bool harness_client_is_lost(harness_client *c)
+{
+    bool lost;
+
+    pthread_mutex_lock(&c->mu);
+    lost = c->lost;
+    pthread_mutex_unlock(&c->mu);
+    return lost;
+}
+
+void harness_client_disconnect_with_will(harness_client *c)
+{
+    int rc;
+
+    if (c->version != 5)
+        FAILF("client %s: only an MQTT 5 client can ask for its Will on disconnect", c->id);
+    rc = MQTTClient_disconnect5(c->mc, 1000, MQTTREASONCODE_DISCONNECT_WITH_WILL_MESSAGE, NULL);
+    if (rc != MQTTCLIENT_SUCCESS)
+        FAILF("client %s: disconnect with Will: %s (%d)", c->id, paho_err(rc), rc);
+    harness_client_destroy(c);
+}
+
 const char *harness_client_id(const harness_client *c)
 {
     return c->id;
@@ -1099,6 +1503,7 @@ void harness_msg_free(harness_msg *m)
         return;
     free(m->topic);
     free(m->payload);
+    free(m->corr);
     free(m);
 }
 
@@ -1322,4 +1727,254 @@ void harness_catch_up(harness_client *c, harness_catchup *groups, size_t ngroups
     harness_client_expect_none(c, 500, "no page after the catch-up completed");
     free(next);
     free(done);
+}
+
+/* ===========================================================================
+ * Requests and responses
+ * ========================================================================= */
+
+/* Whether m is on the response topic and is not a replay page. */
+static bool is_answer(const harness_msg *m, void *arg)
+{
+    const char *topic = arg != NULL ? arg : HARNESS_RESPONSE_TOPIC;
+    cJSON *root;
+    const cJSON *first, *command;
+    bool answer;
+
+    if (strcmp(m->topic, topic) != 0)
+        return false;
+    root = cJSON_ParseWithLength(m->payload, m->len);
+    first = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "responses"), 0);
+    command = cJSON_GetObjectItemCaseSensitive(first, "command");
+    /* Anything that is not a replay page counts (an error entry of a
+     * command named "replay" too): the caller checks it and fails on
+     * garbage. */
+    answer = !(cJSON_IsString(command) && strcmp(command->valuestring, "replay") == 0 &&
+               cJSON_GetObjectItemCaseSensitive(first, "error") == NULL);
+    cJSON_Delete(root);
+    return answer;
+}
+
+/* Parses a response and checks its outer shape. */
+static cJSON *parse_response(const harness_msg *m)
+{
+    cJSON *root = harness_json_object(m);
+    const cJSON *responses = cJSON_GetObjectItemCaseSensitive(root, "responses");
+
+    if (!cJSON_IsArray(responses) || cJSON_GetArraySize(root) != 1)
+        fail_json(root, "a response must be exactly {\"responses\":[...]}, not", NULL);
+    return root;
+}
+
+cJSON *harness_client_response_on(harness_client *c, const char *topic, int timeout_ms)
+{
+    harness_msg *m = harness_client_receive_if(c, is_answer, (void *)topic, timeout_ms);
+    cJSON *root;
+
+    if (m == NULL)
+        FAILF("client %s: no response on %s within %d ms%s", c->id,
+              topic != NULL ? topic : HARNESS_RESPONSE_TOPIC, timeout_ms,
+              harness_client_is_lost(c) ? " (its connection was lost)" : "");
+    root = parse_response(m);
+    harness_msg_free(m);
+    return root;
+}
+
+cJSON *harness_client_response(harness_client *c, int timeout_ms)
+{
+    return harness_client_response_on(c, NULL, timeout_ms);
+}
+
+cJSON *harness_request_bytes(harness_client *c, const void *request, size_t len, int timeout_ms)
+{
+    harness_client_publish_bytes(c, HARNESS_CONTROL_TOPIC, request, len, 1, NULL);
+    return harness_client_response(c, timeout_ms);
+}
+
+cJSON *harness_request(harness_client *c, const char *request, int timeout_ms)
+{
+    return harness_request_bytes(c, request, strlen(request), timeout_ms);
+}
+
+int harness_response_count(const cJSON *resp)
+{
+    return cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(resp, "responses"));
+}
+
+const cJSON *harness_response_entry(const cJSON *resp, int i)
+{
+    const cJSON *entry = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(resp, "responses"), i);
+
+    if (!cJSON_IsObject(entry)) {
+        char what[64];
+        snprintf(what, sizeof what, "no response entry %d (an object) in", i);
+        fail_json(resp, what, NULL);
+    }
+    return entry;
+}
+
+const cJSON *harness_response_only(const cJSON *resp)
+{
+    if (harness_response_count(resp) != 1)
+        fail_json(resp, "expected exactly one response entry, got", NULL);
+    return harness_response_entry(resp, 0);
+}
+
+void harness_expect_ok(const cJSON *entry, const char *command, const char *group)
+{
+    const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(entry, "command");
+    const cJSON *grp = cJSON_GetObjectItemCaseSensitive(entry, "group");
+
+    if (cJSON_GetObjectItemCaseSensitive(entry, "error") != NULL)
+        fail_json(entry, "unexpected error entry:", NULL);
+    if (!cJSON_IsString(cmd) || strcmp(cmd->valuestring, command) != 0)
+        fail_json(entry, "expected a success entry for command", command);
+    if (group != NULL && (!cJSON_IsString(grp) || strcmp(grp->valuestring, group) != 0))
+        fail_json(entry, "expected a success entry for group", group);
+}
+
+void harness_expect_error(const cJSON *entry, const char *command, const char *group,
+                          const char *cid, const char *error)
+{
+    const cJSON *item;
+    int fields = 0;
+
+    cJSON_ArrayForEach(item, entry)
+    {
+        const char *want = NULL;
+        fields++;
+        if (strcmp(item->string, "command") == 0)
+            want = command;
+        else if (strcmp(item->string, "group") == 0)
+            want = group;
+        else if (strcmp(item->string, "cid") == 0)
+            want = cid;
+        else if (strcmp(item->string, "error") == 0)
+            want = error;
+        if (want == NULL || !cJSON_IsString(item) || strcmp(item->valuestring, want) != 0) {
+            char expect[1200];
+            snprintf(expect, sizeof expect,
+                     "(expected {\"command\":\"%s\"%s%s%s%s%s%s,\"error\":\"%s\"}) got", command,
+                     group != NULL ? ",\"group\":\"" : "", group != NULL ? group : "",
+                     group != NULL ? "\"" : "", cid != NULL ? ",\"cid\":\"" : "",
+                     cid != NULL ? cid : "", cid != NULL ? "\"" : "", error);
+            fail_json(entry, "wrong or unexpected field", expect);
+        }
+    }
+    if (fields != 2 + (group != NULL) + (cid != NULL)) {
+        char expect[1200];
+        snprintf(expect, sizeof expect, "(expected command%s%s and error \"%s\") in",
+                 group != NULL ? ", group" : "", cid != NULL ? ", cid" : "", error);
+        fail_json(entry, "missing fields", expect);
+    }
+}
+
+/* Checks one fetch or history entry and appends its ids to ids[*n]. */
+static void page_ids(const cJSON *entry, const char *command, const char *group, int64_t head,
+                     int64_t *ids, size_t max, size_t *n, bool *more)
+{
+    const cJSON *messages = cJSON_GetObjectItemCaseSensitive(entry, "messages");
+    const cJSON *env;
+
+    harness_expect_ok(entry, command, group);
+    if (!cJSON_IsArray(messages))
+        fail_json(entry, "no messages array in", command);
+    ASSERTF(harness_json_int(entry, "head") == head, "%s of %s says head %lld, expected %lld",
+            command, group, (long long)harness_json_int(entry, "head"), (long long)head);
+    *more = harness_json_bool(entry, "more");
+    cJSON_ArrayForEach(env, messages)
+    {
+        if (*n >= max)
+            fail_json(entry, "more messages than the head allows in", command);
+        if (strcmp(harness_json_str(env, "group"), group) != 0)
+            fail_json(env, "envelope of another group in", group);
+        ids[(*n)++] = harness_json_int(env, "id");
+    }
+}
+
+void harness_expect_store(harness_client *c, const char *group, int64_t head)
+{
+    int64_t *ids = calloc((size_t)head + 1, sizeof *ids);
+    size_t n = 0;
+    bool more = true;
+    char req[512];
+
+    if (ids == NULL)
+        FAILF("out of memory");
+    /* Forward from the start, page by page. */
+    for (int64_t after = 0, i = 0; more && i <= head; i++) {
+        cJSON *resp;
+        size_t before = n;
+        snprintf(req, sizeof req,
+                 "{\"commands\":[{\"command\":\"fetch\",\"group\":\"%s\",\"after\":%lld}]}", group,
+                 (long long)after);
+        resp = harness_request(c, req, 5000);
+        page_ids(harness_response_only(resp), "fetch", group, head, ids, (size_t)head + 1, &n,
+                 &more);
+        cJSON_Delete(resp);
+        ASSERTF(n > before || !more, "fetch of %s after %lld: empty page with more=true", group,
+                (long long)after);
+        if (n > before)
+            after = ids[n - 1];
+    }
+    ASSERTF(n == (size_t)head, "fetch of %s from the start returned %zu messages, head is %lld",
+            group, n, (long long)head);
+    for (size_t k = 0; k < n; k++)
+        ASSERTF(ids[k] == (int64_t)k + 1, "fetch of %s: message %zu has id %lld, expected %zu",
+                group, k, (long long)ids[k], k + 1);
+    /* Backward from the head, page by page: newest first. */
+    n = 0;
+    more = true;
+    for (int64_t before_id = head + 1, i = 0; more && i <= head; i++) {
+        cJSON *resp;
+        size_t before = n;
+        snprintf(req, sizeof req,
+                 "{\"commands\":[{\"command\":\"history\",\"group\":\"%s\",\"before\":%lld}]}",
+                 group, (long long)before_id);
+        resp = harness_request(c, req, 5000);
+        page_ids(harness_response_only(resp), "history", group, head, ids, (size_t)head + 1, &n,
+                 &more);
+        cJSON_Delete(resp);
+        ASSERTF(n > before || !more, "history of %s before %lld: empty page with more=true", group,
+                (long long)before_id);
+        if (n > before)
+            before_id = ids[n - 1];
+    }
+    ASSERTF(n == (size_t)head, "history of %s returned %zu messages, head is %lld", group, n,
+            (long long)head);
+    for (size_t k = 0; k < n; k++)
+        ASSERTF(ids[k] == head - (int64_t)k,
+                "history of %s: message %zu has id %lld, expected %lld (newest first)", group, k,
+                (long long)ids[k], (long long)(head - (int64_t)k));
+    free(ids);
+}
+
+bool harness_sync_find(const cJSON *entry, const char *group, int64_t *head, int64_t *acked,
+                       int64_t *unread)
+{
+    const cJSON *groups = cJSON_GetObjectItemCaseSensitive(entry, "groups");
+    const cJSON *g;
+    bool found = false;
+
+    harness_expect_ok(entry, "sync", NULL);
+    if (!cJSON_IsArray(groups))
+        fail_json(entry, "no groups array in", "sync");
+    cJSON_ArrayForEach(g, groups)
+    {
+        if (strcmp(harness_json_str(g, "group"), group) != 0)
+            continue;
+        if (found)
+            fail_json(entry, "sync lists a group twice:", group);
+        found = true;
+        if (head != NULL)
+            *head = harness_json_int(g, "head");
+        if (acked != NULL)
+            *acked = harness_json_int(g, "acked");
+        if (unread != NULL)
+            *unread = harness_json_int(g, "unread");
+        ASSERTF(harness_json_int(g, "unread") ==
+                    harness_json_int(g, "head") - harness_json_int(g, "acked"),
+                "sync entry of %s: unread is not head - acked", group);
+    }
+    return found;
 }

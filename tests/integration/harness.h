@@ -3,9 +3,10 @@
  *
  * A harness_broker is a `mosquitto -c` (CHAT_MOSQUITTO_BIN) loading the plugin
  * (CHAT_PLUGIN_PATH) on a free 127.0.0.1 port, with its configuration, log and
- * LevelDB store in a fresh temporary directory. A harness_client is a Paho
- * MQTTClient (MQTT 3.1.1, clean session) whose incoming messages, delivery
- * notices and connection loss are queued for the test's thread.
+ * LevelDB store in a fresh temporary directory (harness_conf adds other
+ * configuration lines, or leaves the plugin out). A harness_client is a Paho
+ * MQTTClient (MQTT 3.1.1 or 5, clean session) whose incoming messages,
+ * delivery notices and connection loss are queued for the test's thread.
  *
  * Failure policy: a test stops at its first failure. A harness function that
  * cannot do its job prints why (Paho codes with MQTTClient_strerror), then
@@ -36,6 +37,9 @@
 
 /* Topic on which the plugin publishes responses and replay pages. */
 #define HARNESS_RESPONSE_TOPIC "$CONTROL/chat/v1/response"
+
+/* Topic of requests to the plugin. */
+#define HARNESS_CONTROL_TOPIC "$CONTROL/chat/v1"
 
 /* Fails the test (see harness_fail) unless cond holds. */
 #define ASSERT(cond)                                                                               \
@@ -91,6 +95,18 @@ void harness_sleep_ms(int ms);
 /* Sum of the sizes of the regular files under path, recursively. */
 uint64_t harness_dir_bytes(const char *path);
 
+/* Writes len bytes to the file at path, replacing it. */
+void harness_write_file(const char *path, const void *data, size_t len);
+
+/* Reads the whole file at path; returns a NUL-terminated heap copy, freed
+ * with free(), and its length in *len (may be NULL). */
+char *harness_read_file(const char *path, size_t *len);
+
+/* Runs a program (argv[0] looked up in PATH, NULL-terminated argv) with
+ * stdin and stdout on /dev/null and waits for it, at most 10 s; fails the
+ * test unless it exits with status 0. For mosquitto_passwd, mosquitto_ctrl. */
+void harness_run(const char *const *argv);
+
 /* ---------------------------------------------------------------------------
  * Broker
  * ------------------------------------------------------------------------- */
@@ -105,6 +121,40 @@ typedef struct harness_broker harness_broker;
  * exits early is retried on a new port. Returns the running broker, owned by
  * the caller, freed with harness_broker_destroy. */
 harness_broker *harness_broker_start(const char *const *plugin_opts);
+
+/* A broker configuration beyond plugin options. The listener, logging,
+ * `user root` and `persistence false` lines are always written. In lines and
+ * after, "@DIR@" stands for the broker's directory (harness_broker_dir), so
+ * that files a test writes there before the launch can be named. */
+typedef struct harness_conf {
+    const char *const *plugin_opts; /* as for harness_broker_start; NULL for none */
+    const char *const *lines;       /* global lines before the plugin line (password_file,
+                                       acl_file ...); NULL-terminated, NULL for none */
+    const char *const *after;       /* lines after the chat plugin's options, e.g. a second
+                                       `plugin` line and its plugin_opt_ lines */
+    bool without_chat;              /* leave the chat plugin out: the same broker without it */
+    bool no_anonymous;              /* allow_anonymous false instead of true */
+} harness_conf;
+
+/* Creates a broker's temporary directory (with an empty <dir>/db) for the
+ * configuration conf (NULL: as harness_broker_start(NULL)), without starting
+ * it, so that the test can write files there first. Returns the broker,
+ * owned by the caller, freed with harness_broker_destroy. */
+harness_broker *harness_broker_create(const harness_conf *conf);
+
+/* Writes the configuration of a created broker for a free loopback port and
+ * starts it as harness_broker_start does. Once per broker; later starts use
+ * harness_broker_restart. */
+void harness_broker_launch(harness_broker *b);
+
+/* harness_broker_create followed by harness_broker_launch. */
+harness_broker *harness_broker_start_conf(const harness_conf *conf);
+
+/* The broker's temporary directory, owned by b. */
+const char *harness_broker_dir(const harness_broker *b);
+
+/* How many lines of the broker's log contain needle. */
+long harness_broker_log_count(const harness_broker *b, const char *needle);
 
 /* Stops the broker with SIGTERM, waits at most 10 s, then SIGKILLs it; fails
  * the test if it did not exit with status 0 on SIGTERM (a crash or a
@@ -140,6 +190,10 @@ typedef struct harness_msg {
     size_t len;               /* bytes of payload, not counting the NUL */
     int qos;                  /* QoS it was delivered with */
     int64_t at_ms;            /* harness_now_ms() when Paho handed it over */
+    bool retained;            /* delivered with the retain flag */
+    bool has_corr;            /* MQTT 5: it carried Correlation Data */
+    char *corr;               /* that data (corr_len bytes plus a NUL), or NULL */
+    size_t corr_len;          /* bytes of corr */
     struct harness_msg *next; /* queue link, private */
 } harness_msg;
 
@@ -157,6 +211,31 @@ typedef struct harness_ticket {
 harness_client *harness_client_connect(const harness_broker *b, const char *client_id,
                                        const char *username);
 
+/* How to connect a client: harness_client_connect_opts. */
+typedef struct harness_client_opts {
+    const char *client_id;    /* required */
+    const char *username;     /* NULL: none */
+    const char *password;     /* NULL: none */
+    int mqtt_version;         /* 5: MQTT 5 (clean start); anything else: MQTT 3.1.1 */
+    const char *will_topic;   /* NULL: no Will */
+    const char *will_payload; /* NUL-terminated; NULL: empty */
+    int will_qos;             /* QoS of the Will */
+    bool will_retain;         /* retain flag of the Will */
+} harness_client_opts;
+
+/* Connects a client as o says (clean session), waiting at most 10 s.
+ * Returns the connected client, owned by the caller, freed with
+ * harness_client_disconnect or harness_client_destroy; fails the test if the
+ * broker refuses. Every other function works on MQTT 5 clients too. */
+harness_client *harness_client_connect_opts(const harness_broker *b, const harness_client_opts *o);
+
+/* Tries to connect as o says. Returns 0 and the client in *out, or why the
+ * connection was refused, with *out NULL: the CONNACK return code under MQTT
+ * 3.1.1 (e.g. 5: not authorized), the CONNACK reason code under MQTT 5 (0x80
+ * and above), or a negative Paho code (e.g. the connection was closed). */
+int harness_client_try_connect(const harness_broker *b, const harness_client_opts *o,
+                               harness_client **out);
+
 /* Subscribes to count topics at once with the given QoS, waiting for the
  * SUBACK (at most 10 s); fails the test if the broker refuses any. */
 void harness_client_subscribe_many(harness_client *c, size_t count, const char *const *topics,
@@ -164,6 +243,28 @@ void harness_client_subscribe_many(harness_client *c, size_t count, const char *
 
 /* Subscribes to one topic; see harness_client_subscribe_many. */
 void harness_client_subscribe(harness_client *c, const char *topic, int qos);
+
+/* Subscribes to one filter and returns the SUBACK's answer: the granted QoS
+ * 0..2, or the refusal: 0x80 under MQTT 3.1.1, the reason code (e.g. 0x87 not
+ * authorized) under MQTT 5. Fails the test only if no SUBACK comes. */
+int harness_client_try_subscribe(harness_client *c, const char *topic, int qos);
+
+/* MQTT 5 properties of a publish (ignored under MQTT 3.1.1, but retain). */
+typedef struct harness_props {
+    const char *response_topic; /* Response Topic, or NULL */
+    const void *corr;           /* Correlation Data (corr_len bytes), or NULL */
+    size_t corr_len;
+    bool retain; /* the retain flag */
+} harness_props;
+
+/* Publishes len arbitrary bytes with props (may be NULL) and, for QoS 1 and
+ * 2, waits (at most 10 s) for the broker's acknowledgement. Returns the
+ * acknowledgement's reason code under MQTT 5 (0 success, 0x10 no matching
+ * subscribers, 0x87 not authorized ...: from the PUBACK, or from a PUBREC
+ * that refused a QoS 2 publish, or the PUBCOMP), 0 under MQTT 3.1.1 (whose
+ * acks carry none) and for QoS 0. */
+int harness_client_publish_bytes(harness_client *c, const char *topic, const void *payload,
+                                 size_t len, int qos, const harness_props *props);
 
 /* Publishes a NUL-terminated payload and, for QoS 1 and 2, waits (at most
  * 10 s) for its PUBACK/PUBCOMP. */
@@ -211,6 +312,24 @@ void harness_client_expect_none(harness_client *c, int timeout_ms, const char *w
 /* Waits at most timeout_ms for the connection to be lost; returns whether it
  * was. */
 bool harness_client_wait_lost(harness_client *c, int timeout_ms);
+
+/* Decides which queued messages harness_client_receive_if takes. Called
+ * with the client's queue locked: it must not call harness functions. */
+typedef bool harness_msg_pred(const harness_msg *m, void *arg);
+
+/* The oldest queued message for which pred(m, arg) holds, waiting at most
+ * timeout_ms for one; other messages stay queued in order. NULL if none came.
+ * The caller frees it with harness_msg_free. */
+harness_msg *harness_client_receive_if(harness_client *c, harness_msg_pred *pred, void *arg,
+                                       int timeout_ms);
+
+/* Whether the connection of c was lost (without waiting). */
+bool harness_client_is_lost(harness_client *c);
+
+/* MQTT 5 only: sends DISCONNECT with reason 0x04 (disconnect with Will
+ * message), so that the broker publishes the client's Will, then destroys c
+ * as harness_client_destroy does. */
+void harness_client_disconnect_with_will(harness_client *c);
 
 /* The client id c connected with, owned by c. */
 const char *harness_client_id(const harness_client *c);
@@ -295,5 +414,62 @@ typedef struct harness_catchup {
  * page arrives within 500 ms. */
 void harness_catch_up(harness_client *c, harness_catchup *groups, size_t ngroups, size_t page_size,
                       int timeout_ms, harness_envelope_fn *fn, void *arg);
+
+/* ---------------------------------------------------------------------------
+ * Requests on $CONTROL/chat/v1 and their responses
+ *
+ * A response is the parsed {"responses":[...]} object, owned by the caller,
+ * freed with cJSON_Delete. Waiting for one takes the oldest message on the
+ * response topic that is not a replay page; replay pages and messages on
+ * other topics stay queued for later receives.
+ * ------------------------------------------------------------------------- */
+
+/* Publishes request (a JSON text) to $CONTROL/chat/v1 at QoS 1, waits for
+ * the PUBACK and returns the response, waiting at most timeout_ms; fails the
+ * test if none comes or it is not exactly {"responses":[...]}. */
+cJSON *harness_request(harness_client *c, const char *request, int timeout_ms);
+
+/* The same for a request of len arbitrary bytes. */
+cJSON *harness_request_bytes(harness_client *c, const void *request, size_t len, int timeout_ms);
+
+/* Waits at most timeout_ms for the next response on HARNESS_RESPONSE_TOPIC
+ * (e.g. the error entry of a refused publish); fails if none comes. */
+cJSON *harness_client_response(harness_client *c, int timeout_ms);
+
+/* The same on another topic (an MQTT 5 Response Topic); NULL means
+ * HARNESS_RESPONSE_TOPIC. */
+cJSON *harness_client_response_on(harness_client *c, const char *topic, int timeout_ms);
+
+/* Entries in a response. */
+int harness_response_count(const cJSON *resp);
+
+/* Entry i of a response, owned by resp; fails if there is none. */
+const cJSON *harness_response_entry(const cJSON *resp, int i);
+
+/* The one entry of a response; fails unless there is exactly one. */
+const cJSON *harness_response_only(const cJSON *resp);
+
+/* Fails unless entry is a success entry (no "error") of command, and, if
+ * group is not NULL, names group. */
+void harness_expect_ok(const cJSON *entry, const char *command, const char *group);
+
+/* Fails unless entry is exactly {"command":command, "group":group,
+ * "cid":cid, "error":error}, with no group (cid) field when group (cid) is
+ * NULL, and nothing else. */
+void harness_expect_error(const cJSON *entry, const char *command, const char *group,
+                          const char *cid, const char *error);
+
+/* Checks, as member c, that the store serves every message of group: fetch
+ * pages from after=0 return ids 1..head each once in order, history pages
+ * from the head return head..1, and every page reports head. Fails
+ * otherwise. */
+void harness_expect_store(harness_client *c, const char *group, int64_t head);
+
+/* Looks up group in a sync entry ({"command":"sync","groups":[...]}),
+ * checking the entry's shape and that unread = head - acked. Returns
+ * whether the group is listed, with its numbers in *head, *acked, *unread
+ * (each may be NULL). */
+bool harness_sync_find(const cJSON *entry, const char *group, int64_t *head, int64_t *acked,
+                       int64_t *unread);
 
 #endif

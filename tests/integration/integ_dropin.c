@@ -1,0 +1,641 @@
+/* integ_dropin: loading mosquitto-chat changes nothing outside the chat
+ * topics. For one broker setup (argv[1]):
+ *
+ *   anonymous  allow_anonymous true, no access control;
+ *   passwd     password_file (made with mosquitto_passwd) + acl_file;
+ *   dynsec     the dynamic-security plugin loaded after ours (its JSON made
+ *              from `mosquitto_ctrl dynsec init`), allow_anonymous false;
+ *
+ * the same scenario runs against the broker with the plugin and against the
+ * same configuration without it, and writes a transcript of what happened:
+ * who may connect (MQTT 3.1.1 and 5), the SUBACK of every (user, filter), the
+ * MQTT 5 PUBACK reason of every (user, topic), every message each subscriber
+ * received (topic, payload, QoS, retain flag, copies) from 3.1.1 and MQTT 5
+ * publishers, a retained message and a Will, and, with dynsec, an answer on
+ * its own $CONTROL topic. The two transcripts must be identical. None of the
+ * topics or filters is a chat topic (`chat` alone and `chatty/...` are not
+ * under the prefix `chat/`).
+ *
+ * Then, with the plugin, the chat features work for users the broker lets
+ * chat (the ACL lines and roles of docs/protocol.md), and a user the broker
+ * does not let near the chat topics gets nothing from the plugin either: a
+ * refused subscribe neither joins nor replays, a refused publish is not
+ * stored. */
+#include "harness.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DYNSEC_PLUGIN "/usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so"
+#define WAIT_MS 5000
+#define QUIET_MS 400 /* a subscriber's queue is complete after this long without a message */
+#define MAX_LINES 2000
+#define USERS 3
+
+enum setup { ANONYMOUS, PASSWD, DYNSEC };
+
+static const char *const users[USERS] = {"u1", "u2", "u3"};
+
+/* Filters every user subscribes to, and topics every user publishes to. */
+static const char *const filters[] = {"a/#",    "a/b",      "+/b",          "#",
+                                      "b/#",    "w/only",   "users/u1/#",   "users/u3/#",
+                                      "chat",   "chatty/#", "$share/g/a/b", "$CONTROL/#",
+                                      "+/room1"};
+static const char *const topics[] = {
+    "a/b",  "a/c",          "b/x",       "c/d", "w/only", "users/u1/inbox", "users/u3/inbox",
+    "chat", "chatty/room1", "news/room1"};
+#define NFILTERS (sizeof filters / sizeof filters[0])
+#define NTOPICS (sizeof topics / sizeof topics[0])
+
+/* ===========================================================================
+ * Transcript
+ * ========================================================================= */
+
+typedef struct transcript {
+    char *lines[MAX_LINES];
+    size_t n;
+} transcript;
+
+static void note(transcript *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void note(transcript *t, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    ASSERTF(t->n < MAX_LINES, "transcript longer than %d lines", MAX_LINES);
+    t->lines[t->n] = strdup(buf);
+    ASSERT(t->lines[t->n] != NULL);
+    t->n++;
+}
+
+static int by_text(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Prints the lines only one transcript has (as multisets) and returns how
+ * many there are. */
+static size_t print_diff(const transcript *without, const transcript *with)
+{
+    char **a = malloc((without->n + 1) * sizeof *a), **b = malloc((with->n + 1) * sizeof *b);
+    size_t i = 0, j = 0, differ = 0;
+
+    ASSERT(a != NULL && b != NULL);
+    memcpy(a, without->lines, without->n * sizeof *a);
+    memcpy(b, with->lines, with->n * sizeof *b);
+    qsort(a, without->n, sizeof *a, by_text);
+    qsort(b, with->n, sizeof *b, by_text);
+    while (i < without->n || j < with->n) {
+        int c = i == without->n ? 1 : j == with->n ? -1 : strcmp(a[i], b[j]);
+        if (c == 0) {
+            i++;
+            j++;
+            continue;
+        }
+        if (differ++ == 0)
+            fprintf(stderr, "transcripts differ (- only without the plugin, + only with it):\n");
+        if (c < 0)
+            fprintf(stderr, "- %s\n", a[i++]);
+        else
+            fprintf(stderr, "+ %s\n", b[j++]);
+    }
+    free(a);
+    free(b);
+    return differ;
+}
+
+static void transcript_free(transcript *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        free(t->lines[i]);
+    t->n = 0;
+}
+
+/* ===========================================================================
+ * Broker setups
+ * ========================================================================= */
+
+static const char *password_of(const char *user)
+{
+    static char buf[64];
+
+    snprintf(buf, sizeof buf, "pw-%s-secret", user);
+    return buf;
+}
+
+static void write_passwd(const char *dir)
+{
+    char path[512];
+
+    snprintf(path, sizeof path, "%s/passwd", dir);
+    for (int i = 0; i < USERS; i++) {
+        char pw[64];
+        snprintf(pw, sizeof pw, "%s", password_of(users[i]));
+        if (i == 0) {
+            const char *argv[] = {"mosquitto_passwd", "-b", "-c", path, users[i], pw, NULL};
+            harness_run(argv);
+        } else {
+            const char *argv[] = {"mosquitto_passwd", "-b", path, users[i], pw, NULL};
+            harness_run(argv);
+        }
+    }
+}
+
+/* The acl_file: some rights per user outside chat, and the chat lines
+ * docs/protocol.md tells operators to add, for u1 and u2 only. */
+static void write_acl(const char *dir)
+{
+    static const char acl[] = "# integ_dropin\n"
+                              "user u1\n"
+                              "topic readwrite a/#\n"
+                              "topic write w/only\n"
+                              "topic readwrite chat\n"
+                              "topic readwrite chatty/#\n"
+                              "topic readwrite news/#\n"
+                              "topic readwrite chat/#\n"
+                              "\n"
+                              "user u2\n"
+                              "topic read a/#\n"
+                              "topic read w/only\n"
+                              "topic read chat\n"
+                              "topic write news/#\n"
+                              "topic readwrite chat/#\n"
+                              "\n"
+                              "user u3\n"
+                              "topic read b/#\n"
+                              "topic write a/b\n"
+                              "topic write c/d\n"
+                              "topic read news/+\n"
+                              "\n"
+                              "pattern readwrite users/%u/#\n"
+                              "pattern write $CONTROL/chat/v1\n";
+    char path[512];
+
+    snprintf(path, sizeof path, "%s/acl", dir);
+    harness_write_file(path, acl, sizeof acl - 1);
+}
+
+static void add_acl(cJSON *acls, const char *type, const char *topic, bool allow)
+{
+    cJSON *a = cJSON_CreateObject();
+
+    ASSERT(a != NULL);
+    cJSON_AddStringToObject(a, "acltype", type);
+    cJSON_AddStringToObject(a, "topic", topic);
+    cJSON_AddBoolToObject(a, "allow", allow);
+    cJSON_AddItemToArray(acls, a);
+}
+
+static cJSON *add_role(cJSON *roles, const char *name)
+{
+    cJSON *r = cJSON_CreateObject();
+    cJSON *acls = cJSON_CreateArray();
+
+    ASSERT(r != NULL && acls != NULL);
+    cJSON_AddStringToObject(r, "rolename", name);
+    cJSON_AddItemToObject(r, "acls", acls);
+    cJSON_AddItemToArray(roles, r);
+    return acls;
+}
+
+/* The dynamic-security configuration: admin as `mosquitto_ctrl dynsec init`
+ * makes it; u1..u3 with their own password hashes (made the same way) and
+ * roles; u1 and u2 also get the role "chatter" of docs/protocol.md. */
+static void write_dynsec(const char *dir)
+{
+    char path[512], init[512];
+    cJSON *root, *clients, *roles, *acls;
+    char *text;
+
+    snprintf(path, sizeof path, "%s/dynsec.json", dir);
+    {
+        char pw[64];
+        snprintf(pw, sizeof pw, "%s", password_of("admin"));
+        {
+            const char *argv[] = {"mosquitto_ctrl", "dynsec", "init", path, "admin", pw, NULL};
+            harness_run(argv);
+        }
+    }
+    text = harness_read_file(path, NULL);
+    root = cJSON_Parse(text);
+    free(text);
+    clients = cJSON_GetObjectItemCaseSensitive(root, "clients");
+    roles = cJSON_GetObjectItemCaseSensitive(root, "roles");
+    ASSERTF(cJSON_IsArray(clients) && cJSON_IsArray(roles), "unexpected dynsec init output");
+
+    for (int i = 0; i < USERS; i++) {
+        char pw[64], role[32];
+        cJSON *made, *client, *rs;
+        snprintf(init, sizeof init, "%s/init-%s.json", dir, users[i]);
+        snprintf(pw, sizeof pw, "%s", password_of(users[i]));
+        {
+            const char *argv[] = {"mosquitto_ctrl", "dynsec", "init", init, users[i], pw, NULL};
+            harness_run(argv);
+        }
+        text = harness_read_file(init, NULL);
+        made = cJSON_Parse(text);
+        free(text);
+        client = cJSON_DetachItemFromArray(cJSON_GetObjectItemCaseSensitive(made, "clients"), 0);
+        ASSERT(client != NULL);
+        cJSON_DeleteItemFromObjectCaseSensitive(client, "roles");
+        rs = cJSON_AddArrayToObject(client, "roles");
+        snprintf(role, sizeof role, "role-%s", users[i]);
+        cJSON_AddItemToArray(rs, cJSON_CreateObject());
+        cJSON_AddStringToObject(cJSON_GetArrayItem(rs, 0), "rolename", role);
+        if (i < 2) {
+            cJSON_AddItemToArray(rs, cJSON_CreateObject());
+            cJSON_AddStringToObject(cJSON_GetArrayItem(rs, 1), "rolename", "chatter");
+        }
+        cJSON_AddItemToArray(clients, client);
+        cJSON_Delete(made);
+    }
+    acls = add_role(roles, "role-u1");
+    add_acl(acls, "publishClientSend", "a/#", true);
+    add_acl(acls, "subscribePattern", "a/#", true);
+    add_acl(acls, "publishClientSend", "w/only", true);
+    add_acl(acls, "publishClientSend", "chat", true);
+    add_acl(acls, "subscribePattern", "chat", true);
+    add_acl(acls, "publishClientSend", "chatty/#", true);
+    add_acl(acls, "subscribePattern", "chatty/#", true);
+    add_acl(acls, "publishClientSend", "news/#", true);
+    add_acl(acls, "publishClientSend", "users/u1/#", true);
+    add_acl(acls, "subscribePattern", "users/u1/#", true);
+    acls = add_role(roles, "role-u2");
+    add_acl(acls, "subscribePattern", "a/#", true);
+    add_acl(acls, "subscribePattern", "w/only", true);
+    add_acl(acls, "subscribePattern", "#", true);
+    add_acl(acls, "publishClientReceive", "c/#", false);
+    add_acl(acls, "publishClientSend", "news/#", true);
+    add_acl(acls, "publishClientSend", "users/u2/#", true);
+    acls = add_role(roles, "role-u3");
+    add_acl(acls, "subscribePattern", "b/#", true);
+    add_acl(acls, "subscribePattern", "news/+", true);
+    add_acl(acls, "publishClientSend", "a/b", true);
+    add_acl(acls, "publishClientSend", "c/d", true);
+    add_acl(acls, "publishClientSend", "users/u3/#", true);
+    add_acl(acls, "subscribePattern", "users/u3/#", true);
+    add_acl(acls, "publishClientSend", "$CONTROL/chat/v1", true);
+    /* docs/protocol.md's role for chatting clients. */
+    acls = add_role(roles, "chatter");
+    add_acl(acls, "publishClientSend", "chat/#", true);
+    add_acl(acls, "publishClientReceive", "chat/#", true);
+    add_acl(acls, "subscribePattern", "chat/#", true);
+    add_acl(acls, "publishClientSend", "$CONTROL/chat/v1", true);
+
+    text = cJSON_Print(root);
+    ASSERT(text != NULL);
+    harness_write_file(path, text, strlen(text));
+    cJSON_free(text);
+    cJSON_Delete(root);
+}
+
+static harness_broker *start(enum setup setup, bool with_chat)
+{
+    static const char *const passwd_lines[] = {"password_file @DIR@/passwd", "acl_file @DIR@/acl",
+                                               NULL};
+    static const char *const dynsec_after[] = {"plugin " DYNSEC_PLUGIN,
+                                               "plugin_opt_config_file @DIR@/dynsec.json", NULL};
+    harness_conf conf = {.without_chat = !with_chat};
+    harness_broker *b;
+
+    if (setup == PASSWD) {
+        conf.lines = passwd_lines;
+        conf.no_anonymous = true;
+    } else if (setup == DYNSEC) {
+        conf.after = dynsec_after;
+        conf.no_anonymous = true;
+    }
+    b = harness_broker_create(&conf);
+    if (setup == PASSWD) {
+        write_passwd(harness_broker_dir(b));
+        write_acl(harness_broker_dir(b));
+    } else if (setup == DYNSEC) {
+        write_dynsec(harness_broker_dir(b));
+    }
+    harness_broker_launch(b);
+    return b;
+}
+
+/* ===========================================================================
+ * The scenario
+ * ========================================================================= */
+
+static harness_client *login(harness_broker *b, const char *id, const char *user, int version)
+{
+    char pw[64];
+    harness_client_opts o = {.client_id = id, .username = user, .mqtt_version = version};
+
+    if (user != NULL) {
+        snprintf(pw, sizeof pw, "%s", password_of(user));
+        o.password = pw;
+    }
+    return harness_client_connect_opts(b, &o);
+}
+
+static void connect_matrix(harness_broker *b, transcript *t)
+{
+    static const struct {
+        const char *label;
+        const char *user;
+        const char *password; /* NULL: the user's own */
+        int version;
+    } rows[] = {
+        {"u1, right password, 3.1.1", "u1", NULL, 4},
+        {"u2, right password, MQTT 5", "u2", NULL, 5},
+        {"u1, wrong password, 3.1.1", "u1", "wrong", 4},
+        {"u3, wrong password, MQTT 5", "u3", "wrong", 5},
+        {"unknown user, 3.1.1", "nobody", "whatever", 4},
+        {"no username, 3.1.1", NULL, NULL, 4},
+        {"no username, MQTT 5", NULL, NULL, 5},
+    };
+
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        char id[32];
+        harness_client *c = NULL;
+        harness_client_opts o = {
+            .client_id = id, .username = rows[i].user, .mqtt_version = rows[i].version};
+        int rc;
+        snprintf(id, sizeof id, "conn-%zu", i);
+        if (rows[i].user != NULL)
+            o.password = rows[i].password != NULL ? rows[i].password : password_of(rows[i].user);
+        rc = harness_client_try_connect(b, &o, &c);
+        note(t, "connect %s -> %d", rows[i].label, rc);
+        if (c != NULL)
+            harness_client_disconnect(c);
+    }
+}
+
+/* Takes every message that arrives at c until none has come for QUIET_MS,
+ * and notes them sorted, with their number of copies. */
+static void note_received(transcript *t, harness_client *c, const char *who)
+{
+    char *got[MAX_LINES];
+    size_t n = 0;
+
+    for (int i = 0; i < MAX_LINES; i++) {
+        harness_msg *m = harness_client_receive(c, QUIET_MS);
+        char line[512];
+        if (m == NULL)
+            break;
+        /* $SYS traffic depends on timing, not on access control. */
+        if (strncmp(m->topic, "$SYS/", 5) != 0) {
+            snprintf(line, sizeof line, "%s received %s \"%s\" qos %d%s", who, m->topic, m->payload,
+                     m->qos, m->retained ? " retained" : "");
+            got[n] = strdup(line);
+            ASSERT(got[n] != NULL);
+            n++;
+        }
+        harness_msg_free(m);
+    }
+    qsort(got, n, sizeof got[0], by_text);
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && strcmp(got[j], got[i]) == 0)
+            j++;
+        note(t, "%s x%zu", got[i], j - i);
+        i = j;
+    }
+    for (size_t i = 0; i < n; i++)
+        free(got[i]);
+}
+
+static void pubsub_matrix(harness_broker *b, enum setup setup, transcript *t)
+{
+    harness_client *subs[USERS];
+    harness_props retain = {.retain = true};
+    char id[32], payload[96];
+
+    /* A retained message, before anyone subscribes. */
+    {
+        harness_client *c = login(b, "retainer", setup == ANONYMOUS ? NULL : "u1", 4);
+        harness_client_publish_bytes(c, "a/r", "kept", 4, 1, &retain);
+        harness_client_disconnect(c);
+    }
+    for (int u = 0; u < USERS; u++) {
+        snprintf(id, sizeof id, "sub-%s", users[u]);
+        subs[u] = login(b, id, users[u], 4);
+        for (size_t f = 0; f < NFILTERS; f++) {
+            int code = harness_client_try_subscribe(subs[u], filters[f], 1);
+            note(t, "subscribe %s %s -> 0x%02x", users[u], filters[f], (unsigned)code);
+        }
+    }
+    for (int u = 0; u < USERS; u++) {
+        harness_client *p, *p5;
+        snprintf(id, sizeof id, "pub-%s", users[u]);
+        p = login(b, id, users[u], 4);
+        snprintf(id, sizeof id, "pub5-%s", users[u]);
+        p5 = login(b, id, users[u], 5);
+        for (size_t k = 0; k < NTOPICS; k++) {
+            int rc;
+            snprintf(payload, sizeof payload, "from %s", users[u]);
+            harness_client_publish_bytes(p, topics[k], payload, strlen(payload), 1, NULL);
+            snprintf(payload, sizeof payload, "from %s over MQTT 5", users[u]);
+            rc = harness_client_publish_bytes(p5, topics[k], payload, strlen(payload), 1, NULL);
+            note(t, "publish %s %s (MQTT 5) -> 0x%02x", users[u], topics[k], (unsigned)rc);
+        }
+        harness_client_disconnect(p5);
+        harness_client_disconnect(p);
+    }
+    /* A Will. */
+    {
+        char pw[64];
+        harness_client_opts o = {.client_id = "will-u1",
+                                 .username = "u1",
+                                 .mqtt_version = 5,
+                                 .will_topic = "a/will",
+                                 .will_payload = "u1 is gone",
+                                 .will_qos = 1};
+        snprintf(pw, sizeof pw, "%s", password_of("u1"));
+        o.password = pw;
+        harness_client_disconnect_with_will(harness_client_connect_opts(b, &o));
+    }
+    for (int u = 0; u < USERS; u++) {
+        char who[32];
+        snprintf(who, sizeof who, "sub-%s", users[u]);
+        note_received(t, subs[u], who);
+        harness_client_disconnect(subs[u]);
+    }
+}
+
+/* dynamic-security answers on its own $CONTROL topic. */
+static void dynsec_control(harness_broker *b, transcript *t)
+{
+    static const char req[] = "{\"commands\":[{\"command\":\"getClient\",\"username\":\"u1\"}]}";
+    harness_client *admin = login(b, "admin-console", "admin", 4);
+    harness_msg *m;
+
+    harness_client_subscribe(admin, "$CONTROL/dynamic-security/v1/response", 1);
+    harness_client_publish(admin, "$CONTROL/dynamic-security/v1", req, 1);
+    m = harness_client_receive(admin, WAIT_MS);
+    if (m == NULL) {
+        note(t, "dynsec getClient -> no answer");
+    } else {
+        cJSON *root = harness_json_object(m);
+        const cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "responses"), 0);
+        const cJSON *client = cJSON_GetObjectItemCaseSensitive(e, "data");
+        client = cJSON_GetObjectItemCaseSensitive(client, "client");
+        note(t, "dynsec getClient on %s -> %s, username %s", m->topic,
+             cJSON_GetObjectItemCaseSensitive(e, "error") != NULL ? "error" : "ok",
+             cJSON_IsObject(client) ? harness_json_str(client, "username") : "(none)");
+        cJSON_Delete(root);
+        harness_msg_free(m);
+    }
+    harness_client_disconnect(admin);
+}
+
+static void run_scenario(enum setup setup, bool with_chat, transcript *t)
+{
+    harness_broker *b = start(setup, with_chat);
+
+    harness_log("scenario %s the plugin", with_chat ? "with" : "without");
+    if (setup != ANONYMOUS)
+        connect_matrix(b, t);
+    pubsub_matrix(b, setup, t);
+    if (setup == DYNSEC)
+        dynsec_control(b, t);
+    harness_broker_destroy(b);
+}
+
+/* ===========================================================================
+ * Chat with access control
+ * ========================================================================= */
+
+static void expect_envelope(harness_client *c, int64_t id, const char *from)
+{
+    harness_msg *m = harness_client_receive(c, WAIT_MS);
+    cJSON *env;
+
+    ASSERTF(m != NULL, "%s: no chat message", harness_client_id(c));
+    ASSERTF(strcmp(m->topic, "chat/room1") == 0, "%s: message on %s", harness_client_id(c),
+            m->topic);
+    env = harness_json_object(m);
+    ASSERTF(harness_json_int(env, "id") == id && strcmp(harness_json_str(env, "from"), from) == 0,
+            "%s: expected id %lld from %s, got %s", harness_client_id(c), (long long)id, from,
+            m->payload);
+    cJSON_Delete(env);
+    harness_msg_free(m);
+}
+
+static void chat_works(enum setup setup)
+{
+    harness_broker *b = start(setup, true);
+    harness_client *c1 = login(b, "chat-u1", "u1", 4);
+    harness_client *c2 = login(b, "chat-u2", "u2", 5);
+    cJSON *resp;
+    int64_t head = -1;
+
+    harness_log("chat with %s", setup == ANONYMOUS ? "no access control"
+                                : setup == PASSWD  ? "password_file and acl_file"
+                                                   : "dynamic-security");
+    ASSERTF(harness_broker_log_count(b, "another plugin is loaded before mosquitto-chat") == 0,
+            "the plugin warns about the plugin order although it is loaded first");
+    harness_client_subscribe(c1, "chat/room1", 1);
+    harness_client_subscribe(c2, "chat/room1", 1);
+    harness_client_publish(c2, "chat/room1", "hello from u2", 1);
+    expect_envelope(c1, 1, "u2");
+    expect_envelope(c2, 1, "u2");
+    harness_ack(c1, "room1", 1, 1);
+    resp = harness_request(c1,
+                           "{\"commands\":[{\"command\":\"sync\",\"replay\":false},"
+                           "{\"command\":\"history\",\"group\":\"room1\"}]}",
+                           WAIT_MS);
+    ASSERT(harness_response_count(resp) == 2);
+    ASSERT(harness_sync_find(harness_response_entry(resp, 0), "room1", &head, NULL, NULL) &&
+           head == 1);
+    harness_expect_ok(harness_response_entry(resp, 1), "history", "room1");
+    cJSON_Delete(resp);
+
+    if (setup != ANONYMOUS) {
+        /* u3 may not use the chat topics: the broker refuses, and the
+         * plugin must not act on what the broker refused. */
+        harness_client *c3 = login(b, "chat-u3", "u3", 4), *c3b;
+        int code;
+        harness_client_publish(c2, "chat/room1", "before u3 tries", 1);
+        expect_envelope(c1, 2, "u2");
+        expect_envelope(c2, 2, "u2");
+        /* dynamic-security refuses the subscription; Mosquitto 2.0's
+         * acl_file grants every subscription and refuses each delivery. */
+        code = harness_client_try_subscribe(c3, "chat/room1", 1);
+        harness_log("u3's subscription to chat/room1: SUBACK 0x%02x", (unsigned)code);
+        if (setup == DYNSEC)
+            ASSERTF(code == 0x80, "u3's subscription to chat/room1: SUBACK 0x%02x, expected 0x80",
+                    (unsigned)code);
+        harness_client_publish(c3, "chat/room1", "u3 sneaks in", 1);
+        harness_client_expect_none(c1, QUIET_MS, "nothing from u3, whom the broker refused");
+        /* Had the refused subscription joined u3, this message would be
+         * unread for u3, and u3's next subscription would replay it. */
+        harness_client_publish(c2, "chat/room1", "not for u3", 1);
+        expect_envelope(c1, 3, "u2");
+        expect_envelope(c2, 3, "u2");
+        /* Another device of u3 (Mosquitto 2.0.11 leaks a subscription
+         * made twice by one client, which would trip LeakSanitizer). */
+        c3b = login(b, "chat-u3-laptop", "u3", 4);
+        code = harness_client_try_subscribe(c3b, "chat/room1", 1);
+        if (setup == DYNSEC)
+            ASSERTF(code == 0x80, "u3's second device: SUBACK 0x%02x, expected 0x80",
+                    (unsigned)code);
+        harness_client_expect_none(c3b, QUIET_MS,
+                                   "no replay page, no message for a user the broker keeps off "
+                                   "chat/room1");
+        harness_client_disconnect(c3b);
+        resp = harness_request(
+            c3, "{\"commands\":[{\"command\":\"fetch\",\"group\":\"room1\",\"after\":0}]}",
+            WAIT_MS);
+        harness_expect_error(harness_response_only(resp), "fetch", "room1", NULL,
+                             "not a member of the group");
+        cJSON_Delete(resp);
+        resp = harness_request(c3, "{\"commands\":[{\"command\":\"sync\",\"replay\":false}]}",
+                               WAIT_MS);
+        ASSERTF(!harness_sync_find(harness_response_only(resp), "room1", NULL, NULL, NULL),
+                "u3 became a member of room1 by a subscription the broker refused");
+        cJSON_Delete(resp);
+        harness_expect_store(c1, "room1", 3);
+        harness_client_disconnect(c3);
+    }
+    harness_client_disconnect(c2);
+    harness_client_disconnect(c1);
+    harness_broker_destroy(b);
+}
+
+int main(int argc, char **argv)
+{
+    static const char *const names[] = {"anonymous", "passwd", "dynsec"};
+    transcript with = {.n = 0}, without = {.n = 0};
+    enum setup setup = ANONYMOUS;
+    char name[64];
+    size_t differ;
+
+    for (int i = 0; i < 3; i++)
+        if (argc > 1 && strcmp(argv[1], names[i]) == 0)
+            setup = (enum setup)i;
+    if (argc < 2 || strcmp(argv[1], names[setup]) != 0) {
+        fprintf(stderr, "usage: %s anonymous|passwd|dynsec\n", argv[0]);
+        return 2;
+    }
+    snprintf(name, sizeof name, "integ_dropin_%s", names[setup]);
+    harness_init(name);
+
+    run_scenario(setup, false, &without);
+    run_scenario(setup, true, &with);
+    printf("transcript with the plugin:\n");
+    for (size_t i = 0; i < with.n; i++)
+        printf("  %s\n", with.lines[i]);
+    differ = print_diff(&without, &with);
+    if (differ == 0)
+        harness_log("%zu transcript lines identical with and without the plugin", with.n);
+    transcript_free(&with);
+    transcript_free(&without);
+
+    chat_works(setup);
+    if (differ != 0)
+        FAILF("loading mosquitto-chat changed %zu line(s) of what happens outside the chat topics "
+              "(%s); see the differences above",
+              differ, names[setup]);
+    return harness_pass();
+}

@@ -1,0 +1,208 @@
+/* integ_idempotent: a publish whose (group, from, cid) is already stored is
+ * not stored again; the broker delivers the stored envelope, original id.
+ * The same cid is published three times: once, again after the sender
+ * reconnects (at QoS 2, from the member's other device, over MQTT 5), and
+ * again after a broker restart (with another body, which must not replace
+ * the stored one). The store ends up with one id for it; each receiver, which
+ * drops ids it holds as a client must, shows it once, and every duplicate it
+ * got carried the original id and the original envelope. The cid is scoped
+ * by sender and by group: another member's same cid, or the same cid in
+ * another group, is a new message. */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GROUP "room1"
+#define TOPIC "chat/" GROUP
+#define WAIT_MS 5000
+#define MAX_IDS 16
+#define ORIGINAL "{\"cid\":\"sam-1\",\"body\":\"hello once\"}"
+
+/* A receiver that shows each id once. */
+typedef struct receiver {
+    const char *id;
+    const char *user;
+    int qos;
+    harness_client *c;
+    char *shown[MAX_IDS + 1]; /* envelope text per id, as first shown */
+    int shown_count;          /* distinct ids shown */
+    int duplicates;           /* envelopes of ids already shown */
+} receiver;
+
+static harness_client *connect_as(harness_broker *b, const char *id, const char *user, int version)
+{
+    harness_client_opts o = {.client_id = id, .username = user, .mqtt_version = version};
+
+    return harness_client_connect_opts(b, &o);
+}
+
+/* Takes every envelope that arrives within ms, until expect more came. */
+static void receive(receiver *r, int expect, int ms)
+{
+    int64_t deadline = harness_now_ms() + ms;
+
+    for (int got = 0, i = 0; got < expect && i < 1000; i++) {
+        int64_t left = deadline - harness_now_ms();
+        harness_msg *m = harness_client_receive(r->c, left > 0 ? (int)left : 0);
+        cJSON *env;
+        int64_t id;
+        if (m == NULL)
+            FAILF("%s received %d of %d envelopes within %d ms", r->id, got, expect, ms);
+        ASSERTF(strcmp(m->topic, TOPIC) == 0, "%s: message on %s: %.300s", r->id, m->topic,
+                m->payload);
+        env = harness_json_object(m);
+        id = harness_json_int(env, "id");
+        ASSERTF(id >= 1 && id <= MAX_IDS, "%s: id %lld", r->id, (long long)id);
+        if (r->shown[id] != NULL) {
+            ASSERTF(strcmp(r->shown[id], m->payload) == 0,
+                    "%s: a duplicate of id %lld differs from the original:\n  %s\n  %s", r->id,
+                    (long long)id, r->shown[id], m->payload);
+            r->duplicates++;
+        } else {
+            r->shown[id] = strdup(m->payload);
+            ASSERT(r->shown[id] != NULL);
+            r->shown_count++;
+        }
+        cJSON_Delete(env);
+        harness_msg_free(m);
+        got++;
+    }
+}
+
+static void connect_receivers(harness_broker *b, receiver *rs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        rs[i].c = connect_as(b, rs[i].id, rs[i].user, 4);
+        harness_client_subscribe(rs[i].c, TOPIC, rs[i].qos);
+    }
+}
+
+/* The envelope r shows for id, parsed; the caller frees it. */
+static cJSON *shown(receiver *r, int64_t id)
+{
+    cJSON *env;
+
+    ASSERTF(r->shown[id] != NULL, "%s never showed id %lld", r->id, (long long)id);
+    env = cJSON_Parse(r->shown[id]);
+    ASSERT(env != NULL);
+    return env;
+}
+
+int main(void)
+{
+    static receiver rs[2] = {{.id = "rita-phone", .user = "rita", .qos = 1},
+                             {.id = "rob-phone", .user = "rob", .qos = 2}};
+    harness_broker *b;
+    harness_client *sam, *sam5, *sue;
+    int rc;
+
+    harness_init("integ_idempotent");
+    b = harness_broker_start(NULL);
+    connect_receivers(b, rs, 2);
+
+    /* 1. The original, then two other messages. */
+    sam = connect_as(b, "sam-phone", "sam", 4);
+    harness_client_publish(sam, TOPIC, ORIGINAL, 1);
+    harness_client_publish(sam, TOPIC, "{\"cid\":\"sam-2\",\"body\":\"second\"}", 1);
+    harness_client_publish(sam, TOPIC, "no cid", 1);
+    for (int i = 0; i < 2; i++)
+        receive(&rs[i], 3, WAIT_MS);
+
+    /* 2. Again after a reconnect, from sam's other device, MQTT 5, QoS 2:
+     * the same member, so the same (group, from, cid). */
+    harness_client_disconnect(sam);
+    sam5 = connect_as(b, "sam-laptop", "sam", 5);
+    rc = harness_client_publish_bytes(sam5, TOPIC, ORIGINAL, strlen(ORIGINAL), 2, NULL);
+    ASSERTF(rc == 0, "the retry got reason 0x%02x: a duplicate is accepted, not refused",
+            (unsigned)rc);
+    for (int i = 0; i < 2; i++)
+        receive(&rs[i], 1, WAIT_MS);
+    harness_client_disconnect(sam5);
+    harness_log("retry after a reconnect delivered as a duplicate");
+
+    /* Receivers ack what they hold, then the broker restarts. */
+    for (int i = 0; i < 2; i++) {
+        harness_ack(rs[i].c, GROUP, 3, 1);
+        harness_client_disconnect(rs[i].c);
+    }
+    harness_broker_stop(b);
+    harness_broker_restart(b);
+    connect_receivers(b, rs, 2);
+    for (int i = 0; i < 2; i++)
+        harness_client_expect_none(rs[i].c, i == 0 ? 500 : 0, "no page: everything was acked");
+
+    /* 3. Third time, after the restart, with another body: the stored
+     * envelope is delivered, original id and body. */
+    sam = connect_as(b, "sam-phone", "sam", 4);
+    harness_client_publish(sam, TOPIC, "{\"cid\":\"sam-1\",\"body\":\"hello again?\"}", 1);
+    for (int i = 0; i < 2; i++)
+        receive(&rs[i], 1, WAIT_MS);
+    harness_log("retry after a restart delivered as a duplicate");
+
+    /* The cid belongs to its sender and its group. */
+    sue = connect_as(b, "sue-phone", "sue", 4);
+    harness_client_publish(sue, TOPIC, "{\"cid\":\"sam-1\",\"body\":\"sue's own\"}", 1);
+    harness_client_publish(sam, "chat/room2", ORIGINAL, 1);
+    for (int i = 0; i < 2; i++) {
+        receive(&rs[i], 1, WAIT_MS);
+        harness_client_expect_none(rs[i].c, i == 0 ? 500 : 0, "nothing more");
+    }
+
+    for (int i = 0; i < 2; i++) {
+        cJSON *env = shown(&rs[i], 1);
+        ASSERTF(rs[i].shown_count == 4 && rs[i].duplicates == 2,
+                "%s shows %d messages with %d duplicates, expected 4 and 2", rs[i].id,
+                rs[i].shown_count, rs[i].duplicates);
+        ASSERT(strcmp(harness_json_str(env, "cid"), "sam-1") == 0);
+        ASSERT(strcmp(harness_json_str(env, "from"), "sam") == 0);
+        ASSERT(strcmp(harness_json_str(env, "body"), "hello once") == 0);
+        cJSON_Delete(env);
+        env = shown(&rs[i], 4);
+        ASSERT(strcmp(harness_json_str(env, "from"), "sue") == 0);
+        ASSERT(strcmp(harness_json_str(env, "cid"), "sam-1") == 0);
+        cJSON_Delete(env);
+    }
+
+    /* One id in the store for sam's cid. */
+    harness_expect_store(rs[0].c, GROUP, 4);
+    {
+        cJSON *resp = harness_request(
+            rs[0].c, "{\"commands\":[{\"command\":\"fetch\",\"group\":\"" GROUP "\",\"after\":0}]}",
+            WAIT_MS);
+        const cJSON *env;
+        int sams = 0;
+        cJSON_ArrayForEach(
+            env, cJSON_GetObjectItemCaseSensitive(harness_response_only(resp), "messages"))
+        {
+            const cJSON *cid = cJSON_GetObjectItemCaseSensitive(env, "cid");
+            if (cJSON_IsString(cid) && strcmp(cid->valuestring, "sam-1") == 0 &&
+                strcmp(harness_json_str(env, "from"), "sam") == 0)
+                sams++;
+        }
+        ASSERTF(sams == 1, "the store holds %d messages of sam with cid sam-1", sams);
+        cJSON_Delete(resp);
+    }
+    {
+        cJSON *resp = harness_request(
+            sam, "{\"commands\":[{\"command\":\"fetch\",\"group\":\"room2\",\"after\":0}]}",
+            WAIT_MS);
+        const cJSON *msgs =
+            cJSON_GetObjectItemCaseSensitive(harness_response_only(resp), "messages");
+        ASSERTF(cJSON_GetArraySize(msgs) == 1 &&
+                    harness_json_int(cJSON_GetArrayItem(msgs, 0), "id") == 1,
+                "the same cid in room2 is not message 1 of room2");
+        cJSON_Delete(resp);
+    }
+
+    for (int i = 0; i < 2; i++) {
+        harness_client_disconnect(rs[i].c);
+        for (int k = 0; k <= MAX_IDS; k++)
+            free(rs[i].shown[k]);
+    }
+    harness_client_disconnect(sue);
+    harness_client_disconnect(sam);
+    harness_broker_destroy(b);
+    return harness_pass();
+}
