@@ -3,6 +3,7 @@
 #include "plugin.h"
 
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +58,135 @@ static char *restore_nuls(char *env)
     }
     free(env);
     return out;
+}
+
+/* Writes into a buffer sized in advance by the caller. */
+struct out {
+    char *p;
+};
+
+static void put(struct out *o, const char *s, size_t n)
+{
+    memcpy(o->p, s, n);
+    o->p += n;
+}
+
+static void put_str(struct out *o, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    *o->p++ = '"';
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\') {
+            *o->p++ = '\\';
+            *o->p++ = (char)*c;
+        } else if (*c < 0x20) {
+            put(o, "\\u00", 4);
+            *o->p++ = hex[*c >> 4];
+            *o->p++ = hex[*c & 0xf];
+        } else {
+            *o->p++ = (char)*c;
+        }
+    }
+    *o->p++ = '"';
+}
+
+static const char *skip_ws(const char *p)
+{
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') {
+        p++;
+    }
+    return p;
+}
+
+/* p is at a '"' of valid JSON: returns the byte after the closing quote. */
+static const char *skip_string(const char *p, bool *escaped)
+{
+    for (p++; *p != '"'; p++) {
+        if (*p == '\\') {
+            *escaped = true;
+            p++;
+        }
+    }
+    return p + 1;
+}
+
+/* p starts a value of valid JSON: returns the byte after it. */
+static const char *skip_value(const char *p)
+{
+    bool escaped = false;
+    if (*p == '"') {
+        return skip_string(p, &escaped);
+    }
+    if (*p == '{' || *p == '[') {
+        int depth = 0;
+        do {
+            if (*p == '"') {
+                p = skip_string(p, &escaped);
+                continue;
+            }
+            depth += (*p == '{' || *p == '[') - (*p == '}' || *p == ']');
+            p++;
+        } while (depth > 0);
+        return p;
+    }
+    while (*p && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\t' && *p != '\r' &&
+           *p != '\n') {
+        p++;
+    }
+    return p;
+}
+
+/* The envelope of the JSON object text (valid, validated by cJSON first):
+ * the plugin's fields, then the object's members as they were, less the
+ * reserved ones. NULL when a key holds an escape (it might spell a reserved
+ * name) or out of memory: the caller then goes through the tree. */
+static char *splice(const char *text, size_t len, uint64_t id, const char *group, const char *from,
+                    int64_t ts_ms)
+{
+    size_t cap = 96 + 6 * (strlen(group) + strlen(from)) + len;
+    char *buf = malloc(cap);
+    if (!buf) {
+        return NULL;
+    }
+    struct out o = {buf};
+    char num[32];
+    put(&o, "{\"id\":", 6);
+    put(&o, num, (size_t)snprintf(num, sizeof(num), "%llu", (unsigned long long)id));
+    put(&o, ",\"group\":", 9);
+    put_str(&o, group);
+    put(&o, ",\"from\":", 8);
+    put_str(&o, from);
+    put(&o, ",\"ts\":", 6);
+    put(&o, num, (size_t)snprintf(num, sizeof(num), "%lld", (long long)ts_ms));
+    const char *p = skip_ws(skip_ws(text) + 1); /* past '{' */
+    while (*p == '"') {
+        bool escaped = false;
+        const char *member = p;
+        const char *key_end = skip_string(p, &escaped);
+        if (escaped) {
+            free(buf);
+            return NULL;
+        }
+        size_t key_len = (size_t)(key_end - member) - 2;
+        p = skip_value(skip_ws(skip_ws(key_end) + 1)); /* past ':' */
+        char key[8];
+        bool drop = false;
+        if (key_len < sizeof(key)) {
+            memcpy(key, member + 1, key_len);
+            key[key_len] = '\0';
+            drop = reserved(key);
+        }
+        if (!drop) {
+            *o.p++ = ',';
+            put(&o, member, (size_t)(p - member));
+        }
+        p = skip_ws(p);
+        if (*p == ',') {
+            p = skip_ws(p + 1);
+        }
+    }
+    put(&o, "}", 2); /* with the NUL */
+    return buf;
 }
 
 void chat_envelope_build(const void *payload, size_t len, uint64_t id, const char *group,
@@ -121,6 +251,13 @@ void chat_envelope_build(const void *payload, size_t len, uint64_t id, const cha
                 *why = "out of memory";
                 goto done;
             }
+        }
+        /* The common case: copy the payload's members byte for byte after
+         * the plugin's fields, which is a third of the cost of printing the
+         * tree again. */
+        *env = splice(text, len, id, group, from, ts_ms);
+        if (*env) {
+            goto done;
         }
         cJSON *it = in->child;
         while (it) {
