@@ -1,0 +1,1005 @@
+/* chat_bench: the load generator behind bench/run. Each subcommand does one
+ * measurement against a broker already running on 127.0.0.1 and prints one
+ * line of key=value pairs on stdout; bench/run starts the brokers, alternates
+ * them and turns the lines into docs/benchmarks.md.
+ *
+ *   chat_bench port                          a free 127.0.0.1 port
+ *   chat_bench wait    --port P              until the broker answers
+ *   chat_bench ingest  --port P --pid PID --members M [--rate R] ...
+ *   chat_bench join    --port P --devices K --mode chat|session
+ *   chat_bench fill    --port P --count N
+ *   chat_bench catchup --port P --count N --mode chat|session [--pid PID]
+ *   chat_bench idle    --pid PID             until the broker's CPU is quiet
+ *   chat_bench quiet   [--max-busy CORES]    until the whole machine is quiet
+ *
+ * The same commands drive plain Mosquitto and Mosquitto with the plugin:
+ * both see the same topic (chat/<group>) and the same JSON payloads of about
+ * 200 bytes; with the plugin, subscribers receive the stored envelope, which
+ * keeps the payload's fields. Every publisher stays within a bounded window
+ * ahead of its acknowledgements and of the slowest subscriber, far below
+ * Mosquitto's per-client in-flight and queue limits, so that neither broker
+ * drops a message while measured; every run checks that none was lost.
+ *
+ * Every loop is bounded in count or time; only 127.0.0.1 is ever contacted.
+ */
+#include "bench_client.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#define RESPONSE_TOPIC "$CONTROL/chat/v1/response"
+#define PAYLOAD_BYTES 200u     /* target size of a published JSON payload */
+#define PUBLISH_BURST 64u      /* publishes per poll pass at most */
+#define LATENCY_MAX 20000000u  /* latency samples kept at most */
+#define DRAIN_TIMEOUT_MS 20000 /* after the measurement: wait for stragglers */
+
+/* ---------------------------------------------------------------------------
+ * Options
+ * ------------------------------------------------------------------------- */
+
+struct opts {
+    int port;
+    long pid;            /* broker process, for CPU time; 0: none */
+    const char *group;   /* chat/<group> */
+    const char *mode;    /* chat | session */
+    const char *client;  /* client id: fill's publisher (pub0), catchup's device (dev0) */
+    const char *prefix;  /* client ids of join's devices: <prefix><i> */
+    unsigned members;    /* ingest: online subscribers */
+    unsigned devices;    /* join: devices */
+    unsigned window;     /* messages ahead of the slowest subscriber / of acks */
+    double rate;         /* ingest: messages per second; 0: as fast as possible */
+    double max_busy;     /* quiet: cores the machine may keep busy */
+    unsigned warm_ms;    /* ingest: load before the measurement */
+    unsigned dur_ms;     /* ingest: measurement */
+    unsigned timeout_ms; /* overall bound */
+    unsigned idle_ms;    /* catchup: stop after this long without a message */
+    uint64_t count;      /* fill: messages; catchup: messages expected */
+    uint64_t first;      /* catchup: first id (chat) or n (session) expected */
+    uint64_t seq;        /* fill: n of the first message is seq + 1 */
+};
+
+static void usage(void)
+{
+    fprintf(
+        stderr,
+        "usage: chat_bench port | wait | idle | ingest | join | fill | catchup [--name value]...\n"
+        "  --port P --pid PID --group G --mode chat|session --client ID --prefix P\n"
+        "  --members M --devices K --window W --rate R --warm-ms T --dur-ms T\n"
+        "  --timeout-ms T --idle-ms T --count N --first N --seq N --max-busy CORES\n");
+}
+
+static bool parse_u64(const char *s, uint64_t *v)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 10);
+    if (errno || !end || *end || s[0] == '-' || s[0] == '\0') {
+        return false;
+    }
+    *v = x;
+    return true;
+}
+
+static bool parse_opts(int argc, char **argv, struct opts *o)
+{
+    *o = (struct opts){.group = "bench",
+                       .mode = "chat",
+                       .client = NULL,
+                       .prefix = "dev",
+                       .members = 1,
+                       .devices = 1,
+                       .window = 100,
+                       .warm_ms = 300,
+                       .dur_ms = 1000,
+                       .timeout_ms = 60000,
+                       .idle_ms = 2000,
+                       .count = 1000,
+                       .first = 1,
+                       .max_busy = 0.2};
+    for (int i = 2; i < argc; i += 2) {
+        const char *name = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        uint64_t u = 0;
+        if (!val) {
+            fprintf(stderr, "chat_bench: %s needs a value\n", name);
+            return false;
+        }
+        bool num = parse_u64(val, &u);
+        if (!strcmp(name, "--group")) {
+            o->group = val;
+        } else if (!strcmp(name, "--mode")) {
+            o->mode = val;
+        } else if (!strcmp(name, "--client")) {
+            o->client = val;
+        } else if (!strcmp(name, "--prefix")) {
+            o->prefix = val;
+        } else if (!strcmp(name, "--rate") || !strcmp(name, "--max-busy")) {
+            char *end = NULL;
+            double d = strtod(val, &end);
+            if (!end || *end || d < 0) {
+                fprintf(stderr, "chat_bench: bad %s %s\n", name, val);
+                return false;
+            }
+            *(!strcmp(name, "--rate") ? &o->rate : &o->max_busy) = d;
+        } else if (!num) {
+            fprintf(stderr, "chat_bench: %s wants a number, not %s\n", name, val);
+            return false;
+        } else if (!strcmp(name, "--port") && u > 0 && u < 65536) {
+            o->port = (int)u;
+        } else if (!strcmp(name, "--pid")) {
+            o->pid = (long)u;
+        } else if (!strcmp(name, "--members") && u <= BENCH_SET_MAX - 1) {
+            o->members = (unsigned)u;
+        } else if (!strcmp(name, "--devices") && u >= 1 && u <= BENCH_SET_MAX) {
+            o->devices = (unsigned)u;
+        } else if (!strcmp(name, "--window") && u >= 1 && u <= 900) {
+            o->window = (unsigned)u;
+        } else if (!strcmp(name, "--warm-ms") && u <= 600000) {
+            o->warm_ms = (unsigned)u;
+        } else if (!strcmp(name, "--dur-ms") && u >= 1 && u <= 600000) {
+            o->dur_ms = (unsigned)u;
+        } else if (!strcmp(name, "--timeout-ms") && u >= 1 && u <= 3600000) {
+            o->timeout_ms = (unsigned)u;
+        } else if (!strcmp(name, "--idle-ms") && u >= 1 && u <= 600000) {
+            o->idle_ms = (unsigned)u;
+        } else if (!strcmp(name, "--count") && u <= 100000000) {
+            o->count = u;
+        } else if (!strcmp(name, "--first") && u >= 1) {
+            o->first = u;
+        } else if (!strcmp(name, "--seq")) {
+            o->seq = u;
+        } else {
+            fprintf(stderr, "chat_bench: unknown option or value out of range: %s %s\n", name, val);
+            return false;
+        }
+    }
+    if (strcmp(o->mode, "chat") != 0 && strcmp(o->mode, "session") != 0) {
+        fprintf(stderr, "chat_bench: --mode is chat or session\n");
+        return false;
+    }
+    return true;
+}
+
+/* ---------------------------------------------------------------------------
+ * Helpers
+ * ------------------------------------------------------------------------- */
+
+static double ms_since(uint64_t t0)
+{
+    return (double)(bench_now_ns() - t0) / 1e6;
+}
+
+/* CPU time (user + system, all threads) of process pid in microseconds. */
+static bool proc_cpu_us(long pid, uint64_t *us)
+{
+    char path[64], buf[1024];
+    unsigned long ut = 0, st = 0;
+
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        return false;
+    }
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* The command name may hold spaces and parentheses: fields start after
+     * the last ')'. utime and stime are fields 14 and 15. */
+    const char *p = strrchr(buf, ')');
+    if (!p ||
+        sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2) {
+        return false;
+    }
+    long tck = sysconf(_SC_CLK_TCK);
+    *us = (uint64_t)(ut + st) * 1000000ull / (uint64_t)(tck > 0 ? tck : 100);
+    return true;
+}
+
+/* CPU time all processes of the machine spent busy (user, nice, system,
+ * irq, softirq, steal), in microseconds, from /proc/stat. */
+static bool machine_busy_us(uint64_t *us)
+{
+    unsigned long long v[8] = {0};
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) {
+        return false;
+    }
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                   &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (n != 8) {
+        return false;
+    }
+    long tck = sysconf(_SC_CLK_TCK);
+    /* idle (3) and iowait (4) are not busy */
+    *us = (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) * 1000000ull / (uint64_t)(tck > 0 ? tck : 100);
+    return true;
+}
+
+/* Our own CPU time in microseconds. */
+static uint64_t self_cpu_us(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (uint64_t)ru.ru_utime.tv_sec * 1000000ull + (uint64_t)ru.ru_utime.tv_usec +
+           (uint64_t)ru.ru_stime.tv_sec * 1000000ull + (uint64_t)ru.ru_stime.tv_usec;
+}
+
+/* Makes the client message ids of this process unlike those of any other
+ * run against the same store: the plugin drops a (group, from, cid) it has
+ * already stored, by design. */
+static uint64_t g_run_token;
+
+/* Builds a JSON payload of PAYLOAD_BYTES bytes carrying a client message id,
+ * the sequence number n, the send time t (ns, monotonic) and a body of
+ * pseudo-random lowercase words, which snappy cannot shrink much: stored
+ * sizes are not flattered by a body of repeated bytes. Returns its length.
+ * buf holds at least PAYLOAD_BYTES + 1 bytes. */
+static size_t make_payload(char *buf, const char *client, uint64_t n, uint64_t t)
+{
+    int h = snprintf(buf, PAYLOAD_BYTES + 1,
+                     "{\"cid\":\"%s-%" PRIx64 "-%" PRIu64 "\",\"n\":%" PRIu64 ",\"t\":%" PRIu64
+                     ",\"body\":\"",
+                     client, g_run_token, n, n, t);
+    size_t len = h > 0 ? (size_t)h : 0;
+    uint64_t x = n * 0x9e3779b97f4a7c15ull + 1; /* xorshift64, seeded by n */
+    while (len < PAYLOAD_BYTES - 2) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        unsigned r = (unsigned)(x % 32);
+        buf[len++] = r < 26 ? (char)('a' + r) : ' ';
+    }
+    buf[len++] = '"';
+    buf[len++] = '}';
+    buf[len] = '\0';
+    return len;
+}
+
+/* Finds key (quoted, with its colon: "\"n\":") in a JSON text of len bytes
+ * and reads the unsigned number after it. A bounded scan, cheap enough for a subscriber that must
+ * keep up with the broker; the payloads are ours, so keys do not occur in values. */
+static bool scan_u64(const char *s, size_t len, const char *key, uint64_t *v)
+{
+    size_t klen = strlen(key);
+    for (size_t i = 0; i + klen < len; i++) {
+        if (s[i] == key[0] && !memcmp(s + i, key, klen)) {
+            const char *p = s + i + klen;
+            uint64_t x = 0;
+            size_t k = 0;
+            while (i + klen + k < len && p[k] >= '0' && p[k] <= '9' && k < 20) {
+                x = x * 10 + (uint64_t)(p[k] - '0');
+                k++;
+            }
+            if (k == 0) {
+                return false;
+            }
+            *v = x;
+            return true;
+        }
+    }
+    return false;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The q-quantile (0..1) of n sorted values. */
+static uint64_t quantile(const uint64_t *v, size_t n, double q)
+{
+    if (n == 0) {
+        return 0;
+    }
+    size_t i = (size_t)(q * (double)(n - 1) + 0.5);
+    return v[i < n ? i : n - 1];
+}
+
+/* ---------------------------------------------------------------------------
+ * port, wait
+ * ------------------------------------------------------------------------- */
+
+static int cmd_port(void)
+{
+    struct sockaddr_in a = {0};
+    socklen_t alen = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) {
+        perror("chat_bench: socket");
+        return 1;
+    }
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &alen) != 0) {
+        perror("chat_bench: bind 127.0.0.1:0");
+        close(fd);
+        return 1;
+    }
+    printf("%d\n", ntohs(a.sin_port));
+    close(fd);
+    return 0;
+}
+
+/* True if something accepts TCP connections on 127.0.0.1:port. */
+static bool tcp_probe(int port)
+{
+    struct sockaddr_in a = {0};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) {
+        return false;
+    }
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    bool ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    close(fd);
+    return ok;
+}
+
+static int cmd_wait(const struct opts *o)
+{
+    uint64_t end = bench_now_ns() + (uint64_t)o->timeout_ms * 1000000ull;
+    for (unsigned attempt = 0; attempt < 100000 && bench_now_ns() < end; attempt++) {
+        /* Poll the port quietly; once it accepts, the broker must answer MQTT. */
+        if (tcp_probe(o->port)) {
+            bench_set *s = bench_set_create();
+            char id[32];
+            snprintf(id, sizeof(id), "bench-wait-%u", attempt);
+            bool ok =
+                s && bench_set_add(s, id, true, o->port, NULL) && bench_set_wait_connected(s, 2000);
+            if (ok) {
+                bench_set_disconnect_all(s, 1000);
+            }
+            bench_set_destroy(s);
+            if (ok) {
+                printf("ready=1\n");
+                return 0;
+            }
+        }
+        struct timespec ts = {0, 20000000L};
+        nanosleep(&ts, NULL);
+    }
+    fprintf(stderr, "chat_bench: no broker answered on 127.0.0.1:%d\n", o->port);
+    return 1;
+}
+
+/* Waits until process pid has used at most one clock tick of CPU in each of
+ * three consecutive 200 ms windows (LevelDB finishing a compaction after the
+ * store was opened, say), or timeout_ms passed. */
+static int cmd_idle(const struct opts *o)
+{
+    uint64_t begin = bench_now_ns(), prev = 0, now = 0;
+    uint64_t tick_us =
+        1000000ull / (uint64_t)(sysconf(_SC_CLK_TCK) > 0 ? sysconf(_SC_CLK_TCK) : 100);
+    unsigned quiet = 0;
+
+    if (!proc_cpu_us(o->pid, &prev)) {
+        fprintf(stderr, "chat_bench: no process %ld\n", o->pid);
+        return 1;
+    }
+    while (quiet < 3 && ms_since(begin) < o->timeout_ms) {
+        struct timespec ts = {0, 200000000L};
+        nanosleep(&ts, NULL);
+        if (!proc_cpu_us(o->pid, &now)) {
+            return 1;
+        }
+        quiet = now - prev <= tick_us ? quiet + 1 : 0;
+        prev = now;
+    }
+    printf("idle=%d waited_ms=%.0f\n", quiet >= 3, ms_since(begin));
+    return 0;
+}
+
+/* Waits until the machine as a whole kept at most max_busy cores busy in
+ * each of two consecutive 250 ms windows, or timeout_ms passed: other work
+ * on a shared machine would otherwise land inside a measurement. */
+static int cmd_quiet(const struct opts *o)
+{
+    uint64_t begin = bench_now_ns(), prev = 0, now = 0;
+    unsigned quiet = 0;
+    double busy = 0;
+
+    if (!machine_busy_us(&prev)) {
+        return 1;
+    }
+    while (quiet < 2 && ms_since(begin) < o->timeout_ms) {
+        struct timespec ts = {0, 250000000L};
+        nanosleep(&ts, NULL);
+        if (!machine_busy_us(&now)) {
+            return 1;
+        }
+        busy = (double)(now - prev) / 250000.0;
+        quiet = busy <= o->max_busy ? quiet + 1 : 0;
+        prev = now;
+    }
+    printf("quiet=%d waited_ms=%.0f busy=%.2f\n", quiet >= 2, ms_since(begin), busy);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * ingest: one publisher, M online subscribers, QoS 1
+ * ------------------------------------------------------------------------- */
+
+struct sub_state {
+    uint64_t next;     /* n expected next */
+    uint64_t got;      /* messages received */
+    uint64_t disorder; /* messages that were not the next expected */
+};
+
+struct ingest {
+    const struct opts *o;
+    struct sub_state *subs;
+    bool measuring;
+    uint64_t t0, t1;
+    uint64_t *lat; /* latency samples in ns, during the measurement */
+    size_t nlat, caplat;
+    bool lat_overflow;
+};
+
+static struct ingest *g_ingest; /* the one run of this process, for callbacks */
+
+static void ingest_on_msg(bench_client *c, const struct mosquitto_message *m)
+{
+    struct ingest *in = g_ingest;
+    struct sub_state *st = c->ctx;
+    uint64_t n = 0, t = 0, now = bench_now_ns();
+    const char *p = m->payload;
+    size_t len = (size_t)m->payloadlen;
+
+    st->got++;
+    if (!p || !scan_u64(p, len, "\"n\":", &n)) {
+        st->disorder++;
+        return;
+    }
+    if (n == st->next) {
+        st->next++;
+    } else {
+        st->disorder++;
+        if (n > st->next) {
+            st->next = n + 1;
+        }
+    }
+    if (in->measuring && in->o->rate > 0 && scan_u64(p, len, "\"t\":", &t) && now >= t) {
+        if (in->nlat == in->caplat) {
+            size_t ncap = in->caplat ? in->caplat * 2 : 65536;
+            uint64_t *nl = ncap <= LATENCY_MAX ? realloc(in->lat, ncap * sizeof(*nl)) : NULL;
+            if (!nl) {
+                in->lat_overflow = true;
+                return;
+            }
+            in->lat = nl;
+            in->caplat = ncap;
+        }
+        in->lat[in->nlat++] = now - t;
+    }
+}
+
+static uint64_t sum_got(const struct ingest *in, unsigned m)
+{
+    uint64_t s = 0;
+    for (unsigned i = 0; i < m; i++) {
+        s += in->subs[i].got;
+    }
+    return s;
+}
+
+static uint64_t min_got(const struct ingest *in, unsigned m, uint64_t dflt)
+{
+    uint64_t v = dflt;
+    for (unsigned i = 0; i < m; i++) {
+        if (in->subs[i].got < v) {
+            v = in->subs[i].got;
+        }
+    }
+    return v;
+}
+
+static int cmd_ingest(const struct opts *o)
+{
+    struct ingest in = {.o = o};
+    bench_set *s = NULL;
+    bench_client *pub = NULL;
+    char topic[256], payload[PAYLOAD_BYTES + 1];
+    unsigned m = o->members;
+    uint64_t published = 0, acked0 = 0, acked1 = 0, got0 = 0, got1 = 0;
+    uint64_t cpu0 = 0, cpu1 = 0, self0 = 0, self1 = 0, busy0 = 0, busy1 = 0;
+    bool cpu_ok = o->pid > 0, busy_ok = true;
+    int rc = 1;
+
+    g_ingest = &in;
+    snprintf(topic, sizeof(topic), "chat/%s", o->group);
+    in.subs = calloc(m ? m : 1, sizeof(*in.subs));
+    s = bench_set_create();
+    if (!in.subs || !s) {
+        fprintf(stderr, "chat_bench: out of memory\n");
+        goto done;
+    }
+    for (unsigned i = 0; i < m; i++) {
+        char id[64];
+        snprintf(id, sizeof(id), "sub%u", i);
+        in.subs[i].next = 1;
+        bench_client *c = bench_set_add(s, id, true, o->port, &in.subs[i]);
+        if (!c) {
+            goto done;
+        }
+        c->on_msg = ingest_on_msg;
+    }
+    if (!bench_set_wait_connected(s, 5000)) {
+        goto done;
+    }
+    for (unsigned i = 0; i < m; i++) {
+        if (!bench_client_subscribe(bench_set_get(s, i), topic, 1)) {
+            goto done;
+        }
+    }
+    if (m && !bench_set_wait_subacked(s, 5000)) {
+        goto done;
+    }
+    pub = bench_set_add(s, "pub0", true, o->port, NULL);
+    if (!pub || !bench_set_wait_connected(s, 5000)) {
+        goto done;
+    }
+
+    uint64_t begin = bench_now_ns();
+    uint64_t t0 = begin + (uint64_t)o->warm_ms * 1000000ull;
+    uint64_t t1 = t0 + (uint64_t)o->dur_ms * 1000000ull;
+    double gap_ns = o->rate > 0 ? 1e9 / o->rate : 0;
+    bool started = false;
+    for (uint64_t pass = 0; pass < 100000000ull; pass++) {
+        uint64_t now = bench_now_ns();
+        if (!started && now >= t0) {
+            started = true;
+            in.measuring = true;
+            acked0 = pub->pubacks;
+            got0 = sum_got(&in, m);
+            self0 = self_cpu_us();
+            cpu_ok = cpu_ok && proc_cpu_us(o->pid, &cpu0);
+            busy_ok = machine_busy_us(&busy0);
+        }
+        if (now >= t1) {
+            in.measuring = false;
+            acked1 = pub->pubacks;
+            got1 = sum_got(&in, m);
+            self1 = self_cpu_us();
+            cpu_ok = cpu_ok && proc_cpu_us(o->pid, &cpu1);
+            busy_ok = busy_ok && machine_busy_us(&busy1);
+            break;
+        }
+        /* Publish while both windows allow and, at a fixed rate, while the
+         * schedule says so. The payload carries the scheduled send time, so
+         * that a broker falling behind shows in the latency. */
+        uint64_t floor = min_got(&in, m, pub->pubacks);
+        unsigned sent = 0;
+        uint64_t wait_ns = 1000000;
+        for (; sent < PUBLISH_BURST; sent++) {
+            if (published - pub->pubacks >= o->window || published - floor >= o->window) {
+                break;
+            }
+            uint64_t t = now;
+            if (gap_ns > 0) {
+                uint64_t due = begin + (uint64_t)((double)published * gap_ns);
+                if (due > now) {
+                    wait_ns = due - now;
+                    break;
+                }
+                t = due;
+            }
+            size_t len = make_payload(payload, "pub0", published + 1, t);
+            if (!bench_client_publish(pub, topic, payload, len, 1)) {
+                goto done;
+            }
+            published++;
+        }
+        int r = bench_set_poll(s, 0);
+        if (r < 0) {
+            goto done;
+        }
+        if (r == 0 && sent < PUBLISH_BURST) {
+            /* Nothing to read and nothing we may send: wait a little, less
+             * than the gap to the next scheduled message. */
+            if (gap_ns > 0 && wait_ns < 1000000) {
+                struct timespec ts = {0, (long)(wait_ns > 20000 ? wait_ns - 10000 : 0)};
+                if (ts.tv_nsec > 0) {
+                    nanosleep(&ts, NULL);
+                }
+            } else if (bench_set_poll(s, 1) < 0) {
+                goto done;
+            }
+        }
+    }
+
+    /* Let every subscriber receive what was published, then check it all came. */
+    uint64_t drain_end = bench_now_ns() + (uint64_t)DRAIN_TIMEOUT_MS * 1000000ull;
+    while (bench_now_ns() < drain_end &&
+           (pub->pubacks < published || min_got(&in, m, published) < published)) {
+        if (bench_set_poll(s, 5) < 0) {
+            goto done;
+        }
+    }
+    uint64_t lost = 0, disorder = 0;
+    for (unsigned i = 0; i < m; i++) {
+        lost += published > in.subs[i].got ? published - in.subs[i].got : 0;
+        disorder += in.subs[i].disorder;
+    }
+
+    double dt = (double)o->dur_ms / 1e3;
+    double in_rate = (double)(acked1 - acked0) / dt;
+    double deliv_rate = (double)(got1 - got0) / dt;
+    uint64_t msgs = acked1 - acked0;
+    printf("members=%u published=%" PRIu64 " in_rate=%.0f deliv_rate=%.0f lost=%" PRIu64
+           " disorder=%" PRIu64 " bench_util=%.2f",
+           m, published, in_rate, deliv_rate, lost + (pub->pubacks < published), disorder,
+           (double)(self1 - self0) / 1e6 / dt);
+    if (cpu_ok && msgs) {
+        printf(" cpu_us_per_msg=%.2f broker_util=%.2f", (double)(cpu1 - cpu0) / (double)msgs,
+               (double)(cpu1 - cpu0) / 1e6 / dt);
+        if (busy_ok) {
+            /* What the rest of the machine kept busy meanwhile, in cores. */
+            double other =
+                ((double)(busy1 - busy0) - (double)(cpu1 - cpu0) - (double)(self1 - self0)) / 1e6 /
+                dt;
+            printf(" other_util=%.2f", other > 0 ? other : 0.0);
+        }
+    }
+    if (o->rate > 0) {
+        qsort(in.lat, in.nlat, sizeof(*in.lat), cmp_u64);
+        printf(" target_rate=%.0f p50_us=%.0f p99_us=%.0f samples=%zu%s", o->rate,
+               (double)quantile(in.lat, in.nlat, 0.50) / 1e3,
+               (double)quantile(in.lat, in.nlat, 0.99) / 1e3, in.nlat,
+               in.lat_overflow ? " samples_capped=1" : "");
+    }
+    printf("\n");
+    rc = 0;
+
+done:
+    if (s) {
+        bench_set_disconnect_all(s, 2000);
+    }
+    bench_set_destroy(s);
+    free(in.subs);
+    free(in.lat);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * join: devices that subscribe once and go offline
+ * ------------------------------------------------------------------------- */
+
+static int cmd_join(const struct opts *o)
+{
+    bench_set *s = bench_set_create();
+    char topic[256];
+    bool clean = !strcmp(o->mode, "chat");
+    int rc = 1;
+
+    snprintf(topic, sizeof(topic), "chat/%s", o->group);
+    if (!s) {
+        return 1;
+    }
+    for (unsigned i = 0; i < o->devices; i++) {
+        char id[64];
+        snprintf(id, sizeof(id), "%s%u", o->prefix, i);
+        if (!bench_set_add(s, id, clean, o->port, NULL)) {
+            goto done;
+        }
+    }
+    if (!bench_set_wait_connected(s, 10000)) {
+        goto done;
+    }
+    for (unsigned i = 0; i < o->devices; i++) {
+        if (!bench_client_subscribe(bench_set_get(s, i), topic, 1)) {
+            goto done;
+        }
+    }
+    if (!bench_set_wait_subacked(s, 10000)) {
+        goto done;
+    }
+    if (!bench_set_disconnect_all(s, 10000)) {
+        goto done;
+    }
+    printf("joined=%u\n", o->devices);
+    rc = 0;
+done:
+    bench_set_destroy(s);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * fill: one publisher, nobody online
+ * ------------------------------------------------------------------------- */
+
+static int cmd_fill(const struct opts *o)
+{
+    bench_set *s = bench_set_create();
+    char topic[256], payload[PAYLOAD_BYTES + 1];
+    uint64_t published = 0;
+    int rc = 1;
+
+    snprintf(topic, sizeof(topic), "chat/%s", o->group);
+    if (!s) {
+        return 1;
+    }
+    const char *id = o->client ? o->client : "pub0";
+    bench_client *pub = bench_set_add(s, id, true, o->port, NULL);
+    if (!pub || !bench_set_wait_connected(s, 5000)) {
+        goto done;
+    }
+    uint64_t begin = bench_now_ns();
+    uint64_t end = begin + (uint64_t)o->timeout_ms * 1000000ull;
+    while (pub->pubacks < o->count) {
+        if (bench_now_ns() > end) {
+            fprintf(stderr, "chat_bench: fill: %" PRIu64 " of %" PRIu64 " acknowledged in %u ms\n",
+                    pub->pubacks, o->count, o->timeout_ms);
+            goto done;
+        }
+        for (unsigned k = 0;
+             k < PUBLISH_BURST && published < o->count && published - pub->pubacks < o->window;
+             k++) {
+            size_t len = make_payload(payload, id, o->seq + published + 1, bench_now_ns());
+            if (!bench_client_publish(pub, topic, payload, len, 1)) {
+                goto done;
+            }
+            published++;
+        }
+        if (bench_set_poll(s, 1) < 0) {
+            goto done;
+        }
+    }
+    double ms = ms_since(begin);
+    printf("published=%" PRIu64 " elapsed_ms=%.1f rate=%.0f\n", published, ms,
+           (double)published / (ms / 1e3));
+    rc = 0;
+done:
+    if (s) {
+        bench_set_disconnect_all(s, 2000);
+    }
+    bench_set_destroy(s);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * catchup: one device comes back and takes what it missed
+ * ------------------------------------------------------------------------- */
+
+struct catchup {
+    const struct opts *o;
+    char ack_topic[256];
+    uint64_t next;   /* id (chat) or n (session) expected next */
+    uint64_t unique; /* messages handled, each once */
+    uint64_t dups, gaps, pages, bytes;
+    uint64_t last_msg; /* when the last message arrived */
+    uint64_t t_done;   /* when the expected count was reached */
+    bool bad;          /* an error response or unparsable message */
+};
+
+static void take_id(struct catchup *cu, uint64_t id)
+{
+    if (id < cu->next) {
+        cu->dups++;
+        return;
+    }
+    if (id > cu->next) {
+        cu->gaps += id - cu->next;
+    }
+    cu->next = id + 1;
+    cu->unique++;
+    if (cu->unique == cu->o->count && !cu->t_done) {
+        cu->t_done = bench_now_ns();
+    }
+}
+
+/* A replay page (or an error) on the response topic: parse it as a client
+ * would, take every message, ack the page's last id. */
+static void catchup_page(bench_client *c, struct catchup *cu, const struct mosquitto_message *m)
+{
+    cJSON *root = cJSON_ParseWithLength(m->payload, (size_t)m->payloadlen);
+    cJSON *entry = NULL;
+    cJSON *responses = root ? cJSON_GetObjectItemCaseSensitive(root, "responses") : NULL;
+    if (!cJSON_IsArray(responses)) {
+        fprintf(stderr, "chat_bench: unparsable response: %.200s\n", (const char *)m->payload);
+        cu->bad = true;
+        goto done;
+    }
+    cJSON_ArrayForEach(entry, responses)
+    {
+        const cJSON *err = cJSON_GetObjectItemCaseSensitive(entry, "error");
+        const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(entry, "messages");
+        const cJSON *last = cJSON_GetObjectItemCaseSensitive(entry, "last");
+        const cJSON *msg = NULL;
+        if (err) {
+            fprintf(stderr, "chat_bench: error response: %.300s\n", (const char *)m->payload);
+            cu->bad = true;
+            continue;
+        }
+        if (!cJSON_IsArray(msgs)) {
+            continue;
+        }
+        cu->pages++;
+        cJSON_ArrayForEach(msg, msgs)
+        {
+            const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
+            if (!cJSON_IsNumber(id) || id->valuedouble < 1) {
+                cu->bad = true;
+                continue;
+            }
+            take_id(cu, (uint64_t)id->valuedouble);
+        }
+        if (cJSON_IsNumber(last)) {
+            char ack[32];
+            int n = snprintf(ack, sizeof(ack), "%" PRIu64, (uint64_t)last->valuedouble);
+            bench_client_publish(c, cu->ack_topic, ack, (size_t)n, 1);
+        }
+    }
+done:
+    cJSON_Delete(root);
+}
+
+static struct catchup *g_catchup;
+
+static void catchup_on_msg(bench_client *c, const struct mosquitto_message *m)
+{
+    struct catchup *cu = g_catchup;
+    cu->last_msg = bench_now_ns();
+    cu->bytes += (uint64_t)m->payloadlen;
+    if (!strcmp(m->topic, RESPONSE_TOPIC)) {
+        catchup_page(c, cu, m);
+        return;
+    }
+    /* A message on chat/<group>: the envelope (chat) or our payload
+     * (session). Parse it as a client would. */
+    cJSON *root = cJSON_ParseWithLength(m->payload, (size_t)m->payloadlen);
+    const cJSON *id =
+        cJSON_GetObjectItemCaseSensitive(root, strcmp(cu->o->mode, "chat") ? "n" : "id");
+    if (cJSON_IsNumber(id) && id->valuedouble >= 1) {
+        take_id(cu, (uint64_t)id->valuedouble);
+    } else {
+        cu->bad = true;
+    }
+    cJSON_Delete(root);
+}
+
+static int cmd_catchup(const struct opts *o)
+{
+    struct catchup cu = {.o = o, .next = o->first};
+    bench_set *s = bench_set_create();
+    bool chat = !strcmp(o->mode, "chat");
+    char topic[256];
+    uint64_t cpu0 = 0, cpu1 = 0;
+    bool cpu_ok = o->pid > 0;
+    int rc = 1;
+
+    g_catchup = &cu;
+    snprintf(topic, sizeof(topic), "chat/%s", o->group);
+    snprintf(cu.ack_topic, sizeof(cu.ack_topic), "chat/%s/ack", o->group);
+    if (!s) {
+        return 1;
+    }
+    cpu_ok = cpu_ok && proc_cpu_us(o->pid, &cpu0);
+    uint64_t self0 = self_cpu_us(), busy0 = 0, busy1 = 0;
+    bool busy_ok = machine_busy_us(&busy0);
+    /* A persistent session gets its queue as soon as it connects: the clock
+     * starts before the CONNECT. A chat device starts its catch-up with its
+     * subscribe. */
+    uint64_t t_start = bench_now_ns();
+    bench_client *dev = bench_set_add(s, o->client ? o->client : "dev0", chat, o->port, NULL);
+    if (!dev) {
+        goto done;
+    }
+    dev->on_msg = catchup_on_msg;
+    if (!bench_set_wait_connected(s, 5000)) {
+        goto done;
+    }
+    if (chat) {
+        t_start = bench_now_ns();
+        if (!bench_client_subscribe(dev, topic, 1)) {
+            goto done;
+        }
+    }
+    cu.last_msg = bench_now_ns();
+    uint64_t end = t_start + (uint64_t)o->timeout_ms * 1000000ull;
+    for (uint64_t pass = 0; pass < 1000000000ull && !cu.t_done; pass++) {
+        uint64_t now = bench_now_ns();
+        if (now > end || now - cu.last_msg > (uint64_t)o->idle_ms * 1000000ull) {
+            break;
+        }
+        if (bench_set_poll(s, 5) < 0) {
+            goto done;
+        }
+    }
+    cpu_ok = cpu_ok && proc_cpu_us(o->pid, &cpu1);
+    uint64_t self1 = self_cpu_us();
+    busy_ok = busy_ok && machine_busy_us(&busy1);
+    double run_ms = ms_since(t_start);
+    /* Without the whole count, the run ended on the idle or overall bound:
+     * its time is that of the last message handled. */
+    uint64_t t_end = cu.t_done ? cu.t_done : cu.last_msg;
+    double ms = (double)(t_end - t_start) / 1e6;
+    printf("received=%" PRIu64 " complete=%d dups=%" PRIu64 " gaps=%" PRIu64 " pages=%" PRIu64
+           " bytes=%" PRIu64 " elapsed_ms=%.1f rate=%.0f bad=%d",
+           cu.unique, cu.unique >= o->count, cu.dups, cu.gaps, cu.pages, cu.bytes, ms,
+           ms > 0 ? (double)cu.unique / (ms / 1e3) : 0.0, cu.bad);
+    if (ms > 0) {
+        printf(" bench_util=%.2f", (double)(self1 - self0) / 1e3 / ms);
+    }
+    if (cpu_ok && cu.unique) {
+        printf(" cpu_us_per_msg=%.2f", (double)(cpu1 - cpu0) / (double)cu.unique);
+        if (ms > 0) {
+            printf(" broker_util=%.2f", (double)(cpu1 - cpu0) / 1e3 / ms);
+        }
+        if (busy_ok && run_ms > 0) {
+            double other =
+                ((double)(busy1 - busy0) - (double)(cpu1 - cpu0) - (double)(self1 - self0)) / 1e3 /
+                run_ms;
+            printf(" other_util=%.2f", other > 0 ? other : 0.0);
+        }
+    }
+    printf("\n");
+    rc = 0;
+done:
+    if (s) {
+        bench_set_disconnect_all(s, 2000);
+    }
+    bench_set_destroy(s);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o;
+    int rc = 2;
+
+    if (argc < 2) {
+        usage();
+        return 2;
+    }
+    if (!parse_opts(argc, argv, &o)) {
+        usage();
+        return 2;
+    }
+    if (!strcmp(argv[1], "port")) {
+        return cmd_port();
+    }
+    if (!strcmp(argv[1], "idle")) {
+        return o.pid > 0 ? cmd_idle(&o) : 2;
+    }
+    if (!strcmp(argv[1], "quiet")) {
+        return cmd_quiet(&o);
+    }
+    if (!o.port) {
+        fprintf(stderr, "chat_bench: --port is required\n");
+        return 2;
+    }
+    g_run_token = (bench_now_ns() ^ ((uint64_t)getpid() << 40)) & 0xffffffffffffull;
+    bench_lib_init();
+    if (!strcmp(argv[1], "wait")) {
+        rc = cmd_wait(&o);
+    } else if (!strcmp(argv[1], "ingest")) {
+        rc = cmd_ingest(&o);
+    } else if (!strcmp(argv[1], "join")) {
+        rc = cmd_join(&o);
+    } else if (!strcmp(argv[1], "fill")) {
+        rc = cmd_fill(&o);
+    } else if (!strcmp(argv[1], "catchup")) {
+        rc = cmd_catchup(&o);
+    } else {
+        usage();
+    }
+    bench_lib_cleanup();
+    fflush(stdout);
+    return rc;
+}
