@@ -71,9 +71,15 @@ static int64_t g_t0;
 static bool g_failing;
 static harness_broker *g_brokers[MAX_BROKERS];
 
-/* Clients destroyed while another client lives: Paho's thread may still be
- * inside one of their callbacks, so their memory is freed only once no
- * client is left (Paho then has stopped its thread). */
+/* Clients destroyed while another client lives. Paho's MQTTClient runs one
+ * thread for all clients. It calls messageArrived without its lock, and after
+ * the callback returns it locks again and unlinks the message from the
+ * client's Paho queue (MQTTClient_run, in 1.3.12 as upstream). So while that
+ * thread runs, neither the harness_client (the callbacks' context) nor its
+ * Paho handle may be freed: MQTTClient_destroy would free the handle that
+ * thread is about to use (a segfault in ListRemove from MQTTClient_run).
+ * Both are kept here, disconnected, until no client is left; then Paho's
+ * thread is stopped and they are destroyed and freed (flush_graveyard). */
 static struct harness_client *g_graveyard;
 static int g_live_clients;
 
@@ -879,6 +885,10 @@ struct harness_client {
     int window;                    /* most inflight allowed */
     int version;                   /* 4: MQTT 3.1.1, 5: MQTT 5 */
     uint8_t *reason;               /* [TOKENS] MQTT 5: reason code of the last ack per token */
+    bool dropping;                 /* destroyed or being disconnected: on_message frees and
+                                      drops what still arrives */
+    bool hands_off;                /* MQTT 3.1.1 being disconnected: on_message must not even
+                                      read a message (see settle_deliveries) */
     struct harness_client *buried; /* graveyard link */
 };
 
@@ -913,14 +923,32 @@ static struct timespec deadline_ts(int64_t deadline_ms)
     return ts;
 }
 
-/* Paho's thread: copies the message into the queue and returns at once. */
+/* Paho's thread: copies the message into the queue and returns at once.
+ * Once the test is done with the client (dropping) the message is freed
+ * unread; while an MQTT 3.1.1 client is being disconnected (hands_off) it is
+ * not touched at all: MQTTClient_disconnect may be freeing it right now
+ * (see settle_deliveries), or Paho's thread unlinks it and it leaks. */
 static int on_message(void *context, char *topic, int topic_len, MQTTClient_message *msg)
 {
     harness_client *c = context;
-    size_t tlen = topic_len > 0 ? (size_t)topic_len : strlen(topic);
-    size_t plen = msg->payloadlen > 0 ? (size_t)msg->payloadlen : 0;
-    harness_msg *m = calloc(1, sizeof *m);
+    size_t tlen, plen;
+    harness_msg *m;
+    bool dropping, hands_off;
 
+    pthread_mutex_lock(&c->mu);
+    dropping = c->dropping;
+    hands_off = c->hands_off;
+    pthread_mutex_unlock(&c->mu);
+    if (hands_off)
+        return 1;
+    if (dropping) {
+        MQTTClient_freeMessage(&msg);
+        MQTTClient_free(topic);
+        return 1;
+    }
+    tlen = topic_len > 0 ? (size_t)topic_len : strlen(topic);
+    plen = msg->payloadlen > 0 ? (size_t)msg->payloadlen : 0;
+    m = calloc(1, sizeof *m);
     if (m != NULL) {
         m->topic = malloc(tlen + 1);
         m->payload = malloc(plen + 1);
@@ -1450,12 +1478,51 @@ bool harness_client_is_lost(harness_client *c)
     return lost;
 }
 
+/* The filter of the UNSUBSCRIBE with which settle_deliveries waits for Paho's
+ * thread: no test subscribes to it, so unsubscribing changes nothing. */
+#define SETTLE_TOPIC "harness/settle"
+
+/* Readies c for MQTTClient_disconnect, from the test's thread.
+ *
+ * MQTTClient_disconnect of a clean MQTT 3.1.1 session frees every message
+ * still on the client's Paho queue. Paho's thread unlinks a message from that
+ * queue only after on_message has returned (and freed it), under its own lock
+ * and without telling anyone. A test that disconnects right after receiving a
+ * message (harness_client_receive wakes up inside on_message) would free that
+ * message a second time: a double free or heap-use-after-free between
+ * MQTTClient_emptyMessageQueue and MQTTClient_freeMessage.
+ *
+ * So: first mark c (on_message leaves every later message alone), then make
+ * one round trip that Paho's thread completes only after every delivery
+ * begun before the mark: the UNSUBACK of an UNSUBSCRIBE of SETTLE_TOPIC.
+ * Paho's thread reads one packet per turn and posts the UNSUBACK at the end
+ * of that turn, after the turn's delivery and its unlinking. An MQTT 5
+ * client needs no round trip (Paho keeps its queue on disconnect, and its
+ * handle lives until the thread stops: see g_graveyard), nor does a lost or
+ * closed connection (Paho's thread emptied the queue itself, in turn). */
+static void settle_deliveries(harness_client *c)
+{
+    int rc;
+
+    pthread_mutex_lock(&c->mu);
+    c->dropping = true;
+    c->hands_off = c->version != 5;
+    pthread_mutex_unlock(&c->mu);
+    if (c->version == 5 || harness_client_is_lost(c) || !MQTTClient_isConnected(c->mc))
+        return;
+    rc = MQTTClient_unsubscribe(c->mc, SETTLE_TOPIC);
+    if (rc != MQTTCLIENT_SUCCESS && !harness_client_is_lost(c))
+        fprintf(stderr, "client %s: warning: no UNSUBACK before the disconnect: %s (%d)\n", c->id,
+                paho_err(rc), rc);
+}
+
 void harness_client_disconnect_with_will(harness_client *c)
 {
     int rc;
 
     if (c->version != 5)
         FAILF("client %s: only an MQTT 5 client can ask for its Will on disconnect", c->id);
+    settle_deliveries(c);
     rc = MQTTClient_disconnect5(c->mc, 1000, MQTTREASONCODE_DISCONNECT_WITH_WILL_MESSAGE, NULL);
     if (rc != MQTTCLIENT_SUCCESS)
         FAILF("client %s: disconnect with Will: %s (%d)", c->id, paho_err(rc), rc);
@@ -1469,9 +1536,11 @@ const char *harness_client_id(const harness_client *c)
 
 void harness_client_disconnect(harness_client *c)
 {
-    int rc = MQTTClient_disconnect(c->mc, 1000);
+    int rc;
     bool lost;
 
+    settle_deliveries(c);
+    rc = MQTTClient_disconnect(c->mc, 1000);
     pthread_mutex_lock(&c->mu);
     lost = c->lost;
     pthread_mutex_unlock(&c->mu);
@@ -1480,21 +1549,77 @@ void harness_client_disconnect(harness_client *c)
     harness_client_destroy(c);
 }
 
+#define STOP_WAIT_MS 10000 /* Paho's thread must have stopped within this */
+
+/* Once no client lives: stops Paho's thread, then destroys the Paho handles
+ * of the buried clients and frees them (see g_graveyard). */
+static void flush_graveyard(void)
+{
+    harness_client *c;
+    int rc = MQTTCLIENT_FAILURE, n = 0;
+
+    /* A client destroyed without a DISCONNECT may still be connected as far
+     * as Paho knows (its broker died unnoticed): disconnect it, so that
+     * Paho's thread has no connection left. */
+    c = g_graveyard;
+    for (int i = 0; c != NULL && i < INT_MAX; i++, c = c->buried) {
+        n++;
+        if (MQTTClient_isConnected(c->mc)) {
+            settle_deliveries(c);
+            MQTTClient_disconnect(c->mc, 0);
+        }
+    }
+    /* MQTTClient_disconnect stops Paho's thread, and waits for it, when no
+     * handle is connected any more. The last connection may have ended
+     * without one (lost, or refused): this call makes sure. */
+    MQTTClient_disconnect(g_graveyard->mc, 0);
+    /* MQTTClient_receive refuses (MQTTCLIENT_FAILURE) while Paho's thread
+     * runs; on a disconnected handle it then says MQTTCLIENT_DISCONNECTED. */
+    for (int i = 0; i < STOP_WAIT_MS / 10; i++) {
+        char *topic = NULL;
+        int topic_len = 0;
+        MQTTClient_message *msg = NULL;
+
+        rc = MQTTClient_receive(g_graveyard->mc, &topic, &topic_len, &msg, 0);
+        if (msg != NULL)
+            MQTTClient_freeMessage(&msg);
+        if (topic != NULL)
+            MQTTClient_free(topic);
+        if (rc != MQTTCLIENT_FAILURE)
+            break;
+        harness_sleep_ms(10);
+    }
+    if (rc == MQTTCLIENT_FAILURE) {
+        /* Freeing now could crash that thread: leak them instead. */
+        fprintf(stderr,
+                "warning: Paho's thread still runs %d ms after the last disconnect; "
+                "%d client(s) left unfreed\n",
+                STOP_WAIT_MS, n);
+        g_graveyard = NULL;
+        return;
+    }
+    for (int i = 0; g_graveyard != NULL && i < INT_MAX; i++) {
+        harness_client *next = g_graveyard->buried;
+        MQTTClient_destroy(&g_graveyard->mc);
+        free_client(g_graveyard);
+        g_graveyard = next;
+    }
+}
+
 void harness_client_destroy(harness_client *c)
 {
     if (c == NULL)
         return;
-    MQTTClient_destroy(&c->mc);
+    /* No MQTTClient_destroy yet: Paho's thread may be about to use the handle
+     * (see g_graveyard). What still arrives is dropped. */
+    pthread_mutex_lock(&c->mu);
+    c->dropping = true;
+    pthread_mutex_unlock(&c->mu);
     g_live_clients--;
     c->buried = g_graveyard;
     g_graveyard = c;
-    if (g_live_clients == 0) {
-        for (int i = 0; g_graveyard != NULL && i < INT_MAX; i++) {
-            harness_client *next = g_graveyard->buried;
-            free_client(g_graveyard);
-            g_graveyard = next;
-        }
-    }
+    if (g_live_clients == 0)
+        flush_graveyard();
 }
 
 void harness_msg_free(harness_msg *m)

@@ -24,7 +24,11 @@
  * Threading: Paho calls back on its own thread; those callbacks only queue
  * under a mutex and signal a condition variable. Every harness function must
  * be called from the test's main thread. Every wait is bounded in time and
- * every loop in count.
+ * every loop in count. Paho's thread unlinks a delivered message from its own
+ * queue only after the callback has returned, so a disconnected client's
+ * memory and Paho handle are freed only once no client is left (Paho's thread
+ * has then stopped), and an MQTT 3.1.1 client first waits for that thread to
+ * finish its deliveries (see harness_client_disconnect).
  */
 #ifndef CHAT_HARNESS_H
 #define CHAT_HARNESS_H
@@ -334,11 +338,19 @@ void harness_client_disconnect_with_will(harness_client *c);
 /* The client id c connected with, owned by c. */
 const char *harness_client_id(const harness_client *c);
 
-/* Sends DISCONNECT, then destroys c as harness_client_destroy does. */
+/* Sends DISCONNECT, then destroys c as harness_client_destroy does. An MQTT
+ * 3.1.1 client first unsubscribes from "harness/settle" (a filter no test
+ * uses) and waits for the UNSUBACK: Paho's MQTTClient_disconnect frees the
+ * messages of a clean 3.1.1 session, and it must not do so while Paho's
+ * thread is still finishing the delivery of one (which it would free twice).
+ * Messages that arrive from then on are dropped. */
 void harness_client_disconnect(harness_client *c);
 
 /* Destroys c without a DISCONNECT (use after the broker died), dropping its
- * queued messages. Accepts NULL. */
+ * queued messages and whatever still arrives. Accepts NULL. Its memory and
+ * its Paho handle are freed once no client is left: then Paho's thread is
+ * stopped (a client Paho still counts as connected is disconnected first)
+ * and cannot be inside a callback for it, nor about to touch the handle. */
 void harness_client_destroy(harness_client *c);
 
 /* Frees a received message. Accepts NULL. */
