@@ -84,17 +84,12 @@ static int set_payload(struct mosquitto_evt_message *ev, const char *data, size_
     return MOSQ_ERR_SUCCESS;
 }
 
-/* Keeps a copy of the envelope just stored for the deliveries' read checks. */
-static void remember(struct chat_plugin *pl, const char *group, uint64_t id, const void *env,
-                     size_t len)
+/* Keeps the envelope just stored (taking ownership of env, malloc'd) for the
+ * deliveries' read checks. */
+static void remember(struct chat_plugin *pl, const char *group, uint64_t id, char *env, size_t len)
 {
-    char *copy = malloc(len ? len : 1);
     free(pl->last_env);
-    pl->last_env = copy;
-    if (!copy) {
-        return; /* the read checks fall back to the store */
-    }
-    memcpy(copy, env, len);
+    pl->last_env = env;
     pl->last_len = len;
     pl->last_id = id;
     snprintf(pl->last_group, sizeof(pl->last_group), "%s", group);
@@ -163,7 +158,13 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         rc = MOSQ_ERR_ACL_DENIED;
         goto fail;
     }
-    remember(pl, group, dup ? id : head + 1, ev->payload, ev->payloadlen);
+    if (dup) {
+        remember(pl, group, id, stored.data, stored.len);
+        stored.data = NULL;
+    } else {
+        remember(pl, group, head + 1, env, strlen(env));
+        env = NULL;
+    }
     /* The log is the history; a retained envelope would be a second one. */
     ev->retain = false;
     free(stored.data);
