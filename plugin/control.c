@@ -373,10 +373,10 @@ static void cmd_page(struct req *r, const cJSON *c, bool forward)
     }
     if (forward) {
         bool truncated = from + 1 < first;
-        chat_page_entry(r->out, "fetch", group, page, head, page->more, truncated);
+        chat_page_entry(r->out, "fetch", group, page, head, page->more, truncated, true);
     } else {
         bool truncated = !page->more && first > 1;
-        chat_page_entry(r->out, "history", group, page, head, page->more, truncated);
+        chat_page_entry(r->out, "history", group, page, head, page->more, truncated, false);
     }
     chat_page_destroy(page);
 }

@@ -164,14 +164,14 @@ static void page_end(struct page_writer *w, uint64_t head, bool more, bool trunc
 }
 
 void chat_page_entry(sbuf *b, const char *command, const char *group, const chat_page *page,
-                     uint64_t head, bool more, bool truncated)
+                     uint64_t head, bool more, bool truncated, bool bounds)
 {
     struct page_writer w;
     page_begin(&w, b, command, group);
     for (size_t i = 0; i < page->count; i++) {
         page_add(&w, page->msgs[i].id, page->msgs[i].data, page->msgs[i].len);
     }
-    page_end(&w, head, more, truncated, strcmp(command, "history") != 0);
+    page_end(&w, head, more, truncated, bounds);
 }
 
 /* Sends the next page of g. Returns false when there is nothing left to

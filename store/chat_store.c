@@ -499,30 +499,28 @@ chat_err chat_store_sync(chat_store *st)
     return rc;
 }
 
-chat_err chat_store_head(chat_store *st, const char *group, uint64_t *head)
+/* Reads a per-group counter ('H' or 'F'), dflt when the group has none. */
+static chat_err group_u64(chat_store *st, char tag, const char *group, uint64_t dflt, uint64_t *v)
 {
     key k;
     bool found = false;
-    key_init(&k, TAG_HEAD);
+    key_init(&k, tag);
     key_str(&k, group);
     if (k.overflow) {
         return CHAT_EINVAL;
     }
-    *head = 0;
-    return get_u64_key(st, &k, head, &found);
+    *v = dflt;
+    return get_u64_key(st, &k, v, &found);
+}
+
+chat_err chat_store_head(chat_store *st, const char *group, uint64_t *head)
+{
+    return group_u64(st, TAG_HEAD, group, 0, head);
 }
 
 chat_err chat_store_first(chat_store *st, const char *group, uint64_t *first)
 {
-    key k;
-    bool found = false;
-    key_init(&k, TAG_FIRST);
-    key_str(&k, group);
-    if (k.overflow) {
-        return CHAT_EINVAL;
-    }
-    *first = 1;
-    return get_u64_key(st, &k, first, &found);
+    return group_u64(st, TAG_FIRST, group, 1, first);
 }
 
 chat_err chat_store_append(chat_store *st, const char *group, uint64_t id, const char *from,
