@@ -16,13 +16,13 @@ int64_t chat_now_ms(void)
 bool chat_admit(struct chat_plugin *pl, const struct mosquitto *client, const char *group,
                 bool join, const char **why)
 {
-    const char *member = chat_member_of(client);
+    char buf[CHAT_MEMBER_BUF];
+    const char *member = chat_member(pl, client, buf, why);
     const char *user = mosquitto_client_username(client);
     uint64_t joined = 0;
     bool found = false;
 
-    if (!member || strlen(member) > CHAT_STORE_MAX_NAME) {
-        *why = "client id or username is longer than 1024 bytes";
+    if (!member) {
         return false;
     }
     if (!pl->cfg.open_groups && !(user && user[0])) {
@@ -50,13 +50,14 @@ int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char 
                    bool join, uint64_t *now, const char **why)
 {
     const char *device = mosquitto_client_id(client);
+    char buf[CHAT_MEMBER_BUF];
     uint64_t cursor = 0;
 
     if (!chat_admit(pl, client, group, join, why)) {
         return MOSQ_ERR_ACL_DENIED;
     }
-    chat_err rc =
-        chat_store_cursor_advance(pl->store, group, chat_member_of(client), device, id, &cursor);
+    const char *member = chat_member(pl, client, buf, why);
+    chat_err rc = chat_store_cursor_advance(pl->store, group, member, device, id, &cursor);
     if (rc != CHAT_OK) {
         mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: ack of %s in %s: %s", device, group,
                              chat_strerror(rc));
@@ -101,7 +102,8 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
                             const char *group)
 {
     const char *why = NULL;
-    const char *from = chat_member_of(ev->client);
+    char from_buf[CHAT_MEMBER_BUF];
+    const char *from = NULL;
     char *env = NULL, *cid = NULL;
     uint64_t head = 0, id = 0;
     bool dup = false;
@@ -115,6 +117,7 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
     if (!chat_admit(pl, ev->client, group, true, &why)) {
         goto fail;
     }
+    from = chat_member(pl, ev->client, from_buf, &why);
     if (chat_store_head(pl->store, group, &head) != CHAT_OK) {
         why = "storage error";
         goto fail;
@@ -145,6 +148,14 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         chat_err err = chat_store_append(pl->store, group, head + 1, from, cid, env, strlen(env));
         if (err != CHAT_OK) {
             mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: append to %s failed: %s", group,
+                                 chat_strerror(err));
+            why = "storage error";
+            goto fail;
+        }
+        if (pl->cfg.fsync == CHAT_SYNC_BATCH && !pl->ticks_seen &&
+            (err = chat_store_sync(pl->store)) != CHAT_OK) {
+            /* No tick syncs for us (see chat_chores_without_ticks). */
+            mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: sync of %s failed: %s", group,
                                  chat_strerror(err));
             why = "storage error";
             goto fail;
@@ -213,6 +224,7 @@ int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev)
     size_t glen = 0;
     char group[CHAT_GROUP_MAX + 1];
 
+    chat_chores_without_ticks(pl);
     enum chat_topic_kind kind = chat_topic_parse(&pl->cfg, ev->topic, &g, &glen);
     if (kind == CHAT_TOPIC_NONE) {
         return MOSQ_ERR_SUCCESS;
@@ -237,54 +249,43 @@ int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev)
 
 static bool is_member(struct chat_plugin *pl, const struct mosquitto *client, const char *group)
 {
-    const char *member = chat_member_of(client);
+    char buf[CHAT_MEMBER_BUF];
+    const char *why = NULL;
+    const char *member = chat_member(pl, client, buf, &why);
     uint64_t joined = 0;
     bool found = false;
-    return member && strlen(member) <= CHAT_STORE_MAX_NAME &&
-           chat_store_member_get(pl->store, group, member, &joined, &found) == CHAT_OK && found;
+    return member && chat_store_member_get(pl->store, group, member, &joined, &found) == CHAT_OK &&
+           found;
 }
 
-static struct chat_pending *pending_find(struct chat_plugin *pl, const char *client_id,
-                                         const char *group)
+bool chat_may_read(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                   const char **why)
 {
-    for (struct chat_pending *p = pl->pending; p; p = p->next) {
-        if (!strcmp(p->client_id, client_id) && !strcmp(p->group, group)) {
-            return p;
-        }
+    char topic[CHAT_GROUP_MAX + 256];
+    if (pl->cfg.acl_mode == CHAT_ACL_ALLOW || pl->cfg.read_check == CHAT_READ_MEMBERS) {
+        return true;
     }
-    return NULL;
-}
-
-static void pending_add(struct chat_plugin *pl, const struct mosquitto *client, const char *group)
-{
-    const char *id = mosquitto_client_id(client);
-    if (!id || pending_find(pl, id, group)) {
-        return;
+    if (!pl->broker_acl_check) {
+        *why = "history is unavailable: this broker cannot tell mosquitto-chat whether you may "
+               "read the group (see plugin_opt_read_check)";
+        return false;
     }
-    struct chat_pending *p = calloc(1, sizeof(*p));
-    if (!p || !(p->client_id = strdup(id))) {
-        free(p);
-        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: out of memory");
-        return;
+    snprintf(topic, sizeof(topic), "%s/%s", pl->cfg.topic_prefix, group);
+    /* The questions a subscription to the group and each live delivery on
+     * it would put to the broker's access checks (dynamic-security answers
+     * them apart; acl_file in 2.0 allows every subscription and checks
+     * reads); on_acl stands aside while we ask. */
+    pl->probing = true;
+    int rc = pl->broker_acl_check(client, topic, 0, NULL, 0, false, MOSQ_ACL_SUBSCRIBE);
+    if (rc == MOSQ_ERR_SUCCESS) {
+        rc = pl->broker_acl_check(client, topic, 0, NULL, 0, false, MOSQ_ACL_READ);
     }
-    snprintf(p->group, sizeof(p->group), "%s", group);
-    p->next = pl->pending;
-    pl->pending = p;
-}
-
-void chat_pending_drop(struct chat_plugin *pl, const char *client_id)
-{
-    struct chat_pending **pp = &pl->pending;
-    while (*pp) {
-        struct chat_pending *p = *pp;
-        if (!client_id || !strcmp(p->client_id, client_id)) {
-            *pp = p->next;
-            free(p->client_id);
-            free(p);
-        } else {
-            pp = &p->next;
-        }
+    pl->probing = false;
+    if (rc != MOSQ_ERR_SUCCESS) {
+        *why = "the broker does not let you read this group";
+        return false;
     }
+    return true;
 }
 
 /* Strips "$share/<name>/" from a subscription filter. */
@@ -336,13 +337,24 @@ static int on_subscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check *
     group[glen] = '\0';
     /* Mosquitto asks the access checkers after us only once we have
      * answered, and never tells us theirs. Alone, our answer is final and a
-     * subscribe may join. Otherwise the subscribe may still be refused, so a
-     * non-member is only let through to the broker's read check; it joins
-     * when the broker accepts its first publish or ack to the group. */
+     * subscribe may join. Otherwise the subscribe may still be refused: a
+     * non-member joins (and catches up) here only when the broker's own
+     * checks would let it read the group live; else it is only let through
+     * to the broker's read check of each live message, and joins when the
+     * broker accepts its first publish or ack to the group. */
     bool final = pl->cfg.acl_mode == CHAT_ACL_ALLOW;
     if (!final && pl->cfg.open_groups && !is_member(pl, ev->client, group)) {
-        pending_add(pl, ev->client, group);
-        return pass;
+        const char *unused = NULL;
+        bool readable = pl->broker_acl_check && pl->cfg.read_check == CHAT_READ_BROKER &&
+                        chat_may_read(pl, ev->client, group, &unused);
+        if (!readable) {
+            const char *id = mosquitto_client_id(ev->client);
+            if (id) {
+                chat_pending_add(pl, id, group);
+            }
+            return pass;
+        }
+        final = true;
     }
     if (!chat_admit(pl, ev->client, group, final, &why)) {
         chat_respond_error(pl, ev->client, "subscribe", group, NULL, why);
@@ -352,6 +364,24 @@ static int on_subscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check *
      * one of them up on the group's history would be nobody's catch-up. */
     if (pl->cfg.replay && !shared) {
         chat_replay_start(pl, ev->client, group);
+    }
+    return pass;
+}
+
+static int on_unsubscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev, int pass)
+{
+    bool shared = false;
+    const char *filter = unshare(ev->topic, &shared);
+    const char *g = NULL;
+    const char *id = mosquitto_client_id(ev->client);
+    size_t glen = 0;
+    char group[CHAT_GROUP_MAX + 1];
+
+    if (!shared && id && chat_topic_parse(&pl->cfg, filter, &g, &glen) == CHAT_TOPIC_GROUP &&
+        glen <= CHAT_GROUP_MAX) {
+        memcpy(group, g, glen);
+        group[glen] = '\0';
+        chat_pending_remove(pl, id, group);
     }
     return pass;
 }
@@ -414,24 +444,51 @@ static int on_read(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev, i
         return pass;
     }
     const char *id = mosquitto_client_id(ev->client);
-    return (id && pending_find(pl, id, group)) ? pass : MOSQ_ERR_ACL_DENIED;
+    return (id && chat_pending_has(pl, id, group)) ? pass : MOSQ_ERR_ACL_DENIED;
+}
+
+/* $CONTROL/chat/...: requests go to $CONTROL/chat/v1 and are handed to the
+ * plugin, never delivered; answers reach their client straight from the
+ * plugin, never through a subscription. So nothing under $CONTROL/chat/ is
+ * ever delivered by the broker (a Will or a retained message there could
+ * only be a forgery), and only the request topic may be published to. */
+static int on_control_topic(struct mosquitto_evt_acl_check *ev, int pass)
+{
+    switch (ev->access) {
+    case MOSQ_ACL_READ:
+        return MOSQ_ERR_ACL_DENIED;
+    case MOSQ_ACL_WRITE:
+        return strcmp(ev->topic, CHAT_CONTROL_TOPIC) == 0 ? pass : MOSQ_ERR_ACL_DENIED;
+    default:
+        return pass;
+    }
 }
 
 int chat_on_acl(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev)
 {
     int pass = pl->cfg.acl_mode == CHAT_ACL_ALLOW ? MOSQ_ERR_SUCCESS : MOSQ_ERR_PLUGIN_DEFER;
 
+    if (pl->probing) {
+        /* Our own question (chat_may_read): the other checkers answer it. */
+        return MOSQ_ERR_PLUGIN_DEFER;
+    }
+    chat_chores_without_ticks(pl);
     if (!ev->topic) {
         return pass;
+    }
+    if (!strncmp(ev->topic, CHAT_CONTROL_PREFIX, sizeof(CHAT_CONTROL_PREFIX) - 1)) {
+        return on_control_topic(ev, pass);
     }
     switch (ev->access) {
     case MOSQ_ACL_SUBSCRIBE:
         return on_subscribe(pl, ev, pass);
+    case MOSQ_ACL_UNSUBSCRIBE:
+        return on_unsubscribe(pl, ev, pass);
     case MOSQ_ACL_READ:
         return on_read(pl, ev, pass);
     default:
         /* Publishes are checked in full by the message event, which can
-         * answer the client; unsubscribing is always fine. */
+         * answer the client. */
         return pass;
     }
 }

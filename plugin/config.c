@@ -108,29 +108,47 @@ static int parse_admins(struct chat_config *cfg, const char *value)
     return MOSQ_ERR_SUCCESS;
 }
 
-/* What the broker's configuration says about other access checkers. */
-struct broker_conf {
-    int plugins;         /* plugin and auth_plugin lines, ours included */
-    bool acl;            /* an acl_file */
-    bool first_is_other; /* another plugin is loaded before ours */
-    char self[PATH_MAX]; /* our own shared object, resolved */
-};
-
-static void note_plugin(struct broker_conf *bc, const char *path)
+static void note_plugin(struct chat_broker_conf *bc, const char *path, const char *self)
 {
     char real[PATH_MAX];
-    if (bc->plugins++ == 0 && bc->self[0]) {
-        bc->first_is_other = !realpath(path, real) || strcmp(real, bc->self) != 0;
+    bool ours = self[0] && realpath(path, real) && strcmp(real, self) == 0;
+    if (bc->plugins++ == 0 && self[0]) {
+        bc->first_is_other = !ours;
+    }
+    if (!ours) {
+        /* dynamic-security and every other plugin may check access and
+         * authenticate: assume both. */
+        bc->acl = true;
+        bc->auth = true;
     }
 }
 
+static void unreadable(struct chat_broker_conf *bc, const char *path, int err)
+{
+    if (bc->readable) {
+        bc->readable = false;
+        bc->err = err;
+        snprintf(bc->unreadable, sizeof(bc->unreadable), "%s", path);
+    }
+}
+
+static bool is_true(const char *arg)
+{
+    return !strncmp(arg, "true", 4) && (arg[4] == '\0' || arg[4] == ' ' || arg[4] == '\t');
+}
+
 /* Looks at one broker config file (and those it includes) for another
- * access checker: an acl_file, or a second plugin. */
-static void scan_config(const char *path, int depth, struct broker_conf *bc)
+ * access checker and for authentication. */
+static void scan_config(const char *path, int depth, struct chat_broker_conf *bc, const char *self)
 {
     char line[4096];
-    FILE *f = depth < 4 ? fopen(path, "r") : NULL;
+    FILE *f = NULL;
+    if (depth >= 4) {
+        return;
+    }
+    f = fopen(path, "r");
     if (!f) {
+        unreadable(bc, path, errno);
         return;
     }
     while (fgets(line, sizeof(line), f)) {
@@ -146,17 +164,28 @@ static void scan_config(const char *path, int depth, struct broker_conf *bc)
         }
         if (!strcmp(word, "acl_file")) {
             bc->acl = true;
+        } else if (!strcmp(word, "password_file") || !strcmp(word, "psk_file")) {
+            bc->auth = true;
+        } else if ((!strcmp(word, "use_identity_as_username") ||
+                    !strcmp(word, "use_subject_as_username")) &&
+                   is_true(arg)) {
+            bc->auth = true;
+        } else if (!strcmp(word, "per_listener_settings") && is_true(arg)) {
+            bc->per_listener = true;
         } else if (!strcmp(word, "plugin") || !strcmp(word, "auth_plugin")) {
-            note_plugin(bc, arg);
+            note_plugin(bc, arg, self);
         } else if (!strcmp(word, "include_dir") && arg[0]) {
             DIR *d = opendir(arg);
             struct dirent *e;
+            if (!d) {
+                unreadable(bc, arg, errno);
+            }
             while (d && (e = readdir(d)) != NULL) {
                 size_t n = strlen(e->d_name);
                 if (n > 5 && !strcmp(e->d_name + n - 5, ".conf")) {
                     char sub[4096 + 256];
                     snprintf(sub, sizeof(sub), "%s/%s", arg, e->d_name);
-                    scan_config(sub, depth + 1, bc);
+                    scan_config(sub, depth + 1, bc, self);
                 }
             }
             if (d) {
@@ -164,19 +193,36 @@ static void scan_config(const char *path, int depth, struct broker_conf *bc)
             }
         }
     }
+    if (ferror(f)) {
+        unreadable(bc, path, errno ? errno : EIO);
+    }
     fclose(f);
 }
 
-/* Mosquitto 2.0 gives a plugin no way to ask whether another access checker
- * follows it, yet answering "defer" with none there denies everything, and
- * answering "allow" with one there bypasses it. So read the broker's own
- * configuration, named by -c on its command line, the way the broker does. */
-static enum chat_acl_mode detect_acl_mode(void)
+chat_acl_check_fn chat_broker_acl_check(void)
+{
+    /* Not part of the plugin API: upstream builds export only the symbols
+     * of src/linker.syms, where this is absent; Debian's (and Ubuntu's)
+     * build of 2.0.11 exports every symbol of the broker, this one with the
+     * signature of src/security.c, unchanged through 2.0.20. Without it,
+     * chat_may_read fails closed. */
+    void *sym = dlsym(RTLD_DEFAULT, "mosquitto_acl_check");
+    chat_acl_check_fn fn = NULL;
+    memcpy(&fn, &sym, sizeof(fn));
+    return fn;
+}
+
+bool chat_broker_scan(struct chat_broker_conf *bc)
 {
     char args[8192];
+    char self[PATH_MAX] = "";
+
+    memset(bc, 0, sizeof(*bc));
+    bc->readable = true;
     FILE *f = fopen("/proc/self/cmdline", "r");
     if (!f) {
-        return CHAT_ACL_DEFER;
+        unreadable(bc, "/proc/self/cmdline", errno);
+        return false;
     }
     size_t n = fread(args, 1, sizeof(args) - 1, f);
     fclose(f);
@@ -191,16 +237,40 @@ static enum chat_acl_mode detect_acl_mode(void)
         i += len + 1;
     }
     if (!conf) {
-        return CHAT_ACL_ALLOW;
+        /* No configuration, so no plugin line either: we were loaded some
+         * other way (a test harness), alone. */
+        return true;
     }
-    struct broker_conf bc = {0};
-    Dl_info self;
+    Dl_info info;
     static const char anchor; /* any object of ours tells dladdr who we are */
-    if (dladdr(&anchor, &self) && self.dli_fname && !realpath(self.dli_fname, bc.self)) {
-        bc.self[0] = '\0';
+    if (dladdr(&anchor, &info) && info.dli_fname && !realpath(info.dli_fname, self)) {
+        self[0] = '\0';
     }
-    scan_config(conf, 0, &bc);
-    if (bc.first_is_other) {
+    scan_config(conf, 0, bc, self);
+    return bc->readable;
+}
+
+/* Mosquitto 2.0 gives a plugin no way to ask whether another access checker
+ * follows it, yet answering "defer" with none there denies everything, and
+ * answering "allow" with one there bypasses it. So read the broker's own
+ * configuration, named by -c on its command line, the way the broker does.
+ * The broker reads it before it drops privileges and initialises plugins
+ * after, so a file only root may read is unreadable here: then nothing
+ * proves that no other checker follows, and the plugin defers (fails
+ * closed) and assumes usernames are verified. */
+void chat_config_apply_broker(struct chat_config *cfg, const struct chat_broker_conf *bc, bool log)
+{
+    if (log && !bc->readable) {
+        mosquitto_log_printf(
+            MOSQ_LOG_WARNING,
+            "mosquitto-chat: cannot read the broker's configuration \"%s\" (%s) as the user "
+            "the broker runs as: assuming another access checker and authentication; "
+            "outside the chat topics mosquitto-chat defers every access check, so without "
+            "another checker the broker denies them. Make the file readable by that user, "
+            "or set plugin_opt_acl",
+            bc->unreadable, strerror(bc->err));
+    }
+    if (log && bc->first_is_other) {
         /* Mosquitto asks access checkers in load order and stops at the
          * first answer: behind another checker we would not see the
          * subscribes that start a catch-up, nor keep acks from subscribers. */
@@ -208,7 +278,10 @@ static enum chat_acl_mode detect_acl_mode(void)
                              "mosquitto-chat: another plugin is loaded before mosquitto-chat; "
                              "put mosquitto-chat's plugin line first");
     }
-    return (bc.acl || bc.plugins > 1) ? CHAT_ACL_DEFER : CHAT_ACL_ALLOW;
+    if (cfg->acl_auto) {
+        cfg->acl_mode = (!bc->readable || bc->acl) ? CHAT_ACL_DEFER : CHAT_ACL_ALLOW;
+    }
+    cfg->names_verified = !bc->readable || bc->auth;
 }
 
 int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int count)
@@ -284,6 +357,14 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
             rc = parse_uint(val, 0, 1000000, &cfg->retention_days)
                      ? 0
                      : bad(k, val, "a number of days, 0 for ever");
+        } else if (!strcmp(k, "read_check")) {
+            if (!strcmp(val, "broker")) {
+                cfg->read_check = CHAT_READ_BROKER;
+            } else if (!strcmp(val, "members")) {
+                cfg->read_check = CHAT_READ_MEMBERS;
+            } else {
+                rc = bad(k, val, "broker or members");
+            }
         } else if (!strcmp(k, "acl")) {
             if (!strcmp(val, "auto")) {
                 cfg->acl_mode = CHAT_ACL_AUTO;
@@ -302,9 +383,7 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
     if (rc == MOSQ_ERR_SUCCESS && !cfg->admins) {
         rc = parse_admins(cfg, "");
     }
-    if (rc == MOSQ_ERR_SUCCESS && cfg->acl_mode == CHAT_ACL_AUTO) {
-        cfg->acl_mode = detect_acl_mode();
-    }
+    cfg->acl_auto = cfg->acl_mode == CHAT_ACL_AUTO;
     cfg->prefix_len = strlen(cfg->topic_prefix);
     return rc;
 }

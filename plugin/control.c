@@ -9,7 +9,8 @@
 #include <string.h>
 
 #define MAX_COMMANDS 1000               /* per request; more is refused whole */
-#define MAX_RESPONSE (8u << 20)         /* bytes; page commands past it get an error */
+#define MAX_REQUEST (1u << 20)          /* bytes of one request; more is refused whole */
+#define MAX_WORK 20000u                 /* store records one request may visit */
 #define MAX_JSON_INT 9007199254740991.0 /* 2^53 - 1: exact in a double */
 
 /* Publishes b to client_id alone, on topic (NULL: the response topic),
@@ -61,6 +62,39 @@ void chat_entry_error(sbuf *b, const char *cmd, const char *group, const char *c
     sbuf_add(b, "}", 1);
 }
 
+size_t chat_answer_cap(const struct chat_config *cfg)
+{
+    /* Room for one page of page_bytes, whose last envelope may overshoot it
+     * by one envelope of up to 6 x max_payload (escaping), and the rest. */
+    size_t page = cfg->page_bytes + 6 * cfg->max_payload + 16384;
+    return page > (1u << 20) ? page : (1u << 20);
+}
+
+/* Sends an answer to client_id through its budget (see chat_budget_check):
+ * b is sent whole when the budget allows, replaced by a short error when
+ * the client is over it, dropped (and b freed) past that. */
+static void answer(struct chat_plugin *pl, const char *client_id, const char *topic,
+                   const void *corr, uint16_t corr_len, sbuf *b)
+{
+    switch (chat_budget_check(pl, client_id)) {
+    case CHAT_BUDGET_OK:
+        break;
+    case CHAT_BUDGET_SLOW_DOWN:
+        sbuf_free(b);
+        sbuf_puts(b, "{\"responses\":[");
+        chat_entry_error(b, "request", NULL, NULL,
+                         "too many requests: answers to one client are limited to about 1 MiB "
+                         "per second; wait and retry");
+        sbuf_puts(b, "]}");
+        break;
+    case CHAT_BUDGET_DROP:
+        sbuf_free(b);
+        return;
+    }
+    chat_budget_spend(pl, client_id, b->len);
+    send_to(pl, client_id, topic, corr, corr_len, b);
+}
+
 void chat_respond_error(struct chat_plugin *pl, const struct mosquitto *client, const char *cmd,
                         const char *group, const char *cid, const char *why)
 {
@@ -75,7 +109,7 @@ void chat_respond_error(struct chat_plugin *pl, const struct mosquitto *client, 
     sbuf_puts(&b, "{\"responses\":[");
     chat_entry_error(&b, cmd, group, cid, why);
     sbuf_puts(&b, "]}");
-    chat_send(pl, id, &b);
+    answer(pl, id, NULL, NULL, 0, &b);
 }
 
 /* One command being answered. */
@@ -87,6 +121,8 @@ struct req {
     sbuf *out;
     const char *cmd;
     const char *group; /* validated, or NULL */
+    size_t work;       /* store records visited by the request so far */
+    size_t cap;        /* bytes the whole answer may take (chat_answer_cap) */
 };
 
 static void fail(struct req *r, const char *why)
@@ -262,6 +298,9 @@ struct sync_walk {
     struct req *r;
     bool replay;
     bool first;
+    bool more;                          /* stopped early: the answer says "more" */
+    char last[CHAT_STORE_MAX_NAME + 1]; /* the last group listed */
+    const char *after;                  /* list groups after this one, or NULL */
     chat_err rc;
 };
 
@@ -271,8 +310,23 @@ static int sync_group(void *ctx, const char *group, uint64_t joined)
     struct req *r = w->r;
     uint64_t head = 0, acked = 0;
     bool found = false;
+    const char *why = NULL;
     (void)joined;
 
+    if (w->after && strcmp(group, w->after) <= 0) {
+        return 0;
+    }
+    /* Bounded in work and in bytes: the rest comes with "after". */
+    if (r->work >= MAX_WORK || r->out->len + 512 + strlen(group) * 6 > r->cap) {
+        w->more = true;
+        return 1;
+    }
+    r->work++;
+    /* A member whom the broker would not let read the group learns
+     * nothing of it here either (write-only access). */
+    if (!chat_may_read(r->pl, r->client, group, &why)) {
+        return 0;
+    }
     w->rc = chat_store_cursor_start(r->pl->store, group, r->member, r->device, &acked, &found);
     if (w->rc == CHAT_OK) {
         w->rc = chat_store_head(r->pl->store, group, &head);
@@ -290,6 +344,7 @@ static int sync_group(void *ctx, const char *group, uint64_t joined)
     sbuf_puts(r->out, ",\"unread\":");
     sbuf_u64(r->out, head > acked ? head - acked : 0);
     sbuf_add(r->out, "}", 1);
+    snprintf(w->last, sizeof(w->last), "%s", group);
     if (w->replay && head > acked) {
         chat_replay_start(r->pl, r->client, group);
     }
@@ -299,11 +354,17 @@ static int sync_group(void *ctx, const char *group, uint64_t joined)
 static void cmd_sync(struct req *r, const cJSON *c)
 {
     const cJSON *rep = cJSON_GetObjectItemCaseSensitive(c, "replay");
-    struct sync_walk w = {r, false, true, CHAT_OK};
+    const cJSON *after = cJSON_GetObjectItemCaseSensitive(c, "after");
+    struct sync_walk w = {.r = r, .first = true, .rc = CHAT_OK};
     if (rep && !cJSON_IsBool(rep)) {
         fail(r, "replay must be true or false");
         return;
     }
+    if (after && !cJSON_IsString(after)) {
+        fail(r, "after must be a group name");
+        return;
+    }
+    w.after = after ? after->valuestring : NULL;
     /* PROTOCOL.md: sync starts the catch-up of every group with unread
      * messages; "replay": false asks for the counts alone (lazy clients). */
     w.replay = r->pl->cfg.replay && (!rep || cJSON_IsTrue(rep));
@@ -318,12 +379,19 @@ static void cmd_sync(struct req *r, const cJSON *c)
     entry_start(r);
     sbuf_puts(r->out, ",\"groups\":[");
     chat_err rc = chat_store_member_groups(r->pl->store, r->member, sync_group, &w);
-    if (w.rc != CHAT_OK || rc != CHAT_OK) {
+    if (w.rc != CHAT_OK || (rc != CHAT_OK && !w.more)) {
         r->out->len = mark; /* drop the half-written entry */
         storage_ok(r, w.rc != CHAT_OK ? w.rc : rc);
         return;
     }
-    sbuf_puts(r->out, "]}");
+    sbuf_puts(r->out, "]");
+    if (w.more) {
+        /* Where the contract is silent: a member of more groups than one
+         * answer holds gets them in runs, like history. */
+        sbuf_puts(r->out, ",\"more\":true,\"after\":");
+        sbuf_json_str(r->out, w.last);
+    }
+    sbuf_puts(r->out, "}");
 }
 
 /* fetch (forward from a cursor) and history (backward from the end). */
@@ -340,11 +408,12 @@ static void cmd_page(struct req *r, const cJSON *c, bool forward)
         !int_field(r, c, "limit", 1, &has_limit, &limit)) {
         return;
     }
-    if (r->out->len > MAX_RESPONSE) {
+    if (r->out->len + r->pl->cfg.page_bytes + 6 * r->pl->cfg.max_payload + 4096 > r->cap) {
         fail(r, "response too large: send fewer fetch or history commands per request");
         return;
     }
-    if (!chat_admit(r->pl, r->client, group, false, &why)) {
+    if (!chat_admit(r->pl, r->client, group, false, &why) ||
+        !chat_may_read(r->pl, r->client, group, &why)) {
         fail(r, why);
         return;
     }
@@ -364,6 +433,7 @@ static void cmd_page(struct req *r, const cJSON *c, bool forward)
     if (!has_limit || limit > r->pl->cfg.page_size) {
         limit = r->pl->cfg.page_size;
     }
+    r->work += (size_t)limit;
     chat_err rc = forward ? chat_store_read_forward(r->pl->store, group, from, (size_t)limit,
                                                     r->pl->cfg.page_bytes, &page)
                           : chat_store_read_backward(r->pl->store, group, from, (size_t)limit,
@@ -395,6 +465,15 @@ static void dispatch(struct req *r, const cJSON *c)
         return;
     }
     r->cmd = name->valuestring;
+    /* Bounds on one request: the store records it visits on the broker's
+     * thread here, the bytes of its answer in the commands that write much
+     * (sync and the pages). */
+    if (r->work >= MAX_WORK) {
+        fail(r, "request too large: it asks for too much work at once; send fewer commands "
+                "per request");
+        return;
+    }
+    r->work++;
     if (!strcmp(r->cmd, "join")) {
         cmd_join(r, c);
     } else if (!strcmp(r->cmd, "leave")) {
@@ -415,17 +494,25 @@ static void dispatch(struct req *r, const cJSON *c)
 int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev)
 {
     const char *device = mosquitto_client_id(ev->client);
-    const char *member = chat_member_of(ev->client);
+    char member_buf[CHAT_MEMBER_BUF];
+    const char *why = NULL;
+    const char *member = chat_member(pl, ev->client, member_buf, &why);
     sbuf out = {0};
     cJSON *root = NULL;
     char *reply_topic = NULL;
     char *text = NULL;
     void *corr = NULL;
     uint16_t corr_len = 0;
-    struct req r = {pl, ev->client, member, device, &out, "request", NULL};
+    struct req r = {
+        pl, ev->client, member, device, &out, "request", NULL, 0, chat_answer_cap(&pl->cfg)};
 
-    if (!device || !member) {
+    if (!device) {
         return MOSQ_ERR_SUCCESS;
+    }
+    chat_chores_without_ticks(pl);
+    enum chat_budget budget = chat_budget_check(pl, device);
+    if (budget == CHAT_BUDGET_DROP) {
+        return MOSQ_ERR_SUCCESS; /* counted and logged by chat_budget_check */
     }
     /* MQTT 5 request/response: answer on the Response Topic the client
      * chose, with its Correlation Data; still to that client alone. */
@@ -437,8 +524,18 @@ int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev)
     mosquitto_property_read_binary(ev->properties, MQTT_PROP_CORRELATION_DATA, &corr, &corr_len,
                                    false);
     sbuf_puts(&out, "{\"responses\":[");
-    if (strlen(member) > CHAT_STORE_MAX_NAME) {
-        fail(&r, "client id or username is longer than 1024 bytes");
+    if (budget == CHAT_BUDGET_SLOW_DOWN) {
+        fail(&r, "too many requests: answers to one client are limited to about 1 MiB per "
+                 "second; wait and retry");
+        goto done;
+    }
+    if (!member) {
+        r.member = "";
+        fail(&r, why);
+        goto done;
+    }
+    if (ev->payloadlen > MAX_REQUEST) {
+        fail(&r, "request is larger than 1048576 bytes");
         goto done;
     }
     if (ev->payloadlen == 0 || !chat_utf8_valid(ev->payload, ev->payloadlen)) {
@@ -491,6 +588,9 @@ int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev)
 
 done:
     sbuf_puts(&out, "]}");
+    /* Parsing costs the broker's thread as much as answering: the request's
+     * bytes draw on the budget too. */
+    chat_budget_spend(pl, device, out.len + ev->payloadlen);
     send_to(pl, device, reply_topic, corr, corr_len, &out);
     free(reply_topic);
     free(corr);

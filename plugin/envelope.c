@@ -14,6 +14,31 @@ static bool reserved(const char *name)
                     !strcmp(name, "ts"));
 }
 
+/* The reason to refuse an object that holds one of the plugin's keys, or
+ * cid, twice: readers disagree on which one counts (cJSON takes the first,
+ * most JSON parsers the last), so one message could be indexed under one
+ * cid and shown with another. NULL when there is none. */
+static const char *duplicate_key(const cJSON *obj)
+{
+    static const char *const keys[] = {"id", "group", "from", "ts", "cid"};
+    static const char *const why[] = {
+        "payload has the key \"id\" more than once",
+        "payload has the key \"group\" more than once",
+        "payload has the key \"from\" more than once",
+        "payload has the key \"ts\" more than once",
+        "payload has the key \"cid\" more than once",
+    };
+    unsigned seen[5] = {0};
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        for (size_t k = 0; k < 5; k++) {
+            if (it->string && !strcmp(it->string, keys[k]) && seen[k]++) {
+                return why[k];
+            }
+        }
+    }
+    return NULL;
+}
+
 static cJSON *envelope_head(uint64_t id, const char *group, const char *from, int64_t ts_ms)
 {
     cJSON *out = cJSON_CreateObject();
@@ -238,6 +263,9 @@ void chat_envelope_build(const void *payload, size_t len, uint64_t id, const cha
         chat_nul_escapes(parsed, len, "FDD0");
     }
     in = cJSON_ParseWithOpts(parsed ? parsed : text, NULL, true);
+    if (cJSON_IsObject(in) && (*why = duplicate_key(in)) != NULL) {
+        goto done;
+    }
     if (cJSON_IsObject(in)) {
         cJSON *c = cJSON_GetObjectItemCaseSensitive(in, "cid");
         if (c) {

@@ -22,11 +22,8 @@ static int on_control(int event, void *event_data, void *userdata)
     return chat_on_control(userdata, event_data);
 }
 
-static int on_tick(int event, void *event_data, void *userdata)
+void chat_chores(struct chat_plugin *pl)
 {
-    struct chat_plugin *pl = userdata;
-    (void)event;
-    (void)event_data;
     if (pl->cfg.fsync == CHAT_SYNC_BATCH) {
         chat_err rc = chat_store_sync_async(pl->store);
         if (rc != CHAT_OK) {
@@ -37,6 +34,27 @@ static int on_tick(int event, void *event_data, void *userdata)
     time_t now = time(NULL);
     chat_replay_tick(pl, now);
     chat_retention_tick(pl, now);
+}
+
+void chat_chores_without_ticks(struct chat_plugin *pl)
+{
+    if (pl->ticks_seen) {
+        return;
+    }
+    int64_t now = chat_now_ms();
+    if (now - pl->last_chores_ms >= 200) {
+        pl->last_chores_ms = now;
+        chat_chores(pl);
+    }
+}
+
+static int on_tick(int event, void *event_data, void *userdata)
+{
+    struct chat_plugin *pl = userdata;
+    (void)event;
+    (void)event_data;
+    pl->ticks_seen = true;
+    chat_chores(pl);
     return MOSQ_ERR_SUCCESS;
 }
 
@@ -47,9 +65,35 @@ static int on_disconnect(int event, void *event_data, void *userdata)
     (void)event;
     if (id) {
         chat_replay_stop(userdata, id, NULL);
-        chat_pending_drop(userdata, id);
+        chat_peer_disconnected(userdata, ev->client);
     }
+    chat_chores_without_ticks(userdata);
     return MOSQ_ERR_SUCCESS;
+}
+
+/* SIGHUP: the broker reads its configuration again, then re-registers its
+ * own acl_file check after this event. An acl_file or plugin added since we
+ * started must find us deferring to it, never allowing in its place. */
+static int on_reload(int event, void *event_data, void *userdata)
+{
+    struct chat_plugin *pl = userdata;
+    struct chat_broker_conf bc;
+    enum chat_acl_mode before = pl->cfg.acl_mode;
+    bool names_before = pl->cfg.names_verified;
+    (void)event;
+    (void)event_data;
+    chat_broker_scan(&bc);
+    chat_config_apply_broker(&pl->cfg, &bc, true);
+    if (pl->cfg.acl_mode != before || pl->cfg.names_verified != names_before) {
+        mosquitto_log_printf(MOSQ_LOG_NOTICE,
+                             "mosquitto-chat: after reload, access checks: %s; members without "
+                             "a username: %s",
+                             pl->cfg.acl_mode == CHAT_ACL_ALLOW ? "allow outside chat"
+                                                                : "defer to the broker's",
+                             pl->cfg.names_verified ? "~<client id>" : "<client id>");
+    }
+    /* Let every other plugin see the reload too. */
+    return MOSQ_ERR_PLUGIN_DEFER;
 }
 
 struct registration {
@@ -64,6 +108,7 @@ static const struct registration callbacks[] = {
     {MOSQ_EVT_CONTROL, on_control, CHAT_CONTROL_TOPIC},
     {MOSQ_EVT_TICK, on_tick, NULL},
     {MOSQ_EVT_DISCONNECT, on_disconnect, NULL},
+    {MOSQ_EVT_RELOAD, on_reload, NULL},
 };
 #define CALLBACK_COUNT (sizeof(callbacks) / sizeof(callbacks[0]))
 
@@ -81,7 +126,7 @@ static void plugin_free(struct chat_plugin *pl)
         return;
     }
     chat_replay_free_all(pl);
-    chat_pending_drop(pl, NULL);
+    chat_peers_free(pl);
     free(pl->last_env);
     if (pl->store) {
         chat_store_sync(pl->store);
@@ -118,6 +163,24 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
     if (rc != MOSQ_ERR_SUCCESS) {
         goto fail;
     }
+    struct chat_broker_conf bc;
+    chat_broker_scan(&bc);
+    chat_config_apply_broker(&pl->cfg, &bc, true);
+    pl->broker_acl_check = chat_broker_acl_check();
+    if (bc.per_listener) {
+        /* Mosquitto 2.0.11 never sends plugins a tick with
+         * per_listener_settings true (src/plugin.c, fixed in later 2.0.x):
+         * until one comes, the chores run from client events, and fsync
+         * batch syncs each append as always would. */
+        mosquitto_log_printf(MOSQ_LOG_WARNING,
+                             "mosquitto-chat: per_listener_settings true: until the broker sends "
+                             "a tick (2.0.11 sends none), timeouts and retention run from client "
+                             "events and fsync batch syncs every message");
+    }
+    rc = MOSQ_ERR_NOMEM;
+    if (!chat_peers_init(pl) || !chat_replay_init(pl)) {
+        goto fail;
+    }
     chat_err err = chat_store_open(pl->cfg.db_path, pl->cfg.fsync, &pl->store, &errmsg);
     if (err != CHAT_OK) {
         mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: cannot open store \"%s\": %s",
@@ -137,9 +200,17 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
         }
     }
     mosquitto_log_printf(
-        MOSQ_LOG_INFO, "mosquitto-chat: store \"%s\", topics \"%s/<group>\", access checks: %s",
+        MOSQ_LOG_INFO,
+        "mosquitto-chat: store \"%s\", topics \"%s/<group>\", access checks: %s, history: %s, "
+        "members without a username: %s",
         pl->cfg.db_path, pl->cfg.topic_prefix,
-        pl->cfg.acl_mode == CHAT_ACL_ALLOW ? "allow outside chat" : "defer to the broker's");
+        pl->cfg.acl_mode == CHAT_ACL_ALLOW ? "allow outside chat" : "defer to the broker's",
+        pl->cfg.acl_mode == CHAT_ACL_ALLOW        ? "to members"
+        : pl->cfg.read_check == CHAT_READ_MEMBERS ? "to members (plugin_opt_read_check members)"
+        : pl->broker_acl_check                    ? "to members the broker lets read the group"
+                                                  : "refused (the broker cannot be asked; see "
+                                                    "plugin_opt_read_check)",
+        pl->cfg.names_verified ? "~<client id>" : "<client id>");
     *userdata = pl;
     return MOSQ_ERR_SUCCESS;
 

@@ -24,12 +24,14 @@
 #include <mqtt_protocol.h>
 
 #include "chat_store.h"
+#include "hmap.h"
 #include "sbuf.h"
 
 #define CHAT_EXPORT __attribute__((visibility("default")))
 
 #define CHAT_GROUP_MAX 128u /* bytes in a group name (PROTOCOL.md, Names) */
 #define CHAT_CID_MAX 64u    /* bytes in a client message id */
+#define CHAT_CONTROL_PREFIX "$CONTROL/chat/"
 #define CHAT_CONTROL_TOPIC "$CONTROL/chat/v1"
 #define CHAT_RESPONSE_TOPIC "$CONTROL/chat/v1/response"
 
@@ -40,6 +42,13 @@ enum chat_acl_mode {
     CHAT_ACL_AUTO = 0, /* decided from the broker's configuration at start */
     CHAT_ACL_ALLOW,    /* we are the only access checker: allow */
     CHAT_ACL_DEFER     /* acl_file, dynamic-security or another plugin decides */
+};
+
+/* Where the right to read a group's history comes from while another access
+ * checker follows us (CHAT_ACL_DEFER); see chat_may_read. */
+enum chat_read_check {
+    CHAT_READ_BROKER = 0, /* ask the broker's access checks; refuse when we cannot */
+    CHAT_READ_MEMBERS     /* the operator says every member may read its groups */
 };
 
 struct chat_config {
@@ -59,26 +68,43 @@ struct chat_config {
     uint64_t retention_count;
     uint64_t retention_days;
     enum chat_acl_mode acl_mode;
+    bool acl_auto;                   /* acl_mode follows the broker's configuration */
+    enum chat_read_check read_check; /* plugin_opt_read_check */
+    /* The broker verifies usernames (or we cannot tell): a member without a
+     * username is named "~<client id>", and usernames that start with "~"
+     * may not chat, so that no client id can pass for a user. */
+    bool names_verified;
 };
 
-struct chat_device; /* replay.c */
-
-/* A subscription to <prefix>/<group> by a non-member, seen while another
- * access checker follows us: it may yet be refused after our answer, so it
- * neither joins nor replays; it only lets live messages through to that
- * client, for the broker's own read check to decide on. */
-struct chat_pending {
-    struct chat_pending *next;
-    char *client_id;
-    char group[CHAT_GROUP_MAX + 1];
+/* What the broker's own configuration says (config.c). */
+struct chat_broker_conf {
+    bool readable;       /* every file named could be read */
+    bool acl;            /* another access checker: acl_file, another plugin */
+    bool auth;           /* usernames are verified: password_file, a plugin, certificates */
+    bool per_listener;   /* per_listener_settings true */
+    bool first_is_other; /* another plugin is loaded before ours */
+    int plugins;         /* plugin and auth_plugin lines, ours included */
+    int err;             /* errno of the first unreadable file */
+    char unreadable[4096];
 };
+
+/* The broker's own access check (src/security.c), when the broker exports it
+ * (see chat_may_read). */
+typedef int (*chat_acl_check_fn)(struct mosquitto *client, const char *topic, uint32_t payloadlen,
+                                 void *payload, uint8_t qos, bool retain, int access);
 
 struct chat_plugin {
     mosquitto_plugin_id_t *pid;
     struct chat_config cfg;
     chat_store *store;
-    struct chat_device *devices;  /* connected devices with a catch-up running */
-    struct chat_pending *pending; /* see struct chat_pending */
+    chat_hmap *devices;  /* client id -> struct chat_device: catch-ups running (replay.c) */
+    chat_hmap *peers;    /* client id -> struct chat_peer (peers.c) */
+    chat_hmap *pending;  /* client id NUL group -> pending subscription (peers.c) */
+    unsigned gone_peers; /* peers kept for disconnected persistent sessions */
+    chat_acl_check_fn broker_acl_check; /* NULL when the broker does not export it */
+    bool probing;                       /* inside our own call of broker_acl_check */
+    bool ticks_seen;                    /* the broker sends us ticks (see plugin.c) */
+    int64_t last_chores_ms;             /* housekeeping run from events, without ticks */
     /* The envelope stored last: the deliveries of one publish all read it. */
     char last_group[CHAT_GROUP_MAX + 1];
     uint64_t last_id;
@@ -107,6 +133,20 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
 void chat_config_free(struct chat_config *cfg);
 bool chat_config_is_admin(const struct chat_config *cfg, const char *username);
 
+/* Reads the broker's configuration (named by -c on its command line, and
+ * the files it includes) into bc. Returns false when some file could not be
+ * read, which bc says. */
+bool chat_broker_scan(struct chat_broker_conf *bc);
+
+/* The broker's own access check, looked up at run time, or NULL where the
+ * broker does not export it (see chat_may_read). */
+chat_acl_check_fn chat_broker_acl_check(void);
+
+/* Sets the access mode (when plugin_opt_acl is auto) and the naming of
+ * members from bc, failing closed when bc is incomplete; logs what it
+ * assumes when log is set. */
+void chat_config_apply_broker(struct chat_config *cfg, const struct chat_broker_conf *bc, bool log);
+
 /* names.c */
 
 /* True when s[0..len) is well-formed UTF-8 without NUL. */
@@ -124,8 +164,13 @@ const char *chat_group_check(const char *name, size_t len);
 enum chat_topic_kind chat_topic_parse(const struct chat_config *cfg, const char *topic,
                                       const char **group, size_t *group_len);
 
-/* The member a client speaks as: its username, else its client id. */
-const char *chat_member_of(const struct mosquitto *client);
+/* The member a client speaks as, written into buf: its username, else its
+ * client id, prefixed with "~" when the broker verifies usernames (see
+ * chat_config.names_verified). Returns buf, or NULL with a static reason in
+ * *why when the client may not chat under that name. */
+#define CHAT_MEMBER_BUF (CHAT_STORE_MAX_NAME + 2)
+const char *chat_member(const struct chat_plugin *pl, const struct mosquitto *client,
+                        char buf[CHAT_MEMBER_BUF], const char **why);
 
 /* envelope.c */
 
@@ -146,8 +191,6 @@ bool chat_ack_parse(const void *payload, size_t len, uint64_t *id);
 
 /* chat.c: the chat topics */
 
-/* Forgets the pending subscriptions of client_id (disconnect). */
-void chat_pending_drop(struct chat_plugin *pl, const char *client_id);
 int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev);
 int chat_on_acl(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev);
 
@@ -162,6 +205,40 @@ int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char 
 bool chat_admit(struct chat_plugin *pl, const struct mosquitto *client, const char *group,
                 bool join, const char **why);
 
+/* True when the broker would let client read <prefix>/<group> live, which
+ * every page of history needs besides membership (chat_admit). Alone
+ * (CHAT_ACL_ALLOW) our own answer is the broker's; behind other checkers we
+ * ask the broker's access checks through broker_acl_check, or, where the
+ * broker does not export it, refuse unless plugin_opt_read_check members.
+ * On refusal *why says why. */
+bool chat_may_read(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                   const char **why);
+
+/* peers.c: per client id state between events */
+
+bool chat_peers_init(struct chat_plugin *pl);
+void chat_peers_free(struct chat_plugin *pl);
+
+/* A subscription to <prefix>/<group> by a non-member, seen while another
+ * access checker follows us: it may yet be refused after our answer, so it
+ * neither joins nor replays; it only lets live messages through to that
+ * client, for the broker's own read check to decide on. */
+bool chat_pending_has(struct chat_plugin *pl, const char *client_id, const char *group);
+void chat_pending_add(struct chat_plugin *pl, const char *client_id, const char *group);
+void chat_pending_remove(struct chat_plugin *pl, const char *client_id, const char *group);
+
+/* The client disconnected: forget it, but keep the pending subscriptions of
+ * a persistent session, which it resumes without subscribing again. */
+void chat_peer_disconnected(struct chat_plugin *pl, const struct mosquitto *client);
+
+/* May the client be sent another answer? The plugin cannot see how much of
+ * what it sent a client has read, so answers draw on a budget that refills
+ * with time: over it, a few short "slow down" errors a second, then nothing
+ * (logged). chat_budget_spend charges an answer sent. */
+enum chat_budget { CHAT_BUDGET_OK, CHAT_BUDGET_SLOW_DOWN, CHAT_BUDGET_DROP };
+enum chat_budget chat_budget_check(struct chat_plugin *pl, const char *client_id);
+void chat_budget_spend(struct chat_plugin *pl, const char *client_id, size_t bytes);
+
 /* control.c: $CONTROL/chat/v1 */
 int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev);
 
@@ -174,14 +251,19 @@ void chat_send(struct chat_plugin *pl, const char *client_id, sbuf *b);
 void chat_entry_error(sbuf *b, const char *cmd, const char *group, const char *cid,
                       const char *why);
 
-/* Sends a one-entry error response to client and logs it. */
+/* Bytes one request's whole answer may take: a megabyte, or one page and
+ * its last envelope when that is more. */
+size_t chat_answer_cap(const struct chat_config *cfg);
+
+/* Sends a one-entry error response to client (through its answer budget)
+ * and logs it. */
 void chat_respond_error(struct chat_plugin *pl, const struct mosquitto *client, const char *cmd,
                         const char *group, const char *cid, const char *why);
 
 /* replay.c: catch-up of connected devices */
 
 /* Starts (or restarts from the cursor) the catch-up of client on group. */
-void chat_replay_start(struct chat_plugin *pl, const struct mosquitto *client, const char *group);
+void chat_replay_start(struct chat_plugin *pl, struct mosquitto *client, const char *group);
 
 /* The device's cursor moved to acked: frees window room, sends more. */
 void chat_replay_acked(struct chat_plugin *pl, const char *client_id, const char *group,
@@ -196,7 +278,8 @@ void chat_replay_stop_member(struct chat_plugin *pl, const char *member, const c
 /* Resends stalled pages; called from the tick. */
 void chat_replay_tick(struct chat_plugin *pl, time_t now);
 
-/* Frees every device. */
+/* Creates and frees the devices map. */
+bool chat_replay_init(struct chat_plugin *pl);
 void chat_replay_free_all(struct chat_plugin *pl);
 
 /* Appends a page entry (replay or fetch): "messages" with the page's
@@ -216,5 +299,13 @@ void chat_retention_tick(struct chat_plugin *pl, time_t now);
 
 /* Milliseconds since the epoch, for envelopes. */
 int64_t chat_now_ms(void);
+
+/* plugin.c */
+
+/* The periodic work: fsync batch, replay timeouts, retention. From the
+ * broker's tick; chat_chores_without_ticks runs it from client events
+ * (at most every 200 ms) while the broker has sent no tick. */
+void chat_chores(struct chat_plugin *pl);
+void chat_chores_without_ticks(struct chat_plugin *pl);
 
 #endif

@@ -9,10 +9,20 @@
  *      outstanding pages are exactly the pages sent whose last id > acked.
  *   3. State exists only for connected devices with something to send; it is
  *      dropped on disconnect and rebuilt from the stored cursor.
+ *   4. A device's page_bytes only shrinks while it is connected: a page the
+ *      device never acknowledges may be over its MQTT 5 Maximum Packet Size
+ *      (the broker drops such a packet without telling anyone, and 2.0 does
+ *      not show that size to plugins), so every resend after a timeout
+ *      divides it by four, down to pages of one message (1 byte: the first
+ *      message of a page always goes), and each ack that moves the cursor
+ *      doubles it again, up to page_bytes. One message resent alone twice in
+ *      vain is reported to the device once; resending goes on, so a device
+ *      that was only paused still catches up.
  */
 #include "plugin.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,22 +30,24 @@
 
 struct replay_group {
     struct replay_group *next;
-    char *group;
+    char *group;                      /* the key of the device's groups map too */
     uint64_t acked;                   /* the device's cursor */
     uint64_t sent;                    /* highest id sent in a page */
     uint64_t target;                  /* head when the catch-up (re)started */
     uint64_t outstanding[WINDOW_MAX]; /* last ids of unacked pages, ascending */
     unsigned n_out;
+    unsigned stuck; /* resends in pages of one message without an ack (invariant 4) */
 };
 
 struct chat_device {
-    struct chat_device *next;
-    char *client_id;
+    char *client_id; /* the key in pl->devices */
     char *member;
-    struct replay_group *groups;
-    struct replay_group *rr; /* where the round robin over groups resumes */
-    unsigned inflight;       /* sum of n_out over groups */
+    struct replay_group *groups; /* in round robin order */
+    chat_hmap *by_name;          /* group name -> struct replay_group */
+    struct replay_group *rr;     /* where the round robin over groups resumes */
+    unsigned inflight;           /* sum of n_out over groups */
     time_t last_progress;
+    size_t page_bytes; /* invariant 4 */
 };
 
 static void group_free(struct replay_group *g)
@@ -56,56 +68,45 @@ static void device_free(struct chat_device *d)
         d->groups = g->next;
         group_free(g);
     }
+    chat_hmap_destroy(d->by_name, NULL);
     free(d->client_id);
     free(d->member);
     free(d);
 }
 
-static struct chat_device *device_find(struct chat_plugin *pl, const char *client_id,
-                                       struct chat_device ***link)
+static void device_free_cb(void *d)
 {
-    struct chat_device **pp = &pl->devices;
-    for (; *pp; pp = &(*pp)->next) {
-        if (!strcmp((*pp)->client_id, client_id)) {
-            if (link) {
-                *link = pp;
-            }
-            return *pp;
-        }
-    }
-    return NULL;
+    device_free(d);
 }
 
-static struct replay_group *group_find(struct chat_device *d, const char *group,
-                                       struct replay_group ***link)
+static struct chat_device *device_find(struct chat_plugin *pl, const char *client_id)
+{
+    return chat_hmap_get(pl->devices, client_id, strlen(client_id));
+}
+
+static struct replay_group *group_find(struct chat_device *d, const char *group)
+{
+    return chat_hmap_get(d->by_name, group, strlen(group));
+}
+
+static void group_remove(struct chat_device *d, struct replay_group *g)
 {
     struct replay_group **pp = &d->groups;
-    for (; *pp; pp = &(*pp)->next) {
-        if (!strcmp((*pp)->group, group)) {
-            if (link) {
-                *link = pp;
-            }
-            return *pp;
-        }
+    while (*pp != g) {
+        pp = &(*pp)->next;
     }
-    return NULL;
-}
-
-static void group_remove(struct chat_device *d, struct replay_group **link)
-{
-    struct replay_group *g = *link;
-    *link = g->next;
+    *pp = g->next;
     if (d->rr == g) {
         d->rr = g->next;
     }
+    chat_hmap_remove(d->by_name, g->group, strlen(g->group));
     d->inflight -= g->n_out;
     group_free(g);
 }
 
-static void device_remove(struct chat_device **link)
+static void device_remove(struct chat_plugin *pl, struct chat_device *d)
 {
-    struct chat_device *d = *link;
-    *link = d->next;
+    chat_hmap_remove(pl->devices, d->client_id, strlen(d->client_id));
     device_free(d);
 }
 
@@ -194,8 +195,8 @@ static bool send_page(struct chat_plugin *pl, struct chat_device *d, struct repl
     page_begin(&w, &b, "replay", g->group);
     chat_err rc = chat_store_head(pl->store, g->group, &head);
     if (rc == CHAT_OK) {
-        rc = chat_store_scan_forward(pl->store, g->group, g->sent, limit, pl->cfg.page_bytes,
-                                     page_add, &w, &more);
+        rc = chat_store_scan_forward(pl->store, g->group, g->sent, limit, d->page_bytes, page_add,
+                                     &w, &more);
     }
     if (rc != CHAT_OK || w.count == 0) {
         if (rc != CHAT_OK) {
@@ -223,14 +224,10 @@ static bool send_page(struct chat_plugin *pl, struct chat_device *d, struct repl
 /* Fills the device's window, taking groups in turn so that one long backlog
  * does not hold back the others. Returns true when the device had nothing
  * left and was freed. */
-static bool pump(struct chat_plugin *pl, struct chat_device **link)
+static bool pump(struct chat_plugin *pl, struct chat_device *d)
 {
-    struct chat_device *d = *link;
     unsigned idle = 0;
-    unsigned ngroups = 0;
-    for (struct replay_group *g = d->groups; g; g = g->next) {
-        ngroups++;
-    }
+    unsigned ngroups = (unsigned)chat_hmap_count(d->by_name);
     while (d->inflight < pl->cfg.replay_window && d->groups && idle < ngroups) {
         struct replay_group *g = d->rr ? d->rr : d->groups;
         d->rr = g->next;
@@ -242,26 +239,60 @@ static bool pump(struct chat_plugin *pl, struct chat_device **link)
     }
     /* Drop groups that are fully sent and acked; drop the device when none
      * is left. */
-    struct replay_group **gl = &d->groups;
-    while (*gl) {
-        if ((*gl)->sent >= (*gl)->target && (*gl)->n_out == 0) {
-            group_remove(d, gl);
-        } else {
-            gl = &(*gl)->next;
+    struct replay_group *g = d->groups;
+    while (g) {
+        struct replay_group *next = g->next;
+        if (g->sent >= g->target && g->n_out == 0) {
+            group_remove(d, g);
         }
+        g = next;
     }
     if (!d->groups) {
-        device_remove(link);
+        device_remove(pl, d);
         return true;
     }
     return false;
 }
 
-void chat_replay_start(struct chat_plugin *pl, const struct mosquitto *client, const char *group)
+/* Sends the device one error entry about group: its catch-up cannot go on. */
+static void replay_error(struct chat_plugin *pl, const char *client_id, const char *group,
+                         uint64_t id, const char *why)
+{
+    sbuf b = {0};
+    mosquitto_log_printf(MOSQ_LOG_NOTICE, "mosquitto-chat: catch-up of %s in %s: %s", client_id,
+                         group, why);
+    sbuf_puts(&b, "{\"responses\":[{\"command\":\"replay\",\"group\":");
+    sbuf_json_str(&b, group);
+    if (id) {
+        sbuf_puts(&b, ",\"id\":");
+        sbuf_u64(&b, id);
+    }
+    sbuf_puts(&b, ",\"error\":");
+    sbuf_json_str(&b, why);
+    sbuf_puts(&b, "}]}");
+    chat_send(pl, client_id, &b);
+}
+
+static struct chat_device *device_new(struct chat_plugin *pl, const char *client_id,
+                                      const char *member)
+{
+    struct chat_device *d = calloc(1, sizeof(*d));
+    if (!d || !(d->client_id = strdup(client_id)) || !(d->member = strdup(member)) ||
+        !(d->by_name = chat_hmap_create()) ||
+        !chat_hmap_put(pl->devices, client_id, strlen(client_id), d, NULL)) {
+        device_free(d);
+        return NULL;
+    }
+    d->page_bytes = pl->cfg.page_bytes;
+    return d;
+}
+
+void chat_replay_start(struct chat_plugin *pl, struct mosquitto *client, const char *group)
 {
     const char *client_id = mosquitto_client_id(client);
-    const char *member = chat_member_of(client);
-    struct chat_device **link = NULL;
+    char buf[CHAT_MEMBER_BUF];
+    const char *why = NULL;
+    const char *member = chat_member(pl, client, buf, &why);
     uint64_t cursor = 0, head = 0;
     bool found = false;
 
@@ -277,32 +308,33 @@ void chat_replay_start(struct chat_plugin *pl, const struct mosquitto *client, c
                              group, chat_strerror(rc));
         return;
     }
-    struct chat_device *d = device_find(pl, client_id, &link);
+    struct chat_device *d = device_find(pl, client_id);
     if (!found || head <= cursor) {
         if (d) {
             chat_replay_stop(pl, client_id, group);
         }
         return;
     }
-    if (!d) {
-        d = calloc(1, sizeof(*d));
-        if (!d || !(d->client_id = strdup(client_id)) || !(d->member = strdup(member))) {
-            device_free(d);
-            mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: out of memory");
-            return;
+    if (!chat_may_read(pl, client, group, &why)) {
+        if (d) {
+            chat_replay_stop(pl, client_id, group);
         }
-        d->next = pl->devices;
-        pl->devices = d;
-        link = &pl->devices;
+        replay_error(pl, client_id, group, 0, why);
+        return;
     }
-    struct replay_group *g = group_find(d, group, NULL);
+    if (!d && !(d = device_new(pl, client_id, member))) {
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: out of memory");
+        return;
+    }
+    struct replay_group *g = group_find(d, group);
     if (!g) {
         g = calloc(1, sizeof(*g));
-        if (!g || !(g->group = strdup(group))) {
+        if (!g || !(g->group = strdup(group)) ||
+            !chat_hmap_put(d->by_name, g->group, strlen(g->group), g, NULL)) {
             group_free(g);
             mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: out of memory");
             if (!d->groups) {
-                device_remove(link);
+                device_remove(pl, d);
             }
             return;
         }
@@ -318,15 +350,14 @@ void chat_replay_start(struct chat_plugin *pl, const struct mosquitto *client, c
     d->last_progress = time(NULL);
     mosquitto_log_printf(MOSQ_LOG_DEBUG, "mosquitto-chat: catch-up of %s in %s from %llu to %llu",
                          client_id, group, (unsigned long long)cursor, (unsigned long long)head);
-    (void)pump(pl, link);
+    (void)pump(pl, d);
 }
 
 void chat_replay_acked(struct chat_plugin *pl, const char *client_id, const char *group,
                        uint64_t acked)
 {
-    struct chat_device **link = NULL;
-    struct chat_device *d = device_find(pl, client_id, &link);
-    struct replay_group *g = d ? group_find(d, group, NULL) : NULL;
+    struct chat_device *d = device_find(pl, client_id);
+    struct replay_group *g = d ? group_find(d, group) : NULL;
     if (!g || acked <= g->acked) {
         return;
     }
@@ -343,44 +374,117 @@ void chat_replay_acked(struct chat_plugin *pl, const char *client_id, const char
     d->inflight -= g->n_out - keep;
     g->n_out = keep;
     d->last_progress = time(NULL);
-    (void)pump(pl, link);
+    g->stuck = 0;
+    if (d->page_bytes < pl->cfg.page_bytes) {
+        d->page_bytes =
+            d->page_bytes * 2 < pl->cfg.page_bytes ? d->page_bytes * 2 : pl->cfg.page_bytes;
+    }
+    (void)pump(pl, d);
 }
 
 void chat_replay_stop(struct chat_plugin *pl, const char *client_id, const char *group)
 {
-    struct chat_device **link = NULL;
-    struct chat_device *d = device_find(pl, client_id, &link);
+    struct chat_device *d = device_find(pl, client_id);
     if (!d) {
         return;
     }
-    if (!group) {
-        device_remove(link);
-        return;
+    if (group) {
+        struct replay_group *g = group_find(d, group);
+        if (g) {
+            group_remove(d, g);
+        }
     }
-    struct replay_group **gl = NULL;
-    if (group_find(d, group, &gl)) {
-        group_remove(d, gl);
+    if (!group || !d->groups) {
+        device_remove(pl, d);
     }
-    if (!d->groups) {
-        device_remove(link);
+}
+
+struct stop_member {
+    const char *member;
+    const char *group;
+};
+
+static bool stop_member_cb(void *ctx, const void *key, size_t len, void *val)
+{
+    struct stop_member *sm = ctx;
+    struct chat_device *d = val;
+    (void)key;
+    (void)len;
+    if (strcmp(d->member, sm->member) != 0) {
+        return false;
     }
+    struct replay_group *g = group_find(d, sm->group);
+    if (g) {
+        group_remove(d, g);
+    }
+    if (d->groups) {
+        return false;
+    }
+    device_free(d);
+    return true;
 }
 
 void chat_replay_stop_member(struct chat_plugin *pl, const char *member, const char *group)
 {
-    struct chat_device **link = &pl->devices;
-    while (*link) {
-        struct chat_device *d = *link;
-        struct replay_group **gl = NULL;
-        if (!strcmp(d->member, member) && group_find(d, group, &gl)) {
-            group_remove(d, gl);
-            if (!d->groups) {
-                device_remove(link);
-                continue;
-            }
+    struct stop_member sm = {member, group};
+    chat_hmap_foreach(pl->devices, stop_member_cb, &sm);
+}
+
+/* Pages were lost or the device stalled: send again from the cursor, in
+ * smaller pages (invariant 4). Returns true when d was freed. */
+static bool resend(struct chat_plugin *pl, struct chat_device *d, time_t now)
+{
+    bool single = d->page_bytes == 1;
+    d->page_bytes = d->page_bytes >= 2048 ? d->page_bytes / 4 : 1;
+    for (struct replay_group *g = d->groups; g; g = g->next) {
+        if (single && g->n_out > 0 && ++g->stuck == 2) {
+            char why[200];
+            uint64_t id = g->acked + 1;
+            snprintf(why, sizeof(why),
+                     "message %llu was sent alone %u times without an ack: it may be larger than "
+                     "this client accepts (MQTT 5 Maximum Packet Size); fetch it or ack past it",
+                     (unsigned long long)id, g->stuck);
+            replay_error(pl, d->client_id, g->group, id, why);
         }
-        link = &d->next;
+        g->sent = g->acked;
+        g->n_out = 0;
     }
+    d->inflight = 0;
+    mosquitto_log_printf(MOSQ_LOG_INFO,
+                         "mosquitto-chat: no ack from %s for %u s, resending from its cursor "
+                         "in pages of at most %zu bytes",
+                         d->client_id, pl->cfg.replay_timeout, d->page_bytes);
+    d->last_progress = now;
+    return pump(pl, d);
+}
+
+struct tick_ctx {
+    struct chat_plugin *pl;
+    time_t now;
+    struct chat_device **due;
+    size_t n, cap;
+};
+
+static bool collect_due(void *ctx, const void *key, size_t len, void *val)
+{
+    struct tick_ctx *t = ctx;
+    struct chat_device *d = val;
+    (void)key;
+    (void)len;
+    if (d->inflight == 0 || t->now - d->last_progress < (time_t)t->pl->cfg.replay_timeout) {
+        return false;
+    }
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 16;
+        struct chat_device **n = realloc(t->due, cap * sizeof(*n));
+        if (!n) {
+            return false; /* the next scan takes it */
+        }
+        t->due = n;
+        t->cap = cap;
+    }
+    t->due[t->n++] = d;
+    return false;
 }
 
 void chat_replay_tick(struct chat_plugin *pl, time_t now)
@@ -389,32 +493,23 @@ void chat_replay_tick(struct chat_plugin *pl, time_t now)
         return;
     }
     pl->last_timeout_scan = now;
-    struct chat_device **link = &pl->devices;
-    while (*link) {
-        struct chat_device *d = *link;
-        if (d->inflight == 0 || now - d->last_progress < (time_t)pl->cfg.replay_timeout) {
-            link = &d->next;
-            continue;
-        }
-        /* Pages were lost or the device stalled: send again from the cursor. */
-        mosquitto_log_printf(MOSQ_LOG_INFO,
-                             "mosquitto-chat: no ack from %s for %u s, resending from its cursor",
-                             d->client_id, pl->cfg.replay_timeout);
-        for (struct replay_group *g = d->groups; g; g = g->next) {
-            g->sent = g->acked;
-            g->n_out = 0;
-        }
-        d->inflight = 0;
-        d->last_progress = now;
-        if (!pump(pl, link)) {
-            link = &d->next;
-        }
+    /* Collect first: resending changes the map. */
+    struct tick_ctx t = {pl, now, NULL, 0, 0};
+    chat_hmap_foreach(pl->devices, collect_due, &t);
+    for (size_t i = 0; i < t.n; i++) {
+        (void)resend(pl, t.due[i], now);
     }
+    free(t.due);
+}
+
+bool chat_replay_init(struct chat_plugin *pl)
+{
+    pl->devices = chat_hmap_create();
+    return pl->devices != NULL;
 }
 
 void chat_replay_free_all(struct chat_plugin *pl)
 {
-    while (pl->devices) {
-        device_remove(&pl->devices);
-    }
+    chat_hmap_destroy(pl->devices, device_free_cb);
+    pl->devices = NULL;
 }

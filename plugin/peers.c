@@ -1,0 +1,252 @@
+/* peers.c: what the plugin keeps per client id between its events:
+ * subscriptions still waiting for the broker's verdict (pending), and the
+ * budget of answers the client may be sent.
+ *
+ * Invariants:
+ *   1. A peer exists while its client is connected, or, for a persistent
+ *      session (clean session false), while it has pending subscriptions
+ *      and fewer than MAX_GONE disconnected peers are kept: its session
+ *      keeps its subscriptions at the broker, so live delivery must keep
+ *      passing our read check when it comes back without subscribing again.
+ *   2. Each pending (client id, group) is both in pl->pending (for the read
+ *      check on every delivery) and on its peer's list (to drop them all at
+ *      once); at most MAX_PENDING per peer.
+ *   3. budget <= BUDGET_BYTES; it may fall below zero by at most one answer
+ *      (an answer is bounded by chat_answer_cap).
+ */
+#include "plugin.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_PENDING 1024u       /* pending subscriptions of one client */
+#define MAX_GONE 10000u         /* disconnected persistent sessions remembered */
+#define BUDGET_BYTES (4u << 20) /* answers one client may have unread at once */
+#define BUDGET_RATE (1u << 20)  /* bytes per second the budget comes back */
+#define ERRORS_PER_SECOND 10u   /* "slow down" answers while over budget */
+#define DROP_LOG_EVERY_MS 10000 /* one log line per client per period */
+
+struct pend {
+    struct pend *next; /* the peer's list */
+    size_t len;
+    char key[]; /* client id, NUL, group (the pl->pending key) */
+};
+
+struct chat_peer {
+    struct pend *pending;
+    unsigned n_pending;
+    bool connected;
+    int64_t budget;      /* bytes; see invariant 3 */
+    int64_t budget_ms;   /* when budget was last brought up to date */
+    int64_t err_sec;     /* the second in which errs were counted */
+    unsigned errs;       /* "slow down" answers sent in err_sec */
+    uint64_t dropped;    /* requests dropped unanswered since the last log line */
+    int64_t drop_log_ms; /* when the last line was logged */
+    size_t id_len;
+    char id[];
+};
+
+static void peer_free(void *p)
+{
+    struct chat_peer *peer = p;
+    while (peer && peer->pending) {
+        struct pend *e = peer->pending;
+        peer->pending = e->next;
+        free(e);
+    }
+    free(peer);
+}
+
+bool chat_peers_init(struct chat_plugin *pl)
+{
+    pl->peers = chat_hmap_create();
+    pl->pending = chat_hmap_create();
+    return pl->peers && pl->pending;
+}
+
+void chat_peers_free(struct chat_plugin *pl)
+{
+    chat_hmap_destroy(pl->pending, NULL);
+    chat_hmap_destroy(pl->peers, peer_free);
+    pl->pending = pl->peers = NULL;
+}
+
+static struct chat_peer *peer_get(struct chat_plugin *pl, const char *client_id, bool create)
+{
+    size_t len = strlen(client_id);
+    struct chat_peer *p = chat_hmap_get(pl->peers, client_id, len);
+    if (p || !create) {
+        if (p && create && !p->connected) {
+            p->connected = true; /* a persistent session came back */
+            pl->gone_peers--;
+        }
+        return p;
+    }
+    p = calloc(1, sizeof(*p) + len + 1);
+    if (!p) {
+        return NULL;
+    }
+    memcpy(p->id, client_id, len + 1);
+    p->id_len = len;
+    p->connected = true;
+    p->budget = BUDGET_BYTES;
+    p->budget_ms = chat_now_ms();
+    if (!chat_hmap_put(pl->peers, client_id, len, p, NULL)) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static size_t pending_key(char *buf, const char *client_id, const char *group)
+{
+    size_t a = strlen(client_id), b = strlen(group);
+    memcpy(buf, client_id, a + 1);
+    memcpy(buf + a + 1, group, b);
+    return a + 1 + b;
+}
+
+bool chat_pending_has(struct chat_plugin *pl, const char *client_id, const char *group)
+{
+    char key[CHAT_MEMBER_BUF + CHAT_GROUP_MAX + 2];
+    if (strlen(client_id) > CHAT_STORE_MAX_NAME) {
+        return false;
+    }
+    return chat_hmap_get(pl->pending, key, pending_key(key, client_id, group)) != NULL;
+}
+
+void chat_pending_add(struct chat_plugin *pl, const char *client_id, const char *group)
+{
+    char key[CHAT_MEMBER_BUF + CHAT_GROUP_MAX + 2];
+    if (strlen(client_id) > CHAT_STORE_MAX_NAME) {
+        return;
+    }
+    size_t len = pending_key(key, client_id, group);
+    struct chat_peer *p = peer_get(pl, client_id, true);
+    if (!p || chat_hmap_get(pl->pending, key, len)) {
+        return;
+    }
+    if (p->n_pending >= MAX_PENDING) {
+        /* Fails closed: live messages of that group do not reach it. */
+        mosquitto_log_printf(MOSQ_LOG_NOTICE,
+                             "mosquitto-chat: %s subscribed to more than %u groups it is not a "
+                             "member of; not delivering %s to it",
+                             client_id, MAX_PENDING, group);
+        return;
+    }
+    struct pend *e = malloc(sizeof(*e) + len);
+    if (!e) {
+        return;
+    }
+    e->len = len;
+    memcpy(e->key, key, len);
+    if (!chat_hmap_put(pl->pending, e->key, len, e, NULL)) {
+        free(e);
+        return;
+    }
+    e->next = p->pending;
+    p->pending = e;
+    p->n_pending++;
+}
+
+void chat_pending_remove(struct chat_plugin *pl, const char *client_id, const char *group)
+{
+    char key[CHAT_MEMBER_BUF + CHAT_GROUP_MAX + 2];
+    if (strlen(client_id) > CHAT_STORE_MAX_NAME) {
+        return;
+    }
+    size_t len = pending_key(key, client_id, group);
+    struct chat_peer *p = peer_get(pl, client_id, false);
+    if (!p || !chat_hmap_remove(pl->pending, key, len)) {
+        return;
+    }
+    for (struct pend **pp = &p->pending; *pp; pp = &(*pp)->next) {
+        if ((*pp)->len == len && !memcmp((*pp)->key, key, len)) {
+            struct pend *e = *pp;
+            *pp = e->next;
+            free(e);
+            p->n_pending--;
+            break;
+        }
+    }
+}
+
+static void peer_remove(struct chat_plugin *pl, struct chat_peer *p)
+{
+    for (struct pend *e = p->pending; e; e = e->next) {
+        chat_hmap_remove(pl->pending, e->key, e->len);
+    }
+    if (!p->connected) {
+        pl->gone_peers--;
+    }
+    chat_hmap_remove(pl->peers, p->id, p->id_len);
+    peer_free(p);
+}
+
+void chat_peer_disconnected(struct chat_plugin *pl, const struct mosquitto *client)
+{
+    const char *id = mosquitto_client_id(client);
+    struct chat_peer *p = id ? peer_get(pl, id, false) : NULL;
+    if (!p || !p->connected) {
+        return;
+    }
+    bool keep = !mosquitto_client_clean_session(client) && p->pending && pl->gone_peers < MAX_GONE;
+    if (!keep) {
+        peer_remove(pl, p);
+        return;
+    }
+    p->connected = false;
+    pl->gone_peers++;
+}
+
+/* ===========================================================================
+ * Answer budget
+ * ========================================================================= */
+
+enum chat_budget chat_budget_check(struct chat_plugin *pl, const char *client_id)
+{
+    struct chat_peer *p = peer_get(pl, client_id, true);
+    int64_t now = chat_now_ms();
+    if (!p) {
+        return CHAT_BUDGET_DROP;
+    }
+    if (now > p->budget_ms) {
+        /* Mosquitto 2.0 does not tell a plugin when a client has read what
+         * it was sent, so the budget comes back with time, as if the client
+         * read BUDGET_RATE bytes a second. */
+        int64_t refill = (now - p->budget_ms) * (int64_t)BUDGET_RATE / 1000;
+        p->budget =
+            p->budget + refill > (int64_t)BUDGET_BYTES ? (int64_t)BUDGET_BYTES : p->budget + refill;
+        p->budget_ms = now;
+    }
+    if (p->budget > 0) {
+        return CHAT_BUDGET_OK;
+    }
+    if (now / 1000 != p->err_sec) {
+        p->err_sec = now / 1000;
+        p->errs = 0;
+    }
+    if (p->errs < ERRORS_PER_SECOND) {
+        p->errs++;
+        return CHAT_BUDGET_SLOW_DOWN;
+    }
+    p->dropped++;
+    if (now - p->drop_log_ms >= DROP_LOG_EVERY_MS) {
+        mosquitto_log_printf(MOSQ_LOG_NOTICE,
+                             "mosquitto-chat: %s is sent answers faster than it reads them; "
+                             "%llu requests dropped unanswered",
+                             client_id, (unsigned long long)p->dropped);
+        p->dropped = 0;
+        p->drop_log_ms = now;
+    }
+    return CHAT_BUDGET_DROP;
+}
+
+void chat_budget_spend(struct chat_plugin *pl, const char *client_id, size_t bytes)
+{
+    struct chat_peer *p = peer_get(pl, client_id, false);
+    if (p) {
+        p->budget -= (int64_t)bytes;
+    }
+}
