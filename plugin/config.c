@@ -205,7 +205,12 @@ chat_acl_check_fn chat_broker_acl_check(void)
      * of src/linker.syms, where this is absent; Debian's (and Ubuntu's)
      * build of 2.0.11 exports every symbol of the broker, this one with the
      * signature of src/security.c, unchanged through 2.0.20. Without it,
-     * chat_may_read fails closed. */
+     * chat_may_read fails closed. The tests set MOSQUITTO_CHAT_TEST_NO_ACL_CHECK
+     * to run as on an upstream build. */
+    const char *off = getenv("MOSQUITTO_CHAT_TEST_NO_ACL_CHECK");
+    if (off && off[0] == '1') {
+        return NULL;
+    }
     void *sym = dlsym(RTLD_DEFAULT, "mosquitto_acl_check");
     chat_acl_check_fn fn = NULL;
     memcpy(&fn, &sym, sizeof(fn));

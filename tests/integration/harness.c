@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -59,8 +60,11 @@ struct harness_broker {
     char **opts;         /* plugin_opt_* lines without the prefix, NULL-terminated */
     char **lines;        /* extra global lines before the plugin line, NULL-terminated */
     char **after;        /* extra lines after the chat plugin's options, NULL-terminated */
+    char **top;          /* lines before the listener, NULL-terminated */
     bool without_chat;   /* the chat plugin is left out of the configuration */
     bool no_anonymous;   /* allow_anonymous false */
+    char run_as[64];     /* the `user` line */
+    bool private_conf;   /* mosquitto.conf mode 0600 */
     int port;            /* 127.0.0.1 port of the listener */
     pid_t pid;           /* running broker, 0 when stopped */
     int starts;          /* successful starts, for messages */
@@ -501,19 +505,21 @@ static void write_config(const harness_broker *b)
 
     if (f == NULL)
         FAILF("cannot write %s: %s", b->conf, strerror(errno));
+    fputs("# Written by the mosquitto-chat integration test harness.\n", f);
+    for (size_t i = 0; b->top != NULL && b->top[i] != NULL; i++)
+        put_line(f, b, b->top[i]);
     fprintf(f,
-            "# Written by the mosquitto-chat integration test harness.\n"
             "listener %d 127.0.0.1\n"
             "allow_anonymous %s\n"
             "# CI runs as root: without this the broker becomes user mosquitto,\n"
             "# who cannot write the temporary store.\n"
-            "user root\n"
+            "user %s\n"
             "set_tcp_nodelay true\n"
             "persistence false\n"
             "log_dest file %s\n"
             "log_type all\n"
             "log_timestamp_format %%H:%%M:%%S\n",
-            b->port, b->no_anonymous ? "false" : "true", b->log);
+            b->port, b->no_anonymous ? "false" : "true", b->run_as, b->log);
     for (size_t i = 0; b->lines != NULL && b->lines[i] != NULL; i++)
         put_line(f, b, b->lines[i]);
     if (!b->without_chat) {
@@ -527,6 +533,52 @@ static void write_config(const harness_broker *b)
         put_line(f, b, b->after[i]);
     if (fclose(f) != 0)
         FAILF("cannot write %s: %s", b->conf, strerror(errno));
+    if (chmod(b->conf, b->private_conf ? 0600 : 0644) != 0)
+        FAILF("chmod %s: %s", b->conf, strerror(errno));
+}
+
+static char **copy_lines(const char *const *lines);
+static void free_lines(char **lines);
+
+/* Gives the broker's store and log to the user it runs as, and lets that
+ * user into the directory. */
+static void hand_over(const harness_broker *b)
+{
+    struct passwd *pw;
+    int fd;
+
+    if (strcmp(b->run_as, "root") == 0)
+        return;
+    if ((pw = getpwnam(b->run_as)) == NULL)
+        FAILF("no user %s on this machine", b->run_as);
+    if ((fd = open(b->log, O_WRONLY | O_CREAT | O_APPEND, 0644)) >= 0)
+        close(fd);
+    if (chmod(b->dir, 0755) != 0 || chown(b->db, pw->pw_uid, pw->pw_gid) != 0 ||
+        chown(b->log, pw->pw_uid, pw->pw_gid) != 0)
+        FAILF("cannot give %s to %s: %s", b->dir, b->run_as, strerror(errno));
+}
+
+void harness_broker_set_lines(harness_broker *b, const char *const *lines)
+{
+    free_lines(b->lines);
+    b->lines = copy_lines(lines);
+    write_config(b);
+}
+
+void harness_broker_reload(harness_broker *b)
+{
+    long before = harness_broker_log_count(b, "Reloading config.");
+    int64_t deadline = harness_now_ms() + 10000;
+
+    if (b->pid == 0 || kill(b->pid, SIGHUP) != 0)
+        FAILF("cannot send SIGHUP to the broker: %s", b->pid ? strerror(errno) : "not running");
+    while (harness_broker_log_count(b, "Reloading config.") == before) {
+        if (harness_now_ms() > deadline)
+            FAILF("the broker did not reload its configuration within 10 s");
+        harness_sleep_ms(20);
+    }
+    /* The log line comes before the reload itself: give it the same pass. */
+    harness_sleep_ms(200);
 }
 
 /* The environment of the broker: ours, with LD_PRELOAD replaced by
@@ -723,9 +775,14 @@ harness_broker *harness_broker_create(const harness_conf *conf)
     b->opts = copy_lines(conf != NULL ? conf->plugin_opts : NULL);
     b->lines = copy_lines(conf != NULL ? conf->lines : NULL);
     b->after = copy_lines(conf != NULL ? conf->after : NULL);
+    b->top = copy_lines(conf != NULL ? conf->top : NULL);
     b->without_chat = conf != NULL && conf->without_chat;
     b->no_anonymous = conf != NULL && conf->no_anonymous;
+    snprintf(b->run_as, sizeof b->run_as, "%s",
+             conf != NULL && conf->run_as != NULL ? conf->run_as : "root");
+    b->private_conf = conf != NULL && conf->private_conf;
     g_brokers[slot] = b;
+    hand_over(b);
     return b;
 }
 
@@ -843,12 +900,18 @@ void harness_broker_destroy(harness_broker *b)
     free_lines(b->opts);
     free_lines(b->lines);
     free_lines(b->after);
+    free_lines(b->top);
     free(b);
 }
 
 int harness_broker_port(const harness_broker *b)
 {
     return b->port;
+}
+
+int harness_broker_pid(const harness_broker *b)
+{
+    return (int)b->pid;
 }
 
 const char *harness_broker_db_path(const harness_broker *b)
@@ -1107,9 +1170,9 @@ static int connect_client(const harness_broker *b, const harness_client_opts *o,
     co->keepAliveInterval = 30;
     if (c->version == 5) {
         co->cleansession = 0;
-        co->cleanstart = 1;
+        co->cleanstart = o->persistent ? 0 : 1;
     } else {
-        co->cleansession = 1;
+        co->cleansession = o->persistent ? 0 : 1;
     }
     co->reliable = 0;
     co->username = o->username;
@@ -1127,9 +1190,25 @@ static int connect_client(const harness_broker *b, const harness_client_opts *o,
         co->will = &will;
     }
     if (c->version == 5) {
-        MQTTResponse r = MQTTClient_connect5(c->mc, co, NULL, NULL);
+        MQTTProperties props = MQTTProperties_initializer;
+        MQTTProperty p;
+        MQTTResponse r;
+        if (o->max_packet_size > 0) {
+            p.identifier = MQTTPROPERTY_CODE_MAXIMUM_PACKET_SIZE;
+            p.value.integer4 = (unsigned)o->max_packet_size;
+            if (MQTTProperties_add(&props, &p) != 0)
+                FAILF("cannot add the Maximum Packet Size property");
+        }
+        if (o->persistent) {
+            p.identifier = MQTTPROPERTY_CODE_SESSION_EXPIRY_INTERVAL;
+            p.value.integer4 = 3600;
+            if (MQTTProperties_add(&props, &p) != 0)
+                FAILF("cannot add the Session Expiry Interval property");
+        }
+        r = MQTTClient_connect5(c->mc, co, &props, NULL);
         rc = r.reasonCode;
         MQTTResponse_free(r);
+        MQTTProperties_free(&props);
     } else {
         rc = MQTTClient_connect(c->mc, co);
     }

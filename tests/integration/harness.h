@@ -138,6 +138,10 @@ typedef struct harness_conf {
                                        `plugin` line and its plugin_opt_ lines */
     bool without_chat;              /* leave the chat plugin out: the same broker without it */
     bool no_anonymous;              /* allow_anonymous false instead of true */
+    const char *const *top;         /* lines before the listener (per_listener_settings) */
+    const char *run_as;             /* `user` line: NULL for root; another user gets the store
+                                       and the log, and the directory becomes world-readable */
+    bool private_conf;              /* mosquitto.conf readable by root only (mode 0600) */
 } harness_conf;
 
 /* Creates a broker's temporary directory (with an empty <dir>/db) for the
@@ -174,6 +178,18 @@ void harness_broker_restart(harness_broker *b);
 /* Stops the broker if it runs, removes its directory and frees b. Accepts
  * NULL. */
 void harness_broker_destroy(harness_broker *b);
+
+/* Replaces the global lines of a broker's configuration (see
+ * harness_conf.lines) and writes its configuration again; with
+ * harness_broker_reload the running broker then reads it. */
+void harness_broker_set_lines(harness_broker *b, const char *const *lines);
+
+/* Sends the running broker SIGHUP and waits (at most 10 s) until it logs
+ * that it reloaded its configuration. */
+void harness_broker_reload(harness_broker *b);
+
+/* The process id of the running broker (0 when stopped). */
+int harness_broker_pid(const harness_broker *b);
 
 /* The port the broker listens on (127.0.0.1). */
 int harness_broker_port(const harness_broker *b);
@@ -225,6 +241,9 @@ typedef struct harness_client_opts {
     const char *will_payload; /* NUL-terminated; NULL: empty */
     int will_qos;             /* QoS of the Will */
     bool will_retain;         /* retain flag of the Will */
+    int max_packet_size;      /* MQTT 5 Maximum Packet Size the client accepts; 0: none */
+    bool persistent;          /* keep the session: clean session 0 (3.1.1), or clean start 0
+                                 and a session expiry of an hour (MQTT 5) */
 } harness_client_opts;
 
 /* Connects a client as o says (clean session), waiting at most 10 s.
