@@ -12,6 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define PAGE_BYTES_MAX 268369920u /* 256 MiB less 64 KiB */
+#define MAX_PAYLOAD_MAX 44000000u /* 6 x this and the envelope's fields fit in a packet */
+
 static int bad(const char *name, const char *value, const char *expected)
 {
     mosquitto_log_printf(MOSQ_LOG_ERR,
@@ -324,9 +327,11 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
             rc = parse_uint(val, 1, 100000, &v) ? (cfg->page_size = v, 0)
                                                 : bad(k, val, "an integer from 1 to 100000");
         } else if (!strcmp(k, "page_bytes")) {
-            rc = parse_uint(val, 1024, 256u << 20, &v)
+            /* A page, with the envelope that may overshoot it and its
+             * wrapping, stays under MQTT's 268435455-byte packet limit. */
+            rc = parse_uint(val, 1024, PAGE_BYTES_MAX, &v)
                      ? (cfg->page_bytes = v, 0)
-                     : bad(k, val, "an integer from 1024 to 268435456");
+                     : bad(k, val, "an integer from 1024 to 268369920");
         } else if (!strcmp(k, "page_qos")) {
             rc = parse_uint(val, 0, 2, &v) ? (cfg->page_qos = (int)v, 0) : bad(k, val, "0, 1 or 2");
         } else if (!strcmp(k, "replay_window")) {
@@ -336,8 +341,11 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
             rc = parse_uint(val, 1, 86400, &v) ? (cfg->replay_timeout = (unsigned)v, 0)
                                                : bad(k, val, "seconds, from 1 to 86400");
         } else if (!strcmp(k, "max_payload")) {
-            rc = parse_uint(val, 16, 256u << 20, &v) ? (cfg->max_payload = v, 0)
-                                                     : bad(k, val, "bytes, from 16 to 268435456");
+            /* Escaping may make an envelope six times its payload, and
+             * one envelope alone must fit in an MQTT packet. */
+            rc = parse_uint(val, 16, MAX_PAYLOAD_MAX, &v)
+                     ? (cfg->max_payload = v, 0)
+                     : bad(k, val, "bytes, from 16 to 44000000");
         } else if (!strcmp(k, "fsync")) {
             if (!strcmp(val, "none")) {
                 cfg->fsync = CHAT_SYNC_NONE;
