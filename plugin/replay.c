@@ -29,7 +29,7 @@
 #define WINDOW_MAX 64u /* upper bound of plugin_opt_replay_window */
 
 struct replay_group {
-    struct replay_group *next;
+    struct replay_group *next, *prev;
     char *group;                      /* the key of the device's groups map too */
     uint64_t acked;                   /* the device's cursor */
     uint64_t sent;                    /* highest id sent in a page */
@@ -91,11 +91,14 @@ static struct replay_group *group_find(struct chat_device *d, const char *group)
 
 static void group_remove(struct chat_device *d, struct replay_group *g)
 {
-    struct replay_group **pp = &d->groups;
-    while (*pp != g) {
-        pp = &(*pp)->next;
+    if (g->prev) {
+        g->prev->next = g->next;
+    } else {
+        d->groups = g->next;
     }
-    *pp = g->next;
+    if (g->next) {
+        g->next->prev = g->prev;
+    }
     if (d->rr == g) {
         d->rr = g->next;
     }
@@ -233,19 +236,14 @@ static bool pump(struct chat_plugin *pl, struct chat_device *d)
         d->rr = g->next;
         if (send_page(pl, d, g)) {
             idle = 0;
+        } else if (g->n_out == 0) {
+            /* Fully sent and acked: done. Only a group's own ack or its turn
+             * here can finish it, so no walk over every group is needed. */
+            group_remove(d, g);
+            ngroups--;
         } else {
             idle++;
         }
-    }
-    /* Drop groups that are fully sent and acked; drop the device when none
-     * is left. */
-    struct replay_group *g = d->groups;
-    while (g) {
-        struct replay_group *next = g->next;
-        if (g->sent >= g->target && g->n_out == 0) {
-            group_remove(d, g);
-        }
-        g = next;
     }
     if (!d->groups) {
         device_remove(pl, d);
@@ -339,6 +337,9 @@ void chat_replay_start(struct chat_plugin *pl, struct mosquitto *client, const c
             return;
         }
         g->next = d->groups;
+        if (d->groups) {
+            d->groups->prev = g;
+        }
         d->groups = g;
     }
     /* A new subscribe or sync restarts from the cursor at once. */
