@@ -6,6 +6,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <leveldb/c.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,9 +47,11 @@ struct chat_store {
     leveldb_writeoptions_t *wopt_sync; /* chat_store_sync */
     chat_cache *cache;                 /* heads, cursors, memberships: read on every publish */
     chat_sync sync;
-    bool dirty;                 /* written since the last chat_store_sync */
-    atomic_bool failed;         /* invariant 5: the first I/O error makes the store read-only */
-    struct syncer *sync_thread; /* CHAT_SYNC_BATCH: fsyncs beside the broker */
+    bool dirty;         /* written since the last chat_store_sync */
+    atomic_bool failed; /* invariant 5: the first write error makes the store read-only */
+    char latched[CHAT_STORE_ERROR_MAX];  /* why failed was set (the broker's thread's writes) */
+    char last_err[CHAT_STORE_ERROR_MAX]; /* chat_store_last_error */
+    struct syncer *sync_thread;          /* CHAT_SYNC_BATCH: fsyncs beside the broker */
     char *path;
 };
 
@@ -67,6 +70,7 @@ struct syncer {
     int log_fd; /* syncer thread only */
     char log_name[64];
     struct timespec dir_mtime;
+    char err[CHAT_STORE_ERROR_MAX / 2]; /* under lock: why a sync failed */
 };
 
 /* A key under construction. Keys are short (a few hundred bytes at most), so
@@ -156,17 +160,210 @@ static void key_u64(key *k, uint64_t v)
     k->len += 8;
 }
 
-/* Maps a LevelDB error string to CHAT_EIO, frees it, and latches failure. */
-static chat_err io_error(chat_store *st, char *err)
+/* ------------------------------------------------------------------------
+ * Errors: what failed, on which keys
+ * --------------------------------------------------------------------- */
+
+/* Appends at most max bytes of s to out, quoted, with the bytes a log line
+ * must not carry (controls, quotes, backslashes) shown as '?'. */
+static void put_name(char *out, size_t cap, const char *s, size_t n)
 {
+    size_t at = strlen(out);
+    if (at + 3 >= cap) {
+        return;
+    }
+    out[at++] = '"';
+    for (size_t i = 0; i < n && at + 2 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        out[at++] = (c < 0x20 || c == 0x7f || c == '"' || c == '\\') ? '?' : (char)c;
+    }
+    out[at++] = '"';
+    out[at] = '\0';
+}
+
+/* Takes the next length-prefixed part of a key; false when none is left. */
+static bool next_part(const char **p, const char *end, const char **s, size_t *n)
+{
+    if (end - *p < 2) {
+        return false;
+    }
+    size_t len = ((size_t)(unsigned char)(*p)[0] << 8) | (unsigned char)(*p)[1];
+    if ((size_t)(end - *p - 2) < len) {
+        return false;
+    }
+    *s = *p + 2;
+    *n = len;
+    *p += 2 + len;
+    return true;
+}
+
+static void put_text(char *out, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void put_text(char *out, size_t cap, const char *fmt, ...)
+{
+    size_t at = strlen(out);
+    va_list ap;
+    if (at + 1 >= cap) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(out + at, cap - at, fmt, ap);
+    va_end(ap);
+}
+
+/* Writes a reader's description of a key (the record kind, its group,
+ * member, device, cid and id) to out: error messages name the keys whose
+ * reading or writing failed, so that an operator knows what is damaged. */
+static void describe_key(const char *k, size_t len, char *out, size_t cap)
+{
+    const char *p = k + 1, *end = k + len, *a = NULL, *b = NULL, *c = NULL;
+    size_t an = 0, bn = 0, cn = 0;
+    out[0] = '\0';
+    if (len == 0) {
+        put_text(out, cap, "(empty key)");
+        return;
+    }
+    switch (k[0]) {
+    case TAG_HEAD:
+    case TAG_FIRST:
+        if (next_part(&p, end, &a, &an)) {
+            put_text(out, cap, "%s of group ", k[0] == TAG_HEAD ? "head" : "first id");
+            put_name(out, cap, a, an);
+            return;
+        }
+        break;
+    case TAG_MSG:
+        if (next_part(&p, end, &a, &an) && end - p == 8) {
+            put_text(out, cap, "message %llu of group ", (unsigned long long)get_u64(p));
+            put_name(out, cap, a, an);
+            return;
+        }
+        break;
+    case TAG_CURSOR:
+    case TAG_JOIN:
+        if (next_part(&p, end, &a, &an) && next_part(&p, end, &b, &bn)) {
+            put_text(out, cap, "%s of member ", k[0] == TAG_JOIN ? "membership" : "cursor");
+            put_name(out, cap, b, bn);
+            if (k[0] == TAG_CURSOR && next_part(&p, end, &c, &cn)) {
+                put_text(out, cap, " device ");
+                put_name(out, cap, c, cn);
+            }
+            put_text(out, cap, " in group ");
+            put_name(out, cap, a, an);
+            return;
+        }
+        break;
+    case TAG_GROUPS:
+        if (next_part(&p, end, &a, &an)) {
+            put_text(out, cap, "group index of member ");
+            put_name(out, cap, a, an);
+            put_text(out, cap, " for group ");
+            put_name(out, cap, p, (size_t)(end - p));
+            return;
+        }
+        break;
+    case TAG_CID:
+        if (next_part(&p, end, &a, &an) && next_part(&p, end, &b, &bn) &&
+            next_part(&p, end, &c, &cn)) {
+            put_text(out, cap, "cid ");
+            put_name(out, cap, c, cn);
+            put_text(out, cap, " of ");
+            put_name(out, cap, b, bn);
+            put_text(out, cap, " in group ");
+            put_name(out, cap, a, an);
+            return;
+        }
+        break;
+    default:
+        break;
+    }
+    put_text(out, cap, "record '%c' of %zu bytes", k[0] >= 0x20 && k[0] < 0x7f ? k[0] : '?', len);
+}
+
+/* Records "what: detail" as the store's last error. */
+static void set_error(chat_store *st, const char *what, const char *detail)
+{
+    snprintf(st->last_err, sizeof(st->last_err), "%s: %s", what, detail);
+}
+
+/* A failed read: maps LevelDB's message to CHAT_ECORRUPT (a checksum or a
+ * block that does not parse) or CHAT_EIO, records it with what was being
+ * read, and frees it. Reads never latch failure (invariant 5): one damaged
+ * block fails the requests that touch it, not every later write. */
+static chat_err read_error(chat_store *st, char *err, const char *what)
+{
+    chat_err rc = strncmp(err, "Corruption", 10) == 0 ? CHAT_ECORRUPT : CHAT_EIO;
+    set_error(st, what, err);
+    leveldb_free(err);
+    return rc;
+}
+
+/* read_error for one key. */
+static chat_err read_key_error(chat_store *st, char *err, const char *k, size_t len)
+{
+    char what[CHAT_STORE_ERROR_MAX];
+    char desc[CHAT_STORE_ERROR_MAX - 16];
+    describe_key(k, len, desc, sizeof(desc));
+    snprintf(what, sizeof(what), "reading %s", desc);
+    return read_error(st, err, what);
+}
+
+/* A record of the wrong shape. */
+static chat_err corrupt_key(chat_store *st, const char *k, size_t len, size_t vlen)
+{
+    char desc[CHAT_STORE_ERROR_MAX - 64];
+    describe_key(k, len, desc, sizeof(desc));
+    snprintf(st->last_err, sizeof(st->last_err), "reading %s: value of %zu bytes has a wrong shape",
+             desc, vlen);
+    return CHAT_ECORRUPT;
+}
+
+/* A failed write: latches failure (invariant 5), since LevelDB may have
+ * written part of what it was given, and remembers why for the refusals
+ * that follow. */
+static chat_err write_error(chat_store *st, char *err, const char *k, size_t len)
+{
+    char desc[CHAT_STORE_ERROR_MAX - 64];
+    if (k) {
+        describe_key(k, len, desc, sizeof(desc));
+    } else {
+        snprintf(desc, sizeof(desc), "a sync of the write-ahead log");
+    }
+    snprintf(st->latched, sizeof(st->latched), "writing %s: %s", desc, err);
+    snprintf(st->last_err, sizeof(st->last_err), "%s", st->latched);
     leveldb_free(err);
     atomic_store(&st->failed, true);
     return CHAT_EIO;
 }
 
-/* Reads an 8-byte value. Missing keys leave *v untouched and *found false. */
 static chat_err syncer_start(chat_store *st);
 static void syncer_stop(chat_store *st);
+static void syncer_error(chat_store *st, char *out, size_t cap);
+
+/* The refusal of a write after the first write error. */
+static chat_err refused(chat_store *st)
+{
+    char why[CHAT_STORE_ERROR_MAX];
+    if (st->latched[0]) {
+        memcpy(why, st->latched, sizeof(why));
+    } else {
+        syncer_error(st, why, sizeof(why));
+    }
+    st->last_err[0] = '\0';
+    put_text(st->last_err, sizeof(st->last_err),
+             "writes refused until the store is reopened, after ");
+    put_text(st->last_err, sizeof(st->last_err), "%s", why);
+    return CHAT_EIO;
+}
+
+const char *chat_store_last_error(const chat_store *st)
+{
+    return st ? st->last_err : "";
+}
+
+/* ------------------------------------------------------------------------
+ * Records and the cache
+ * --------------------------------------------------------------------- */
 
 /* Keys whose 8-byte values go through the cache. Message records are too
  * many, and cids are nearly all looked up once (a Bloom filter answers). */
@@ -181,29 +378,31 @@ static chat_err get_u64_key(chat_store *st, const key *k, uint64_t *v, bool *fou
 {
     char *err = NULL;
     size_t vlen = 0;
+    uint64_t extra = 0;
     bool cache = cacheable(k->buf, k->len);
-    if (cache && chat_cache_get(st->cache, k->buf, k->len, found, v)) {
+    if (cache && chat_cache_get(st->cache, k->buf, k->len, found, v, &extra)) {
         return CHAT_OK;
     }
     char *val = leveldb_get(st->db, st->ropt, k->buf, k->len, &vlen, &err);
     if (err) {
-        return io_error(st, err);
+        return read_key_error(st, err, k->buf, k->len);
     }
     *found = val != NULL;
     if (!val) {
         if (cache) {
-            chat_cache_put(st->cache, k->buf, k->len, false, 0);
+            chat_cache_put(st->cache, k->buf, k->len, false, 0, 0);
         }
         return CHAT_OK;
     }
     if (vlen != 8) {
         leveldb_free(val);
-        return CHAT_ECORRUPT;
+        *found = false;
+        return corrupt_key(st, k->buf, k->len, vlen);
     }
     *v = get_u64(val);
     leveldb_free(val);
     if (cache) {
-        chat_cache_put(st->cache, k->buf, k->len, true, *v);
+        chat_cache_put(st->cache, k->buf, k->len, true, *v, 0);
     }
     return CHAT_OK;
 }
@@ -214,7 +413,7 @@ static void cache_put_cb(void *ctx, const char *k, size_t klen, const char *v, s
 {
     chat_store *st = ctx;
     if (vlen == 8 && cacheable(k, klen)) {
-        chat_cache_put(st->cache, k, klen, true, get_u64(v));
+        chat_cache_put(st->cache, k, klen, true, get_u64(v), 0);
     }
 }
 
@@ -222,20 +421,22 @@ static void cache_del_cb(void *ctx, const char *k, size_t klen)
 {
     chat_store *st = ctx;
     if (cacheable(k, klen)) {
-        chat_cache_put(st->cache, k, klen, false, 0);
+        chat_cache_put(st->cache, k, klen, false, 0, 0);
     }
 }
 
+/* Writes a batch; k (NULL: a sync) names what it writes for an error
+ * message. */
 static chat_err write_batch(chat_store *st, leveldb_writebatch_t *wb,
-                            const leveldb_writeoptions_t *wo)
+                            const leveldb_writeoptions_t *wo, const key *k)
 {
     char *err = NULL;
     if (atomic_load(&st->failed)) {
-        return CHAT_EIO;
+        return refused(st);
     }
     leveldb_write(st->db, wo, wb, &err);
     if (err) {
-        return io_error(st, err);
+        return write_error(st, err, k ? k->buf : NULL, k ? k->len : 0);
     }
     leveldb_writebatch_iterate(wb, st, cache_put_cb, cache_del_cb);
     st->dirty = true;
@@ -248,7 +449,7 @@ static chat_err put_u64_key(chat_store *st, const key *k, uint64_t v)
     put_u64(val, v);
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
     leveldb_writebatch_put(wb, k->buf, k->len, val, sizeof(val));
-    chat_err rc = write_batch(st, wb, st->wopt_lazy);
+    chat_err rc = write_batch(st, wb, st->wopt_lazy, k);
     leveldb_writebatch_destroy(wb);
     return rc;
 }
@@ -290,6 +491,9 @@ chat_err chat_store_open(const char *path, chat_sync sync, chat_store **out, cha
     st->lru = leveldb_cache_create_lru(32u << 20);
     st->filter = leveldb_filterpolicy_create_bloom(10);
     st->ropt = leveldb_readoptions_create();
+    /* A damaged block is reported, not served: without this, corruption in
+     * an uncompressed block reached clients as invalid UTF-8. */
+    leveldb_readoptions_set_verify_checksums(st->ropt, 1);
     st->wopt = leveldb_writeoptions_create();
     st->wopt_lazy = leveldb_writeoptions_create();
     st->wopt_sync = leveldb_writeoptions_create();
@@ -414,10 +618,13 @@ static void *syncer_main(void *arg)
         sy->requested = false;
         pthread_mutex_unlock(&sy->lock);
         syncer_refresh(sy);
-        if (sy->log_fd < 0 || fdatasync(sy->log_fd) != 0) {
+        int e = sy->log_fd < 0 ? ENOENT : fdatasync(sy->log_fd) != 0 ? errno : 0;
+        pthread_mutex_lock(&sy->lock);
+        if (e != 0) {
+            snprintf(sy->err, sizeof(sy->err), "syncing %s/%s: %s", sy->st->path, sy->log_name,
+                     strerror(e));
             atomic_store(&sy->st->failed, true);
         }
-        pthread_mutex_lock(&sy->lock);
     }
     pthread_mutex_unlock(&sy->lock);
     return NULL;
@@ -463,11 +670,24 @@ static chat_err syncer_start(chat_store *st)
     return CHAT_OK;
 }
 
+static void syncer_error(chat_store *st, char *out, size_t cap)
+{
+    struct syncer *sy = st->sync_thread;
+    snprintf(out, cap, "an unknown error");
+    if (sy) {
+        pthread_mutex_lock(&sy->lock);
+        if (sy->err[0]) {
+            snprintf(out, cap, "%s", sy->err);
+        }
+        pthread_mutex_unlock(&sy->lock);
+    }
+}
+
 chat_err chat_store_sync_async(chat_store *st)
 {
     struct syncer *sy = st->sync_thread;
     if (atomic_load(&st->failed)) {
-        return CHAT_EIO;
+        return refused(st);
     }
     if (!sy) {
         return chat_store_sync(st);
@@ -491,12 +711,23 @@ chat_err chat_store_sync(chat_store *st)
     /* A synced write of an empty batch fsyncs the log, and with it every
      * unsynced record before it. */
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
-    chat_err rc = write_batch(st, wb, st->wopt_sync);
+    chat_err rc = write_batch(st, wb, st->wopt_sync, NULL);
     leveldb_writebatch_destroy(wb);
     if (rc == CHAT_OK) {
         st->dirty = false;
     }
     return rc;
+}
+
+chat_err chat_store_compact(chat_store *st)
+{
+    if (!st) {
+        return CHAT_EINVAL;
+    }
+    /* LevelDB's C API reports nothing here: a failure shows at the next
+     * write, which then latches failure as any write error does. */
+    leveldb_compact_range(st->db, NULL, 0, NULL, 0);
+    return CHAT_OK;
 }
 
 /* Reads a per-group counter ('H' or 'F'), dflt when the group has none. */
@@ -564,7 +795,7 @@ chat_err chat_store_append(chat_store *st, const char *group, uint64_t id, const
         }
         leveldb_writebatch_put(wb, ki.buf, ki.len, val, sizeof(val));
     }
-    rc = write_batch(st, wb, st->wopt);
+    rc = write_batch(st, wb, st->wopt, &km);
     leveldb_writebatch_destroy(wb);
     return rc;
 }
@@ -599,7 +830,7 @@ chat_err chat_store_get(chat_store *st, const char *group, uint64_t id, chat_msg
     }
     char *val = leveldb_get(st->db, st->ropt, k.buf, k.len, &vlen, &err);
     if (err) {
-        return io_error(st, err);
+        return read_key_error(st, err, k.buf, k.len);
     }
     if (!val) {
         return CHAT_OK;
@@ -656,6 +887,16 @@ static bool page_push(chat_page *page, size_t *cap, uint64_t id, const char *v, 
     return true;
 }
 
+/* The iterator's error, if it has one: LevelDB skips a block it cannot read
+ * and goes on with the next, keeping the error aside, so every step must ask
+ * before it trusts the key it landed on. */
+static char *iter_error(const leveldb_iterator_t *it)
+{
+    char *err = NULL;
+    leveldb_iter_get_error(it, &err);
+    return err;
+}
+
 /* Shared by every reading: the group's 'M' keys form one contiguous range,
  * so a seek lands on the first candidate and each step reads the next id. */
 static chat_err scan(chat_store *st, const char *group, uint64_t from_id, bool forward,
@@ -663,7 +904,9 @@ static chat_err scan(chat_store *st, const char *group, uint64_t from_id, bool f
 {
     key prefix, k;
     size_t count = 0, bytes = 0;
+    uint64_t last = 0;
     chat_err rc = CHAT_OK;
+    char *err = NULL;
 
     *more = false;
     key_init(&prefix, TAG_MSG);
@@ -675,7 +918,7 @@ static chat_err scan(chat_store *st, const char *group, uint64_t from_id, bool f
     }
     leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
     leveldb_iter_seek(it, k.buf, k.len);
-    if (!forward) {
+    if (!forward && !(err = iter_error(it))) {
         /* Seek lands on the first key >= before; the page starts below it. */
         if (leveldb_iter_valid(it)) {
             leveldb_iter_prev(it);
@@ -683,34 +926,43 @@ static chat_err scan(chat_store *st, const char *group, uint64_t from_id, bool f
             leveldb_iter_seek_to_last(it);
         }
     }
-    for (; leveldb_iter_valid(it); forward ? leveldb_iter_next(it) : leveldb_iter_prev(it)) {
+    while (!err && !(err = iter_error(it)) && leveldb_iter_valid(it)) {
         size_t klen = 0, vlen = 0;
         const char *kb = leveldb_iter_key(it, &klen);
         if (klen != prefix.len + 8 || memcmp(kb, prefix.buf, prefix.len) != 0) {
             break;
         }
         uint64_t id = get_u64(kb + prefix.len);
-        if (forward ? id <= from_id : id >= from_id) {
-            continue;
+        if (forward ? id > from_id : id < from_id) {
+            const char *v = leveldb_iter_value(it, &vlen);
+            if (count >= max_count || (count > 0 && bytes + vlen > max_bytes)) {
+                *more = true;
+                break;
+            }
+            if (fn(ctx, id, v, vlen) != 0) {
+                rc = CHAT_ENOMEM;
+                break;
+            }
+            count++;
+            bytes += vlen;
+            last = id;
         }
-        const char *v = leveldb_iter_value(it, &vlen);
-        if (count >= max_count || (count > 0 && bytes + vlen > max_bytes)) {
-            *more = true;
-            break;
-        }
-        if (fn(ctx, id, v, vlen) != 0) {
-            rc = CHAT_ENOMEM;
-            break;
-        }
-        count++;
-        bytes += vlen;
-    }
-    char *err = NULL;
-    leveldb_iter_get_error(it, &err);
-    if (err) {
-        rc = io_error(st, err);
+        forward ? leveldb_iter_next(it) : leveldb_iter_prev(it);
     }
     leveldb_iter_destroy(it);
+    if (err) {
+        char what[CHAT_STORE_ERROR_MAX / 2];
+        what[0] = '\0';
+        put_text(what, sizeof(what), "reading the messages of group ");
+        put_name(what, sizeof(what), group, strlen(group));
+        put_text(what, sizeof(what), " %s %llu", forward ? "after" : "before",
+                 (unsigned long long)from_id);
+        if (count > 0) {
+            put_text(what, sizeof(what), " (%zu read, up to %llu)", count,
+                     (unsigned long long)last);
+        }
+        rc = read_error(st, err, what);
+    }
     return rc;
 }
 
@@ -831,8 +1083,8 @@ chat_err chat_store_cursor_max(chat_store *st, const char *group, const char *me
         return CHAT_EINVAL;
     }
     leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
-    for (leveldb_iter_seek(it, prefix.buf, prefix.len); leveldb_iter_valid(it);
-         leveldb_iter_next(it)) {
+    for (leveldb_iter_seek(it, prefix.buf, prefix.len);
+         !(err = iter_error(it)) && leveldb_iter_valid(it); leveldb_iter_next(it)) {
         size_t klen = 0, vlen = 0;
         const char *kb = leveldb_iter_key(it, &klen);
         if (klen <= prefix.len || memcmp(kb, prefix.buf, prefix.len) != 0) {
@@ -840,7 +1092,7 @@ chat_err chat_store_cursor_max(chat_store *st, const char *group, const char *me
         }
         const char *v = leveldb_iter_value(it, &vlen);
         if (vlen != 8) {
-            rc = CHAT_ECORRUPT;
+            rc = corrupt_key(st, kb, klen, vlen);
             break;
         }
         uint64_t c = get_u64(v);
@@ -849,11 +1101,10 @@ chat_err chat_store_cursor_max(chat_store *st, const char *group, const char *me
             *found = true;
         }
     }
-    leveldb_iter_get_error(it, &err);
-    if (err) {
-        rc = io_error(st, err);
-    }
     leveldb_iter_destroy(it);
+    if (err) {
+        rc = read_key_error(st, err, prefix.buf, prefix.len);
+    }
     return rc;
 }
 
@@ -939,7 +1190,7 @@ chat_err chat_store_member_add(chat_store *st, const char *group, const char *me
             leveldb_writebatch_t *wb = leveldb_writebatch_create();
             leveldb_writebatch_put(wb, kj.buf, kj.len, val, sizeof(val));
             leveldb_writebatch_put(wb, kg.buf, kg.len, val, sizeof(val));
-            rc = write_batch(st, wb, st->wopt_lazy);
+            rc = write_batch(st, wb, st->wopt_lazy, &kj);
             leveldb_writebatch_destroy(wb);
         }
     }
@@ -964,8 +1215,8 @@ chat_err chat_store_member_remove(chat_store *st, const char *group, const char 
     leveldb_writebatch_delete(wb, kj.buf, kj.len);
     leveldb_writebatch_delete(wb, kg.buf, kg.len);
     leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
-    for (leveldb_iter_seek(it, prefix.buf, prefix.len); leveldb_iter_valid(it);
-         leveldb_iter_next(it)) {
+    for (leveldb_iter_seek(it, prefix.buf, prefix.len);
+         !(err = iter_error(it)) && leveldb_iter_valid(it); leveldb_iter_next(it)) {
         size_t klen = 0;
         const char *kb = leveldb_iter_key(it, &klen);
         if (klen <= prefix.len || memcmp(kb, prefix.buf, prefix.len) != 0) {
@@ -973,13 +1224,12 @@ chat_err chat_store_member_remove(chat_store *st, const char *group, const char 
         }
         leveldb_writebatch_delete(wb, kb, klen);
     }
-    leveldb_iter_get_error(it, &err);
     leveldb_iter_destroy(it);
     if (err) {
         leveldb_writebatch_destroy(wb);
-        return io_error(st, err);
+        return read_key_error(st, err, prefix.buf, prefix.len);
     }
-    rc = write_batch(st, wb, st->wopt_lazy);
+    rc = write_batch(st, wb, st->wopt_lazy, &kj);
     leveldb_writebatch_destroy(wb);
     return rc;
 }
@@ -997,8 +1247,8 @@ chat_err chat_store_member_groups(chat_store *st, const char *member, chat_group
         return CHAT_EINVAL;
     }
     leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
-    for (leveldb_iter_seek(it, prefix.buf, prefix.len); leveldb_iter_valid(it);
-         leveldb_iter_next(it)) {
+    for (leveldb_iter_seek(it, prefix.buf, prefix.len);
+         !(err = iter_error(it)) && leveldb_iter_valid(it); leveldb_iter_next(it)) {
         size_t klen = 0, vlen = 0;
         const char *kb = leveldb_iter_key(it, &klen);
         if (klen <= prefix.len || memcmp(kb, prefix.buf, prefix.len) != 0) {
@@ -1007,7 +1257,7 @@ chat_err chat_store_member_groups(chat_store *st, const char *member, chat_group
         size_t n = klen - prefix.len;
         const char *v = leveldb_iter_value(it, &vlen);
         if (n > MAX_PART || vlen != 8) {
-            rc = CHAT_ECORRUPT;
+            rc = corrupt_key(st, kb, klen, vlen);
             break;
         }
         memcpy(name, kb + prefix.len, n);
@@ -1017,11 +1267,10 @@ chat_err chat_store_member_groups(chat_store *st, const char *member, chat_group
             break;
         }
     }
-    leveldb_iter_get_error(it, &err);
-    if (err) {
-        rc = io_error(st, err);
-    }
     leveldb_iter_destroy(it);
+    if (err) {
+        rc = read_key_error(st, err, prefix.buf, prefix.len);
+    }
     return rc;
 }
 
@@ -1062,7 +1311,7 @@ chat_err chat_store_trim(chat_store *st, const char *group, uint64_t before)
         }
         put_u64(val, stop);
         leveldb_writebatch_put(wb, kf.buf, kf.len, val, sizeof(val));
-        rc = write_batch(st, wb, st->wopt_lazy);
+        rc = write_batch(st, wb, st->wopt_lazy, &km);
         leveldb_writebatch_destroy(wb);
         first = stop;
     }
@@ -1088,23 +1337,27 @@ chat_err chat_store_groups(chat_store *st, const char *after, size_t max, chat_h
     }
     leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
     leveldb_iter_seek(it, start.buf, start.len);
-    if (after && leveldb_iter_valid(it)) {
+    if (after && !(err = iter_error(it)) && leveldb_iter_valid(it)) {
         size_t klen = 0;
         const char *kb = leveldb_iter_key(it, &klen);
         if (klen == start.len && memcmp(kb, start.buf, klen) == 0) {
             leveldb_iter_next(it);
         }
     }
-    for (; leveldb_iter_valid(it) && seen < max; leveldb_iter_next(it)) {
+    while (!err && !(err = iter_error(it)) && leveldb_iter_valid(it)) {
         size_t klen = 0, vlen = 0;
         const char *kb = leveldb_iter_key(it, &klen);
-        if (klen < 3 || kb[0] != TAG_HEAD) {
+        if (klen < 1 || kb[0] != TAG_HEAD) {
+            *done = true;
             break;
         }
-        size_t n = ((size_t)(unsigned char)kb[1] << 8) | (unsigned char)kb[2];
+        if (seen == max) {
+            break;
+        }
+        size_t n = klen >= 3 ? ((size_t)(unsigned char)kb[1] << 8) | (unsigned char)kb[2] : 0;
         const char *v = leveldb_iter_value(it, &vlen);
-        if (3 + n != klen || n > MAX_PART || vlen != 8) {
-            rc = CHAT_ECORRUPT;
+        if (klen < 3 || 3 + n != klen || n > MAX_PART || vlen != 8) {
+            rc = corrupt_key(st, kb, klen, vlen);
             break;
         }
         memcpy(name, kb + 3, n);
@@ -1113,16 +1366,14 @@ chat_err chat_store_groups(chat_store *st, const char *after, size_t max, chat_h
         if (fn(ctx, name, get_u64(v)) != 0) {
             break;
         }
+        leveldb_iter_next(it);
     }
-    if (rc == CHAT_OK && seen < max) {
-        size_t klen = 0;
-        const char *kb = leveldb_iter_valid(it) ? leveldb_iter_key(it, &klen) : NULL;
-        *done = !kb || klen < 1 || kb[0] != TAG_HEAD;
-    }
-    leveldb_iter_get_error(it, &err);
-    if (err) {
-        rc = io_error(st, err);
+    if (!err && rc == CHAT_OK && !leveldb_iter_valid(it)) {
+        *done = true;
     }
     leveldb_iter_destroy(it);
+    if (err) {
+        rc = read_key_error(st, err, start.buf, start.len);
+    }
     return rc;
 }

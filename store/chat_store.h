@@ -34,8 +34,14 @@
  *   2. first <= head + 1; every id in [first, head] has an 'M' record.
  *   3. A cursor never moves back and never exceeds head.
  *   4. 'J' g m exists if and only if 'G' m g exists.
- *   5. The first I/O error wins: after it every write is refused with
- *      CHAT_EIO until the store is reopened.
+ *   5. The first WRITE error wins: after a failed write (or a failed
+ *      background sync) every write is refused with CHAT_EIO until the
+ *      store is reopened, since LevelDB may hold part of what it was given.
+ *      A failed READ (a damaged block, caught by LevelDB's checksums, which
+ *      every read verifies) fails that call only: one bad block must not
+ *      stop every publish to every group. (LevelDB itself still stops all
+ *      writes if one of its background compactions hits the damage; that
+ *      store then needs repair.)
  */
 #ifndef CHAT_STORE_H
 #define CHAT_STORE_H
@@ -47,12 +53,16 @@
 /* Longest group, member, device or cid, in bytes; longer ones get CHAT_EINVAL. */
 #define CHAT_STORE_MAX_NAME 1024u
 
+/* Longest text chat_store_last_error returns, with its NUL. */
+#define CHAT_STORE_ERROR_MAX 512u
+
 typedef enum chat_err {
     CHAT_OK = 0,
     CHAT_ENOMEM,   /* out of memory */
     CHAT_EINVAL,   /* an argument is out of range */
-    CHAT_EIO,      /* LevelDB reported an error; the store now refuses writes */
-    CHAT_ECORRUPT, /* a record does not have the shape this module writes */
+    CHAT_EIO,      /* LevelDB reported an error (after a write: the store now refuses writes) */
+    CHAT_ECORRUPT, /* a record does not have the shape this module writes, or a block of
+                      LevelDB's files fails its checksum */
     CHAT_ECONFLICT /* an append's id is not head + 1 */
 } chat_err;
 
@@ -79,7 +89,8 @@ typedef struct chat_page {
     bool more;    /* the store holds further messages in the reading direction */
 } chat_page;
 
-/* Returns a static English string for an error code. */
+/* Returns a static English string for an error code (for details of an
+ * I/O error or a damaged record, see chat_store_last_error). */
 const char *chat_strerror(chat_err err);
 
 /* Opens (creating if missing) the store at directory path. On success *out
@@ -90,13 +101,26 @@ chat_err chat_store_open(const char *path, chat_sync sync, chat_store **out, cha
 /* Closes the store and frees it. Accepts NULL. */
 void chat_store_close(chat_store *st);
 
+/* After a call returned CHAT_EIO or CHAT_ECORRUPT: what failed, as one line
+ * for a log (the operation, the record kind and its group, member, device
+ * or id range, and LevelDB's message). Owned by the store, valid until the
+ * next store call; "" before the first such error; unspecified after other
+ * results. */
+const char *chat_store_last_error(const chat_store *st);
+
+/* Compacts the whole store (LevelDB's compact_range over every key): moves
+ * everything into table files and drops deleted records. Slow; for tools,
+ * tests and maintenance, never on the broker's thread under load. */
+chat_err chat_store_compact(chat_store *st);
+
 /* Forces every write so far to stable storage before it returns. Cheap when
- * nothing was written since the last call. */
+ * nothing was written since the last call. A failure is a write error. */
 chat_err chat_store_sync(chat_store *st);
 
 /* CHAT_SYNC_BATCH: asks the store's background thread to force every write
  * so far to stable storage, and returns at once; a failure of that sync
- * makes later writes fail with CHAT_EIO. Other modes: chat_store_sync. */
+ * makes later writes fail with CHAT_EIO (invariant 5). Other modes:
+ * chat_store_sync. */
 chat_err chat_store_sync_async(chat_store *st);
 
 /* Group head (0 for an unknown group) and the lowest id still kept. */
@@ -120,14 +144,17 @@ chat_err chat_store_get(chat_store *st, const char *group, uint64_t id, chat_msg
 
 /* Reads messages with ids > after, oldest first, at most max_count of them
  * and, after the first, no more than max_bytes in total. The page is heap
- * memory: free it with chat_page_destroy. An empty page is not an error. */
+ * memory: free it with chat_page_destroy. An empty page is not an error.
+ * A damaged range fails the call (no page) with CHAT_ECORRUPT or CHAT_EIO
+ * and chat_store_last_error naming it; it never skips over the damage. */
 chat_err chat_store_read_forward(chat_store *st, const char *group, uint64_t after,
                                  size_t max_count, size_t max_bytes, chat_page **out);
 
 /* The same reading as chat_store_read_forward without a copy: calls fn with
  * each message, whose bytes are valid only during the call. A non-zero
  * return from fn stops the scan with CHAT_ENOMEM (fn ran out of room).
- * *more tells whether the store holds further messages. */
+ * *more tells whether the store holds further messages. On a read error fn
+ * may already have had the messages before the damage: discard them. */
 typedef int (*chat_msg_fn)(void *ctx, uint64_t id, const char *data, size_t len);
 chat_err chat_store_scan_forward(chat_store *st, const char *group, uint64_t after,
                                  size_t max_count, size_t max_bytes, chat_msg_fn fn, void *ctx,
