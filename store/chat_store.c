@@ -24,6 +24,7 @@
 #define TAG_JOIN 'J'
 #define TAG_GROUPS 'G'
 #define TAG_CID 'I'
+#define TAG_CIDREV 'K'
 
 /* Room for a path and a log file name. */
 #define PATH_MAX_LEN 4096
@@ -124,9 +125,9 @@ static void key_init(key *k, char tag)
     k->overflow = false;
 }
 
-static void key_str(key *k, const char *s)
+/* Appends n bytes of s with their length in front. */
+static void key_part(key *k, const char *s, size_t n)
 {
-    size_t n = strlen(s);
     if (n > MAX_PART || k->len + 2 + n > sizeof(k->buf)) {
         k->overflow = true;
         return;
@@ -135,6 +136,11 @@ static void key_str(key *k, const char *s)
     k->buf[k->len++] = (char)(n & 0xff);
     memcpy(k->buf + k->len, s, n);
     k->len += n;
+}
+
+static void key_str(key *k, const char *s)
+{
+    key_part(k, s, strlen(s));
 }
 
 /* Appends s without a length: only for a key's last part, which then sorts
@@ -233,8 +239,10 @@ static void describe_key(const char *k, size_t len, char *out, size_t cap)
         }
         break;
     case TAG_MSG:
+    case TAG_CIDREV:
         if (next_part(&p, end, &a, &an) && end - p == 8) {
-            put_text(out, cap, "message %llu of group ", (unsigned long long)get_u64(p));
+            put_text(out, cap, "%s %llu of group ", k[0] == TAG_MSG ? "message" : "cid of message",
+                     (unsigned long long)get_u64(p));
             put_name(out, cap, a, an);
             return;
         }
@@ -757,7 +765,7 @@ chat_err chat_store_first(chat_store *st, const char *group, uint64_t *first)
 chat_err chat_store_append(chat_store *st, const char *group, uint64_t id, const char *from,
                            const char *cid, const void *env, size_t env_len)
 {
-    key kh, km, ki;
+    key kh, km, ki, kk, kv;
     uint64_t head = 0;
     char val[8];
     chat_err rc;
@@ -785,15 +793,25 @@ chat_err chat_store_append(chat_store *st, const char *group, uint64_t id, const
     put_u64(val, id);
     leveldb_writebatch_put(wb, kh.buf, kh.len, val, sizeof(val));
     if (cid) {
+        /* The index entry and its reverse, so that whoever deletes the
+         * message finds the entry by id (invariant 6). */
         key_init(&ki, TAG_CID);
         key_str(&ki, group);
         key_str(&ki, from);
         key_str(&ki, cid);
-        if (ki.overflow) {
+        key_init(&kk, TAG_CIDREV);
+        key_str(&kk, group);
+        key_u64(&kk, id);
+        kv.len = 0;
+        kv.overflow = false;
+        key_str(&kv, from);
+        key_str(&kv, cid);
+        if (ki.overflow || kk.overflow || kv.overflow) {
             leveldb_writebatch_destroy(wb);
             return CHAT_EINVAL;
         }
         leveldb_writebatch_put(wb, ki.buf, ki.len, val, sizeof(val));
+        leveldb_writebatch_put(wb, kk.buf, kk.len, kv.buf, kv.len);
     }
     rc = write_batch(st, wb, st->wopt, &km);
     leveldb_writebatch_destroy(wb);
@@ -804,6 +822,7 @@ chat_err chat_store_cid_find(chat_store *st, const char *group, const char *from
                              uint64_t *id, bool *found)
 {
     key k;
+    uint64_t first = 1;
     key_init(&k, TAG_CID);
     key_str(&k, group);
     key_str(&k, from);
@@ -812,7 +831,14 @@ chat_err chat_store_cid_find(chat_store *st, const char *group, const char *from
     if (k.overflow) {
         return CHAT_EINVAL;
     }
-    return get_u64_key(st, &k, id, found);
+    chat_err rc = get_u64_key(st, &k, id, found);
+    if (rc == CHAT_OK && *found) {
+        /* An entry whose message is gone (a store from before the reverse
+         * keys, or a group being deleted) no longer holds a retry back. */
+        rc = chat_store_first(st, group, &first);
+        *found = rc == CHAT_OK && *id >= first;
+    }
+    return rc;
 }
 
 chat_err chat_store_get(chat_store *st, const char *group, uint64_t id, chat_msg *msg, bool *found)
@@ -821,12 +847,17 @@ chat_err chat_store_get(chat_store *st, const char *group, uint64_t id, chat_msg
     char *err = NULL;
     size_t vlen = 0;
 
+    uint64_t first = 1;
     *found = false;
     key_init(&k, TAG_MSG);
     key_str(&k, group);
     key_u64(&k, id);
     if (k.overflow) {
         return CHAT_EINVAL;
+    }
+    chat_err rc = chat_store_first(st, group, &first);
+    if (rc != CHAT_OK || id < first) {
+        return rc;
     }
     char *val = leveldb_get(st->db, st->ropt, k.buf, k.len, &vlen, &err);
     if (err) {
@@ -904,7 +935,7 @@ static chat_err scan(chat_store *st, const char *group, uint64_t from_id, bool f
 {
     key prefix, k;
     size_t count = 0, bytes = 0;
-    uint64_t last = 0;
+    uint64_t last = 0, first = 1;
     chat_err rc = CHAT_OK;
     char *err = NULL;
 
@@ -915,6 +946,12 @@ static chat_err scan(chat_store *st, const char *group, uint64_t from_id, bool f
     key_u64(&k, from_id);
     if (k.overflow || max_count == 0) {
         return CHAT_EINVAL;
+    }
+    /* Ids below first are gone even while a group deletion has not yet
+     * removed their records (invariant 2). */
+    rc = chat_store_first(st, group, &first);
+    if (rc != CHAT_OK) {
+        return rc;
     }
     leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
     leveldb_iter_seek(it, k.buf, k.len);
@@ -933,7 +970,10 @@ static chat_err scan(chat_store *st, const char *group, uint64_t from_id, bool f
             break;
         }
         uint64_t id = get_u64(kb + prefix.len);
-        if (forward ? id > from_id : id < from_id) {
+        if (!forward && id < first) {
+            break;
+        }
+        if (forward ? id > from_id && id >= first : id < from_id) {
             const char *v = leveldb_iter_value(it, &vlen);
             if (count >= max_count || (count > 0 && bytes + vlen > max_bytes)) {
                 *more = true;
@@ -1274,17 +1314,81 @@ chat_err chat_store_member_groups(chat_store *st, const char *member, chat_group
     return rc;
 }
 
-chat_err chat_store_trim(chat_store *st, const char *group, uint64_t before)
+/* Adds to wb the deletion of the cid index entries of group's messages
+ * [from, to): each reverse key, and the entry it names while that entry
+ * still points at this message (a later append may have reused the cid). */
+static chat_err trim_cids(chat_store *st, const char *group, uint64_t from, uint64_t to,
+                          leveldb_writebatch_t *wb)
+{
+    key prefix, k, ki;
+    char *err = NULL;
+
+    key_init(&prefix, TAG_CIDREV);
+    key_str(&prefix, group);
+    k = prefix;
+    key_u64(&k, from);
+    if (k.overflow) {
+        return CHAT_EINVAL;
+    }
+    leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
+    for (leveldb_iter_seek(it, k.buf, k.len); !(err = iter_error(it)) && leveldb_iter_valid(it);
+         leveldb_iter_next(it)) {
+        size_t klen = 0, vlen = 0, fn = 0, cn = 0;
+        const char *kb = leveldb_iter_key(it, &klen);
+        if (klen != prefix.len + 8 || memcmp(kb, prefix.buf, prefix.len) != 0 ||
+            get_u64(kb + prefix.len) >= to) {
+            break;
+        }
+        const char *v = leveldb_iter_value(it, &vlen), *end = v + vlen, *f = NULL, *c = NULL;
+        bool named = next_part(&v, end, &f, &fn) && next_part(&v, end, &c, &cn) && v == end;
+        key_init(&ki, TAG_CID);
+        key_str(&ki, group);
+        if (named) {
+            key_part(&ki, f, fn);
+            key_part(&ki, c, cn);
+        }
+        if (named && !ki.overflow) {
+            size_t ilen = 0;
+            char *ival = leveldb_get(st->db, st->ropt, ki.buf, ki.len, &ilen, &err);
+            if (err) {
+                leveldb_iter_destroy(it);
+                return read_key_error(st, err, ki.buf, ki.len);
+            }
+            /* An entry of another shape is as dead as its message. */
+            if (ival && (ilen != 8 || get_u64(ival) == get_u64(kb + prefix.len))) {
+                leveldb_writebatch_delete(wb, ki.buf, ki.len);
+            }
+            leveldb_free(ival);
+        }
+        leveldb_writebatch_delete(wb, kb, klen);
+    }
+    leveldb_iter_destroy(it);
+    if (err) {
+        return read_key_error(st, err, k.buf, k.len);
+    }
+    return CHAT_OK;
+}
+
+chat_err chat_store_trim(chat_store *st, const char *group, uint64_t before, size_t max_keys,
+                         uint64_t *first_now)
 {
     key kf, km;
     uint64_t head = 0, first = 1;
     char val[8];
-    chat_err rc = chat_store_head(st, group, &head);
+    chat_err rc;
+
+    if (!group || max_keys == 0) {
+        return CHAT_EINVAL;
+    }
+    rc = chat_store_head(st, group, &head);
     if (rc == CHAT_OK) {
         rc = chat_store_first(st, group, &first);
     }
     if (rc != CHAT_OK) {
         return rc;
+    }
+    if (first_now) {
+        *first_now = first;
     }
     if (before > head + 1) {
         before = head + 1;
@@ -1297,23 +1401,26 @@ chat_err chat_store_trim(chat_store *st, const char *group, uint64_t before)
     if (kf.overflow) {
         return CHAT_EINVAL;
     }
-    /* One batch per bounded run keeps a first sweep over a long history from
-     * building one huge batch; 'F' moves with each, so a crash between two
-     * leaves invariant 2 intact. */
-    while (first < before && rc == CHAT_OK) {
-        uint64_t stop = before - first > 4096 ? first + 4096 : before;
-        leveldb_writebatch_t *wb = leveldb_writebatch_create();
-        for (uint64_t id = first; id < stop; id++) {
-            key_init(&km, TAG_MSG);
-            key_str(&km, group);
-            key_u64(&km, id);
-            leveldb_writebatch_delete(wb, km.buf, km.len);
-        }
+    /* One bounded batch per call, 'F' moving with it: a crash between two
+     * calls leaves invariants 2 and 6 intact, and one call's work on the
+     * broker's thread is bounded however long the backlog. */
+    uint64_t stop = before - first > max_keys ? first + max_keys : before;
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    for (uint64_t id = first; id < stop; id++) {
+        key_init(&km, TAG_MSG);
+        key_str(&km, group);
+        key_u64(&km, id);
+        leveldb_writebatch_delete(wb, km.buf, km.len);
+    }
+    rc = trim_cids(st, group, first, stop, wb);
+    if (rc == CHAT_OK) {
         put_u64(val, stop);
         leveldb_writebatch_put(wb, kf.buf, kf.len, val, sizeof(val));
-        rc = write_batch(st, wb, st->wopt_lazy, &km);
-        leveldb_writebatch_destroy(wb);
-        first = stop;
+        rc = write_batch(st, wb, st->wopt_lazy, &kf);
+    }
+    leveldb_writebatch_destroy(wb);
+    if (rc == CHAT_OK && first_now) {
+        *first_now = stop;
     }
     return rc;
 }

@@ -21,6 +21,7 @@
  *   'J' g m          -> joined (8)            member m joined when head was this
  *   'G' m g          -> joined (8)            the same, indexed by member
  *   'I' g m cid      -> id (8)                (group, from, cid) already stored
+ *   'K' g id         -> m cid                 the 'I' key of message id, for its deletion
  *
  * where g, m, d and cid are length-prefixed strings (two bytes, big-endian),
  * so that no key is a prefix of another with a different meaning; the one
@@ -31,7 +32,8 @@
  *   1. Ids of a group are 1..head with no gap: message id and the new head
  *      are written in one WriteBatch, so a crash leaves neither a hole nor a
  *      reused id.
- *   2. first <= head + 1; every id in [first, head] has an 'M' record.
+ *   2. first <= head + 1; every id in [first, head] has an 'M' record, and
+ *      no read returns an id below first.
  *   3. A cursor never moves back and never exceeds head.
  *   4. 'J' g m exists if and only if 'G' m g exists.
  *   5. The first WRITE error wins: after a failed write (or a failed
@@ -42,6 +44,10 @@
  *      stop every publish to every group. (LevelDB itself still stops all
  *      writes if one of its background compactions hits the damage; that
  *      store then needs repair.)
+ *   6. Every key has a way to be deleted: an 'I' entry has its 'K' reverse
+ *      (written in the message's batch, deleted with the message); an 'I'
+ *      without one (stores from before 'K') counts only while its id is at
+ *      least first, and a group deletion removes it.
  */
 #ifndef CHAT_STORE_H
 #define CHAT_STORE_H
@@ -129,17 +135,21 @@ chat_err chat_store_first(chat_store *st, const char *group, uint64_t *first);
 
 /* Appends one envelope to group under id, which must be head + 1 (read it
  * with chat_store_head and put it in the envelope first). When cid is not
- * NULL the (group, from, cid) index entry goes in the same batch. Copies
- * everything; on error nothing is written. */
+ * NULL the (group, from, cid) index entry and its reverse go in the same
+ * batch; append does not look for an earlier entry (the caller asked
+ * chat_store_cid_find), and a second append with the same cid moves the
+ * entry to the new id. Copies everything; on error nothing is written. */
 chat_err chat_store_append(chat_store *st, const char *group, uint64_t id, const char *from,
                            const char *cid, const void *env, size_t env_len);
 
-/* Looks up the id a (group, from, cid) was stored under. */
+/* Looks up the id a (group, from, cid) was stored under, while that message
+ * is still kept: once retention or a group deletion removed it, *found is
+ * false and a retry is a new message. */
 chat_err chat_store_cid_find(chat_store *st, const char *group, const char *from, const char *cid,
                              uint64_t *id, bool *found);
 
-/* Reads one message. On success with *found, *msg holds a heap copy: free
- * msg->data with free(). */
+/* Reads one message (ids below first are not found). On success with
+ * *found, *msg holds a heap copy: free msg->data with free(). */
 chat_err chat_store_get(chat_store *st, const char *group, uint64_t id, chat_msg *msg, bool *found);
 
 /* Reads messages with ids > after, oldest first, at most max_count of them
@@ -188,9 +198,16 @@ chat_err chat_store_cursor_start(chat_store *st, const char *group, const char *
                                  const char *device, uint64_t *id, bool *found);
 
 /* Retention: deletes the messages of group with ids below before (at most
- * head + 1) and records the new lowest id. Their cid index entries stay, so
- * a late retry is still recognised. Deleting nothing is not an error. */
-chat_err chat_store_trim(chat_store *st, const char *group, uint64_t before);
+ * head + 1), oldest first, and at most max_keys of them per call (max_keys
+ * 0: CHAT_EINVAL), with their cid index entries, in one batch that also
+ * records the new lowest id. *first_now (may be NULL) receives the lowest
+ * id kept afterwards: the caller repeats, on later turns of its loop, while
+ * *first_now < before. Deleting nothing is not an error.
+ *
+ * The cid entries go with their messages (invariant 6): a retry of an
+ * expired message is no longer recognised and is stored anew. */
+chat_err chat_store_trim(chat_store *st, const char *group, uint64_t before, size_t max_keys,
+                         uint64_t *first_now);
 
 /* Calls fn(ctx, group, head) for up to max groups whose names sort after
  * `after` (NULL: from the first), in byte order of their names... */

@@ -19,6 +19,10 @@
 
 #include "chat_store.h"
 
+/* The on-disk layout is part of the contract that every key can be deleted
+ * (chat_store.h, invariant 6): some cases count raw keys of a closed store. */
+#include <leveldb/c.h>
+
 /* ------------------------------------------------------------------------
  * Fixture
  * --------------------------------------------------------------------- */
@@ -1320,6 +1324,172 @@ static void test_i7_bad_block_fails_reads_not_writes(void **state)
 }
 
 /* ------------------------------------------------------------------------
+ * Issue 9, item 8: every key has a way to be deleted
+ * --------------------------------------------------------------------- */
+
+/* A raw key prefix: a tag, then length-prefixed parts (NULL ends them). */
+static size_t raw_prefix(char *buf, size_t cap, char tag, const char *a, const char *b)
+{
+    size_t len = 0;
+    const char *parts[2] = {a, b};
+
+    buf[len++] = tag;
+    for (int i = 0; i < 2 && parts[i]; i++) {
+        size_t n = strlen(parts[i]);
+        assert_true(len + 2 + n <= cap);
+        buf[len++] = (char)(n >> 8);
+        buf[len++] = (char)(n & 0xff);
+        memcpy(buf + len, parts[i], n);
+        len += n;
+    }
+    return len;
+}
+
+/* Counts the keys starting with prefix in the fixture's store: closes it,
+ * reads the directory with LevelDB itself, and opens the store again. */
+static size_t raw_count(struct fixture *fx, const char *prefix, size_t plen)
+{
+    leveldb_options_t *opt = leveldb_options_create();
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    char *err = NULL;
+    size_t n = 0;
+
+    chat_store_close(fx->st);
+    fx->st = NULL;
+    leveldb_t *db = leveldb_open(opt, fx->dir, &err);
+    if (err)
+        fail_msg("leveldb_open %s: %s", fx->dir, err);
+    leveldb_iterator_t *it = leveldb_create_iterator(db, ro);
+    for (leveldb_iter_seek(it, prefix, plen); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+        size_t klen = 0;
+        const char *k = leveldb_iter_key(it, &klen);
+        if (klen < plen || memcmp(k, prefix, plen) != 0)
+            break;
+        n++;
+    }
+    leveldb_iter_destroy(it);
+    leveldb_close(db);
+    leveldb_readoptions_destroy(ro);
+    leveldb_options_destroy(opt);
+    reopen(fx, CHAT_SYNC_NONE);
+    return n;
+}
+
+/* Keys of one kind in group (and of member, when not NULL). */
+static size_t group_keys(struct fixture *fx, char tag, const char *group, const char *member)
+{
+    char p[256];
+    return raw_count(fx, p, raw_prefix(p, sizeof(p), tag, group, member));
+}
+
+/* Calls chat_store_trim until it reaches before; returns the calls made. */
+static int trim_all(chat_store *st, const char *group, uint64_t before, size_t max_keys)
+{
+    uint64_t first = 0, prev = 0;
+    int calls = 0;
+
+    do {
+        prev = first;
+        ASSERT_OK(chat_store_trim(st, group, before, max_keys, &first));
+        calls++;
+        assert_true(calls == 1 || first > prev);
+    } while (first < before && calls < 100000);
+    return calls;
+}
+
+static void test_i8a_trim_removes_cid_keys(void **state)
+{
+    struct fixture *fx = *state;
+    const unsigned n = 500;
+    char cid[32];
+    uint64_t first = 0;
+
+    /* the review's case: retention_count 10, every publish with a cid */
+    for (unsigned i = 1; i <= n; i++) {
+        snprintf(cid, sizeof(cid), "c%u", i);
+        assert_int_equal(append_env(fx->st, "g", i % 2 ? "alice" : "bob", cid, 0), i);
+        append_env(fx->st, "other", "alice", cid, 0);
+    }
+    assert_int_equal(trim_all(fx->st, "g", n - 9, 64), (int)((n - 10 + 63) / 64));
+    ASSERT_OK(chat_store_first(fx->st, "g", &first));
+    assert_int_equal(first, n - 9);
+
+    /* ten messages, ten index entries, ten reverse keys */
+    assert_int_equal(group_keys(fx, 'M', "g", NULL), 10);
+    assert_int_equal(group_keys(fx, 'I', "g", NULL), 10);
+    assert_int_equal(group_keys(fx, 'K', "g", NULL), 10);
+    /* the other group keeps all of its own */
+    assert_int_equal(group_keys(fx, 'I', "other", NULL), n);
+    assert_int_equal(group_keys(fx, 'K', "other", NULL), n);
+
+    assert_cid(fx->st, "g", "alice", "c1", false, 0);
+    assert_cid(fx->st, "g", "bob", "c490", false, 0);
+    assert_cid(fx->st, "g", "alice", "c491", true, 491);
+    assert_cid(fx->st, "other", "alice", "c1", true, 1);
+    /* a retry after expiry is a new message, indexed anew */
+    assert_int_equal(append_env(fx->st, "g", "alice", "c1", 0), n + 1);
+    assert_cid(fx->st, "g", "alice", "c1", true, n + 1);
+    assert_int_equal(group_keys(fx, 'I', "g", NULL), 11);
+}
+
+static void test_i8a_trim_keeps_reused_cid(void **state)
+{
+    struct fixture *fx = *state;
+
+    /* the same cid appended twice (the store does not forbid it): the entry
+     * points at the second, which trimming the first must not remove */
+    append_env(fx->st, "g", "alice", "c", 0);
+    append_env(fx->st, "g", "alice", "c", 0);
+    append_env(fx->st, "g", "alice", "d", 0);
+    assert_cid(fx->st, "g", "alice", "c", true, 2);
+    ASSERT_OK(chat_store_trim(fx->st, "g", 2, 100, NULL));
+    assert_cid(fx->st, "g", "alice", "c", true, 2);
+    assert_int_equal(group_keys(fx, 'K', "g", NULL), 2);
+    ASSERT_OK(chat_store_trim(fx->st, "g", 3, 100, NULL));
+    assert_cid(fx->st, "g", "alice", "c", false, 0);
+    assert_cid(fx->st, "g", "alice", "d", true, 3);
+    assert_int_equal(group_keys(fx, 'I', "g", NULL), 1);
+    assert_int_equal(group_keys(fx, 'K', "g", NULL), 1);
+}
+
+static void test_i8c_trim_bounded_per_call(void **state)
+{
+    struct fixture *fx = *state;
+    uint64_t first = 0;
+    chat_page *page = NULL;
+
+    fill(fx->st, "g", 1000);
+    assert_int_equal(chat_store_trim(fx->st, "g", 10, 0, &first), CHAT_EINVAL);
+
+    /* one call deletes at most max_keys messages and says where it stopped */
+    ASSERT_OK(chat_store_trim(fx->st, "g", 901, 64, &first));
+    assert_int_equal(first, 65);
+    assert_not_stored(fx->st, "g", 64);
+    ASSERT_OK(chat_store_first(fx->st, "g", &first));
+    assert_int_equal(first, 65);
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 2, SIZE_MAX, &page));
+    check_page_run(page, "g", 65, 1, 2, true);
+    chat_page_destroy(page);
+
+    /* the caller repeats while first < before: 900 in 64s is 15 calls */
+    assert_int_equal(trim_all(fx->st, "g", 901, 64) + 1, 15);
+    ASSERT_OK(chat_store_first(fx->st, "g", &first));
+    assert_int_equal(first, 901);
+    assert_int_equal(group_keys(fx, 'M', "g", NULL), 100);
+
+    /* before beyond head + 1 is clamped; below first changes nothing */
+    ASSERT_OK(chat_store_trim(fx->st, "g", 500, 64, &first));
+    assert_int_equal(first, 901);
+    ASSERT_OK(chat_store_trim(fx->st, "g", UINT64_MAX, 1000, &first));
+    assert_int_equal(first, 1001);
+    assert_head(fx->st, "g", 1000);
+    assert_int_equal(group_keys(fx, 'M', "g", NULL), 0);
+    assert_int_equal(append_env(fx->st, "g", "u", NULL, 0), 1001);
+    ASSERT_OK(chat_store_trim(fx->st, "nobody", 10, 10, &first));
+    assert_int_equal(first, 1);
+}
+
+/* ------------------------------------------------------------------------
  * Table
  * --------------------------------------------------------------------- */
 
@@ -1360,6 +1530,9 @@ int main(void)
         CASE(test_ids_survive_reopen),
         CASE(test_many_messages),
         CASE(test_i7_bad_block_fails_reads_not_writes),
+        CASE(test_i8a_trim_removes_cid_keys),
+        CASE(test_i8a_trim_keeps_reused_cid),
+        CASE(test_i8c_trim_bounded_per_call),
     };
 
     return cmocka_run_group_tests_name("chat_store", tests, NULL, NULL);
