@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TAG_HEAD 'H'
@@ -25,6 +26,7 @@
 #define TAG_GROUPS 'G'
 #define TAG_CID 'I'
 #define TAG_CIDREV 'K'
+#define TAG_MAX 'X'
 
 /* Room for a path and a log file name. */
 #define PATH_MAX_LEN 4096
@@ -48,6 +50,8 @@ struct chat_store {
     leveldb_writeoptions_t *wopt_sync; /* chat_store_sync */
     chat_cache *cache;                 /* heads, cursors, memberships: read on every publish */
     chat_sync sync;
+    chat_clock_fn clock; /* stamps a cursor's last use */
+    void *clock_ctx;
     bool dirty;         /* written since the last chat_store_sync */
     atomic_bool failed; /* invariant 5: the first write error makes the store read-only */
     char latched[CHAT_STORE_ERROR_MAX];  /* why failed was set (the broker's thread's writes) */
@@ -249,8 +253,12 @@ static void describe_key(const char *k, size_t len, char *out, size_t cap)
         break;
     case TAG_CURSOR:
     case TAG_JOIN:
+    case TAG_MAX:
         if (next_part(&p, end, &a, &an) && next_part(&p, end, &b, &bn)) {
-            put_text(out, cap, "%s of member ", k[0] == TAG_JOIN ? "membership" : "cursor");
+            put_text(out, cap, "%s of member ",
+                     k[0] == TAG_JOIN  ? "membership"
+                     : k[0] == TAG_MAX ? "max cursor"
+                                       : "cursor");
             put_name(out, cap, b, bn);
             if (k[0] == TAG_CURSOR && next_part(&p, end, &c, &cn)) {
                 put_text(out, cap, " device ");
@@ -373,46 +381,78 @@ const char *chat_store_last_error(const chat_store *st)
  * Records and the cache
  * --------------------------------------------------------------------- */
 
-/* Keys whose 8-byte values go through the cache. Message records are too
- * many, and cids are nearly all looked up once (a Bloom filter answers). */
+/* A record as the cache holds it: a value and an extra number. Cursors hold
+ * (id, last use in ms) and memberships (joined, generation) since issue 9;
+ * their older 8-byte values read with 0 as the extra number. */
+typedef struct rec {
+    uint64_t v;
+    uint64_t x;
+} rec;
+
+/* Kinds whose records go through the cache. Message records are too many,
+ * and cids are nearly all looked up once (a Bloom filter answers). */
 static bool cacheable(const char *k, size_t len)
 {
     return len > 0 && (k[0] == TAG_HEAD || k[0] == TAG_FIRST || k[0] == TAG_CURSOR ||
-                       k[0] == TAG_JOIN || k[0] == TAG_GROUPS);
+                       k[0] == TAG_JOIN || k[0] == TAG_GROUPS || k[0] == TAG_MAX);
 }
 
-/* Reads an 8-byte value. Missing keys leave *v untouched and *found false. */
-static chat_err get_u64_key(chat_store *st, const key *k, uint64_t *v, bool *found)
+/* Decodes the value of a key of kind tag; false when it has a wrong shape. */
+static bool decode(char tag, const char *v, size_t vlen, rec *r)
+{
+    if (tag == TAG_CURSOR || tag == TAG_JOIN || tag == TAG_GROUPS) {
+        if (vlen != 8 && vlen != 16) {
+            return false;
+        }
+    } else if (vlen != 8) {
+        return false;
+    }
+    r->v = get_u64(v);
+    r->x = vlen == 16 ? get_u64(v + 8) : 0;
+    return true;
+}
+
+/* Reads a record. A missing key leaves *r untouched and *found false. */
+static chat_err get_rec(chat_store *st, const key *k, rec *r, bool *found)
 {
     char *err = NULL;
     size_t vlen = 0;
-    uint64_t extra = 0;
     bool cache = cacheable(k->buf, k->len);
-    if (cache && chat_cache_get(st->cache, k->buf, k->len, found, v, &extra)) {
+    *found = false;
+    if (cache && chat_cache_get(st->cache, k->buf, k->len, found, &r->v, &r->x)) {
         return CHAT_OK;
     }
     char *val = leveldb_get(st->db, st->ropt, k->buf, k->len, &vlen, &err);
     if (err) {
         return read_key_error(st, err, k->buf, k->len);
     }
-    *found = val != NULL;
     if (!val) {
         if (cache) {
             chat_cache_put(st->cache, k->buf, k->len, false, 0, 0);
         }
         return CHAT_OK;
     }
-    if (vlen != 8) {
-        leveldb_free(val);
-        *found = false;
+    bool ok = decode(k->buf[0], val, vlen, r);
+    leveldb_free(val);
+    if (!ok) {
         return corrupt_key(st, k->buf, k->len, vlen);
     }
-    *v = get_u64(val);
-    leveldb_free(val);
+    *found = true;
     if (cache) {
-        chat_cache_put(st->cache, k->buf, k->len, true, *v, 0);
+        chat_cache_put(st->cache, k->buf, k->len, true, r->v, r->x);
     }
     return CHAT_OK;
+}
+
+/* get_rec for the value alone. A missing key leaves *v untouched. */
+static chat_err get_u64_key(chat_store *st, const key *k, uint64_t *v, bool *found)
+{
+    rec r;
+    chat_err rc = get_rec(st, k, &r, found);
+    if (rc == CHAT_OK && *found) {
+        *v = r.v;
+    }
+    return rc;
 }
 
 /* Write-through: after a batch is written, its puts and deletes of cached
@@ -420,8 +460,9 @@ static chat_err get_u64_key(chat_store *st, const key *k, uint64_t *v, bool *fou
 static void cache_put_cb(void *ctx, const char *k, size_t klen, const char *v, size_t vlen)
 {
     chat_store *st = ctx;
-    if (vlen == 8 && cacheable(k, klen)) {
-        chat_cache_put(st->cache, k, klen, true, get_u64(v), 0);
+    rec r;
+    if (cacheable(k, klen) && decode(k[0], v, vlen, &r)) {
+        chat_cache_put(st->cache, k, klen, true, r.v, r.x);
     }
 }
 
@@ -451,15 +492,41 @@ static chat_err write_batch(chat_store *st, leveldb_writebatch_t *wb,
     return CHAT_OK;
 }
 
-static chat_err put_u64_key(chat_store *st, const key *k, uint64_t v)
+/* Adds a put of an 8-byte value... */
+static void batch_put(leveldb_writebatch_t *wb, const key *k, uint64_t v)
 {
     char val[8];
     put_u64(val, v);
-    leveldb_writebatch_t *wb = leveldb_writebatch_create();
     leveldb_writebatch_put(wb, k->buf, k->len, val, sizeof(val));
-    chat_err rc = write_batch(st, wb, st->wopt_lazy, k);
-    leveldb_writebatch_destroy(wb);
-    return rc;
+}
+
+/* ... and of a two-number record. */
+static void batch_put2(leveldb_writebatch_t *wb, const key *k, uint64_t v, uint64_t x)
+{
+    char val[16];
+    put_u64(val, v);
+    put_u64(val + 8, x);
+    leveldb_writebatch_put(wb, k->buf, k->len, val, sizeof(val));
+}
+
+static int64_t realtime_ms(void *ctx)
+{
+    struct timespec ts;
+    (void)ctx;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void chat_store_set_clock(chat_store *st, chat_clock_fn fn, void *ctx)
+{
+    st->clock = fn ? fn : realtime_ms;
+    st->clock_ctx = fn ? ctx : NULL;
+}
+
+/* The day of a time in ms: last-use stamps change at most once a day. */
+static int64_t day_of(int64_t ms)
+{
+    return ms / 86400000;
 }
 
 chat_err chat_store_open(const char *path, chat_sync sync, chat_store **out, char **errmsg)
@@ -490,6 +557,7 @@ chat_err chat_store_open(const char *path, chat_sync sync, chat_store **out, cha
         return CHAT_ENOMEM;
     }
     st->sync = sync;
+    chat_store_set_clock(st, NULL, NULL);
     st->cache = chat_cache_create(CACHE_ENTRIES);
     if (!st->cache) {
         free(st);
@@ -1064,61 +1132,50 @@ static void cursor_key(key *k, const char *group, const char *member, const char
     }
 }
 
-chat_err chat_store_cursor_get(chat_store *st, const char *group, const char *member,
-                               const char *device, uint64_t *id, bool *found)
+static void max_key(key *k, const char *group, const char *member)
+{
+    key_init(k, TAG_MAX);
+    key_str(k, group);
+    key_str(k, member);
+}
+
+chat_err chat_store_cursor_info(chat_store *st, const char *group, const char *member,
+                                const char *device, uint64_t *id, int64_t *last_used, bool *found)
 {
     key k;
+    rec r;
     cursor_key(&k, group, member, device);
     *found = false;
     if (k.overflow) {
         return CHAT_EINVAL;
     }
-    return get_u64_key(st, &k, id, found);
-}
-
-chat_err chat_store_cursor_advance(chat_store *st, const char *group, const char *member,
-                                   const char *device, uint64_t id, uint64_t *now)
-{
-    key k;
-    uint64_t cur = 0, head = 0;
-    bool found = false;
-    chat_err rc;
-
-    cursor_key(&k, group, member, device);
-    if (k.overflow) {
-        return CHAT_EINVAL;
-    }
-    rc = chat_store_head(st, group, &head);
-    if (rc == CHAT_OK) {
-        rc = get_u64_key(st, &k, &cur, &found);
-    }
-    if (rc != CHAT_OK) {
-        return rc;
-    }
-    if (id > head) {
-        id = head;
-    }
-    if (!found || id > cur) {
-        rc = put_u64_key(st, &k, id);
-        if (rc == CHAT_OK) {
-            cur = id;
+    chat_err rc = get_rec(st, &k, &r, found);
+    if (rc == CHAT_OK && *found) {
+        *id = r.v;
+        if (last_used) {
+            *last_used = (int64_t)r.x;
         }
-    }
-    if (now) {
-        *now = cur;
     }
     return rc;
 }
 
-chat_err chat_store_cursor_max(chat_store *st, const char *group, const char *member, uint64_t *id,
-                               bool *found)
+chat_err chat_store_cursor_get(chat_store *st, const char *group, const char *member,
+                               const char *device, uint64_t *id, bool *found)
+{
+    return chat_store_cursor_info(st, group, member, device, id, NULL, found);
+}
+
+/* The highest cursor among the member's device records: how a store from
+ * before the 'X' records answers, once per member. */
+static chat_err scan_cursors(chat_store *st, const char *group, const char *member, uint64_t *id,
+                             bool *found)
 {
     key prefix;
     chat_err rc = CHAT_OK;
     char *err = NULL;
+    rec r;
 
     cursor_key(&prefix, group, member, NULL);
-    *found = false;
     if (prefix.overflow) {
         return CHAT_EINVAL;
     }
@@ -1131,13 +1188,12 @@ chat_err chat_store_cursor_max(chat_store *st, const char *group, const char *me
             break;
         }
         const char *v = leveldb_iter_value(it, &vlen);
-        if (vlen != 8) {
+        if (!decode(TAG_CURSOR, v, vlen, &r)) {
             rc = corrupt_key(st, kb, klen, vlen);
             break;
         }
-        uint64_t c = get_u64(v);
-        if (!*found || c > *id) {
-            *id = c;
+        if (!*found || r.v > *id) {
+            *id = r.v;
             *found = true;
         }
     }
@@ -1145,6 +1201,114 @@ chat_err chat_store_cursor_max(chat_store *st, const char *group, const char *me
     if (err) {
         rc = read_key_error(st, err, prefix.buf, prefix.len);
     }
+    return rc;
+}
+
+chat_err chat_store_cursor_max(chat_store *st, const char *group, const char *member, uint64_t *id,
+                               bool *found)
+{
+    key kx;
+    max_key(&kx, group, member);
+    *found = false;
+    if (kx.overflow) {
+        return CHAT_EINVAL;
+    }
+    chat_err rc = get_u64_key(st, &kx, id, found);
+    if (rc == CHAT_OK && !*found) {
+        rc = scan_cursors(st, group, member, id, found);
+    }
+    return rc;
+}
+
+/* Adds to wb what keeps the member's 'X' record at least `to` (invariant
+ * 3): a put when it is lower, or when it is missing (then at least the
+ * highest device cursor, for stores from before 'X'). */
+static chat_err raise_max(chat_store *st, const char *group, const char *member, uint64_t to,
+                          leveldb_writebatch_t *wb)
+{
+    key kx;
+    uint64_t max = 0;
+    bool found = false;
+    max_key(&kx, group, member);
+    chat_err rc = get_u64_key(st, &kx, &max, &found);
+    if (rc != CHAT_OK || (found && max >= to)) {
+        return rc;
+    }
+    if (!found) {
+        rc = scan_cursors(st, group, member, &max, &found);
+        if (rc != CHAT_OK) {
+            return rc;
+        }
+    }
+    batch_put(wb, &kx, found && max > to ? max : to);
+    return CHAT_OK;
+}
+
+chat_err chat_store_cursor_advance(chat_store *st, const char *group, const char *member,
+                                   const char *device, uint64_t id, uint64_t *now)
+{
+    key k;
+    uint64_t head = 0;
+    rec cur = {0, 0};
+    bool found = false;
+    chat_err rc;
+
+    cursor_key(&k, group, member, device);
+    if (k.overflow) {
+        return CHAT_EINVAL;
+    }
+    rc = chat_store_head(st, group, &head);
+    if (rc == CHAT_OK) {
+        rc = get_rec(st, &k, &cur, &found);
+    }
+    if (rc != CHAT_OK) {
+        return rc;
+    }
+    if (id > head) {
+        id = head;
+    }
+    int64_t t = st->clock(st->clock_ctx);
+    bool move = !found || id > cur.v;
+    /* An ack that moves nothing is still a use of the device. */
+    if (move || day_of(t) != day_of((int64_t)cur.x)) {
+        uint64_t to = move ? id : cur.v;
+        leveldb_writebatch_t *wb = leveldb_writebatch_create();
+        batch_put2(wb, &k, to, (uint64_t)t);
+        if (move) {
+            rc = raise_max(st, group, member, to, wb);
+        }
+        if (rc == CHAT_OK) {
+            rc = write_batch(st, wb, st->wopt_lazy, &k);
+        }
+        leveldb_writebatch_destroy(wb);
+        if (rc == CHAT_OK) {
+            cur.v = to;
+        }
+    }
+    if (now) {
+        *now = cur.v;
+    }
+    return rc;
+}
+
+chat_err chat_store_cursor_touch(chat_store *st, const char *group, const char *member,
+                                 const char *device, int64_t now_ms)
+{
+    key k;
+    rec cur;
+    bool found = false;
+    cursor_key(&k, group, member, device);
+    if (k.overflow) {
+        return CHAT_EINVAL;
+    }
+    chat_err rc = get_rec(st, &k, &cur, &found);
+    if (rc != CHAT_OK || !found || day_of(now_ms) == day_of((int64_t)cur.x)) {
+        return rc;
+    }
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    batch_put2(wb, &k, cur.v, (uint64_t)now_ms);
+    rc = write_batch(st, wb, st->wopt_lazy, &k);
+    leveldb_writebatch_destroy(wb);
     return rc;
 }
 
@@ -1157,15 +1321,22 @@ chat_err chat_store_cursor_start(chat_store *st, const char *group, const char *
     chat_err rc;
 
     *found = false;
+    cursor_key(&k, group, member, device);
+    if (k.overflow) {
+        return CHAT_EINVAL;
+    }
+    int64_t t = st->clock(st->clock_ctx);
     rc = chat_store_cursor_get(st, group, member, device, id, &have);
     if (rc != CHAT_OK || have) {
         *found = have;
-        return rc;
+        return rc == CHAT_OK && have ? chat_store_cursor_touch(st, group, member, device, t) : rc;
     }
     rc = chat_store_member_get(st, group, member, &start, &have);
     if (rc != CHAT_OK || !have) {
         return rc;
     }
+    /* Invariant 3: the 'X' record is the member's most advanced device,
+     * one lookup however many devices it has had. */
     uint64_t best = 0;
     bool any = false;
     rc = chat_store_cursor_max(st, group, member, &best, &any);
@@ -1175,16 +1346,104 @@ chat_err chat_store_cursor_start(chat_store *st, const char *group, const char *
     if (any && best > start) {
         start = best;
     }
-    cursor_key(&k, group, member, device);
-    if (k.overflow) {
-        return CHAT_EINVAL;
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    batch_put2(wb, &k, start, (uint64_t)t);
+    rc = raise_max(st, group, member, start, wb);
+    if (rc == CHAT_OK) {
+        rc = write_batch(st, wb, st->wopt_lazy, &k);
     }
-    rc = put_u64_key(st, &k, start);
+    leveldb_writebatch_destroy(wb);
     if (rc == CHAT_OK) {
         *id = start;
         *found = true;
     }
     return rc;
+}
+
+chat_err chat_store_expire_devices(chat_store *st, int64_t older_than_ms, size_t max_keys,
+                                   char *resume, size_t resume_cap, size_t *removed, bool *done)
+{
+    key start, last;
+    size_t visited = 0, gone = 0;
+    bool finished = false;
+    char *err = NULL;
+    chat_err rc = CHAT_OK;
+
+    *removed = 0;
+    *done = false;
+    if (!resume || resume_cap < CHAT_STORE_RESUME_MAX || max_keys == 0) {
+        return CHAT_EINVAL;
+    }
+    size_t rlen = ((size_t)(unsigned char)resume[0] << 8) | (unsigned char)resume[1];
+    if (rlen > sizeof(start.buf) || (rlen > 0 && resume[2] != TAG_CURSOR)) {
+        return CHAT_EINVAL;
+    }
+    key_init(&start, TAG_CURSOR);
+    if (rlen > 0) {
+        memcpy(start.buf, resume + 2, rlen);
+        start.len = rlen;
+    }
+    last = start;
+    int64_t now = st->clock(st->clock_ctx);
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
+    leveldb_iter_seek(it, start.buf, start.len);
+    if (rlen > 0 && !(err = iter_error(it)) && leveldb_iter_valid(it)) {
+        size_t klen = 0;
+        const char *kb = leveldb_iter_key(it, &klen);
+        if (klen == start.len && memcmp(kb, start.buf, klen) == 0) {
+            leveldb_iter_next(it);
+        }
+    }
+    while (!err && !(err = iter_error(it))) {
+        size_t klen = 0, vlen = 0;
+        const char *kb = leveldb_iter_valid(it) ? leveldb_iter_key(it, &klen) : NULL;
+        if (!kb || klen < 1 || kb[0] != TAG_CURSOR) {
+            finished = true;
+            break;
+        }
+        if (visited == max_keys || klen > sizeof(last.buf)) {
+            break;
+        }
+        const char *v = leveldb_iter_value(it, &vlen);
+        if (vlen == 8) {
+            /* Written before last-use stamps: counts as used now, so that
+             * an upgrade does not expire every device at its first sweep. */
+            char val[16];
+            memcpy(val, v, 8);
+            put_u64(val + 8, (uint64_t)now);
+            leveldb_writebatch_put(wb, kb, klen, val, sizeof(val));
+        } else if (vlen != 16 || (int64_t)get_u64(v + 8) < older_than_ms) {
+            /* Stale, or unreadable: a device that comes back starts where
+             * the member's most advanced device was ('X' stays). */
+            leveldb_writebatch_delete(wb, kb, klen);
+            gone++;
+        }
+        memcpy(last.buf, kb, klen);
+        last.len = klen;
+        visited++;
+        leveldb_iter_next(it);
+    }
+    leveldb_iter_destroy(it);
+    if (err) {
+        rc = read_key_error(st, err, last.buf, last.len);
+    } else if (visited > 0) {
+        rc = write_batch(st, wb, st->wopt_lazy, &last);
+    }
+    leveldb_writebatch_destroy(wb);
+    if (rc != CHAT_OK) {
+        return rc;
+    }
+    *removed = gone;
+    *done = finished;
+    if (finished) {
+        resume[0] = resume[1] = 0;
+    } else if (visited > 0) {
+        resume[0] = (char)(last.len >> 8);
+        resume[1] = (char)(last.len & 0xff);
+        memcpy(resume + 2, last.buf, last.len);
+    }
+    return CHAT_OK;
 }
 
 static void join_keys(key *kj, key *kg, const char *group, const char *member)
@@ -1242,7 +1501,7 @@ chat_err chat_store_member_add(chat_store *st, const char *group, const char *me
 
 chat_err chat_store_member_remove(chat_store *st, const char *group, const char *member)
 {
-    key kj, kg, prefix;
+    key kj, kg, kx, prefix;
     char *err = NULL;
     chat_err rc;
 
@@ -1251,9 +1510,11 @@ chat_err chat_store_member_remove(chat_store *st, const char *group, const char 
     if (kj.overflow || kg.overflow || prefix.overflow) {
         return CHAT_EINVAL;
     }
+    max_key(&kx, group, member);
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
     leveldb_writebatch_delete(wb, kj.buf, kj.len);
     leveldb_writebatch_delete(wb, kg.buf, kg.len);
+    leveldb_writebatch_delete(wb, kx.buf, kx.len);
     leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
     for (leveldb_iter_seek(it, prefix.buf, prefix.len);
          !(err = iter_error(it)) && leveldb_iter_valid(it); leveldb_iter_next(it)) {

@@ -17,7 +17,10 @@
  *   'H' g            -> head (8)              highest id of the group
  *   'F' g            -> first (8)             lowest id still kept (retention)
  *   'M' g id         -> envelope bytes        one copy per message
- *   'C' g m d        -> cursor (8)            last id device d of member m acked
+ *   'C' g m d        -> cursor (8) used (8)   last id device d of member m acked, and
+ *                                             when the device was last used (ms; older
+ *                                             stores: the cursor alone, used = 0)
+ *   'X' g m          -> max (8)               highest cursor any device of m has had
  *   'J' g m          -> joined (8)            member m joined when head was this
  *   'G' m g          -> joined (8)            the same, indexed by member
  *   'I' g m cid      -> id (8)                (group, from, cid) already stored
@@ -34,7 +37,9 @@
  *      reused id.
  *   2. first <= head + 1; every id in [first, head] has an 'M' record, and
  *      no read returns an id below first.
- *   3. A cursor never moves back and never exceeds head.
+ *   3. A cursor never moves back and never exceeds head; 'X' g m is at
+ *      least every cursor of m's devices, written in the batch that moves
+ *      one (a store from before 'X' computes it once from the cursors).
  *   4. 'J' g m exists if and only if 'G' m g exists.
  *   5. The first WRITE error wins: after a failed write (or a failed
  *      background sync) every write is refused with CHAT_EIO until the
@@ -181,21 +186,65 @@ void chat_page_destroy(chat_page *page);
 chat_err chat_store_cursor_get(chat_store *st, const char *group, const char *member,
                                const char *device, uint64_t *id, bool *found);
 
+/* The same, with the time the device was last used (ms since the epoch,
+ * by the store's clock or chat_store_cursor_touch; 0 for a cursor written
+ * before the store kept it). last_used may be NULL. */
+chat_err chat_store_cursor_info(chat_store *st, const char *group, const char *member,
+                                const char *device, uint64_t *id, int64_t *last_used, bool *found);
+
 /* Moves a device's cursor forward to id, clamped to head; a lower id
- * changes nothing. *now (may be NULL) receives the cursor afterwards. */
+ * changes nothing but counts as a use of the device (see
+ * chat_store_cursor_touch). Keeps the member's maximum cursor record in the
+ * same batch. *now (may be NULL) receives the cursor afterwards. */
 chat_err chat_store_cursor_advance(chat_store *st, const char *group, const char *member,
                                    const char *device, uint64_t id, uint64_t *now);
 
-/* The most advanced cursor of any device of member in group. */
+/* The most advanced cursor any device of member in group has had: one
+ * record, kept when devices expire and deleted with the membership. */
 chat_err chat_store_cursor_max(chat_store *st, const char *group, const char *member, uint64_t *id,
                                bool *found);
 
-/* Where a device's delivery starts when it has no cursor yet: the most
- * advanced cursor of the member's other devices, else the id at which the
- * member joined (PROTOCOL.md, Names: device). Creates the cursor there so
- * that later calls agree. *found is false when member is not in group. */
+/* Where a device's delivery starts when it has no cursor yet: the member's
+ * maximum cursor (chat_store_cursor_max), else the id at which the member
+ * joined (PROTOCOL.md, Names: device): a constant number of lookups however
+ * many devices the member has had. Creates the cursor there so that later
+ * calls agree. A device that has a cursor gets it, and the call counts as
+ * a use of the device. *found is false when member is not in group. */
 chat_err chat_store_cursor_start(chat_store *st, const char *group, const char *member,
                                  const char *device, uint64_t *id, bool *found);
+
+/* Records that a device was used at now_ms (for chat_store_expire_devices),
+ * cheaply: it writes only when the day (UTC, now_ms / 86400000) differs
+ * from the stored one, so at most once per device per day. A device
+ * without a cursor is left alone: nothing is created. */
+chat_err chat_store_cursor_touch(chat_store *st, const char *group, const char *member,
+                                 const char *device, int64_t now_ms);
+
+/* The clock that stamps a device's last use in chat_store_cursor_advance,
+ * chat_store_cursor_start and chat_store_expire_devices: returns ms since
+ * the epoch. NULL restores the default, CLOCK_REALTIME. Tests set their own
+ * to control time. */
+typedef int64_t (*chat_clock_fn)(void *ctx);
+void chat_store_set_clock(chat_store *st, chat_clock_fn fn, void *ctx);
+
+/* Room a caller keeps for the resume point of chat_store_expire_devices. */
+#define CHAT_STORE_RESUME_MAX (4u * (CHAT_STORE_MAX_NAME + 2u) + 20u)
+
+/* Device expiry, in bounded steps: walks the device cursors of every group
+ * in key order from the resume point, looks at no more than max_keys of
+ * them (max_keys 0: CHAT_EINVAL), and deletes those last used before
+ * older_than_ms. *removed receives how many it deleted; *done is set when
+ * the walk reached the last cursor.
+ *
+ * resume is the caller's buffer of resume_cap >= CHAT_STORE_RESUME_MAX
+ * bytes, opaque to it: zero its first two bytes before a new walk and keep
+ * it between calls; done leaves it zeroed for the next walk. A member's
+ * maximum cursor record stays, so a device that comes back, or a new one,
+ * starts where its most advanced device was; the membership stays too. A
+ * cursor written before the store kept last-use times gets the store
+ * clock's time instead of being deleted, and expires a full period later. */
+chat_err chat_store_expire_devices(chat_store *st, int64_t older_than_ms, size_t max_keys,
+                                   char *resume, size_t resume_cap, size_t *removed, bool *done);
 
 /* Retention: deletes the messages of group with ids below before (at most
  * head + 1), oldest first, and at most max_keys of them per call (max_keys
@@ -225,7 +274,8 @@ chat_err chat_store_member_add(chat_store *st, const char *group, const char *me
 chat_err chat_store_member_get(chat_store *st, const char *group, const char *member,
                                uint64_t *joined, bool *found);
 
-/* Removes member from group with every cursor of its devices there. */
+/* Removes member from group with every cursor of its devices there and its
+ * maximum cursor record. */
 chat_err chat_store_member_remove(chat_store *st, const char *group, const char *member);
 
 /* Calls fn once per group of member, in byte order of the group names; a

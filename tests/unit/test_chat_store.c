@@ -1489,6 +1489,272 @@ static void test_i8c_trim_bounded_per_call(void **state)
     assert_int_equal(first, 1);
 }
 
+/* Writes one raw record into the fixture's store (closed meanwhile): how a
+ * store written by an older version looks. */
+static void raw_put(struct fixture *fx, const char *k, size_t klen, const void *v, size_t vlen)
+{
+    leveldb_options_t *opt = leveldb_options_create();
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    char *err = NULL;
+
+    chat_store_close(fx->st);
+    fx->st = NULL;
+    leveldb_t *db = leveldb_open(opt, fx->dir, &err);
+    if (err)
+        fail_msg("leveldb_open %s: %s", fx->dir, err);
+    leveldb_put(db, wo, k, klen, v, vlen, &err);
+    if (err)
+        fail_msg("leveldb_put: %s", err);
+    leveldb_close(db);
+    leveldb_writeoptions_destroy(wo);
+    leveldb_options_destroy(opt);
+    reopen(fx, CHAT_SYNC_NONE);
+}
+
+/* An 8-byte cursor, as stores before issue 9 wrote them. */
+static void raw_old_cursor(struct fixture *fx, const char *group, const char *member,
+                           const char *device, uint64_t id)
+{
+    char k[256], v[8];
+    size_t n = raw_prefix(k, sizeof(k), 'C', group, member);
+    size_t dl = strlen(device);
+
+    k[n++] = (char)(dl >> 8);
+    k[n++] = (char)(dl & 0xff);
+    memcpy(k + n, device, dl);
+    n += dl;
+    for (int i = 7; i >= 0; i--, id >>= 8)
+        v[i] = (char)(id & 0xff);
+    raw_put(fx, k, n, v, sizeof(v));
+}
+
+#define DAY_MS 86400000ll
+
+/* The store's clock in these cases: a number the case sets. */
+static int64_t fake_clock(void *ctx)
+{
+    return *(const int64_t *)ctx;
+}
+
+static void assert_used(chat_store *st, const char *group, const char *member, const char *device,
+                        uint64_t want_id, int64_t want_used)
+{
+    uint64_t id = UINT64_MAX;
+    int64_t used = -1;
+    bool found = false;
+
+    ASSERT_OK(chat_store_cursor_info(st, group, member, device, &id, &used, &found));
+    assert_true(found);
+    assert_int_equal(id, want_id);
+    assert_int_equal(used, want_used);
+}
+
+static void test_i8b_cursor_touch_once_a_day(void **state)
+{
+    struct fixture *fx = *state;
+    int64_t now = 100 * DAY_MS + 3600000;
+    uint64_t id = 0;
+    bool found = false;
+
+    chat_store_set_clock(fx->st, fake_clock, &now);
+    fill(fx->st, "g", 10);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alice", NULL));
+    ASSERT_OK(chat_store_cursor_start(fx->st, "g", "alice", "d1", &id, &found));
+    assert_used(fx->st, "g", "alice", "d1", 10, now);
+
+    /* the same day: nothing written */
+    ASSERT_OK(chat_store_cursor_touch(fx->st, "g", "alice", "d1", now + 3600000));
+    assert_used(fx->st, "g", "alice", "d1", 10, now);
+    /* the next day: stamped */
+    ASSERT_OK(chat_store_cursor_touch(fx->st, "g", "alice", "d1", now + DAY_MS));
+    assert_used(fx->st, "g", "alice", "d1", 10, now + DAY_MS);
+    /* no cursor, nothing created */
+    ASSERT_OK(chat_store_cursor_touch(fx->st, "g", "alice", "d2", now + DAY_MS));
+    assert_cursor(fx->st, "g", "alice", "d2", false, 0);
+
+    /* an ack that moves nothing stamps once a day too; one that moves does */
+    now += 3 * DAY_MS;
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d1", 5, NULL));
+    assert_used(fx->st, "g", "alice", "d1", 10, now);
+    fill(fx->st, "g", 2);
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d1", 4, NULL));
+    now += 1000;
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d1", 4, NULL));
+    assert_used(fx->st, "g", "alice", "d1", 10, now - 1000);
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d1", 12, NULL));
+    assert_used(fx->st, "g", "alice", "d1", 12, now);
+    /* a subscribe (cursor_start of a known device) is a use */
+    now += DAY_MS;
+    ASSERT_OK(chat_store_cursor_start(fx->st, "g", "alice", "d1", &id, &found));
+    assert_int_equal(id, 12);
+    assert_used(fx->st, "g", "alice", "d1", 12, now);
+    /* and the stamps survive a reopen */
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_used(fx->st, "g", "alice", "d1", 12, now);
+}
+
+/* Expires with max_keys per call until done; returns the calls made and
+ * adds the removals to *removed. */
+static int expire_all(chat_store *st, int64_t older_than, size_t max_keys, size_t *removed)
+{
+    char resume[CHAT_STORE_RESUME_MAX];
+    bool done = false;
+    int calls = 0;
+
+    resume[0] = resume[1] = 0;
+    *removed = 0;
+    while (!done && calls < 10000) {
+        size_t n = SIZE_MAX;
+        ASSERT_OK(
+            chat_store_expire_devices(st, older_than, max_keys, resume, sizeof(resume), &n, &done));
+        assert_true(n <= max_keys);
+        *removed += n;
+        calls++;
+    }
+    assert_true(done);
+    return calls;
+}
+
+static void test_i8b_expire_devices_bounded(void **state)
+{
+    struct fixture *fx = *state;
+    const char *groups[] = {"a", "b", "c"};
+    int64_t now = 1000 * DAY_MS;
+    char resume[CHAT_STORE_RESUME_MAX], dev[16];
+    uint64_t id = 0;
+    bool found = false, done = false;
+    size_t removed = 0;
+
+    chat_store_set_clock(fx->st, fake_clock, &now);
+    /* 3 groups x 2 members x 5 devices; devices 0-2 used long ago */
+    for (int g = 0; g < 3; g++) {
+        ASSERT_OK(chat_store_member_add(fx->st, groups[g], "alice", NULL));
+        ASSERT_OK(chat_store_member_add(fx->st, groups[g], "bob", NULL));
+        fill(fx->st, groups[g], 20);
+        for (int m = 0; m < 2; m++) {
+            const char *member = m ? "bob" : "alice";
+            for (int d = 0; d < 5; d++) {
+                now = d < 3 ? 10 * DAY_MS + d : 999 * DAY_MS;
+                snprintf(dev, sizeof(dev), "d%d", d);
+                ASSERT_OK(chat_store_cursor_advance(fx->st, groups[g], member, dev, 10 + d, NULL));
+            }
+        }
+    }
+    now = 1000 * DAY_MS;
+
+    assert_int_equal(
+        chat_store_expire_devices(fx->st, now, 0, resume, sizeof(resume), &removed, &done),
+        CHAT_EINVAL);
+    assert_int_equal(chat_store_expire_devices(fx->st, now, 4, resume, 16, &removed, &done),
+                     CHAT_EINVAL);
+
+    /* 30 cursors, 4 looked at per call: 8 calls, 18 stale ones gone */
+    assert_int_equal(expire_all(fx->st, 900 * DAY_MS, 4, &removed), 8);
+    assert_int_equal(removed, 18);
+    for (int g = 0; g < 3; g++) {
+        assert_cursor(fx->st, groups[g], "alice", "d0", false, 0);
+        assert_cursor(fx->st, groups[g], "bob", "d2", false, 0);
+        assert_cursor(fx->st, groups[g], "bob", "d3", true, 13);
+        assert_cursor(fx->st, groups[g], "alice", "d4", true, 14);
+        assert_member(fx->st, groups[g], "alice", true, 0);
+    }
+    assert_int_equal(group_keys(fx, 'C', "b", NULL), 4);
+    /* a second walk finds nothing more to do */
+    assert_int_equal(expire_all(fx->st, 900 * DAY_MS, 100, &removed), 1);
+    assert_int_equal(removed, 0);
+
+    /* every device gone: the member's record of its maximum stays, so a
+     * device that comes back starts where the most advanced one was */
+    chat_store_set_clock(fx->st, fake_clock, &now);
+    expire_all(fx->st, now + 1, 7, &removed);
+    assert_int_equal(removed, 12);
+    assert_int_equal(group_keys(fx, 'C', "a", NULL), 0);
+    assert_int_equal(group_keys(fx, 'X', "a", NULL), 2);
+    chat_store_set_clock(fx->st, fake_clock, &now);
+    ASSERT_OK(chat_store_cursor_start(fx->st, "a", "alice", "d0", &id, &found));
+    assert_true(found);
+    assert_int_equal(id, 14);
+    ASSERT_OK(chat_store_cursor_start(fx->st, "a", "alice", "new", &id, &found));
+    assert_int_equal(id, 14);
+}
+
+static void test_i8b_new_device_reads_one_record(void **state)
+{
+    struct fixture *fx = *state;
+    char dev[16];
+    uint64_t id = 0;
+    bool found = false;
+
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alice", NULL));
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alicex", NULL));
+    fill(fx->st, "g", 300);
+    /* the review's case, smaller: many client ids of one user */
+    for (int d = 0; d < 200; d++) {
+        snprintf(dev, sizeof(dev), "rnd%03d", d);
+        ASSERT_OK(chat_store_cursor_start(fx->st, "g", "alice", dev, &id, &found));
+        assert_int_equal(id, d == 0 ? 0 : 100 + (uint64_t)d - 1);
+        ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", dev, 100 + (uint64_t)d, NULL));
+    }
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alicex", "x", 300, NULL));
+    assert_int_equal(group_keys(fx, 'X', "g", "alice"), 1);
+    assert_int_equal(group_keys(fx, 'X', "g", NULL), 2);
+    ASSERT_OK(chat_store_cursor_max(fx->st, "g", "alice", &id, &found));
+    assert_true(found);
+    assert_int_equal(id, 299);
+
+    /* member_remove takes the record with the cursors */
+    ASSERT_OK(chat_store_member_remove(fx->st, "g", "alice"));
+    assert_int_equal(group_keys(fx, 'X', "g", "alice"), 0);
+    assert_int_equal(group_keys(fx, 'C', "g", "alice"), 0);
+    assert_int_equal(group_keys(fx, 'X', "g", "alicex"), 1);
+    found = true;
+    ASSERT_OK(chat_store_cursor_max(fx->st, "g", "alice", &id, &found));
+    assert_false(found);
+}
+
+static void test_i8b_old_cursor_values(void **state)
+{
+    struct fixture *fx = *state;
+    int64_t now = 50 * DAY_MS, used = -1;
+    uint64_t id = 0;
+    bool found = false;
+    size_t removed = 0;
+
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alice", NULL));
+    fill(fx->st, "g", 10);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "bob", NULL));
+    raw_old_cursor(fx, "g", "alice", "d1", 5);
+    raw_old_cursor(fx, "g", "alice", "d2", 7);
+    chat_store_set_clock(fx->st, fake_clock, &now);
+
+    /* read as (id, never stamped); no maximum record yet: computed */
+    ASSERT_OK(chat_store_cursor_info(fx->st, "g", "alice", "d1", &id, &used, &found));
+    assert_true(found);
+    assert_int_equal(id, 5);
+    assert_int_equal(used, 0);
+    ASSERT_OK(chat_store_cursor_max(fx->st, "g", "alice", &id, &found));
+    assert_true(found);
+    assert_int_equal(id, 7);
+    /* the first move writes the record from the old cursors */
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d1", 6, NULL));
+    assert_used(fx->st, "g", "alice", "d1", 6, now);
+    assert_int_equal(group_keys(fx, 'X', "g", "alice"), 1);
+    chat_store_set_clock(fx->st, fake_clock, &now);
+    ASSERT_OK(chat_store_cursor_start(fx->st, "g", "alice", "d3", &id, &found));
+    assert_int_equal(id, 7);
+
+    /* an old cursor is stamped by the first expiry walk, not deleted */
+    now = 60 * DAY_MS;
+    raw_old_cursor(fx, "g", "bob", "b1", 3);
+    chat_store_set_clock(fx->st, fake_clock, &now);
+    expire_all(fx->st, 55 * DAY_MS, 10, &removed);
+    assert_int_equal(removed, 2); /* alice d1 and d3, stamped on day 50 */
+    assert_used(fx->st, "g", "alice", "d2", 7, now);
+    assert_used(fx->st, "g", "bob", "b1", 3, now);
+    ASSERT_OK(chat_store_cursor_start(fx->st, "g", "bob", "b2", &id, &found));
+    assert_int_equal(id, 10); /* joined at 10 beats bob's old cursor */
+}
+
 /* ------------------------------------------------------------------------
  * Table
  * --------------------------------------------------------------------- */
@@ -1533,6 +1799,10 @@ int main(void)
         CASE(test_i8a_trim_removes_cid_keys),
         CASE(test_i8a_trim_keeps_reused_cid),
         CASE(test_i8c_trim_bounded_per_call),
+        CASE(test_i8b_cursor_touch_once_a_day),
+        CASE(test_i8b_expire_devices_bounded),
+        CASE(test_i8b_new_device_reads_one_record),
+        CASE(test_i8b_old_cursor_values),
     };
 
     return cmocka_run_group_tests_name("chat_store", tests, NULL, NULL);
