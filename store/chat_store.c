@@ -27,6 +27,15 @@
 #define TAG_CID 'I'
 #define TAG_CIDREV 'K'
 #define TAG_MAX 'X'
+#define TAG_DELETE 'D'
+
+#define TAG_META '#'
+
+/* The 'D' record: generation (8), bound (8), then the resume key. */
+#define DELETE_HEADER 16u
+
+/* Meta records: '#' and a name. */
+#define META_DELETE_GEN "deletions" /* the last group deletion's generation */
 
 /* Room for a path and a log file name. */
 #define PATH_MAX_LEN 4096
@@ -236,8 +245,12 @@ static void describe_key(const char *k, size_t len, char *out, size_t cap)
     switch (k[0]) {
     case TAG_HEAD:
     case TAG_FIRST:
+    case TAG_DELETE:
         if (next_part(&p, end, &a, &an)) {
-            put_text(out, cap, "%s of group ", k[0] == TAG_HEAD ? "head" : "first id");
+            put_text(out, cap, "%s of group ",
+                     k[0] == TAG_HEAD    ? "head"
+                     : k[0] == TAG_FIRST ? "first id"
+                                         : "deletion");
             put_name(out, cap, a, an);
             return;
         }
@@ -290,6 +303,10 @@ static void describe_key(const char *k, size_t len, char *out, size_t cap)
             return;
         }
         break;
+    case TAG_META:
+        put_text(out, cap, "store record ");
+        put_name(out, cap, k + 1, len - 1);
+        return;
     default:
         break;
     }
@@ -393,8 +410,9 @@ typedef struct rec {
  * and cids are nearly all looked up once (a Bloom filter answers). */
 static bool cacheable(const char *k, size_t len)
 {
-    return len > 0 && (k[0] == TAG_HEAD || k[0] == TAG_FIRST || k[0] == TAG_CURSOR ||
-                       k[0] == TAG_JOIN || k[0] == TAG_GROUPS || k[0] == TAG_MAX);
+    return len > 0 &&
+           (k[0] == TAG_HEAD || k[0] == TAG_FIRST || k[0] == TAG_CURSOR || k[0] == TAG_JOIN ||
+            k[0] == TAG_GROUPS || k[0] == TAG_MAX || k[0] == TAG_DELETE);
 }
 
 /* Decodes the value of a key of kind tag; false when it has a wrong shape. */
@@ -404,6 +422,14 @@ static bool decode(char tag, const char *v, size_t vlen, rec *r)
         if (vlen != 8 && vlen != 16) {
             return false;
         }
+    } else if (tag == TAG_DELETE) {
+        /* the cache needs the generation alone */
+        if (vlen < DELETE_HEADER) {
+            return false;
+        }
+        r->v = get_u64(v);
+        r->x = 0;
+        return true;
     } else if (vlen != 8) {
         return false;
     }
@@ -1456,64 +1482,73 @@ static void join_keys(key *kj, key *kg, const char *group, const char *member)
     key_raw(kg, group);
 }
 
+/* Whether group is being deleted (chat_store_group_delete), and the
+ * generation of that deletion: memberships added meanwhile carry it. */
+static chat_err pending_delete(chat_store *st, const char *group, size_t glen, uint64_t *gen,
+                               bool *pending)
+{
+    key kd;
+    rec r;
+    bool found = false;
+    key_init(&kd, TAG_DELETE);
+    key_part(&kd, group, glen);
+    *pending = false;
+    if (kd.overflow) {
+        return CHAT_EINVAL;
+    }
+    chat_err rc = get_rec(st, &kd, &r, &found);
+    if (rc == CHAT_OK && found) {
+        *pending = true;
+        *gen = r.v;
+    }
+    return rc;
+}
+
+/* Whether a membership record (joined, generation) counts: while its group
+ * is being deleted, only those added since the deletion began do. */
+static chat_err membership_live(chat_store *st, const char *group, size_t glen, const rec *r,
+                                bool *live)
+{
+    uint64_t gen = 0;
+    bool pending = false;
+    chat_err rc = pending_delete(st, group, glen, &gen, &pending);
+    *live = rc == CHAT_OK && (!pending || r->x == gen);
+    return rc;
+}
+
 chat_err chat_store_member_get(chat_store *st, const char *group, const char *member,
                                uint64_t *joined, bool *found)
 {
     key kj, kg;
+    rec r;
     join_keys(&kj, &kg, group, member);
     *found = false;
     if (kj.overflow) {
         return CHAT_EINVAL;
     }
-    return get_u64_key(st, &kj, joined, found);
-}
-
-chat_err chat_store_member_add(chat_store *st, const char *group, const char *member,
-                               uint64_t *joined)
-{
-    key kj, kg;
-    uint64_t at = 0;
-    bool found = false;
-    char val[8];
-    chat_err rc;
-
-    join_keys(&kj, &kg, group, member);
-    if (kj.overflow || kg.overflow) {
-        return CHAT_EINVAL;
+    chat_err rc = get_rec(st, &kj, &r, found);
+    if (rc == CHAT_OK && *found) {
+        rc = membership_live(st, group, strlen(group), &r, found);
     }
-    rc = get_u64_key(st, &kj, &at, &found);
-    if (rc == CHAT_OK && !found) {
-        rc = chat_store_head(st, group, &at);
-        if (rc == CHAT_OK) {
-            put_u64(val, at);
-            leveldb_writebatch_t *wb = leveldb_writebatch_create();
-            leveldb_writebatch_put(wb, kj.buf, kj.len, val, sizeof(val));
-            leveldb_writebatch_put(wb, kg.buf, kg.len, val, sizeof(val));
-            rc = write_batch(st, wb, st->wopt_lazy, &kj);
-            leveldb_writebatch_destroy(wb);
-        }
-    }
-    if (rc == CHAT_OK && joined) {
-        *joined = at;
+    if (rc == CHAT_OK && *found) {
+        *joined = r.v;
     }
     return rc;
 }
 
-chat_err chat_store_member_remove(chat_store *st, const char *group, const char *member)
+/* Adds to wb the deletion of member's cursors in group and of its maximum
+ * cursor record. */
+static chat_err delete_cursors(chat_store *st, const char *group, const char *member,
+                               leveldb_writebatch_t *wb)
 {
-    key kj, kg, kx, prefix;
+    key kx, prefix;
     char *err = NULL;
-    chat_err rc;
 
-    join_keys(&kj, &kg, group, member);
     cursor_key(&prefix, group, member, NULL);
-    if (kj.overflow || kg.overflow || prefix.overflow) {
+    max_key(&kx, group, member);
+    if (prefix.overflow || kx.overflow) {
         return CHAT_EINVAL;
     }
-    max_key(&kx, group, member);
-    leveldb_writebatch_t *wb = leveldb_writebatch_create();
-    leveldb_writebatch_delete(wb, kj.buf, kj.len);
-    leveldb_writebatch_delete(wb, kg.buf, kg.len);
     leveldb_writebatch_delete(wb, kx.buf, kx.len);
     leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
     for (leveldb_iter_seek(it, prefix.buf, prefix.len);
@@ -1526,11 +1561,68 @@ chat_err chat_store_member_remove(chat_store *st, const char *group, const char 
         leveldb_writebatch_delete(wb, kb, klen);
     }
     leveldb_iter_destroy(it);
-    if (err) {
-        leveldb_writebatch_destroy(wb);
-        return read_key_error(st, err, prefix.buf, prefix.len);
+    return err ? read_key_error(st, err, prefix.buf, prefix.len) : CHAT_OK;
+}
+
+chat_err chat_store_member_add(chat_store *st, const char *group, const char *member,
+                               uint64_t *joined)
+{
+    key kj, kg;
+    uint64_t at = 0, gen = 0;
+    bool found = false, pending = false;
+    chat_err rc;
+
+    join_keys(&kj, &kg, group, member);
+    if (kj.overflow || kg.overflow) {
+        return CHAT_EINVAL;
     }
-    rc = write_batch(st, wb, st->wopt_lazy, &kj);
+    rc = chat_store_member_get(st, group, member, &at, &found);
+    if (rc == CHAT_OK && !found) {
+        rc = chat_store_head(st, group, &at);
+    }
+    if (rc == CHAT_OK && !found) {
+        rc = pending_delete(st, group, strlen(group), &gen, &pending);
+    }
+    if (rc == CHAT_OK && !found) {
+        leveldb_writebatch_t *wb = leveldb_writebatch_create();
+        if (pending) {
+            /* Joining a group being deleted: a new membership, marked as
+             * such so that the deletion's later steps keep it, without the
+             * cursors of the membership the deletion removes. */
+            rc = delete_cursors(st, group, member, wb);
+            batch_put2(wb, &kj, at, gen);
+            batch_put2(wb, &kg, at, gen);
+        } else {
+            batch_put(wb, &kj, at);
+            batch_put(wb, &kg, at);
+        }
+        if (rc == CHAT_OK) {
+            rc = write_batch(st, wb, st->wopt_lazy, &kj);
+        }
+        leveldb_writebatch_destroy(wb);
+    }
+    if (rc == CHAT_OK && joined) {
+        *joined = at;
+    }
+    return rc;
+}
+
+chat_err chat_store_member_remove(chat_store *st, const char *group, const char *member)
+{
+    key kj, kg;
+    chat_err rc;
+
+    join_keys(&kj, &kg, group, member);
+    if (kj.overflow || kg.overflow) {
+        return CHAT_EINVAL;
+    }
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    leveldb_writebatch_delete(wb, kj.buf, kj.len);
+    leveldb_writebatch_delete(wb, kg.buf, kg.len);
+    rc = delete_cursors(st, group, member, wb);
+    if (rc == CHAT_OK) {
+        rc = write_batch(st, wb, st->wopt_lazy, &kj);
+    }
     leveldb_writebatch_destroy(wb);
     return rc;
 }
@@ -1541,6 +1633,8 @@ chat_err chat_store_member_groups(chat_store *st, const char *member, chat_group
     chat_err rc = CHAT_OK;
     char *err = NULL;
     char name[MAX_PART + 1];
+    rec r;
+    bool live = false;
 
     key_init(&prefix, TAG_GROUPS);
     key_str(&prefix, member);
@@ -1557,13 +1651,17 @@ chat_err chat_store_member_groups(chat_store *st, const char *member, chat_group
         }
         size_t n = klen - prefix.len;
         const char *v = leveldb_iter_value(it, &vlen);
-        if (n > MAX_PART || vlen != 8) {
+        if (n > MAX_PART || !decode(TAG_GROUPS, v, vlen, &r)) {
             rc = corrupt_key(st, kb, klen, vlen);
             break;
         }
         memcpy(name, kb + prefix.len, n);
         name[n] = '\0';
-        if (fn(ctx, name, get_u64(v)) != 0) {
+        rc = membership_live(st, name, n, &r, &live);
+        if (rc != CHAT_OK) {
+            break;
+        }
+        if (live && fn(ctx, name, r.v) != 0) {
             rc = CHAT_EINVAL;
             break;
         }
@@ -1571,6 +1669,279 @@ chat_err chat_store_member_groups(chat_store *st, const char *member, chat_group
     leveldb_iter_destroy(it);
     if (err) {
         rc = read_key_error(st, err, prefix.buf, prefix.len);
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * Deleting a group
+ * --------------------------------------------------------------------- */
+
+/* The kinds of a group's records, in key order: a deletion walks them one
+ * after the other, and its resume point is the last key it looked at. */
+static const char delete_kinds[] = {TAG_CURSOR, TAG_CID, TAG_JOIN, TAG_CIDREV, TAG_MSG, TAG_MAX};
+#define DELETE_KINDS (sizeof(delete_kinds) / sizeof(delete_kinds[0]))
+
+/* Whether member (the bytes of a key) joined group since the deletion of
+ * generation gen began: its cursors are the new membership's. */
+static chat_err member_is_new(chat_store *st, const char *group, const char *m, size_t mlen,
+                              uint64_t gen, bool *is_new)
+{
+    key kj;
+    rec r;
+    bool found = false;
+    key_init(&kj, TAG_JOIN);
+    key_str(&kj, group);
+    key_part(&kj, m, mlen);
+    *is_new = false;
+    if (kj.overflow) {
+        return CHAT_OK;
+    }
+    chat_err rc = get_rec(st, &kj, &r, &found);
+    *is_new = rc == CHAT_OK && found && r.x == gen;
+    /* a membership record of the wrong shape goes with its cursors */
+    return rc == CHAT_ECORRUPT ? CHAT_OK : rc;
+}
+
+/* A deletion in progress, as its 'D' record holds it. */
+struct deletion {
+    uint64_t gen;   /* this deletion's generation, unique in the store */
+    uint64_t bound; /* head + 1 when it began: ids below are deleted */
+    key pos;        /* the last key looked at; len 0: none yet */
+};
+
+/* What a deletion does with one record of group (key kb, value v) that it
+ * walks over: adds its deletion to wb, or leaves it to the group as it is
+ * now (ids from bound on, members who joined since). *stop is set when the
+ * rest of this kind is newer (messages and their cid keys are in id
+ * order). */
+static chat_err delete_one(chat_store *st, const char *group, size_t plen,
+                           const struct deletion *del, const char *kb, size_t klen, const char *v,
+                           size_t vlen, leveldb_writebatch_t *wb, bool *stop)
+{
+    const char *p = kb + plen, *end = kb + klen, *m = NULL;
+    size_t mlen = 0;
+    bool keep = false;
+    rec r;
+    chat_err rc = CHAT_OK;
+
+    *stop = false;
+    switch (kb[0]) {
+    case TAG_CIDREV:
+    case TAG_MSG:
+        *stop = end - p == 8 && get_u64(p) >= del->bound;
+        keep = *stop;
+        break;
+    case TAG_CID:
+        keep = vlen == 8 && get_u64(v) >= del->bound;
+        break;
+    case TAG_JOIN:
+        keep = decode(TAG_JOIN, v, vlen, &r) && r.x == del->gen;
+        if (!keep && next_part(&p, end, &m, &mlen)) {
+            key kg;
+            key_init(&kg, TAG_GROUPS);
+            key_part(&kg, m, mlen);
+            key_raw(&kg, group);
+            if (!kg.overflow) {
+                leveldb_writebatch_delete(wb, kg.buf, kg.len);
+            }
+        }
+        break;
+    case TAG_CURSOR:
+    case TAG_MAX:
+        if (next_part(&p, end, &m, &mlen)) {
+            rc = member_is_new(st, group, m, mlen, del->gen, &keep);
+        }
+        break;
+    default:
+        break;
+    }
+    if (rc == CHAT_OK && !keep) {
+        leveldb_writebatch_delete(wb, kb, klen);
+    }
+    return rc;
+}
+
+/* Reads the group's 'D' record: *pending when a deletion is under way, and
+ * then *del is it. */
+static chat_err deletion_get(chat_store *st, const key *kd, struct deletion *del, bool *pending)
+{
+    char *err = NULL;
+    size_t vlen = 0;
+    chat_err rc = CHAT_OK;
+
+    *pending = false;
+    del->pos.len = 0;
+    del->pos.overflow = false;
+    char *v = leveldb_get(st->db, st->ropt, kd->buf, kd->len, &vlen, &err);
+    if (err) {
+        return read_key_error(st, err, kd->buf, kd->len);
+    }
+    if (!v) {
+        return CHAT_OK;
+    }
+    if (vlen < DELETE_HEADER || vlen - DELETE_HEADER > sizeof(del->pos.buf)) {
+        rc = corrupt_key(st, kd->buf, kd->len, vlen);
+    } else {
+        *pending = true;
+        del->gen = get_u64(v);
+        del->bound = get_u64(v + 8);
+        del->pos.len = vlen - DELETE_HEADER;
+        memcpy(del->pos.buf, v + DELETE_HEADER, del->pos.len);
+    }
+    leveldb_free(v);
+    return rc;
+}
+
+/* Adds the put of the 'D' record to wb. */
+static chat_err deletion_put(leveldb_writebatch_t *wb, const key *kd, const struct deletion *del)
+{
+    size_t len = DELETE_HEADER + del->pos.len;
+    char *v = malloc(len);
+    if (!v) {
+        return CHAT_ENOMEM;
+    }
+    put_u64(v, del->gen);
+    put_u64(v + 8, del->bound);
+    memcpy(v + DELETE_HEADER, del->pos.buf, del->pos.len);
+    leveldb_writebatch_put(wb, kd->buf, kd->len, v, len);
+    free(v);
+    return CHAT_OK;
+}
+
+/* Starts a deletion: a generation no other deletion in this store had
+ * (memberships added during it carry it, so a later deletion of the same
+ * group, even one at the same head, tells them apart), counted in a meta
+ * record put in wb. */
+static chat_err deletion_start(chat_store *st, struct deletion *del, uint64_t head,
+                               leveldb_writebatch_t *wb)
+{
+    key kn;
+    uint64_t last = 0;
+    bool found = false;
+    key_init(&kn, TAG_META);
+    key_raw(&kn, META_DELETE_GEN);
+    chat_err rc = get_u64_key(st, &kn, &last, &found);
+    if (rc == CHAT_OK) {
+        del->gen = found ? last + 1 : 1;
+        del->bound = head + 1;
+        del->pos.len = 0;
+        batch_put(wb, &kn, del->gen);
+    }
+    return rc;
+}
+
+/* Positions it on the first key of del to look at, in kind *kind. */
+static void deletion_seek(leveldb_iterator_t *it, const struct deletion *del, key *prefix,
+                          size_t *kind)
+{
+    const key *pos = &del->pos;
+    *kind = 0;
+    while (pos->len > 0 && *kind < DELETE_KINDS && delete_kinds[*kind] != pos->buf[0]) {
+        (*kind)++;
+    }
+    if (pos->len == 0 || *kind == DELETE_KINDS) {
+        *kind = 0;
+        prefix->buf[0] = delete_kinds[0];
+        leveldb_iter_seek(it, prefix->buf, prefix->len);
+        return;
+    }
+    prefix->buf[0] = delete_kinds[*kind];
+    leveldb_iter_seek(it, pos->buf, pos->len);
+    if (leveldb_iter_valid(it)) {
+        size_t klen = 0;
+        const char *kb = leveldb_iter_key(it, &klen);
+        if (klen == pos->len && memcmp(kb, pos->buf, klen) == 0) {
+            leveldb_iter_next(it);
+        }
+    }
+}
+
+chat_err chat_store_group_delete(chat_store *st, const char *group, size_t max_keys, bool *done)
+{
+    key kd, kf, prefix;
+    struct deletion del;
+    uint64_t head = 0;
+    size_t kind = 0, visited = 0;
+    bool pending = false, finished = false, stop = false;
+    char *err = NULL;
+    chat_err rc;
+
+    *done = false;
+    if (!group || max_keys == 0) {
+        return CHAT_EINVAL;
+    }
+    key_init(&kd, TAG_DELETE);
+    key_str(&kd, group);
+    key_init(&kf, TAG_FIRST);
+    key_str(&kf, group);
+    key_init(&prefix, TAG_MSG); /* the kind byte changes as the walk goes */
+    key_str(&prefix, group);
+    if (kd.overflow || kf.overflow || prefix.overflow) {
+        return CHAT_EINVAL;
+    }
+    rc = deletion_get(st, &kd, &del, &pending);
+    if (rc == CHAT_OK && !pending) {
+        rc = chat_store_head(st, group, &head);
+    }
+    if (rc != CHAT_OK) {
+        return rc;
+    }
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    if (!pending) {
+        /* The first step: from its batch on the group reads as empty (ids
+         * below first are gone, memberships older than the deletion do not
+         * count) and appends go on above the deleted range, so a publish
+         * between two steps is never touched by the later ones. */
+        rc = deletion_start(st, &del, head, wb);
+        if (head > 0) {
+            batch_put(wb, &kf, del.bound);
+        }
+    }
+    leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
+    deletion_seek(it, &del, &prefix, &kind);
+    while (rc == CHAT_OK && !(err = iter_error(it))) {
+        size_t klen = 0, vlen = 0;
+        const char *kb = leveldb_iter_valid(it) ? leveldb_iter_key(it, &klen) : NULL;
+        if (stop || !kb || klen <= prefix.len || memcmp(kb, prefix.buf, prefix.len) != 0) {
+            /* This kind is done: on to the next. */
+            stop = false;
+            if (++kind == DELETE_KINDS) {
+                finished = true;
+                break;
+            }
+            prefix.buf[0] = delete_kinds[kind];
+            leveldb_iter_seek(it, prefix.buf, prefix.len);
+            continue;
+        }
+        if (visited == max_keys || klen > sizeof(del.pos.buf)) {
+            break;
+        }
+        const char *v = leveldb_iter_value(it, &vlen);
+        rc = delete_one(st, group, prefix.len, &del, kb, klen, v, vlen, wb, &stop);
+        memcpy(del.pos.buf, kb, klen);
+        del.pos.len = klen;
+        visited++;
+        if (!stop) {
+            leveldb_iter_next(it);
+        }
+    }
+    leveldb_iter_destroy(it);
+    if (err) {
+        rc = read_key_error(st, err, prefix.buf, prefix.len);
+    }
+    /* Finished, the group keeps its head and first records alone. */
+    if (rc == CHAT_OK && finished) {
+        leveldb_writebatch_delete(wb, kd.buf, kd.len);
+    } else if (rc == CHAT_OK) {
+        rc = deletion_put(wb, &kd, &del);
+    }
+    if (rc == CHAT_OK) {
+        rc = write_batch(st, wb, st->wopt_lazy, &kd);
+    }
+    leveldb_writebatch_destroy(wb);
+    if (rc == CHAT_OK) {
+        *done = finished;
     }
     return rc;
 }

@@ -21,10 +21,14 @@
  *                                             when the device was last used (ms; older
  *                                             stores: the cursor alone, used = 0)
  *   'X' g m          -> max (8)               highest cursor any device of m has had
- *   'J' g m          -> joined (8)            member m joined when head was this
- *   'G' m g          -> joined (8)            the same, indexed by member
+ *   'J' g m          -> joined (8) [gen (8)]  member m joined when head was this; gen
+ *                                             when it joined during a deletion of g
+ *   'G' m g          -> joined (8) [gen (8)]  the same, indexed by member
  *   'I' g m cid      -> id (8)                (group, from, cid) already stored
  *   'K' g id         -> m cid                 the 'I' key of message id, for its deletion
+ *   'D' g            -> gen (8) bound (8) key a deletion of g under way: its generation,
+ *                                             head + 1 when it began, its resume key
+ *   '#' "deletions"  -> gen (8)               the last deletion's generation
  *
  * where g, m, d and cid are length-prefixed strings (two bytes, big-endian),
  * so that no key is a prefix of another with a different meaning; the one
@@ -268,7 +272,10 @@ chat_err chat_store_groups(chat_store *st, const char *after, size_t max, chat_h
                            void *ctx, bool *done);
 
 /* Membership. member_add is idempotent: an existing member keeps its
- * joined id. *joined (may be NULL) receives it. */
+ * joined id. *joined (may be NULL) receives it. While the group is being
+ * deleted (chat_store_group_delete), only members who joined since the
+ * deletion began count; joining then starts a new membership, without the
+ * old one's cursors. */
 chat_err chat_store_member_add(chat_store *st, const char *group, const char *member,
                                uint64_t *joined);
 chat_err chat_store_member_get(chat_store *st, const char *group, const char *member,
@@ -278,9 +285,30 @@ chat_err chat_store_member_get(chat_store *st, const char *group, const char *me
  * maximum cursor record. */
 chat_err chat_store_member_remove(chat_store *st, const char *group, const char *member);
 
-/* Calls fn once per group of member, in byte order of the group names; a
+/* Calls fn once per group of member, in byte order of the group names
+ * (memberships a group deletion has done away with are skipped); a
  * non-zero return from fn stops the walk and is returned as CHAT_EINVAL. */
 typedef int (*chat_group_fn)(void *ctx, const char *group, uint64_t joined);
 chat_err chat_store_member_groups(chat_store *st, const char *member, chat_group_fn fn, void *ctx);
+
+/* Deletes a group in bounded steps: every message, cid key, membership
+ * (both indexes), device cursor and maximum cursor record of group, each
+ * call looking at no more than max_keys records (max_keys 0: CHAT_EINVAL).
+ * *done is set by the call that finished; calling again continues where
+ * the last call stopped, across reopens too.
+ *
+ * The first call's batch makes the group read as empty: first becomes
+ * head + 1 (no message, page or cid below it is found) and memberships
+ * from before the deletion stop counting. A publish, join or cursor move
+ * between two calls belongs to the group as it is now, and no later call
+ * touches it: the deletion removes only ids below that first, and only the
+ * memberships (with their cursors) that began before it.
+ *
+ * The head record stays: ids are never reused, a group that is used again
+ * continues after the old head (first = head + 1 until then), and
+ * chat_store_groups still lists it. Device cursors read with
+ * chat_store_cursor_get may show old values until the call that deletes
+ * them; every other reading already ignores them. */
+chat_err chat_store_group_delete(chat_store *st, const char *group, size_t max_keys, bool *done);
 
 #endif
