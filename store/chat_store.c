@@ -35,7 +35,13 @@
 #define DELETE_HEADER 16u
 
 /* Meta records: '#' and a name. */
-#define META_DELETE_GEN "deletions" /* the last group deletion's generation */
+#define META_DELETE_GEN "deletions"    /* the last group deletion's generation */
+#define META_RUNNING "running"         /* sync mode (1), boot id: a run under way */
+#define META_INCARNATION "incarnation" /* 32 hex digits */
+#define META_GROUPS "groups"           /* the number of 'H' records */
+
+#define INCARNATION_LEN 32u
+#define BOOT_ID_MAX 64u
 
 /* Room for a path and a log file name. */
 #define PATH_MAX_LEN 4096
@@ -67,6 +73,10 @@ struct chat_store {
     char last_err[CHAT_STORE_ERROR_MAX]; /* chat_store_last_error */
     struct syncer *sync_thread;          /* CHAT_SYNC_BATCH: fsyncs beside the broker */
     char *path;
+    bool running;                          /* this run's marker is written */
+    bool recovered;                        /* the incarnation changed at this open */
+    char incarnation[INCARNATION_LEN + 1]; /* chat_store_incarnation */
+    uint64_t groups;                       /* 'H' records, as '#groups' counts them */
 };
 
 /* The background fsync of CHAT_SYNC_BATCH. LevelDB serialises writers, so a
@@ -398,6 +408,16 @@ const char *chat_store_last_error(const chat_store *st)
  * Records and the cache
  * --------------------------------------------------------------------- */
 
+/* The iterator's error, if it has one: LevelDB skips a block it cannot read
+ * and goes on with the next, keeping the error aside, so every step must ask
+ * before it trusts the key it landed on. */
+static char *iter_error(const leveldb_iterator_t *it)
+{
+    char *err = NULL;
+    leveldb_iter_get_error(it, &err);
+    return err;
+}
+
 /* A record as the cache holds it: a value and an extra number. Cursors hold
  * (id, last use in ms) and memberships (joined, generation) since issue 9;
  * their older 8-byte values read with 0 as the extra number. */
@@ -555,34 +575,225 @@ static int64_t day_of(int64_t ms)
     return ms / 86400000;
 }
 
+/* ------------------------------------------------------------------------
+ * Open and close: the run marker and the incarnation
+ * --------------------------------------------------------------------- */
+
+/* Sets *errmsg (when not NULL) to a malloc'd "what: why". */
+static void open_error(char **errmsg, const char *what, const char *why)
+{
+    if (errmsg && !*errmsg) {
+        size_t n = strlen(what) + strlen(why) + 3;
+        *errmsg = malloc(n);
+        if (*errmsg) {
+            snprintf(*errmsg, n, "%s: %s", what, why);
+        }
+    }
+}
+
+/* Reads a meta record's raw value; *val is NULL when it is missing, else
+ * LevelDB's memory to free with leveldb_free. */
+static chat_err get_meta(chat_store *st, const char *name, char **val, size_t *len)
+{
+    key k;
+    char *err = NULL;
+    key_init(&k, TAG_META);
+    key_raw(&k, name);
+    *val = leveldb_get(st->db, st->ropt, k.buf, k.len, len, &err);
+    return err ? read_key_error(st, err, k.buf, k.len) : CHAT_OK;
+}
+
+static void put_meta(leveldb_writebatch_t *wb, const char *name, const void *v, size_t len)
+{
+    key k;
+    key_init(&k, TAG_META);
+    key_raw(&k, name);
+    leveldb_writebatch_put(wb, k.buf, k.len, v, len);
+}
+
+/* The kernel's id of this boot, "" when it cannot be read (then every
+ * unclean shutdown counts as one that may have lost writes). */
+static void read_boot_id(char *out, size_t cap)
+{
+    out[0] = '\0';
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+    if (!f) {
+        return;
+    }
+    if (!fgets(out, (int)cap, f)) {
+        out[0] = '\0';
+    }
+    fclose(f);
+    out[strcspn(out, "\r\n")] = '\0';
+}
+
+/* A new random incarnation: 128 bits as 32 hex digits. */
+static bool new_incarnation(char out[INCARNATION_LEN + 1])
+{
+    unsigned char r[INCARNATION_LEN / 2];
+    size_t got = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    while (fd >= 0 && got < sizeof(r)) {
+        ssize_t n = read(fd, r + got, sizeof(r) - got);
+        if (n <= 0 && errno != EINTR) {
+            break;
+        }
+        got += n > 0 ? (size_t)n : 0;
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    for (size_t i = 0; i < sizeof(r); i++) {
+        snprintf(out + 2 * i, 3, "%02x", r[i]);
+    }
+    return got == sizeof(r);
+}
+
+/* Counts the groups ('H' records): once, for a store from before the
+ * '#groups' record. */
+static chat_err count_groups(chat_store *st, uint64_t *n)
+{
+    char *err = NULL;
+    char tag = TAG_HEAD;
+    *n = 0;
+    leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
+    for (leveldb_iter_seek(it, &tag, 1); !(err = iter_error(it)) && leveldb_iter_valid(it);
+         leveldb_iter_next(it)) {
+        size_t klen = 0;
+        const char *kb = leveldb_iter_key(it, &klen);
+        if (klen < 1 || kb[0] != TAG_HEAD) {
+            break;
+        }
+        (*n)++;
+    }
+    leveldb_iter_destroy(it);
+    return err ? read_error(st, err, "counting the groups") : CHAT_OK;
+}
+
+/* Starts a run (invariant 7): reads the previous run's marker and the
+ * incarnation, replaces the incarnation when the previous run ended in a
+ * way that may have lost acknowledged writes, and writes this run's marker
+ * (boot id and sync mode), all synced before the store takes any write. */
+static chat_err start_run(chat_store *st, const char *boot_override, char **errmsg)
+{
+    char boot[BOOT_ID_MAX], prev_boot[BOOT_ID_MAX], val[BOOT_ID_MAX + 1];
+    char *run = NULL, *inc = NULL, *grp = NULL, *err = NULL;
+    size_t run_len = 0, inc_len = 0, grp_len = 0;
+    bool fresh = false, count = false;
+    leveldb_writebatch_t *wb = NULL;
+    chat_err rc;
+
+    if (boot_override) {
+        snprintf(boot, sizeof(boot), "%s", boot_override);
+    } else {
+        read_boot_id(boot, sizeof(boot));
+    }
+    rc = get_meta(st, META_RUNNING, &run, &run_len);
+    if (rc == CHAT_OK) {
+        rc = get_meta(st, META_INCARNATION, &inc, &inc_len);
+    }
+    if (rc == CHAT_OK) {
+        rc = get_meta(st, META_GROUPS, &grp, &grp_len);
+    }
+    if (rc != CHAT_OK) {
+        goto fail;
+    }
+    if (inc && inc_len == INCARNATION_LEN) {
+        memcpy(st->incarnation, inc, INCARNATION_LEN);
+        st->incarnation[INCARNATION_LEN] = '\0';
+    } else {
+        /* a new store, or one from before incarnations */
+        fresh = true;
+    }
+    if (run && !fresh) {
+        /* The previous run did not close: a process crash loses nothing
+         * that reached the kernel, but a machine that restarted since may
+         * have lost writes that were not synced, unless every write was. */
+        size_t n = run_len > 1 ? run_len - 1 : 0;
+        n = n < sizeof(prev_boot) ? n : sizeof(prev_boot) - 1;
+        memcpy(prev_boot, run_len > 1 ? run + 1 : "", n);
+        prev_boot[n] = '\0';
+        bool rebooted = !boot[0] || !prev_boot[0] || strcmp(boot, prev_boot) != 0;
+        st->recovered = rebooted && (run_len < 1 || run[0] != (char)CHAT_SYNC_ALWAYS);
+    }
+    if ((fresh || st->recovered) && !new_incarnation(st->incarnation)) {
+        open_error(errmsg, "cannot draw a store incarnation", "/dev/urandom gave too little");
+        rc = CHAT_EIO;
+        goto fail;
+    }
+    if (grp && grp_len == 8) {
+        st->groups = get_u64(grp);
+    } else {
+        rc = count_groups(st, &st->groups);
+        count = true;
+        if (rc != CHAT_OK) {
+            goto fail;
+        }
+    }
+    wb = leveldb_writebatch_create();
+    val[0] = (char)st->sync;
+    memcpy(val + 1, boot, strlen(boot));
+    put_meta(wb, META_RUNNING, val, 1 + strlen(boot));
+    if (fresh || st->recovered) {
+        put_meta(wb, META_INCARNATION, st->incarnation, INCARNATION_LEN);
+    }
+    if (count) {
+        put_u64(val, st->groups);
+        put_meta(wb, META_GROUPS, val, 8);
+    }
+    leveldb_write(st->db, st->wopt_sync, wb, &err);
+    if (err) {
+        open_error(errmsg, "writing the run marker", err);
+        leveldb_free(err);
+        rc = CHAT_EIO;
+        goto fail;
+    }
+    st->running = true;
+
+fail:
+    if (rc != CHAT_OK) {
+        open_error(errmsg, "reading the store's run records", st->last_err);
+    }
+    if (wb) {
+        leveldb_writebatch_destroy(wb);
+    }
+    leveldb_free(run);
+    leveldb_free(inc);
+    leveldb_free(grp);
+    return rc;
+}
+
 chat_err chat_store_open(const char *path, chat_sync sync, chat_store **out, char **errmsg)
+{
+    chat_store_opts opts = CHAT_STORE_OPTS_INIT;
+    opts.sync = sync;
+    return chat_store_open_opts(path, &opts, out, errmsg);
+}
+
+chat_err chat_store_open_opts(const char *path, const chat_store_opts *opts, chat_store **out,
+                              char **errmsg)
 {
     char *err = NULL;
     chat_store *st = NULL;
+    chat_err rc = CHAT_EIO;
 
     if (errmsg) {
         *errmsg = NULL;
     }
-    if (!path || !out || sync > CHAT_SYNC_ALWAYS) {
+    if (!path || !opts || !out || opts->sync > CHAT_SYNC_ALWAYS) {
         return CHAT_EINVAL;
     }
     /* LevelDB reports a directory it cannot create as a missing LOCK file;
      * making it here first gives the operator the real reason. */
     if (mkdir(path, 0700) != 0 && errno != EEXIST) {
-        if (errmsg) {
-            size_t n = strlen(path) + 64;
-            *errmsg = malloc(n);
-            if (*errmsg) {
-                snprintf(*errmsg, n, "cannot create %s: %s", path, strerror(errno));
-            }
-        }
+        open_error(errmsg, path, strerror(errno));
         return CHAT_EIO;
     }
     st = calloc(1, sizeof(*st));
     if (!st) {
         return CHAT_ENOMEM;
     }
-    st->sync = sync;
+    st->sync = opts->sync;
     chat_store_set_clock(st, NULL, NULL);
     st->cache = chat_cache_create(CACHE_ENTRIES);
     if (!st->cache) {
@@ -603,30 +814,98 @@ chat_err chat_store_open(const char *path, chat_sync sync, chat_store **out, cha
     leveldb_options_set_cache(st->options, st->lru);
     leveldb_options_set_filter_policy(st->options, st->filter);
     leveldb_options_set_compression(st->options, leveldb_snappy_compression);
-    leveldb_options_set_write_buffer_size(st->options, 8u << 20);
-    leveldb_writeoptions_set_sync(st->wopt, sync == CHAT_SYNC_ALWAYS);
+    leveldb_options_set_write_buffer_size(
+        st->options, opts->write_buffer_size ? opts->write_buffer_size : 8u << 20);
+    leveldb_writeoptions_set_sync(st->wopt, opts->sync == CHAT_SYNC_ALWAYS);
     leveldb_writeoptions_set_sync(st->wopt_lazy, 0);
     leveldb_writeoptions_set_sync(st->wopt_sync, 1);
 
     st->db = leveldb_open(st->options, path, &err);
     if (err) {
-        if (errmsg) {
-            *errmsg = strdup(err);
-        }
+        open_error(errmsg, path, err);
         leveldb_free(err);
         goto fail;
     }
     st->path = strdup(path);
-    if (!st->path || (sync == CHAT_SYNC_BATCH && syncer_start(st) != CHAT_OK)) {
-        chat_store_close(st);
-        return CHAT_ENOMEM;
+    if (!st->path) {
+        rc = CHAT_ENOMEM;
+        goto fail;
+    }
+    rc = start_run(st, opts->boot_id, errmsg);
+    if (rc != CHAT_OK) {
+        goto fail;
+    }
+    if (opts->sync == CHAT_SYNC_BATCH && syncer_start(st) != CHAT_OK) {
+        rc = CHAT_ENOMEM;
+        goto fail;
     }
     *out = st;
     return CHAT_OK;
 
 fail:
+    /* Not a clean close: the marker (if written) stays for the next open. */
+    st->running = false;
     chat_store_close(st);
-    return CHAT_EIO;
+    return rc;
+}
+
+const char *chat_store_incarnation(const chat_store *st)
+{
+    return st->incarnation;
+}
+
+bool chat_store_recovered(const chat_store *st)
+{
+    return st->recovered;
+}
+
+chat_err chat_store_stats(chat_store *st, uint64_t *groups, uint64_t *approx_bytes)
+{
+    if (!st) {
+        return CHAT_EINVAL;
+    }
+    if (groups) {
+        *groups = st->groups;
+    }
+    if (approx_bytes) {
+        /* Every key sorts below 0xff (tags are ASCII). */
+        const char *start = "", *limit = "\xff";
+        size_t start_len = 0, limit_len = 1;
+        uint64_t size = 0;
+        leveldb_approximate_sizes(st->db, 1, &start, &start_len, &limit, &limit_len, &size);
+        *approx_bytes = size;
+    }
+    return CHAT_OK;
+}
+
+/* fdatasyncs every write-ahead log in the store's directory and the
+ * directory itself; false when one could not be synced. */
+static bool sync_all_logs(const char *path)
+{
+    bool ok = true;
+    DIR *d = opendir(path);
+    if (!d) {
+        return false;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        unsigned long long n = 0;
+        char tail[8], full[PATH_MAX_LEN];
+        if (sscanf(e->d_name, "%llu.%7s", &n, tail) != 2 || strcmp(tail, "log") != 0) {
+            continue;
+        }
+        snprintf(full, sizeof(full), "%s/%s", path, e->d_name);
+        int fd = open(full, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            ok = ok && errno == ENOENT;
+            continue;
+        }
+        ok = fdatasync(fd) == 0 && ok;
+        close(fd);
+    }
+    ok = fsync(dirfd(d)) == 0 && ok;
+    closedir(d);
+    return ok;
 }
 
 void chat_store_close(chat_store *st)
@@ -635,6 +914,20 @@ void chat_store_close(chat_store *st)
         return;
     }
     syncer_stop(st);
+    if (st->db && st->running && !atomic_load(&st->failed) && sync_all_logs(st->path)) {
+        /* A clean close: everything is on disk, and the next open must not
+         * take this run for one that lost writes (invariant 7). A close
+         * after a write error leaves the marker. */
+        key k;
+        char *err = NULL;
+        key_init(&k, TAG_META);
+        key_raw(&k, META_RUNNING);
+        leveldb_writebatch_t *wb = leveldb_writebatch_create();
+        leveldb_writebatch_delete(wb, k.buf, k.len);
+        leveldb_write(st->db, st->wopt_sync, wb, &err);
+        leveldb_writebatch_destroy(wb);
+        leveldb_free(err);
+    }
     if (st->db) {
         leveldb_close(st->db);
     }
@@ -886,6 +1179,12 @@ chat_err chat_store_append(chat_store *st, const char *group, uint64_t id, const
     leveldb_writebatch_put(wb, km.buf, km.len, env, env_len);
     put_u64(val, id);
     leveldb_writebatch_put(wb, kh.buf, kh.len, val, sizeof(val));
+    if (head == 0) {
+        /* a new 'H' record: the count goes in the same batch */
+        char n[8];
+        put_u64(n, st->groups + 1);
+        put_meta(wb, META_GROUPS, n, sizeof(n));
+    }
     if (cid) {
         /* The index entry and its reverse, so that whoever deletes the
          * message finds the entry by id (invariant 6). */
@@ -909,6 +1208,9 @@ chat_err chat_store_append(chat_store *st, const char *group, uint64_t id, const
     }
     rc = write_batch(st, wb, st->wopt, &km);
     leveldb_writebatch_destroy(wb);
+    if (rc == CHAT_OK && head == 0) {
+        st->groups++;
+    }
     return rc;
 }
 
@@ -1010,16 +1312,6 @@ static bool page_push(chat_page *page, size_t *cap, uint64_t id, const char *v, 
     page->count++;
     page->bytes += vlen;
     return true;
-}
-
-/* The iterator's error, if it has one: LevelDB skips a block it cannot read
- * and goes on with the next, keeping the error aside, so every step must ask
- * before it trusts the key it landed on. */
-static char *iter_error(const leveldb_iterator_t *it)
-{
-    char *err = NULL;
-    leveldb_iter_get_error(it, &err);
-    return err;
 }
 
 /* Shared by every reading: the group's 'M' keys form one contiguous range,

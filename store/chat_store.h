@@ -29,6 +29,9 @@
  *   'D' g            -> gen (8) bound (8) key a deletion of g under way: its generation,
  *                                             head + 1 when it began, its resume key
  *   '#' "deletions"  -> gen (8)               the last deletion's generation
+ *   '#' "groups"     -> count (8)             the number of 'H' records
+ *   '#' "incarnation"-> 32 hex digits         see chat_store_incarnation
+ *   '#' "running"    -> mode (1) boot id      a run under way (invariant 7)
  *
  * where g, m, d and cid are length-prefixed strings (two bytes, big-endian),
  * so that no key is a prefix of another with a different meaning; the one
@@ -57,6 +60,10 @@
  *      (written in the message's batch, deleted with the message); an 'I'
  *      without one (stores from before 'K') counts only while its id is at
  *      least first, and a group deletion removes it.
+ *   7. A new incarnation is on disk before the first write that could reuse
+ *      an id: chat_store_open syncs it with this run's marker before it
+ *      returns, and only a clean close (everything synced) removes the
+ *      marker.
  */
 #ifndef CHAT_STORE_H
 #define CHAT_STORE_H
@@ -110,11 +117,60 @@ const char *chat_strerror(chat_err err);
 
 /* Opens (creating if missing) the store at directory path. On success *out
  * owns the store; free it with chat_store_close. On failure, *errmsg (if not
- * NULL) receives a malloc'd description to free(). */
+ * NULL) receives a malloc'd description to free().
+ *
+ * Every open is a run (invariant 7): it writes, synced, a marker holding
+ * the kernel's boot id and the sync mode, which a clean close removes. A
+ * marker found at open means the previous run did not close; when the
+ * machine has restarted since (another boot id) and that run did not sync
+ * every append (not CHAT_SYNC_ALWAYS), acknowledged messages may be gone
+ * and their ids given again, so the store takes a new incarnation before
+ * anything else. A process crash (kill -9) loses nothing that reached the
+ * kernel and keeps the incarnation. */
 chat_err chat_store_open(const char *path, chat_sync sync, chat_store **out, char **errmsg);
 
-/* Closes the store and frees it. Accepts NULL. */
+/* What chat_store_open_opts takes; start from CHAT_STORE_OPTS_INIT. */
+typedef struct chat_store_opts {
+    chat_sync sync;           /* how appends reach the disk */
+    size_t write_buffer_size; /* LevelDB's memtable, in bytes (0: 8 MiB); a new
+                                 write-ahead log starts each time it fills */
+    const char *boot_id;      /* test hook: the boot id this run records and compares
+                                 (NULL: /proc/sys/kernel/random/boot_id) */
+} chat_store_opts;
+
+#define CHAT_STORE_OPTS_INIT                                                                       \
+    {                                                                                              \
+        CHAT_SYNC_NONE, 0, NULL                                                                    \
+    }
+
+/* chat_store_open with options: tests make the memtable small, to force
+ * log rotations, and fake a reboot with another boot id. Read once here,
+ * nothing of it is on any later path. */
+chat_err chat_store_open_opts(const char *path, const chat_store_opts *opts, chat_store **out,
+                              char **errmsg);
+
+/* Closes the store and frees it. Accepts NULL. Unless a write failed, it
+ * first forces everything to disk and removes the run marker: the next open
+ * sees a clean close. */
 void chat_store_close(chat_store *st);
+
+/* The store's incarnation: 32 hex digits (128 random bits) drawn when the
+ * store was created (or first opened by a version that has them) and drawn
+ * anew at an open after an unclean shutdown that may have lost
+ * acknowledged writes (see chat_store_open). Clients that see it change
+ * resynchronise: ids they hold may now name other messages. Owned by the
+ * store, the same for its lifetime. */
+const char *chat_store_incarnation(const chat_store *st);
+
+/* Whether this open drew a new incarnation because of such a shutdown. */
+bool chat_store_recovered(const chat_store *st);
+
+/* Figures for $SYS: *groups, the groups with a head (deleted ones
+ * included: their head stays), kept in a counter record; *approx_bytes,
+ * LevelDB's estimate of the table files' size (recent writes still in the
+ * write-ahead log, at most a memtable's worth, are not counted). Either may
+ * be NULL. Cheap: no scan. */
+chat_err chat_store_stats(chat_store *st, uint64_t *groups, uint64_t *approx_bytes);
 
 /* After a call returned CHAT_EIO or CHAT_ECORRUPT: what failed, as one line
  * for a log (the operation, the record kind and its group, member, device

@@ -1940,6 +1940,230 @@ static void test_i8d_delete_again_at_same_head(void **state)
 }
 
 /* ------------------------------------------------------------------------
+ * Figures for $SYS
+ * --------------------------------------------------------------------- */
+
+/* Deletes one raw record from the fixture's store (closed meanwhile). */
+static void raw_del(struct fixture *fx, const char *k, size_t klen)
+{
+    leveldb_options_t *opt = leveldb_options_create();
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    char *err = NULL;
+
+    chat_store_close(fx->st);
+    fx->st = NULL;
+    leveldb_t *db = leveldb_open(opt, fx->dir, &err);
+    if (err)
+        fail_msg("leveldb_open %s: %s", fx->dir, err);
+    leveldb_delete(db, wo, k, klen, &err);
+    if (err)
+        fail_msg("leveldb_delete: %s", err);
+    leveldb_close(db);
+    leveldb_writeoptions_destroy(wo);
+    leveldb_options_destroy(opt);
+    reopen(fx, CHAT_SYNC_NONE);
+}
+
+static void assert_groups(chat_store *st, uint64_t want)
+{
+    uint64_t groups = UINT64_MAX;
+
+    ASSERT_OK(chat_store_stats(st, &groups, NULL));
+    assert_int_equal(groups, want);
+}
+
+static void test_stats_groups_and_bytes(void **state)
+{
+    struct fixture *fx = *state;
+    uint64_t bytes = UINT64_MAX;
+    bool done = false;
+
+    assert_groups(fx->st, 0);
+    ASSERT_OK(chat_store_stats(fx->st, NULL, &bytes));
+    assert_int_equal(bytes, 0);
+    noise_fill(fx->st, "a", 100);
+    fill(fx->st, "b", 3);
+    fill(fx->st, "c", 1);
+    ASSERT_OK(chat_store_member_add(fx->st, "members-only", "alice", NULL));
+    assert_groups(fx->st, 3);
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_groups(fx->st, 3);
+    /* a deleted group keeps its head, and is counted */
+    while (!done)
+        ASSERT_OK(chat_store_group_delete(fx->st, "c", 100, &done));
+    assert_groups(fx->st, 3);
+    fill(fx->st, "c", 1);
+    assert_groups(fx->st, 3);
+
+    /* table files: about the 100 KB of noise */
+    ASSERT_OK(chat_store_compact(fx->st));
+    ASSERT_OK(chat_store_stats(fx->st, NULL, &bytes));
+    assert_true(bytes > 90000 && bytes < 200000);
+
+    /* a store from before the counter counts once, at open */
+    raw_del(fx, "#groups", 7);
+    assert_groups(fx->st, 3);
+    fill(fx->st, "d", 1);
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_groups(fx->st, 4);
+}
+
+/* ------------------------------------------------------------------------
+ * Issue 9, item 11: the store's incarnation
+ * --------------------------------------------------------------------- */
+
+/* Closes the fixture's store and opens it again with a given boot id. */
+static void reopen_boot(struct fixture *fx, chat_sync sync, const char *boot)
+{
+    chat_store_opts opts = CHAT_STORE_OPTS_INIT;
+    char *errmsg = NULL;
+    chat_err rc;
+
+    chat_store_close(fx->st);
+    fx->st = NULL;
+    opts.sync = sync;
+    opts.boot_id = boot;
+    rc = chat_store_open_opts(fx->dir, &opts, &fx->st, &errmsg);
+    if (rc != CHAT_OK)
+        fail_msg("reopen %s: %s (%s)", fx->dir, chat_strerror(rc), errmsg ? errmsg : "");
+    free(errmsg);
+}
+
+/* Copies every file of the fixture's directory into it again once the
+ * store is gone: what a crash of the process leaves (every write reached
+ * the kernel, nothing was closed). The store stays open meanwhile. */
+static void crash(struct fixture *fx)
+{
+    char snap[64];
+    DIR *d;
+    struct dirent *de;
+
+    snprintf(snap, sizeof(snap), "/tmp/chat_store_snap.XXXXXX");
+    assert_non_null(mkdtemp(snap));
+    for (int pass = 0; pass < 2; pass++) {
+        const char *from = pass ? snap : fx->dir, *to = pass ? fx->dir : snap;
+        if (pass) {
+            chat_store_close(fx->st); /* a clean close, then undone */
+            fx->st = NULL;
+            rm_tree(fx->dir);
+            assert_int_equal(mkdir(fx->dir, 0700), 0);
+        }
+        d = opendir(from);
+        assert_non_null(d);
+        while ((de = readdir(d)) != NULL) {
+            char src[512], dst[512], buf[8192];
+            size_t n;
+            if (de->d_name[0] == '.')
+                continue;
+            snprintf(src, sizeof(src), "%s/%s", from, de->d_name);
+            snprintf(dst, sizeof(dst), "%s/%s", to, de->d_name);
+            FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+            assert_non_null(in);
+            assert_non_null(out);
+            while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+                assert_int_equal(fwrite(buf, 1, n, out), n);
+            assert_int_equal(fclose(in), 0);
+            assert_int_equal(fclose(out), 0);
+        }
+        closedir(d);
+    }
+    rm_tree(snap);
+}
+
+static bool is_hex32(const char *s)
+{
+    if (strlen(s) != 32)
+        return false;
+    for (int i = 0; i < 32; i++)
+        if (!strchr("0123456789abcdef", s[i]))
+            return false;
+    return true;
+}
+
+static void test_i11_incarnation_kept_by_clean_close(void **state)
+{
+    struct fixture *fx = *state;
+    char inc[40];
+
+    snprintf(inc, sizeof(inc), "%s", chat_store_incarnation(fx->st));
+    assert_true(is_hex32(inc));
+    assert_false(chat_store_recovered(fx->st));
+    fill(fx->st, "g", 3);
+    /* a clean close, even on a restarted machine, keeps it */
+    for (chat_sync m = CHAT_SYNC_NONE; m <= CHAT_SYNC_ALWAYS; m++) {
+        reopen_boot(fx, m, m == CHAT_SYNC_BATCH ? "boot-B" : "boot-A");
+        assert_string_equal(chat_store_incarnation(fx->st), inc);
+        assert_false(chat_store_recovered(fx->st));
+    }
+    assert_head(fx->st, "g", 3);
+
+    /* another store has another one */
+    chat_store *other = NULL;
+    char dir[64];
+    snprintf(dir, sizeof(dir), "/tmp/chat_store_other.XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    ASSERT_OK(chat_store_open(dir, CHAT_SYNC_NONE, &other, NULL));
+    assert_true(is_hex32(chat_store_incarnation(other)));
+    assert_string_not_equal(chat_store_incarnation(other), inc);
+    chat_store_close(other);
+    rm_tree(dir);
+}
+
+static void test_i11_process_crash_keeps_incarnation(void **state)
+{
+    struct fixture *fx = *state;
+    char inc[40];
+
+    for (chat_sync m = CHAT_SYNC_NONE; m <= CHAT_SYNC_ALWAYS; m++) {
+        reopen_boot(fx, m, "boot-A");
+        snprintf(inc, sizeof(inc), "%s", chat_store_incarnation(fx->st));
+        append_env(fx->st, "g", "u", NULL, 0);
+        crash(fx);
+        /* the same boot: what reached the kernel is there */
+        reopen_boot(fx, CHAT_SYNC_NONE, "boot-A");
+        assert_string_equal(chat_store_incarnation(fx->st), inc);
+        assert_false(chat_store_recovered(fx->st));
+        assert_head(fx->st, "g", (uint64_t)m + 1);
+    }
+}
+
+static void test_i11_power_loss_new_incarnation(void **state)
+{
+    struct fixture *fx = *state;
+    char inc[40];
+
+    for (chat_sync m = CHAT_SYNC_NONE; m <= CHAT_SYNC_BATCH; m++) {
+        reopen_boot(fx, m, "boot-A");
+        snprintf(inc, sizeof(inc), "%s", chat_store_incarnation(fx->st));
+        append_env(fx->st, "g", "u", NULL, 0);
+        crash(fx);
+        /* another boot, unsynced appends: ids may have been lost */
+        reopen_boot(fx, CHAT_SYNC_NONE, "boot-B");
+        assert_true(chat_store_recovered(fx->st));
+        assert_true(is_hex32(chat_store_incarnation(fx->st)));
+        assert_string_not_equal(chat_store_incarnation(fx->st), inc);
+        /* and it is on disk: a clean reopen keeps the new one */
+        snprintf(inc, sizeof(inc), "%s", chat_store_incarnation(fx->st));
+        reopen_boot(fx, CHAT_SYNC_NONE, "boot-B");
+        assert_false(chat_store_recovered(fx->st));
+        assert_string_equal(chat_store_incarnation(fx->st), inc);
+        /* so does a crash of the recovering run itself on the same boot */
+        crash(fx);
+        reopen_boot(fx, CHAT_SYNC_NONE, "boot-B");
+        assert_string_equal(chat_store_incarnation(fx->st), inc);
+    }
+
+    /* every append synced: a reboot loses nothing, the incarnation stays */
+    reopen_boot(fx, CHAT_SYNC_ALWAYS, "boot-A");
+    snprintf(inc, sizeof(inc), "%s", chat_store_incarnation(fx->st));
+    append_env(fx->st, "g", "u", NULL, 0);
+    crash(fx);
+    reopen_boot(fx, CHAT_SYNC_NONE, "boot-C");
+    assert_false(chat_store_recovered(fx->st));
+    assert_string_equal(chat_store_incarnation(fx->st), inc);
+}
+
+/* ------------------------------------------------------------------------
  * Table
  * --------------------------------------------------------------------- */
 
@@ -1990,6 +2214,10 @@ int main(void)
         CASE(test_i8d_group_delete_removes_every_key),
         CASE(test_i8d_publish_between_steps),
         CASE(test_i8d_delete_again_at_same_head),
+        CASE(test_stats_groups_and_bytes),
+        CASE(test_i11_incarnation_kept_by_clean_close),
+        CASE(test_i11_process_crash_keeps_incarnation),
+        CASE(test_i11_power_loss_new_incarnation),
     };
 
     return cmocka_run_group_tests_name("chat_store", tests, NULL, NULL);
