@@ -82,19 +82,31 @@ struct chat_store {
 /* The background fsync of CHAT_SYNC_BATCH. LevelDB serialises writers, so a
  * synced write from another thread would stall the broker's own writes for
  * the length of an fsync; an fdatasync of the write-ahead log through a file
- * descriptor of our own does not. LevelDB names that log NNNNNN.log and the
- * newest is the one being written. */
+ * descriptor of our own does not. LevelDB names its logs NNNNNN.log, starts
+ * a new one at every memtable flush, and writes the newest; a retired log
+ * stays until its memtable is in a (synced) table file.
+ *
+ * Each round lists the directory afresh (a directory's mtime, which an
+ * earlier version compared, can miss a rotation within its granularity),
+ * syncs the logs retired since the last round, then the newest. When a file
+ * cannot be opened (EMFILE, say) the round falls back to a synced write of
+ * an empty batch, which syncs LevelDB's current log: a writer that contends
+ * with the broker's writes, but a sync; it never stops syncing. */
 struct syncer {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t wake;
-    bool requested; /* under lock: something was written since the last sync */
-    bool stop;      /* under lock */
-    chat_store *st;
-    int log_fd; /* syncer thread only */
-    char log_name[64];
-    struct timespec dir_mtime;
+    bool requested;                     /* under lock: something was written since the last sync */
+    bool stop;                          /* under lock */
+    uint64_t rounds;                    /* under lock: rounds done */
+    uint64_t fallbacks;                 /* under lock: rounds that fell back */
+    char log_name[32];                  /* under lock: the log held open, "" none */
     char err[CHAT_STORE_ERROR_MAX / 2]; /* under lock: why a sync failed */
+    chat_store *st;
+    leveldb_writebatch_t *empty; /* syncer thread only: the fallback's batch */
+    int log_fd;                  /* syncer thread only: the newest log, or -1 */
+    unsigned long long log_num;  /* syncer thread only: log_fd's number */
+    bool synced_any;             /* syncer thread only: log_num is set */
 };
 
 /* A key under construction. Keys are short (a few hundred bytes at most), so
@@ -943,65 +955,114 @@ void chat_store_close(chat_store *st)
     free(st);
 }
 
-/* Opens the newest write-ahead log when the directory changed since the last
- * look (LevelDB starts a new log at every memtable flush); syncs the
- * directory then too, so that a new log's name is durable. */
-static void syncer_refresh(struct syncer *sy)
+/* Most logs a round syncs by name; LevelDB keeps one or two. */
+#define MAX_LOGS 16
+
+/* fdatasyncs the log numbered num in dir; 0, or the errno of a failed
+ * sync. A log already gone is not a failure (its memtable is in a synced
+ * table); one that cannot be opened sets *fallback. */
+static int sync_log(const char *dir, unsigned long long num, bool *fallback)
 {
-    struct stat dst;
-    const char *path = sy->st->path;
-    if (stat(path, &dst) != 0 || (sy->log_fd >= 0 && dst.st_mtim.tv_sec == sy->dir_mtime.tv_sec &&
-                                  dst.st_mtim.tv_nsec == sy->dir_mtime.tv_nsec)) {
-        return;
-    }
-    sy->dir_mtime = dst.st_mtim;
-    DIR *d = opendir(path);
-    if (!d) {
-        return;
-    }
-    unsigned long long best = 0;
-    bool any = false;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        unsigned long long n = 0;
-        char tail[8];
-        if (sscanf(e->d_name, "%llu.%7s", &n, tail) == 2 && !strcmp(tail, "log") &&
-            (!any || n > best)) {
-            best = n;
-            any = true;
-        }
-    }
-    int dfd = dirfd(d);
-    if (dfd >= 0) {
-        fsync(dfd);
-    }
-    closedir(d);
-    if (!any) {
-        return;
-    }
-    char name[64];
-    snprintf(name, sizeof(name), "%06llu.log", best);
-    if (sy->log_fd >= 0 && !strcmp(name, sy->log_name)) {
-        return;
-    }
     char full[PATH_MAX_LEN];
-    snprintf(full, sizeof(full), "%s/%s", path, name);
+    snprintf(full, sizeof(full), "%s/%06llu.log", dir, num);
     int fd = open(full, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        return;
+        *fallback = *fallback || errno != ENOENT;
+        return 0;
     }
-    if (sy->log_fd >= 0) {
-        /* The log being left may hold records not yet in a table file. */
-        fdatasync(sy->log_fd);
-        close(sy->log_fd);
+    int e = fdatasync(fd) == 0 ? 0 : errno;
+    close(fd);
+    return e;
+}
+
+/* One round (see struct syncer). Returns 0, or the errno of a sync that
+ * failed, described in why. */
+static int syncer_round(struct syncer *sy, bool *fallback, char *why, size_t cap)
+{
+    const char *path = sy->st->path;
+    unsigned long long nums[MAX_LOGS], newest = 0;
+    size_t n = 0;
+    bool any = false;
+    int e = 0;
+
+    *fallback = false;
+    DIR *d = opendir(path);
+    if (!d) {
+        *fallback = true;
     }
-    sy->log_fd = fd;
-    snprintf(sy->log_name, sizeof(sy->log_name), "%s", name);
+    for (struct dirent *de; d && (de = readdir(d)) != NULL;) {
+        unsigned long long num = 0;
+        char tail[8];
+        if (sscanf(de->d_name, "%llu.%7s", &num, tail) != 2 || strcmp(tail, "log") != 0) {
+            continue;
+        }
+        if (n < MAX_LOGS) {
+            nums[n++] = num;
+        } else {
+            *fallback = true;
+        }
+        newest = !any || num > newest ? num : newest;
+        any = true;
+    }
+    if (d && !any) {
+        *fallback = true;
+    }
+    if (any && (sy->log_fd < 0 || newest != sy->log_num)) {
+        /* Logs retired since the last round may hold records not yet in a
+         * table file: sync them before moving on. */
+        for (size_t i = 0; i < n && !e; i++) {
+            if (nums[i] != newest && (!sy->synced_any || nums[i] >= sy->log_num)) {
+                e = sy->log_fd >= 0 && nums[i] == sy->log_num
+                        ? (fdatasync(sy->log_fd) == 0 ? 0 : errno)
+                        : sync_log(path, nums[i], fallback);
+                snprintf(why, cap, "%06llu.log", nums[i]);
+            }
+        }
+        char full[PATH_MAX_LEN];
+        snprintf(full, sizeof(full), "%s/%06llu.log", path, newest);
+        int fd = e ? -1 : open(full, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            if (sy->log_fd >= 0) {
+                close(sy->log_fd);
+            }
+            sy->log_fd = fd;
+            sy->log_num = newest;
+            sy->synced_any = true;
+            pthread_mutex_lock(&sy->lock);
+            snprintf(sy->log_name, sizeof(sy->log_name), "%06llu.log", newest);
+            pthread_mutex_unlock(&sy->lock);
+            /* the new log's name must survive a power loss too */
+            if (fsync(dirfd(d)) != 0) {
+                e = errno;
+                snprintf(why, cap, "the directory");
+            }
+        } else if (!e) {
+            *fallback = true;
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+    if (!e && sy->log_fd >= 0 && fdatasync(sy->log_fd) != 0) {
+        e = errno;
+        snprintf(why, cap, "%06llu.log", sy->log_num);
+    }
+    if (!e && *fallback) {
+        char *err = NULL;
+        leveldb_write(sy->st->db, sy->st->wopt_sync, sy->empty, &err);
+        if (err) {
+            snprintf(why, cap, "a synced write (%s)", err);
+            leveldb_free(err);
+            e = EIO;
+        }
+    }
+    return e;
 }
 
 static void *syncer_main(void *arg)
 {
     struct syncer *sy = arg;
+    char why[CHAT_STORE_ERROR_MAX / 4];
     pthread_mutex_lock(&sy->lock);
     for (;;) {
         while (!sy->requested && !sy->stop) {
@@ -1012,11 +1073,16 @@ static void *syncer_main(void *arg)
         }
         sy->requested = false;
         pthread_mutex_unlock(&sy->lock);
-        syncer_refresh(sy);
-        int e = sy->log_fd < 0 ? ENOENT : fdatasync(sy->log_fd) != 0 ? errno : 0;
+        bool fallback = false;
+        why[0] = '\0';
+        int e = syncer_round(sy, &fallback, why, sizeof(why));
         pthread_mutex_lock(&sy->lock);
+        sy->rounds++;
+        sy->fallbacks += fallback;
         if (e != 0) {
-            snprintf(sy->err, sizeof(sy->err), "syncing %s/%s: %s", sy->st->path, sy->log_name,
+            /* A sync that failed may have lost what it was to keep:
+             * invariant 5, as for a failed write. */
+            snprintf(sy->err, sizeof(sy->err), "syncing %s in %s: %s", why, sy->st->path,
                      strerror(e));
             atomic_store(&sy->st->failed, true);
         }
@@ -1039,6 +1105,7 @@ static void syncer_stop(chat_store *st)
     if (sy->log_fd >= 0) {
         close(sy->log_fd);
     }
+    leveldb_writebatch_destroy(sy->empty);
     pthread_cond_destroy(&sy->wake);
     pthread_mutex_destroy(&sy->lock);
     free(sy);
@@ -1053,11 +1120,13 @@ static chat_err syncer_start(chat_store *st)
     }
     sy->st = st;
     sy->log_fd = -1;
+    sy->empty = leveldb_writebatch_create();
     pthread_mutex_init(&sy->lock, NULL);
     pthread_cond_init(&sy->wake, NULL);
     if (pthread_create(&sy->thread, NULL, syncer_main, sy) != 0) {
         pthread_cond_destroy(&sy->wake);
         pthread_mutex_destroy(&sy->lock);
+        leveldb_writebatch_destroy(sy->empty);
         free(sy);
         return CHAT_ENOMEM;
     }
@@ -1076,6 +1145,20 @@ static void syncer_error(chat_store *st, char *out, size_t cap)
         }
         pthread_mutex_unlock(&sy->lock);
     }
+}
+
+chat_err chat_store_sync_state(chat_store *st, chat_sync_state *out)
+{
+    struct syncer *sy = st ? st->sync_thread : NULL;
+    if (!sy || !out) {
+        return CHAT_EINVAL;
+    }
+    pthread_mutex_lock(&sy->lock);
+    snprintf(out->log, sizeof(out->log), "%s", sy->log_name);
+    out->rounds = sy->rounds;
+    out->fallbacks = sy->fallbacks;
+    pthread_mutex_unlock(&sy->lock);
+    return CHAT_OK;
 }
 
 chat_err chat_store_sync_async(chat_store *st)

@@ -9,7 +9,8 @@
  *
  * Threading: one thread (the broker's) owns a store; calls must not overlap.
  * With CHAT_SYNC_BATCH the store runs one thread of its own that only
- * fdatasyncs LevelDB's log.
+ * fdatasyncs LevelDB's logs (or, when it cannot open them, writes a synced
+ * empty batch).
  *
  * Design note: key layout (every integer is 8 bytes big-endian, so that byte
  * order is id order and a seek plus a forward scan reads a page):
@@ -193,6 +194,19 @@ chat_err chat_store_sync(chat_store *st);
  * makes later writes fail with CHAT_EIO (invariant 5). Other modes:
  * chat_store_sync. */
 chat_err chat_store_sync_async(chat_store *st);
+
+/* What the background sync of CHAT_SYNC_BATCH has done: for tests and
+ * diagnostics. */
+typedef struct chat_sync_state {
+    char log[32];       /* the write-ahead log it syncs by its own descriptor, "" none yet */
+    uint64_t rounds;    /* sync rounds finished */
+    uint64_t fallbacks; /* rounds that could not open a log file (EMFILE, say) and
+                           synced through a synced empty write instead */
+} chat_sync_state;
+
+/* Copies that state to *out; CHAT_EINVAL unless the store was opened with
+ * CHAT_SYNC_BATCH. */
+chat_err chat_store_sync_state(chat_store *st, chat_sync_state *out);
 
 /* Group head (0 for an unknown group) and the lowest id still kept. */
 chat_err chat_store_head(chat_store *st, const char *group, uint64_t *head);
