@@ -117,6 +117,9 @@ typedef struct key {
     bool overflow;
 } key;
 
+/* A resume point of chat_store_expire_devices is a key and its length. */
+_Static_assert(CHAT_STORE_RESUME_MAX >= 2 + sizeof(((key *)0)->buf), "resume point too small");
+
 const char *chat_strerror(chat_err err)
 {
     switch (err) {
@@ -252,6 +255,18 @@ static void put_text(char *out, size_t cap, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Writes fmt to out from its start, truncated to cap (messages are cut,
+ * never overrun). */
+static void set_text(char *out, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_text(char *out, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out, cap, fmt, ap);
+    va_end(ap);
+}
+
 /* Writes a reader's description of a key (the record kind, its group,
  * member, device, cid and id) to out: error messages name the keys whose
  * reading or writing failed, so that an operator knows what is damaged. */
@@ -338,7 +353,7 @@ static void describe_key(const char *k, size_t len, char *out, size_t cap)
 /* Records "what: detail" as the store's last error. */
 static void set_error(chat_store *st, const char *what, const char *detail)
 {
-    snprintf(st->last_err, sizeof(st->last_err), "%s: %s", what, detail);
+    set_text(st->last_err, sizeof(st->last_err), "%s: %s", what, detail);
 }
 
 /* A failed read: maps LevelDB's message to CHAT_ECORRUPT (a checksum or a
@@ -359,7 +374,7 @@ static chat_err read_key_error(chat_store *st, char *err, const char *k, size_t 
     char what[CHAT_STORE_ERROR_MAX];
     char desc[CHAT_STORE_ERROR_MAX - 16];
     describe_key(k, len, desc, sizeof(desc));
-    snprintf(what, sizeof(what), "reading %s", desc);
+    set_text(what, sizeof(what), "reading %s", desc);
     return read_error(st, err, what);
 }
 
@@ -368,7 +383,7 @@ static chat_err corrupt_key(chat_store *st, const char *k, size_t len, size_t vl
 {
     char desc[CHAT_STORE_ERROR_MAX - 64];
     describe_key(k, len, desc, sizeof(desc));
-    snprintf(st->last_err, sizeof(st->last_err), "reading %s: value of %zu bytes has a wrong shape",
+    set_text(st->last_err, sizeof(st->last_err), "reading %s: value of %zu bytes has a wrong shape",
              desc, vlen);
     return CHAT_ECORRUPT;
 }
@@ -384,8 +399,8 @@ static chat_err write_error(chat_store *st, char *err, const char *k, size_t len
     } else {
         snprintf(desc, sizeof(desc), "a sync of the write-ahead log");
     }
-    snprintf(st->latched, sizeof(st->latched), "writing %s: %s", desc, err);
-    snprintf(st->last_err, sizeof(st->last_err), "%s", st->latched);
+    set_text(st->latched, sizeof(st->latched), "writing %s: %s", desc, err);
+    set_text(st->last_err, sizeof(st->last_err), "%s", st->latched);
     leveldb_free(err);
     atomic_store(&st->failed, true);
     return CHAT_EIO;
@@ -696,7 +711,7 @@ static chat_err start_run(chat_store *st, const char *boot_override, char **errm
     chat_err rc;
 
     if (boot_override) {
-        snprintf(boot, sizeof(boot), "%s", boot_override);
+        set_text(boot, sizeof(boot), "%s", boot_override);
     } else {
         read_boot_id(boot, sizeof(boot));
     }
@@ -798,7 +813,10 @@ chat_err chat_store_open_opts(const char *path, const chat_store_opts *opts, cha
     /* LevelDB reports a directory it cannot create as a missing LOCK file;
      * making it here first gives the operator the real reason. */
     if (mkdir(path, 0700) != 0 && errno != EEXIST) {
-        open_error(errmsg, path, strerror(errno));
+        int e = errno;
+        char what[PATH_MAX_LEN + 16];
+        snprintf(what, sizeof(what), "cannot create %s", path);
+        open_error(errmsg, what, strerror(e));
         return CHAT_EIO;
     }
     st = calloc(1, sizeof(*st));
@@ -1051,7 +1069,7 @@ static int syncer_round(struct syncer *sy, bool *fallback, char *why, size_t cap
         char *err = NULL;
         leveldb_write(sy->st->db, sy->st->wopt_sync, sy->empty, &err);
         if (err) {
-            snprintf(why, cap, "a synced write (%s)", err);
+            set_text(why, cap, "a synced write (%s)", err);
             leveldb_free(err);
             e = EIO;
         }
@@ -1082,7 +1100,7 @@ static void *syncer_main(void *arg)
         if (e != 0) {
             /* A sync that failed may have lost what it was to keep:
              * invariant 5, as for a failed write. */
-            snprintf(sy->err, sizeof(sy->err), "syncing %s in %s: %s", why, sy->st->path,
+            set_text(sy->err, sizeof(sy->err), "syncing %s in %s: %s", why, sy->st->path,
                      strerror(e));
             atomic_store(&sy->st->failed, true);
         }
@@ -1141,7 +1159,7 @@ static void syncer_error(chat_store *st, char *out, size_t cap)
     if (sy) {
         pthread_mutex_lock(&sy->lock);
         if (sy->err[0]) {
-            snprintf(out, cap, "%s", sy->err);
+            set_text(out, cap, "%s", sy->err);
         }
         pthread_mutex_unlock(&sy->lock);
     }
@@ -1154,7 +1172,7 @@ chat_err chat_store_sync_state(chat_store *st, chat_sync_state *out)
         return CHAT_EINVAL;
     }
     pthread_mutex_lock(&sy->lock);
-    snprintf(out->log, sizeof(out->log), "%s", sy->log_name);
+    set_text(out->log, sizeof(out->log), "%s", sy->log_name);
     out->rounds = sy->rounds;
     out->fallbacks = sy->fallbacks;
     pthread_mutex_unlock(&sy->lock);
