@@ -2339,14 +2339,53 @@ chat_err chat_store_group_delete(chat_store *st, const char *group, size_t max_k
     return rc;
 }
 
-/* Adds to wb the deletion of the cid index entries of group's messages
- * [from, to): each reverse key, and the entry it names while that entry
- * still points at this message (a later append may have reused the cid). */
+/* Adds to wb the deletion of one reverse key (kb, value v) of message id,
+ * and of the index entry it names while that entry still points at this
+ * message (a later append may have reused the cid). */
+static chat_err trim_cid(chat_store *st, const char *group, uint64_t id, const char *kb,
+                         size_t klen, const char *v, size_t vlen, leveldb_writebatch_t *wb)
+{
+    key ki;
+    char *err = NULL;
+    const char *end = v + vlen, *f = NULL, *c = NULL;
+    size_t fn = 0, cn = 0, ilen = 0;
+    bool named = next_part(&v, end, &f, &fn) && next_part(&v, end, &c, &cn) && v == end;
+
+    leveldb_writebatch_delete(wb, kb, klen);
+    key_init(&ki, TAG_CID);
+    key_str(&ki, group);
+    if (!named) {
+        return CHAT_OK;
+    }
+    key_part(&ki, f, fn);
+    key_part(&ki, c, cn);
+    if (ki.overflow) {
+        return CHAT_OK;
+    }
+    char *ival = leveldb_get(st->db, st->ropt, ki.buf, ki.len, &ilen, &err);
+    if (err) {
+        return read_key_error(st, err, ki.buf, ki.len);
+    }
+    /* An entry of another shape is as dead as its message. */
+    if (ival && (ilen != 8 || get_u64(ival) == id)) {
+        leveldb_writebatch_delete(wb, ki.buf, ki.len);
+    }
+    leveldb_free(ival);
+    return CHAT_OK;
+}
+
+/* Ranges up to this many ids are trimmed by point lookups (a Bloom filter
+ * answers most), longer ones by one iterator: retention by count trims one
+ * message per publish, and an iterator costs more than a few lookups. */
+#define TRIM_BY_GETS 16u
+
+/* Adds to wb the deletion of the cid keys of group's messages [from, to). */
 static chat_err trim_cids(chat_store *st, const char *group, uint64_t from, uint64_t to,
                           leveldb_writebatch_t *wb)
 {
-    key prefix, k, ki;
+    key prefix, k;
     char *err = NULL;
+    chat_err rc = CHAT_OK;
 
     key_init(&prefix, TAG_CIDREV);
     key_str(&prefix, group);
@@ -2355,43 +2394,39 @@ static chat_err trim_cids(chat_store *st, const char *group, uint64_t from, uint
     if (k.overflow) {
         return CHAT_EINVAL;
     }
+    if (to - from <= TRIM_BY_GETS) {
+        for (uint64_t id = from; id < to && rc == CHAT_OK; id++) {
+            size_t vlen = 0;
+            put_u64(k.buf + prefix.len, id);
+            char *v = leveldb_get(st->db, st->ropt, k.buf, k.len, &vlen, &err);
+            if (err) {
+                return read_key_error(st, err, k.buf, k.len);
+            }
+            if (v) {
+                rc = trim_cid(st, group, id, k.buf, k.len, v, vlen, wb);
+                leveldb_free(v);
+            }
+        }
+        return rc;
+    }
     leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
-    for (leveldb_iter_seek(it, k.buf, k.len); !(err = iter_error(it)) && leveldb_iter_valid(it);
+    for (leveldb_iter_seek(it, k.buf, k.len);
+         rc == CHAT_OK && !(err = iter_error(it)) && leveldb_iter_valid(it);
          leveldb_iter_next(it)) {
-        size_t klen = 0, vlen = 0, fn = 0, cn = 0;
+        size_t klen = 0, vlen = 0;
         const char *kb = leveldb_iter_key(it, &klen);
         if (klen != prefix.len + 8 || memcmp(kb, prefix.buf, prefix.len) != 0 ||
             get_u64(kb + prefix.len) >= to) {
             break;
         }
-        const char *v = leveldb_iter_value(it, &vlen), *end = v + vlen, *f = NULL, *c = NULL;
-        bool named = next_part(&v, end, &f, &fn) && next_part(&v, end, &c, &cn) && v == end;
-        key_init(&ki, TAG_CID);
-        key_str(&ki, group);
-        if (named) {
-            key_part(&ki, f, fn);
-            key_part(&ki, c, cn);
-        }
-        if (named && !ki.overflow) {
-            size_t ilen = 0;
-            char *ival = leveldb_get(st->db, st->ropt, ki.buf, ki.len, &ilen, &err);
-            if (err) {
-                leveldb_iter_destroy(it);
-                return read_key_error(st, err, ki.buf, ki.len);
-            }
-            /* An entry of another shape is as dead as its message. */
-            if (ival && (ilen != 8 || get_u64(ival) == get_u64(kb + prefix.len))) {
-                leveldb_writebatch_delete(wb, ki.buf, ki.len);
-            }
-            leveldb_free(ival);
-        }
-        leveldb_writebatch_delete(wb, kb, klen);
+        const char *v = leveldb_iter_value(it, &vlen);
+        rc = trim_cid(st, group, get_u64(kb + prefix.len), kb, klen, v, vlen, wb);
     }
     leveldb_iter_destroy(it);
     if (err) {
-        return read_key_error(st, err, k.buf, k.len);
+        rc = read_key_error(st, err, k.buf, k.len);
     }
-    return CHAT_OK;
+    return rc;
 }
 
 chat_err chat_store_trim(chat_store *st, const char *group, uint64_t before, size_t max_keys,
