@@ -1,4 +1,4 @@
-/* chat_cache: open-addressing hash map from store keys to 8-byte values
+/* chat_cache: open-addressing hash map from store keys to two-number records
  * (see chat_cache.h). Linear probing; entries are never removed one by one
  * (absence is an entry too), only all at once when the cache is full. */
 #include "chat_cache.h"
@@ -11,6 +11,7 @@ struct slot {
     size_t len;
     uint64_t hash;
     uint64_t value;
+    uint64_t extra;
     bool found;
 };
 
@@ -82,7 +83,8 @@ static struct slot *find(const chat_cache *c, const char *key, size_t len, uint6
     }
 }
 
-bool chat_cache_get(const chat_cache *c, const char *key, size_t len, bool *found, uint64_t *value)
+bool chat_cache_get(const chat_cache *c, const char *key, size_t len, bool *found, uint64_t *value,
+                    uint64_t *extra)
 {
     const struct slot *s = find(c, key, len, hash_bytes(key, len));
     if (!s->key) {
@@ -91,11 +93,13 @@ bool chat_cache_get(const chat_cache *c, const char *key, size_t len, bool *foun
     *found = s->found;
     if (s->found) {
         *value = s->value;
+        *extra = s->extra;
     }
     return true;
 }
 
-void chat_cache_put(chat_cache *c, const char *key, size_t len, bool found, uint64_t value)
+void chat_cache_put(chat_cache *c, const char *key, size_t len, bool found, uint64_t value,
+                    uint64_t extra)
 {
     uint64_t h = hash_bytes(key, len);
     struct slot *s = find(c, key, len, h);
@@ -115,4 +119,5 @@ void chat_cache_put(chat_cache *c, const char *key, size_t len, bool found, uint
     }
     s->found = found;
     s->value = value;
+    s->extra = extra;
 }

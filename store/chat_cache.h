@@ -1,6 +1,8 @@
-/* chat_cache: a bounded in-memory map from store keys to the 8-byte values
+/* chat_cache: a bounded in-memory map from store keys to the small records
  * (heads, cursors, memberships) the broker's thread reads on every publish
- * and every delivery; private to store/.
+ * and every delivery; private to store/. A record is two numbers: the value
+ * and an extra one (a cursor's last use, a membership's generation; 0 when
+ * the record has none).
  *
  * It remembers absence too ("not found"), since most read checks of a
  * delivery ask about members that exist and most cid lookups about cids that
@@ -26,11 +28,14 @@ chat_cache *chat_cache_create(size_t max_entries);
 void chat_cache_destroy(chat_cache *c);
 
 /* Looks key up. Returns false when the cache knows nothing of it; else sets
- * *found (the store holds the key or not) and, when found, *value. */
-bool chat_cache_get(const chat_cache *c, const char *key, size_t len, bool *found, uint64_t *value);
+ * *found (the store holds the key or not) and, when found, *value and
+ * *extra. */
+bool chat_cache_get(const chat_cache *c, const char *key, size_t len, bool *found, uint64_t *value,
+                    uint64_t *extra);
 
-/* Records that key holds value (found) or is absent (!found). Out of memory
- * just leaves the key unknown. */
-void chat_cache_put(chat_cache *c, const char *key, size_t len, bool found, uint64_t value);
+/* Records that key holds (value, extra) (found) or is absent (!found). Out
+ * of memory just leaves the key unknown. */
+void chat_cache_put(chat_cache *c, const char *key, size_t len, bool found, uint64_t value,
+                    uint64_t extra);
 
 #endif

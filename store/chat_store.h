@@ -9,7 +9,8 @@
  *
  * Threading: one thread (the broker's) owns a store; calls must not overlap.
  * With CHAT_SYNC_BATCH the store runs one thread of its own that only
- * fdatasyncs LevelDB's log.
+ * fdatasyncs LevelDB's logs (or, when it cannot open them, writes a synced
+ * empty batch).
  *
  * Design note: key layout (every integer is 8 bytes big-endian, so that byte
  * order is id order and a seek plus a forward scan reads a page):
@@ -17,10 +18,21 @@
  *   'H' g            -> head (8)              highest id of the group
  *   'F' g            -> first (8)             lowest id still kept (retention)
  *   'M' g id         -> envelope bytes        one copy per message
- *   'C' g m d        -> cursor (8)            last id device d of member m acked
- *   'J' g m          -> joined (8)            member m joined when head was this
- *   'G' m g          -> joined (8)            the same, indexed by member
+ *   'C' g m d        -> cursor (8) used (8)   last id device d of member m acked, and
+ *                                             when the device was last used (ms; older
+ *                                             stores: the cursor alone, used = 0)
+ *   'X' g m          -> max (8)               highest cursor any device of m has had
+ *   'J' g m          -> joined (8) [gen (8)]  member m joined when head was this; gen
+ *                                             when it joined during a deletion of g
+ *   'G' m g          -> joined (8) [gen (8)]  the same, indexed by member
  *   'I' g m cid      -> id (8)                (group, from, cid) already stored
+ *   'K' g id         -> m cid                 the 'I' key of message id, for its deletion
+ *   'D' g            -> gen (8) bound (8) key a deletion of g under way: its generation,
+ *                                             head + 1 when it began, its resume key
+ *   '#' "deletions"  -> gen (8)               the last deletion's generation
+ *   '#' "groups"     -> count (8)             the number of 'H' records
+ *   '#' "incarnation"-> 32 hex digits         see chat_store_incarnation
+ *   '#' "running"    -> mode (1) boot id      a run under way (invariant 7)
  *
  * where g, m, d and cid are length-prefixed strings (two bytes, big-endian),
  * so that no key is a prefix of another with a different meaning; the one
@@ -31,11 +43,28 @@
  *   1. Ids of a group are 1..head with no gap: message id and the new head
  *      are written in one WriteBatch, so a crash leaves neither a hole nor a
  *      reused id.
- *   2. first <= head + 1; every id in [first, head] has an 'M' record.
- *   3. A cursor never moves back and never exceeds head.
+ *   2. first <= head + 1; every id in [first, head] has an 'M' record, and
+ *      no read returns an id below first.
+ *   3. A cursor never moves back and never exceeds head; 'X' g m is at
+ *      least every cursor of m's devices, written in the batch that moves
+ *      one (a store from before 'X' computes it once from the cursors).
  *   4. 'J' g m exists if and only if 'G' m g exists.
- *   5. The first I/O error wins: after it every write is refused with
- *      CHAT_EIO until the store is reopened.
+ *   5. The first WRITE error wins: after a failed write (or a failed
+ *      background sync) every write is refused with CHAT_EIO until the
+ *      store is reopened, since LevelDB may hold part of what it was given.
+ *      A failed READ (a damaged block, caught by LevelDB's checksums, which
+ *      every read verifies) fails that call only: one bad block must not
+ *      stop every publish to every group. (LevelDB itself still stops all
+ *      writes if one of its background compactions hits the damage; that
+ *      store then needs repair.)
+ *   6. Every key has a way to be deleted: an 'I' entry has its 'K' reverse
+ *      (written in the message's batch, deleted with the message); an 'I'
+ *      without one (stores from before 'K') counts only while its id is at
+ *      least first, and a group deletion removes it.
+ *   7. A new incarnation is on disk before the first write that could reuse
+ *      an id: chat_store_open syncs it with this run's marker before it
+ *      returns, and only a clean close (everything synced) removes the
+ *      marker.
  */
 #ifndef CHAT_STORE_H
 #define CHAT_STORE_H
@@ -47,12 +76,16 @@
 /* Longest group, member, device or cid, in bytes; longer ones get CHAT_EINVAL. */
 #define CHAT_STORE_MAX_NAME 1024u
 
+/* Longest text chat_store_last_error returns, with its NUL. */
+#define CHAT_STORE_ERROR_MAX 512u
+
 typedef enum chat_err {
     CHAT_OK = 0,
     CHAT_ENOMEM,   /* out of memory */
     CHAT_EINVAL,   /* an argument is out of range */
-    CHAT_EIO,      /* LevelDB reported an error; the store now refuses writes */
-    CHAT_ECORRUPT, /* a record does not have the shape this module writes */
+    CHAT_EIO,      /* LevelDB reported an error (after a write: the store now refuses writes) */
+    CHAT_ECORRUPT, /* a record does not have the shape this module writes, or a block of
+                      LevelDB's files fails its checksum */
     CHAT_ECONFLICT /* an append's id is not head + 1 */
 } chat_err;
 
@@ -79,25 +112,101 @@ typedef struct chat_page {
     bool more;    /* the store holds further messages in the reading direction */
 } chat_page;
 
-/* Returns a static English string for an error code. */
+/* Returns a static English string for an error code (for details of an
+ * I/O error or a damaged record, see chat_store_last_error). */
 const char *chat_strerror(chat_err err);
 
 /* Opens (creating if missing) the store at directory path. On success *out
  * owns the store; free it with chat_store_close. On failure, *errmsg (if not
- * NULL) receives a malloc'd description to free(). */
+ * NULL) receives a malloc'd description to free().
+ *
+ * Every open is a run (invariant 7): it writes, synced, a marker holding
+ * the kernel's boot id and the sync mode, which a clean close removes. A
+ * marker found at open means the previous run did not close; when the
+ * machine has restarted since (another boot id) and that run did not sync
+ * every append (not CHAT_SYNC_ALWAYS), acknowledged messages may be gone
+ * and their ids given again, so the store takes a new incarnation before
+ * anything else. A process crash (kill -9) loses nothing that reached the
+ * kernel and keeps the incarnation. */
 chat_err chat_store_open(const char *path, chat_sync sync, chat_store **out, char **errmsg);
 
-/* Closes the store and frees it. Accepts NULL. */
+/* What chat_store_open_opts takes; start from CHAT_STORE_OPTS_INIT. */
+typedef struct chat_store_opts {
+    chat_sync sync;           /* how appends reach the disk */
+    size_t write_buffer_size; /* LevelDB's memtable, in bytes (0: 8 MiB); a new
+                                 write-ahead log starts each time it fills */
+    const char *boot_id;      /* test hook: the boot id this run records and compares
+                                 (NULL: /proc/sys/kernel/random/boot_id) */
+} chat_store_opts;
+
+#define CHAT_STORE_OPTS_INIT                                                                       \
+    {                                                                                              \
+        CHAT_SYNC_NONE, 0, NULL                                                                    \
+    }
+
+/* chat_store_open with options: tests make the memtable small, to force
+ * log rotations, and fake a reboot with another boot id. Read once here,
+ * nothing of it is on any later path. */
+chat_err chat_store_open_opts(const char *path, const chat_store_opts *opts, chat_store **out,
+                              char **errmsg);
+
+/* Closes the store and frees it. Accepts NULL. Unless a write failed, it
+ * first forces everything to disk and removes the run marker: the next open
+ * sees a clean close. */
 void chat_store_close(chat_store *st);
 
+/* The store's incarnation: 32 hex digits (128 random bits) drawn when the
+ * store was created (or first opened by a version that has them) and drawn
+ * anew at an open after an unclean shutdown that may have lost
+ * acknowledged writes (see chat_store_open). Clients that see it change
+ * resynchronise: ids they hold may now name other messages. Owned by the
+ * store, the same for its lifetime. */
+const char *chat_store_incarnation(const chat_store *st);
+
+/* Whether this open drew a new incarnation because of such a shutdown. */
+bool chat_store_recovered(const chat_store *st);
+
+/* Figures for $SYS: *groups, the groups with a head (deleted ones
+ * included: their head stays), kept in a counter record; *approx_bytes,
+ * LevelDB's estimate of the table files' size (recent writes still in the
+ * write-ahead log, at most a memtable's worth, are not counted). Either may
+ * be NULL. Cheap: no scan. */
+chat_err chat_store_stats(chat_store *st, uint64_t *groups, uint64_t *approx_bytes);
+
+/* After a call returned CHAT_EIO or CHAT_ECORRUPT: what failed, as one line
+ * for a log (the operation, the record kind and its group, member, device
+ * or id range, and LevelDB's message). Owned by the store, valid until the
+ * next store call; "" before the first such error; unspecified after other
+ * results. */
+const char *chat_store_last_error(const chat_store *st);
+
+/* Compacts the whole store (LevelDB's compact_range over every key): moves
+ * everything into table files and drops deleted records. Slow; for tools,
+ * tests and maintenance, never on the broker's thread under load. */
+chat_err chat_store_compact(chat_store *st);
+
 /* Forces every write so far to stable storage before it returns. Cheap when
- * nothing was written since the last call. */
+ * nothing was written since the last call. A failure is a write error. */
 chat_err chat_store_sync(chat_store *st);
 
 /* CHAT_SYNC_BATCH: asks the store's background thread to force every write
  * so far to stable storage, and returns at once; a failure of that sync
- * makes later writes fail with CHAT_EIO. Other modes: chat_store_sync. */
+ * makes later writes fail with CHAT_EIO (invariant 5). Other modes:
+ * chat_store_sync. */
 chat_err chat_store_sync_async(chat_store *st);
+
+/* What the background sync of CHAT_SYNC_BATCH has done: for tests and
+ * diagnostics. */
+typedef struct chat_sync_state {
+    char log[32];       /* the write-ahead log it syncs by its own descriptor, "" none yet */
+    uint64_t rounds;    /* sync rounds finished */
+    uint64_t fallbacks; /* rounds that could not open a log file (EMFILE, say) and
+                           synced through a synced empty write instead */
+} chat_sync_state;
+
+/* Copies that state to *out; CHAT_EINVAL unless the store was opened with
+ * CHAT_SYNC_BATCH. */
+chat_err chat_store_sync_state(chat_store *st, chat_sync_state *out);
 
 /* Group head (0 for an unknown group) and the lowest id still kept. */
 chat_err chat_store_head(chat_store *st, const char *group, uint64_t *head);
@@ -105,29 +214,36 @@ chat_err chat_store_first(chat_store *st, const char *group, uint64_t *first);
 
 /* Appends one envelope to group under id, which must be head + 1 (read it
  * with chat_store_head and put it in the envelope first). When cid is not
- * NULL the (group, from, cid) index entry goes in the same batch. Copies
- * everything; on error nothing is written. */
+ * NULL the (group, from, cid) index entry and its reverse go in the same
+ * batch; append does not look for an earlier entry (the caller asked
+ * chat_store_cid_find), and a second append with the same cid moves the
+ * entry to the new id. Copies everything; on error nothing is written. */
 chat_err chat_store_append(chat_store *st, const char *group, uint64_t id, const char *from,
                            const char *cid, const void *env, size_t env_len);
 
-/* Looks up the id a (group, from, cid) was stored under. */
+/* Looks up the id a (group, from, cid) was stored under, while that message
+ * is still kept: once retention or a group deletion removed it, *found is
+ * false and a retry is a new message. */
 chat_err chat_store_cid_find(chat_store *st, const char *group, const char *from, const char *cid,
                              uint64_t *id, bool *found);
 
-/* Reads one message. On success with *found, *msg holds a heap copy: free
- * msg->data with free(). */
+/* Reads one message (ids below first are not found). On success with
+ * *found, *msg holds a heap copy: free msg->data with free(). */
 chat_err chat_store_get(chat_store *st, const char *group, uint64_t id, chat_msg *msg, bool *found);
 
 /* Reads messages with ids > after, oldest first, at most max_count of them
  * and, after the first, no more than max_bytes in total. The page is heap
- * memory: free it with chat_page_destroy. An empty page is not an error. */
+ * memory: free it with chat_page_destroy. An empty page is not an error.
+ * A damaged range fails the call (no page) with CHAT_ECORRUPT or CHAT_EIO
+ * and chat_store_last_error naming it; it never skips over the damage. */
 chat_err chat_store_read_forward(chat_store *st, const char *group, uint64_t after,
                                  size_t max_count, size_t max_bytes, chat_page **out);
 
 /* The same reading as chat_store_read_forward without a copy: calls fn with
  * each message, whose bytes are valid only during the call. A non-zero
  * return from fn stops the scan with CHAT_ENOMEM (fn ran out of room).
- * *more tells whether the store holds further messages. */
+ * *more tells whether the store holds further messages. On a read error fn
+ * may already have had the messages before the damage: discard them. */
 typedef int (*chat_msg_fn)(void *ctx, uint64_t id, const char *data, size_t len);
 chat_err chat_store_scan_forward(chat_store *st, const char *group, uint64_t after,
                                  size_t max_count, size_t max_bytes, chat_msg_fn fn, void *ctx,
@@ -144,26 +260,77 @@ void chat_page_destroy(chat_page *page);
 chat_err chat_store_cursor_get(chat_store *st, const char *group, const char *member,
                                const char *device, uint64_t *id, bool *found);
 
+/* The same, with the time the device was last used (ms since the epoch,
+ * by the store's clock or chat_store_cursor_touch; 0 for a cursor written
+ * before the store kept it). last_used may be NULL. */
+chat_err chat_store_cursor_info(chat_store *st, const char *group, const char *member,
+                                const char *device, uint64_t *id, int64_t *last_used, bool *found);
+
 /* Moves a device's cursor forward to id, clamped to head; a lower id
- * changes nothing. *now (may be NULL) receives the cursor afterwards. */
+ * changes nothing but counts as a use of the device (see
+ * chat_store_cursor_touch). Keeps the member's maximum cursor record in the
+ * same batch. *now (may be NULL) receives the cursor afterwards. */
 chat_err chat_store_cursor_advance(chat_store *st, const char *group, const char *member,
                                    const char *device, uint64_t id, uint64_t *now);
 
-/* The most advanced cursor of any device of member in group. */
+/* The most advanced cursor any device of member in group has had: one
+ * record, kept when devices expire and deleted with the membership. */
 chat_err chat_store_cursor_max(chat_store *st, const char *group, const char *member, uint64_t *id,
                                bool *found);
 
-/* Where a device's delivery starts when it has no cursor yet: the most
- * advanced cursor of the member's other devices, else the id at which the
- * member joined (PROTOCOL.md, Names: device). Creates the cursor there so
- * that later calls agree. *found is false when member is not in group. */
+/* Where a device's delivery starts when it has no cursor yet: the member's
+ * maximum cursor (chat_store_cursor_max), else the id at which the member
+ * joined (PROTOCOL.md, Names: device): a constant number of lookups however
+ * many devices the member has had. Creates the cursor there so that later
+ * calls agree. A device that has a cursor gets it, and the call counts as
+ * a use of the device. *found is false when member is not in group. */
 chat_err chat_store_cursor_start(chat_store *st, const char *group, const char *member,
                                  const char *device, uint64_t *id, bool *found);
 
+/* Records that a device was used at now_ms (for chat_store_expire_devices),
+ * cheaply: it writes only when the day (UTC, now_ms / 86400000) differs
+ * from the stored one, so at most once per device per day. A device
+ * without a cursor is left alone: nothing is created. */
+chat_err chat_store_cursor_touch(chat_store *st, const char *group, const char *member,
+                                 const char *device, int64_t now_ms);
+
+/* The clock that stamps a device's last use in chat_store_cursor_advance,
+ * chat_store_cursor_start and chat_store_expire_devices: returns ms since
+ * the epoch. NULL restores the default, CLOCK_REALTIME. Tests set their own
+ * to control time. */
+typedef int64_t (*chat_clock_fn)(void *ctx);
+void chat_store_set_clock(chat_store *st, chat_clock_fn fn, void *ctx);
+
+/* Room a caller keeps for the resume point of chat_store_expire_devices. */
+#define CHAT_STORE_RESUME_MAX (4u * (CHAT_STORE_MAX_NAME + 2u) + 20u)
+
+/* Device expiry, in bounded steps: walks the device cursors of every group
+ * in key order from the resume point, looks at no more than max_keys of
+ * them (max_keys 0: CHAT_EINVAL), and deletes those last used before
+ * older_than_ms. *removed receives how many it deleted; *done is set when
+ * the walk reached the last cursor.
+ *
+ * resume is the caller's buffer of resume_cap >= CHAT_STORE_RESUME_MAX
+ * bytes, opaque to it: zero its first two bytes before a new walk and keep
+ * it between calls; done leaves it zeroed for the next walk. A member's
+ * maximum cursor record stays, so a device that comes back, or a new one,
+ * starts where its most advanced device was; the membership stays too. A
+ * cursor written before the store kept last-use times gets the store
+ * clock's time instead of being deleted, and expires a full period later. */
+chat_err chat_store_expire_devices(chat_store *st, int64_t older_than_ms, size_t max_keys,
+                                   char *resume, size_t resume_cap, size_t *removed, bool *done);
+
 /* Retention: deletes the messages of group with ids below before (at most
- * head + 1) and records the new lowest id. Their cid index entries stay, so
- * a late retry is still recognised. Deleting nothing is not an error. */
-chat_err chat_store_trim(chat_store *st, const char *group, uint64_t before);
+ * head + 1), oldest first, and at most max_keys of them per call (max_keys
+ * 0: CHAT_EINVAL), with their cid index entries, in one batch that also
+ * records the new lowest id. *first_now (may be NULL) receives the lowest
+ * id kept afterwards: the caller repeats, on later turns of its loop, while
+ * *first_now < before. Deleting nothing is not an error.
+ *
+ * The cid entries go with their messages (invariant 6): a retry of an
+ * expired message is no longer recognised and is stored anew. */
+chat_err chat_store_trim(chat_store *st, const char *group, uint64_t before, size_t max_keys,
+                         uint64_t *first_now);
 
 /* Calls fn(ctx, group, head) for up to max groups whose names sort after
  * `after` (NULL: from the first), in byte order of their names... */
@@ -175,18 +342,43 @@ chat_err chat_store_groups(chat_store *st, const char *after, size_t max, chat_h
                            void *ctx, bool *done);
 
 /* Membership. member_add is idempotent: an existing member keeps its
- * joined id. *joined (may be NULL) receives it. */
+ * joined id. *joined (may be NULL) receives it. While the group is being
+ * deleted (chat_store_group_delete), only members who joined since the
+ * deletion began count; joining then starts a new membership, without the
+ * old one's cursors. */
 chat_err chat_store_member_add(chat_store *st, const char *group, const char *member,
                                uint64_t *joined);
 chat_err chat_store_member_get(chat_store *st, const char *group, const char *member,
                                uint64_t *joined, bool *found);
 
-/* Removes member from group with every cursor of its devices there. */
+/* Removes member from group with every cursor of its devices there and its
+ * maximum cursor record. */
 chat_err chat_store_member_remove(chat_store *st, const char *group, const char *member);
 
-/* Calls fn once per group of member, in byte order of the group names; a
+/* Calls fn once per group of member, in byte order of the group names
+ * (memberships a group deletion has done away with are skipped); a
  * non-zero return from fn stops the walk and is returned as CHAT_EINVAL. */
 typedef int (*chat_group_fn)(void *ctx, const char *group, uint64_t joined);
 chat_err chat_store_member_groups(chat_store *st, const char *member, chat_group_fn fn, void *ctx);
+
+/* Deletes a group in bounded steps: every message, cid key, membership
+ * (both indexes), device cursor and maximum cursor record of group, each
+ * call looking at no more than max_keys records (max_keys 0: CHAT_EINVAL).
+ * *done is set by the call that finished; calling again continues where
+ * the last call stopped, across reopens too.
+ *
+ * The first call's batch makes the group read as empty: first becomes
+ * head + 1 (no message, page or cid below it is found) and memberships
+ * from before the deletion stop counting. A publish, join or cursor move
+ * between two calls belongs to the group as it is now, and no later call
+ * touches it: the deletion removes only ids below that first, and only the
+ * memberships (with their cursors) that began before it.
+ *
+ * The head record stays: ids are never reused, a group that is used again
+ * continues after the old head (first = head + 1 until then), and
+ * chat_store_groups still lists it. Device cursors read with
+ * chat_store_cursor_get may show old values until the call that deletes
+ * them; every other reading already ignores them. */
+chat_err chat_store_group_delete(chat_store *st, const char *group, size_t max_keys, bool *done);
 
 #endif

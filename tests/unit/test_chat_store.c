@@ -14,10 +14,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "chat_store.h"
+
+/* The on-disk layout is part of the contract that every key can be deleted
+ * (chat_store.h, invariant 6): some cases count raw keys of a closed store. */
+#include <leveldb/c.h>
 
 /* ------------------------------------------------------------------------
  * Fixture
@@ -1167,6 +1174,1128 @@ static void test_many_messages(void **state)
 }
 
 /* ------------------------------------------------------------------------
+ * Issue 9, item 7: a damaged block fails reads, not writes
+ * --------------------------------------------------------------------- */
+
+#define NOISE_LEN 1000
+
+/* Writes an envelope of NOISE_LEN bytes for (group, id): a marker
+ * "<group#id>" then pseudo-random printable bytes, which snappy leaves as
+ * literals, so the marker can be found in a table file. */
+static size_t noise_make(char *buf, const char *group, uint64_t id)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull ^ (id * 0x100000001b3ull) ^ (uint64_t)strlen(group);
+    int n = snprintf(buf, NOISE_LEN, "<%s#%llu>", group, (unsigned long long)id);
+
+    assert_true(n > 0 && n < NOISE_LEN);
+    for (size_t i = (size_t)n; i < NOISE_LEN; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        buf[i] = (char)(0x21 + x % 94);
+    }
+    return NOISE_LEN;
+}
+
+static void noise_fill(chat_store *st, const char *group, uint64_t n)
+{
+    char env[NOISE_LEN];
+
+    for (uint64_t id = 1; id <= n; id++)
+        ASSERT_OK(chat_store_append(st, group, id, "u", NULL, env, noise_make(env, group, id)));
+}
+
+/* Finds needle in buf; NULL when absent. */
+static char *find_bytes(char *buf, size_t len, const char *needle)
+{
+    size_t n = strlen(needle);
+
+    for (size_t i = 0; n <= len && i <= len - n; i++)
+        if (memcmp(buf + i, needle, n) == 0)
+            return buf + i;
+    return NULL;
+}
+
+/* Inverts the bytes of the first occurrence of needle in one of dir's table
+ * files (*.ldb), as a bad disk block would; true when one was found. */
+static bool damage_table(const char *dir, const char *needle)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    bool done = false;
+
+    assert_non_null(d);
+    while (!done && (de = readdir(d)) != NULL) {
+        size_t nl = strlen(de->d_name);
+        char path[512];
+        char *buf, *hit;
+        FILE *f;
+        long len;
+
+        if (nl < 5 || strcmp(de->d_name + nl - 4, ".ldb") != 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        f = fopen(path, "r+b");
+        assert_non_null(f);
+        assert_int_equal(fseek(f, 0, SEEK_END), 0);
+        len = ftell(f);
+        assert_true(len > 0);
+        buf = malloc((size_t)len);
+        assert_non_null(buf);
+        rewind(f);
+        assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
+        hit = find_bytes(buf, (size_t)len, needle);
+        if (hit) {
+            for (size_t i = 0; i < strlen(needle); i++)
+                hit[i] = (char)~hit[i];
+            assert_int_equal(fseek(f, hit - buf, SEEK_SET), 0);
+            assert_int_equal(fwrite(hit, 1, strlen(needle), f), strlen(needle));
+            done = true;
+        }
+        free(buf);
+        assert_int_equal(fclose(f), 0);
+    }
+    closedir(d);
+    return done;
+}
+
+static void assert_error_names(chat_store *st, const char *a, const char *b)
+{
+    const char *e = chat_store_last_error(st);
+
+    assert_non_null(e);
+    if (!strstr(e, a) || (b && !strstr(e, b)))
+        fail_msg("last error \"%s\" does not name %s %s", e, a, b ? b : "");
+}
+
+static void test_i7_bad_block_fails_reads_not_writes(void **state)
+{
+    struct fixture *fx = *state;
+    chat_page *page = NULL;
+    chat_msg msg = {0};
+    bool found = true;
+    char env[NOISE_LEN];
+    chat_err rc;
+
+    assert_string_equal(chat_store_last_error(fx->st), "");
+    noise_fill(fx->st, "bad", 60);
+    noise_fill(fx->st, "good", 60);
+    /* into table files, where a bad block can be: the log is read once */
+    ASSERT_OK(chat_store_compact(fx->st));
+    chat_store_close(fx->st);
+    fx->st = NULL;
+    assert_true(damage_table(fx->dir, "<bad#30>"));
+    reopen(fx, CHAT_SYNC_NONE);
+
+    /* the damaged message: an error naming it, not its garbled bytes */
+    rc = chat_store_get(fx->st, "bad", 30, &msg, &found);
+    assert_true(rc == CHAT_ECORRUPT || rc == CHAT_EIO);
+    assert_false(found);
+    assert_error_names(fx->st, "\"bad\"", "30");
+    /* a page over it fails whole, naming where it started */
+    rc = chat_store_read_forward(fx->st, "bad", 0, 100, SIZE_MAX, &page);
+    assert_true(rc == CHAT_ECORRUPT || rc == CHAT_EIO);
+    assert_null(page);
+    assert_error_names(fx->st, "\"bad\"", "after 0");
+
+    /* the other group reads whole */
+    ASSERT_OK(chat_store_read_forward(fx->st, "good", 0, 100, SIZE_MAX, &page));
+    assert_int_equal(page->count, 60);
+    for (size_t i = 0; i < 60; i++) {
+        assert_int_equal(page->msgs[i].len, noise_make(env, "good", i + 1));
+        assert_memory_equal(page->msgs[i].data, env, NOISE_LEN);
+    }
+    chat_page_destroy(page);
+
+    /* and writes go on, to the other group and to the damaged one */
+    ASSERT_OK(chat_store_append(fx->st, "good", 61, "u", "c", "g61", 3));
+    ASSERT_OK(chat_store_append(fx->st, "bad", 61, "u", "c", "b61", 3));
+    ASSERT_OK(chat_store_append(fx->st, "fresh", 1, "u", NULL, "f1", 2));
+    ASSERT_OK(chat_store_member_add(fx->st, "bad", "alice", NULL));
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "bad", "alice", "d1", 61, NULL));
+    ASSERT_OK(chat_store_sync(fx->st));
+    ASSERT_OK(chat_store_read_forward(fx->st, "bad", 60, 10, SIZE_MAX, &page));
+    assert_int_equal(page->count, 1);
+    assert_int_equal(page->msgs[0].id, 61);
+    assert_string_equal(page->msgs[0].data, "b61");
+    chat_page_destroy(page);
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_head(fx->st, "bad", 61);
+    assert_head(fx->st, "good", 61);
+    assert_head(fx->st, "fresh", 1);
+    assert_cursor(fx->st, "bad", "alice", "d1", true, 61);
+}
+
+/* ------------------------------------------------------------------------
+ * Issue 9, item 8: every key has a way to be deleted
+ * --------------------------------------------------------------------- */
+
+/* A raw key prefix: a tag, then length-prefixed parts (NULL ends them). */
+static size_t raw_prefix(char *buf, size_t cap, char tag, const char *a, const char *b)
+{
+    size_t len = 0;
+    const char *parts[2] = {a, b};
+
+    buf[len++] = tag;
+    for (int i = 0; i < 2 && parts[i]; i++) {
+        size_t n = strlen(parts[i]);
+        assert_true(len + 2 + n <= cap);
+        buf[len++] = (char)(n >> 8);
+        buf[len++] = (char)(n & 0xff);
+        memcpy(buf + len, parts[i], n);
+        len += n;
+    }
+    return len;
+}
+
+/* Counts the keys starting with prefix in the fixture's store: closes it,
+ * reads the directory with LevelDB itself, and opens the store again. */
+static size_t raw_count(struct fixture *fx, const char *prefix, size_t plen)
+{
+    leveldb_options_t *opt = leveldb_options_create();
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    char *err = NULL;
+    size_t n = 0;
+
+    chat_store_close(fx->st);
+    fx->st = NULL;
+    leveldb_t *db = leveldb_open(opt, fx->dir, &err);
+    if (err)
+        fail_msg("leveldb_open %s: %s", fx->dir, err);
+    leveldb_iterator_t *it = leveldb_create_iterator(db, ro);
+    for (leveldb_iter_seek(it, prefix, plen); leveldb_iter_valid(it); leveldb_iter_next(it)) {
+        size_t klen = 0;
+        const char *k = leveldb_iter_key(it, &klen);
+        if (klen < plen || memcmp(k, prefix, plen) != 0)
+            break;
+        n++;
+    }
+    leveldb_iter_destroy(it);
+    leveldb_close(db);
+    leveldb_readoptions_destroy(ro);
+    leveldb_options_destroy(opt);
+    reopen(fx, CHAT_SYNC_NONE);
+    return n;
+}
+
+/* Keys of one kind in group (and of member, when not NULL). */
+static size_t group_keys(struct fixture *fx, char tag, const char *group, const char *member)
+{
+    char p[256];
+    return raw_count(fx, p, raw_prefix(p, sizeof(p), tag, group, member));
+}
+
+/* Calls chat_store_trim until it reaches before; returns the calls made. */
+static int trim_all(chat_store *st, const char *group, uint64_t before, size_t max_keys)
+{
+    uint64_t first = 0, prev = 0;
+    int calls = 0;
+
+    do {
+        prev = first;
+        ASSERT_OK(chat_store_trim(st, group, before, max_keys, &first));
+        calls++;
+        assert_true(calls == 1 || first > prev);
+    } while (first < before && calls < 100000);
+    return calls;
+}
+
+static void test_i8a_trim_removes_cid_keys(void **state)
+{
+    struct fixture *fx = *state;
+    const unsigned n = 500;
+    char cid[32];
+    uint64_t first = 0;
+
+    /* the review's case: retention_count 10, every publish with a cid */
+    for (unsigned i = 1; i <= n; i++) {
+        snprintf(cid, sizeof(cid), "c%u", i);
+        assert_int_equal(append_env(fx->st, "g", i % 2 ? "alice" : "bob", cid, 0), i);
+        append_env(fx->st, "other", "alice", cid, 0);
+    }
+    assert_int_equal(trim_all(fx->st, "g", n - 9, 64), (int)((n - 10 + 63) / 64));
+    ASSERT_OK(chat_store_first(fx->st, "g", &first));
+    assert_int_equal(first, n - 9);
+
+    /* ten messages, ten index entries, ten reverse keys */
+    assert_int_equal(group_keys(fx, 'M', "g", NULL), 10);
+    assert_int_equal(group_keys(fx, 'I', "g", NULL), 10);
+    assert_int_equal(group_keys(fx, 'K', "g", NULL), 10);
+    /* the other group keeps all of its own */
+    assert_int_equal(group_keys(fx, 'I', "other", NULL), n);
+    assert_int_equal(group_keys(fx, 'K', "other", NULL), n);
+
+    assert_cid(fx->st, "g", "alice", "c1", false, 0);
+    assert_cid(fx->st, "g", "bob", "c490", false, 0);
+    assert_cid(fx->st, "g", "alice", "c491", true, 491);
+    assert_cid(fx->st, "other", "alice", "c1", true, 1);
+    /* a retry after expiry is a new message, indexed anew */
+    assert_int_equal(append_env(fx->st, "g", "alice", "c1", 0), n + 1);
+    assert_cid(fx->st, "g", "alice", "c1", true, n + 1);
+    assert_int_equal(group_keys(fx, 'I', "g", NULL), 11);
+}
+
+static void test_i8a_trim_keeps_reused_cid(void **state)
+{
+    struct fixture *fx = *state;
+
+    /* the same cid appended twice (the store does not forbid it): the entry
+     * points at the second, which trimming the first must not remove */
+    append_env(fx->st, "g", "alice", "c", 0);
+    append_env(fx->st, "g", "alice", "c", 0);
+    append_env(fx->st, "g", "alice", "d", 0);
+    assert_cid(fx->st, "g", "alice", "c", true, 2);
+    ASSERT_OK(chat_store_trim(fx->st, "g", 2, 100, NULL));
+    assert_cid(fx->st, "g", "alice", "c", true, 2);
+    assert_int_equal(group_keys(fx, 'K', "g", NULL), 2);
+    ASSERT_OK(chat_store_trim(fx->st, "g", 3, 100, NULL));
+    assert_cid(fx->st, "g", "alice", "c", false, 0);
+    assert_cid(fx->st, "g", "alice", "d", true, 3);
+    assert_int_equal(group_keys(fx, 'I', "g", NULL), 1);
+    assert_int_equal(group_keys(fx, 'K', "g", NULL), 1);
+}
+
+static void test_i8c_trim_bounded_per_call(void **state)
+{
+    struct fixture *fx = *state;
+    uint64_t first = 0;
+    chat_page *page = NULL;
+
+    fill(fx->st, "g", 1000);
+    assert_int_equal(chat_store_trim(fx->st, "g", 10, 0, &first), CHAT_EINVAL);
+
+    /* one call deletes at most max_keys messages and says where it stopped */
+    ASSERT_OK(chat_store_trim(fx->st, "g", 901, 64, &first));
+    assert_int_equal(first, 65);
+    assert_not_stored(fx->st, "g", 64);
+    ASSERT_OK(chat_store_first(fx->st, "g", &first));
+    assert_int_equal(first, 65);
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 2, SIZE_MAX, &page));
+    check_page_run(page, "g", 65, 1, 2, true);
+    chat_page_destroy(page);
+
+    /* the caller repeats while first < before: 900 in 64s is 15 calls */
+    assert_int_equal(trim_all(fx->st, "g", 901, 64) + 1, 15);
+    ASSERT_OK(chat_store_first(fx->st, "g", &first));
+    assert_int_equal(first, 901);
+    assert_int_equal(group_keys(fx, 'M', "g", NULL), 100);
+
+    /* before beyond head + 1 is clamped; below first changes nothing */
+    ASSERT_OK(chat_store_trim(fx->st, "g", 500, 64, &first));
+    assert_int_equal(first, 901);
+    ASSERT_OK(chat_store_trim(fx->st, "g", UINT64_MAX, 1000, &first));
+    assert_int_equal(first, 1001);
+    assert_head(fx->st, "g", 1000);
+    assert_int_equal(group_keys(fx, 'M', "g", NULL), 0);
+    assert_int_equal(append_env(fx->st, "g", "u", NULL, 0), 1001);
+    ASSERT_OK(chat_store_trim(fx->st, "nobody", 10, 10, &first));
+    assert_int_equal(first, 1);
+}
+
+/* Writes one raw record into the fixture's store (closed meanwhile): how a
+ * store written by an older version looks. */
+static void raw_put(struct fixture *fx, const char *k, size_t klen, const void *v, size_t vlen)
+{
+    leveldb_options_t *opt = leveldb_options_create();
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    char *err = NULL;
+
+    chat_store_close(fx->st);
+    fx->st = NULL;
+    leveldb_t *db = leveldb_open(opt, fx->dir, &err);
+    if (err)
+        fail_msg("leveldb_open %s: %s", fx->dir, err);
+    leveldb_put(db, wo, k, klen, v, vlen, &err);
+    if (err)
+        fail_msg("leveldb_put: %s", err);
+    leveldb_close(db);
+    leveldb_writeoptions_destroy(wo);
+    leveldb_options_destroy(opt);
+    reopen(fx, CHAT_SYNC_NONE);
+}
+
+/* An 8-byte cursor, as stores before issue 9 wrote them. */
+static void raw_old_cursor(struct fixture *fx, const char *group, const char *member,
+                           const char *device, uint64_t id)
+{
+    char k[256], v[8];
+    size_t n = raw_prefix(k, sizeof(k), 'C', group, member);
+    size_t dl = strlen(device);
+
+    k[n++] = (char)(dl >> 8);
+    k[n++] = (char)(dl & 0xff);
+    memcpy(k + n, device, dl);
+    n += dl;
+    for (int i = 7; i >= 0; i--, id >>= 8)
+        v[i] = (char)(id & 0xff);
+    raw_put(fx, k, n, v, sizeof(v));
+}
+
+#define DAY_MS 86400000ll
+
+/* The store's clock in these cases: a number the case sets. */
+static int64_t fake_clock(void *ctx)
+{
+    return *(const int64_t *)ctx;
+}
+
+static void assert_used(chat_store *st, const char *group, const char *member, const char *device,
+                        uint64_t want_id, int64_t want_used)
+{
+    uint64_t id = UINT64_MAX;
+    int64_t used = -1;
+    bool found = false;
+
+    ASSERT_OK(chat_store_cursor_info(st, group, member, device, &id, &used, &found));
+    assert_true(found);
+    assert_int_equal(id, want_id);
+    assert_int_equal(used, want_used);
+}
+
+static void test_i8b_cursor_touch_once_a_day(void **state)
+{
+    struct fixture *fx = *state;
+    int64_t now = 100 * DAY_MS + 3600000;
+    uint64_t id = 0;
+    bool found = false;
+
+    chat_store_set_clock(fx->st, fake_clock, &now);
+    fill(fx->st, "g", 10);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alice", NULL));
+    ASSERT_OK(chat_store_cursor_start(fx->st, "g", "alice", "d1", &id, &found));
+    assert_used(fx->st, "g", "alice", "d1", 10, now);
+
+    /* the same day: nothing written */
+    ASSERT_OK(chat_store_cursor_touch(fx->st, "g", "alice", "d1", now + 3600000));
+    assert_used(fx->st, "g", "alice", "d1", 10, now);
+    /* the next day: stamped */
+    ASSERT_OK(chat_store_cursor_touch(fx->st, "g", "alice", "d1", now + DAY_MS));
+    assert_used(fx->st, "g", "alice", "d1", 10, now + DAY_MS);
+    /* no cursor, nothing created */
+    ASSERT_OK(chat_store_cursor_touch(fx->st, "g", "alice", "d2", now + DAY_MS));
+    assert_cursor(fx->st, "g", "alice", "d2", false, 0);
+
+    /* an ack that moves nothing stamps once a day too; one that moves does */
+    now += 3 * DAY_MS;
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d1", 5, NULL));
+    assert_used(fx->st, "g", "alice", "d1", 10, now);
+    fill(fx->st, "g", 2);
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d1", 4, NULL));
+    now += 1000;
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d1", 4, NULL));
+    assert_used(fx->st, "g", "alice", "d1", 10, now - 1000);
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d1", 12, NULL));
+    assert_used(fx->st, "g", "alice", "d1", 12, now);
+    /* a subscribe (cursor_start of a known device) is a use */
+    now += DAY_MS;
+    ASSERT_OK(chat_store_cursor_start(fx->st, "g", "alice", "d1", &id, &found));
+    assert_int_equal(id, 12);
+    assert_used(fx->st, "g", "alice", "d1", 12, now);
+    /* and the stamps survive a reopen */
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_used(fx->st, "g", "alice", "d1", 12, now);
+}
+
+/* Expires with max_keys per call until done; returns the calls made and
+ * adds the removals to *removed. */
+static int expire_all(chat_store *st, int64_t older_than, size_t max_keys, size_t *removed)
+{
+    char resume[CHAT_STORE_RESUME_MAX];
+    bool done = false;
+    int calls = 0;
+
+    resume[0] = resume[1] = 0;
+    *removed = 0;
+    while (!done && calls < 10000) {
+        size_t n = SIZE_MAX;
+        ASSERT_OK(
+            chat_store_expire_devices(st, older_than, max_keys, resume, sizeof(resume), &n, &done));
+        assert_true(n <= max_keys);
+        *removed += n;
+        calls++;
+    }
+    assert_true(done);
+    return calls;
+}
+
+static void test_i8b_expire_devices_bounded(void **state)
+{
+    struct fixture *fx = *state;
+    const char *groups[] = {"a", "b", "c"};
+    int64_t now = 1000 * DAY_MS;
+    char resume[CHAT_STORE_RESUME_MAX], dev[16];
+    uint64_t id = 0;
+    bool found = false, done = false;
+    size_t removed = 0;
+
+    chat_store_set_clock(fx->st, fake_clock, &now);
+    /* 3 groups x 2 members x 5 devices; devices 0-2 used long ago */
+    for (int g = 0; g < 3; g++) {
+        ASSERT_OK(chat_store_member_add(fx->st, groups[g], "alice", NULL));
+        ASSERT_OK(chat_store_member_add(fx->st, groups[g], "bob", NULL));
+        fill(fx->st, groups[g], 20);
+        for (int m = 0; m < 2; m++) {
+            const char *member = m ? "bob" : "alice";
+            for (int d = 0; d < 5; d++) {
+                now = d < 3 ? 10 * DAY_MS + d : 999 * DAY_MS;
+                snprintf(dev, sizeof(dev), "d%d", d);
+                ASSERT_OK(chat_store_cursor_advance(fx->st, groups[g], member, dev, 10 + d, NULL));
+            }
+        }
+    }
+    now = 1000 * DAY_MS;
+
+    assert_int_equal(
+        chat_store_expire_devices(fx->st, now, 0, resume, sizeof(resume), &removed, &done),
+        CHAT_EINVAL);
+    assert_int_equal(chat_store_expire_devices(fx->st, now, 4, resume, 16, &removed, &done),
+                     CHAT_EINVAL);
+
+    /* 30 cursors, 4 looked at per call: 8 calls, 18 stale ones gone */
+    assert_int_equal(expire_all(fx->st, 900 * DAY_MS, 4, &removed), 8);
+    assert_int_equal(removed, 18);
+    for (int g = 0; g < 3; g++) {
+        assert_cursor(fx->st, groups[g], "alice", "d0", false, 0);
+        assert_cursor(fx->st, groups[g], "bob", "d2", false, 0);
+        assert_cursor(fx->st, groups[g], "bob", "d3", true, 13);
+        assert_cursor(fx->st, groups[g], "alice", "d4", true, 14);
+        assert_member(fx->st, groups[g], "alice", true, 0);
+    }
+    assert_int_equal(group_keys(fx, 'C', "b", NULL), 4);
+    /* a second walk finds nothing more to do */
+    assert_int_equal(expire_all(fx->st, 900 * DAY_MS, 100, &removed), 1);
+    assert_int_equal(removed, 0);
+
+    /* every device gone: the member's record of its maximum stays, so a
+     * device that comes back starts where the most advanced one was */
+    chat_store_set_clock(fx->st, fake_clock, &now);
+    expire_all(fx->st, now + 1, 7, &removed);
+    assert_int_equal(removed, 12);
+    assert_int_equal(group_keys(fx, 'C', "a", NULL), 0);
+    assert_int_equal(group_keys(fx, 'X', "a", NULL), 2);
+    chat_store_set_clock(fx->st, fake_clock, &now);
+    ASSERT_OK(chat_store_cursor_start(fx->st, "a", "alice", "d0", &id, &found));
+    assert_true(found);
+    assert_int_equal(id, 14);
+    ASSERT_OK(chat_store_cursor_start(fx->st, "a", "alice", "new", &id, &found));
+    assert_int_equal(id, 14);
+}
+
+static void test_i8b_new_device_reads_one_record(void **state)
+{
+    struct fixture *fx = *state;
+    char dev[16];
+    uint64_t id = 0;
+    bool found = false;
+
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alice", NULL));
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alicex", NULL));
+    fill(fx->st, "g", 300);
+    /* the review's case, smaller: many client ids of one user */
+    for (int d = 0; d < 200; d++) {
+        snprintf(dev, sizeof(dev), "rnd%03d", d);
+        ASSERT_OK(chat_store_cursor_start(fx->st, "g", "alice", dev, &id, &found));
+        assert_int_equal(id, d == 0 ? 0 : 100 + (uint64_t)d - 1);
+        ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", dev, 100 + (uint64_t)d, NULL));
+    }
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alicex", "x", 300, NULL));
+    assert_int_equal(group_keys(fx, 'X', "g", "alice"), 1);
+    assert_int_equal(group_keys(fx, 'X', "g", NULL), 2);
+    ASSERT_OK(chat_store_cursor_max(fx->st, "g", "alice", &id, &found));
+    assert_true(found);
+    assert_int_equal(id, 299);
+
+    /* member_remove takes the record with the cursors */
+    ASSERT_OK(chat_store_member_remove(fx->st, "g", "alice"));
+    assert_int_equal(group_keys(fx, 'X', "g", "alice"), 0);
+    assert_int_equal(group_keys(fx, 'C', "g", "alice"), 0);
+    assert_int_equal(group_keys(fx, 'X', "g", "alicex"), 1);
+    found = true;
+    ASSERT_OK(chat_store_cursor_max(fx->st, "g", "alice", &id, &found));
+    assert_false(found);
+}
+
+static void test_i8b_old_cursor_values(void **state)
+{
+    struct fixture *fx = *state;
+    int64_t now = 50 * DAY_MS, used = -1;
+    uint64_t id = 0;
+    bool found = false;
+    size_t removed = 0;
+
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alice", NULL));
+    fill(fx->st, "g", 10);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "bob", NULL));
+    raw_old_cursor(fx, "g", "alice", "d1", 5);
+    raw_old_cursor(fx, "g", "alice", "d2", 7);
+    chat_store_set_clock(fx->st, fake_clock, &now);
+
+    /* read as (id, never stamped); no maximum record yet: computed */
+    ASSERT_OK(chat_store_cursor_info(fx->st, "g", "alice", "d1", &id, &used, &found));
+    assert_true(found);
+    assert_int_equal(id, 5);
+    assert_int_equal(used, 0);
+    ASSERT_OK(chat_store_cursor_max(fx->st, "g", "alice", &id, &found));
+    assert_true(found);
+    assert_int_equal(id, 7);
+    /* the first move writes the record from the old cursors */
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "alice", "d1", 6, NULL));
+    assert_used(fx->st, "g", "alice", "d1", 6, now);
+    assert_int_equal(group_keys(fx, 'X', "g", "alice"), 1);
+    chat_store_set_clock(fx->st, fake_clock, &now);
+    ASSERT_OK(chat_store_cursor_start(fx->st, "g", "alice", "d3", &id, &found));
+    assert_int_equal(id, 7);
+
+    /* an old cursor is stamped by the first expiry walk, not deleted */
+    now = 60 * DAY_MS;
+    raw_old_cursor(fx, "g", "bob", "b1", 3);
+    chat_store_set_clock(fx->st, fake_clock, &now);
+    expire_all(fx->st, 55 * DAY_MS, 10, &removed);
+    assert_int_equal(removed, 2); /* alice d1 and d3, stamped on day 50 */
+    assert_used(fx->st, "g", "alice", "d2", 7, now);
+    assert_used(fx->st, "g", "bob", "b1", 3, now);
+    ASSERT_OK(chat_store_cursor_start(fx->st, "g", "bob", "b2", &id, &found));
+    assert_int_equal(id, 10); /* joined at 10 beats bob's old cursor */
+}
+
+/* Calls chat_store_group_delete until done; returns the calls made. */
+static int delete_all(chat_store *st, const char *group, size_t max_keys)
+{
+    bool done = false;
+    int calls = 0;
+
+    while (!done && calls < 100000) {
+        ASSERT_OK(chat_store_group_delete(st, group, max_keys, &done));
+        calls++;
+    }
+    assert_true(done);
+    return calls;
+}
+
+/* A group with everything a group has: messages (every other with a cid),
+ * three members with two devices each. */
+static void populate(chat_store *st, const char *group, unsigned n)
+{
+    const char *members[] = {"alice", "bob", "carol"};
+    char cid[16];
+
+    for (int m = 0; m < 3; m++)
+        ASSERT_OK(chat_store_member_add(st, group, members[m], NULL));
+    for (unsigned i = 1; i <= n; i++) {
+        snprintf(cid, sizeof(cid), "c%u", i);
+        append_env(st, group, members[i % 3], i % 2 ? cid : NULL, 0);
+    }
+    for (int m = 0; m < 3; m++) {
+        ASSERT_OK(chat_store_cursor_advance(st, group, members[m], "d1", n / 2, NULL));
+        ASSERT_OK(chat_store_cursor_advance(st, group, members[m], "d2", n - 1, NULL));
+    }
+}
+
+static void assert_group_keys(struct fixture *fx, const char *group, const size_t want[6])
+{
+    const char kinds[] = {'C', 'I', 'J', 'K', 'M', 'X'};
+
+    for (int i = 0; i < 6; i++) {
+        size_t n = group_keys(fx, kinds[i], group, NULL);
+        if (n != want[i])
+            fail_msg("group %s: %zu '%c' keys, want %zu", group, n, kinds[i], want[i]);
+    }
+}
+
+static void test_i8d_group_delete_removes_every_key(void **state)
+{
+    struct fixture *fx = *state;
+    const size_t none[6] = {0, 0, 0, 0, 0, 0};
+    const size_t full[6] = {6, 20, 3, 20, 40, 3};
+    struct walk w = {0};
+    chat_page *page = NULL;
+    uint64_t first = 0;
+    bool done = true;
+    char p[64];
+
+    populate(fx->st, "g", 40);
+    populate(fx->st, "g2", 40);
+    populate(fx->st, "gg", 40);
+    assert_group_keys(fx, "g", full);
+    assert_int_equal(chat_store_group_delete(fx->st, "g", 0, &done), CHAT_EINVAL);
+
+    /* 92 records in steps of 7 */
+    assert_int_equal(delete_all(fx->st, "g", 7), 14);
+    assert_group_keys(fx, "g", none);
+    assert_int_equal(group_keys(fx, 'D', "g", NULL), 0);
+    /* the membership index too: alice keeps her other groups only */
+    assert_int_equal(raw_count(fx, p, raw_prefix(p, sizeof(p), 'G', "alice", NULL)), 2);
+    ASSERT_OK(chat_store_member_groups(fx->st, "alice", collect_group, &w));
+    assert_int_equal(w.calls, 2);
+    assert_string_equal(w.names[0], "g2");
+    assert_string_equal(w.names[1], "gg");
+    /* the neighbours are whole */
+    assert_group_keys(fx, "g2", full);
+    assert_group_keys(fx, "gg", full);
+    assert_cid(fx->st, "g2", "bob", "c1", true, 1);
+
+    /* the head stays: ids go on after it */
+    assert_int_equal(group_keys(fx, 'H', "g", NULL), 1);
+    assert_head(fx->st, "g", 40);
+    ASSERT_OK(chat_store_first(fx->st, "g", &first));
+    assert_int_equal(first, 41);
+    assert_int_equal(append_env(fx->st, "g", "alice", "c1", 0), 41);
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 100, SIZE_MAX, &page));
+    check_page_run(page, "g", 41, 1, 1, false);
+    chat_page_destroy(page);
+    assert_member(fx->st, "g", "alice", false, 0);
+
+    /* a group of members alone leaves nothing at all */
+    ASSERT_OK(chat_store_member_add(fx->st, "lobby", "alice", NULL));
+    ASSERT_OK(chat_store_cursor_start(fx->st, "lobby", "alice", "d1", &first, &done));
+    assert_int_equal(delete_all(fx->st, "lobby", 100), 1);
+    assert_int_equal(raw_count(fx, p, raw_prefix(p, sizeof(p), 'C', NULL, NULL)), 12);
+    assert_group_keys(fx, "lobby", none);
+    assert_int_equal(group_keys(fx, 'F', "lobby", NULL), 0);
+    assert_int_equal(group_keys(fx, 'D', "lobby", NULL), 0);
+}
+
+static void test_i8d_publish_between_steps(void **state)
+{
+    struct fixture *fx = *state;
+    const size_t after[6] = {2, 1, 2, 1, 1, 2};
+    struct walk w = {0};
+    chat_page *page = NULL;
+    uint64_t id = 0, joined = 0;
+    bool done = true, found = false;
+
+    populate(fx->st, "g", 30);
+    ASSERT_OK(chat_store_group_delete(fx->st, "g", 3, &done));
+    assert_false(done);
+
+    /* from the first step on the group reads as empty */
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 100, SIZE_MAX, &page));
+    check_page_ids(page, "g", NULL, NULL, 0, false);
+    chat_page_destroy(page);
+    ASSERT_OK(chat_store_read_backward(fx->st, "g", UINT64_MAX, 100, SIZE_MAX, &page));
+    check_page_ids(page, "g", NULL, NULL, 0, false);
+    chat_page_destroy(page);
+    assert_not_stored(fx->st, "g", 30);
+    assert_cid(fx->st, "g", "bob", "c1", false, 0);
+    assert_member(fx->st, "g", "alice", false, 0);
+    assert_member(fx->st, "g", "bob", false, 0);
+    ASSERT_OK(chat_store_member_groups(fx->st, "bob", collect_group, &w));
+    assert_int_equal(w.calls, 0);
+    ASSERT_OK(chat_store_cursor_start(fx->st, "g", "bob", "d1", &id, &found));
+    assert_false(found);
+
+    /* a publish, a rejoin and a new member between steps */
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "bob", &joined));
+    assert_int_equal(joined, 30);
+    assert_int_equal(append_env(fx->st, "g", "bob", "c1", 0), 31);
+    ASSERT_OK(chat_store_cursor_start(fx->st, "g", "bob", "d1", &id, &found));
+    assert_true(found);
+    assert_int_equal(id, 30); /* the new membership's, not the old cursor */
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "bob", "d1", 31, NULL));
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "dave", &joined));
+    assert_int_equal(joined, 31);
+    ASSERT_OK(chat_store_cursor_start(fx->st, "g", "dave", "p", &id, &found));
+    assert_int_equal(id, 31);
+
+    /* a reopen in the middle, then the rest */
+    ASSERT_OK(chat_store_group_delete(fx->st, "g", 3, &done));
+    assert_false(done);
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_member(fx->st, "g", "alice", false, 0);
+    assert_member(fx->st, "g", "bob", true, 30);
+    delete_all(fx->st, "g", 3);
+
+    /* what came after the first step is whole; nothing else is left */
+    assert_group_keys(fx, "g", after);
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 100, SIZE_MAX, &page));
+    check_page_run(page, "g", 31, 1, 1, false);
+    chat_page_destroy(page);
+    assert_cid(fx->st, "g", "bob", "c1", true, 31);
+    assert_member(fx->st, "g", "bob", true, 30);
+    assert_member(fx->st, "g", "dave", true, 31);
+    assert_member(fx->st, "g", "alice", false, 0);
+    assert_cursor(fx->st, "g", "bob", "d1", true, 31);
+    assert_cursor(fx->st, "g", "bob", "d2", false, 0);
+    assert_cursor(fx->st, "g", "dave", "p", true, 31);
+    memset(&w, 0, sizeof(w));
+    ASSERT_OK(chat_store_member_groups(fx->st, "bob", collect_group, &w));
+    assert_int_equal(w.calls, 1);
+    ASSERT_OK(chat_store_cursor_max(fx->st, "g", "bob", &id, &found));
+    assert_int_equal(id, 31);
+}
+
+static void test_i8d_delete_again_at_same_head(void **state)
+{
+    struct fixture *fx = *state;
+    bool done = true;
+
+    populate(fx->st, "g", 10);
+    ASSERT_OK(chat_store_group_delete(fx->st, "g", 2, &done));
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "erin", NULL));
+    delete_all(fx->st, "g", 2);
+    assert_member(fx->st, "g", "erin", true, 10);
+    /* no message since: the same head, yet a new deletion takes erin too */
+    assert_int_equal(delete_all(fx->st, "g", 100), 1);
+    assert_member(fx->st, "g", "erin", false, 0);
+    assert_int_equal(group_keys(fx, 'J', "g", NULL), 0);
+    assert_int_equal(group_keys(fx, 'D', "g", NULL), 0);
+    assert_head(fx->st, "g", 10);
+}
+
+/* ------------------------------------------------------------------------
+ * Figures for $SYS
+ * --------------------------------------------------------------------- */
+
+/* Deletes one raw record from the fixture's store (closed meanwhile). */
+static void raw_del(struct fixture *fx, const char *k, size_t klen)
+{
+    leveldb_options_t *opt = leveldb_options_create();
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    char *err = NULL;
+
+    chat_store_close(fx->st);
+    fx->st = NULL;
+    leveldb_t *db = leveldb_open(opt, fx->dir, &err);
+    if (err)
+        fail_msg("leveldb_open %s: %s", fx->dir, err);
+    leveldb_delete(db, wo, k, klen, &err);
+    if (err)
+        fail_msg("leveldb_delete: %s", err);
+    leveldb_close(db);
+    leveldb_writeoptions_destroy(wo);
+    leveldb_options_destroy(opt);
+    reopen(fx, CHAT_SYNC_NONE);
+}
+
+static void assert_groups(chat_store *st, uint64_t want)
+{
+    uint64_t groups = UINT64_MAX;
+
+    ASSERT_OK(chat_store_stats(st, &groups, NULL));
+    assert_int_equal(groups, want);
+}
+
+static void test_stats_groups_and_bytes(void **state)
+{
+    struct fixture *fx = *state;
+    uint64_t bytes = UINT64_MAX;
+    bool done = false;
+
+    assert_groups(fx->st, 0);
+    ASSERT_OK(chat_store_stats(fx->st, NULL, &bytes));
+    assert_int_equal(bytes, 0);
+    noise_fill(fx->st, "a", 100);
+    fill(fx->st, "b", 3);
+    fill(fx->st, "c", 1);
+    ASSERT_OK(chat_store_member_add(fx->st, "members-only", "alice", NULL));
+    assert_groups(fx->st, 3);
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_groups(fx->st, 3);
+    /* a deleted group keeps its head, and is counted */
+    while (!done)
+        ASSERT_OK(chat_store_group_delete(fx->st, "c", 100, &done));
+    assert_groups(fx->st, 3);
+    fill(fx->st, "c", 1);
+    assert_groups(fx->st, 3);
+
+    /* table files: about the 100 KB of noise */
+    ASSERT_OK(chat_store_compact(fx->st));
+    ASSERT_OK(chat_store_stats(fx->st, NULL, &bytes));
+    assert_true(bytes > 90000 && bytes < 200000);
+
+    /* a store from before the counter counts once, at open */
+    raw_del(fx, "#groups", 7);
+    assert_groups(fx->st, 3);
+    fill(fx->st, "d", 1);
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_groups(fx->st, 4);
+}
+
+/* ------------------------------------------------------------------------
+ * Issue 9, item 11: the store's incarnation
+ * --------------------------------------------------------------------- */
+
+/* Closes the fixture's store and opens it again with a given boot id. */
+static void reopen_boot(struct fixture *fx, chat_sync sync, const char *boot)
+{
+    chat_store_opts opts = CHAT_STORE_OPTS_INIT;
+    char *errmsg = NULL;
+    chat_err rc;
+
+    chat_store_close(fx->st);
+    fx->st = NULL;
+    opts.sync = sync;
+    opts.boot_id = boot;
+    rc = chat_store_open_opts(fx->dir, &opts, &fx->st, &errmsg);
+    if (rc != CHAT_OK)
+        fail_msg("reopen %s: %s (%s)", fx->dir, chat_strerror(rc), errmsg ? errmsg : "");
+    free(errmsg);
+}
+
+/* Copies every file of the fixture's directory into it again once the
+ * store is gone: what a crash of the process leaves (every write reached
+ * the kernel, nothing was closed). The store stays open meanwhile. */
+static void crash(struct fixture *fx)
+{
+    char snap[64];
+    DIR *d;
+    struct dirent *de;
+
+    snprintf(snap, sizeof(snap), "/tmp/chat_store_snap.XXXXXX");
+    assert_non_null(mkdtemp(snap));
+    for (int pass = 0; pass < 2; pass++) {
+        const char *from = pass ? snap : fx->dir, *to = pass ? fx->dir : snap;
+        if (pass) {
+            chat_store_close(fx->st); /* a clean close, then undone */
+            fx->st = NULL;
+            rm_tree(fx->dir);
+            assert_int_equal(mkdir(fx->dir, 0700), 0);
+        }
+        d = opendir(from);
+        assert_non_null(d);
+        while ((de = readdir(d)) != NULL) {
+            char src[512], dst[512], buf[8192];
+            size_t n;
+            if (de->d_name[0] == '.')
+                continue;
+            snprintf(src, sizeof(src), "%s/%s", from, de->d_name);
+            snprintf(dst, sizeof(dst), "%s/%s", to, de->d_name);
+            FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+            assert_non_null(in);
+            assert_non_null(out);
+            while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+                assert_int_equal(fwrite(buf, 1, n, out), n);
+            assert_int_equal(fclose(in), 0);
+            assert_int_equal(fclose(out), 0);
+        }
+        closedir(d);
+    }
+    rm_tree(snap);
+}
+
+static bool is_hex32(const char *s)
+{
+    if (strlen(s) != 32)
+        return false;
+    for (int i = 0; i < 32; i++)
+        if (!strchr("0123456789abcdef", s[i]))
+            return false;
+    return true;
+}
+
+static void test_i11_incarnation_kept_by_clean_close(void **state)
+{
+    struct fixture *fx = *state;
+    char inc[40];
+
+    snprintf(inc, sizeof(inc), "%s", chat_store_incarnation(fx->st));
+    assert_true(is_hex32(inc));
+    assert_false(chat_store_recovered(fx->st));
+    fill(fx->st, "g", 3);
+    /* a clean close, even on a restarted machine, keeps it */
+    for (chat_sync m = CHAT_SYNC_NONE; m <= CHAT_SYNC_ALWAYS; m++) {
+        reopen_boot(fx, m, m == CHAT_SYNC_BATCH ? "boot-B" : "boot-A");
+        assert_string_equal(chat_store_incarnation(fx->st), inc);
+        assert_false(chat_store_recovered(fx->st));
+    }
+    assert_head(fx->st, "g", 3);
+
+    /* another store has another one */
+    chat_store *other = NULL;
+    char dir[64];
+    snprintf(dir, sizeof(dir), "/tmp/chat_store_other.XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    ASSERT_OK(chat_store_open(dir, CHAT_SYNC_NONE, &other, NULL));
+    assert_true(is_hex32(chat_store_incarnation(other)));
+    assert_string_not_equal(chat_store_incarnation(other), inc);
+    chat_store_close(other);
+    rm_tree(dir);
+}
+
+static void test_i11_process_crash_keeps_incarnation(void **state)
+{
+    struct fixture *fx = *state;
+    char inc[40];
+
+    for (chat_sync m = CHAT_SYNC_NONE; m <= CHAT_SYNC_ALWAYS; m++) {
+        reopen_boot(fx, m, "boot-A");
+        snprintf(inc, sizeof(inc), "%s", chat_store_incarnation(fx->st));
+        append_env(fx->st, "g", "u", NULL, 0);
+        crash(fx);
+        /* the same boot: what reached the kernel is there */
+        reopen_boot(fx, CHAT_SYNC_NONE, "boot-A");
+        assert_string_equal(chat_store_incarnation(fx->st), inc);
+        assert_false(chat_store_recovered(fx->st));
+        assert_head(fx->st, "g", (uint64_t)m + 1);
+    }
+}
+
+static void test_i11_power_loss_new_incarnation(void **state)
+{
+    struct fixture *fx = *state;
+    char inc[40];
+
+    for (chat_sync m = CHAT_SYNC_NONE; m <= CHAT_SYNC_BATCH; m++) {
+        reopen_boot(fx, m, "boot-A");
+        snprintf(inc, sizeof(inc), "%s", chat_store_incarnation(fx->st));
+        append_env(fx->st, "g", "u", NULL, 0);
+        crash(fx);
+        /* another boot, unsynced appends: ids may have been lost */
+        reopen_boot(fx, CHAT_SYNC_NONE, "boot-B");
+        assert_true(chat_store_recovered(fx->st));
+        assert_true(is_hex32(chat_store_incarnation(fx->st)));
+        assert_string_not_equal(chat_store_incarnation(fx->st), inc);
+        /* and it is on disk: a clean reopen keeps the new one */
+        snprintf(inc, sizeof(inc), "%s", chat_store_incarnation(fx->st));
+        reopen_boot(fx, CHAT_SYNC_NONE, "boot-B");
+        assert_false(chat_store_recovered(fx->st));
+        assert_string_equal(chat_store_incarnation(fx->st), inc);
+        /* so does a crash of the recovering run itself on the same boot */
+        crash(fx);
+        reopen_boot(fx, CHAT_SYNC_NONE, "boot-B");
+        assert_string_equal(chat_store_incarnation(fx->st), inc);
+    }
+
+    /* every append synced: a reboot loses nothing, the incarnation stays */
+    reopen_boot(fx, CHAT_SYNC_ALWAYS, "boot-A");
+    snprintf(inc, sizeof(inc), "%s", chat_store_incarnation(fx->st));
+    append_env(fx->st, "g", "u", NULL, 0);
+    crash(fx);
+    reopen_boot(fx, CHAT_SYNC_NONE, "boot-C");
+    assert_false(chat_store_recovered(fx->st));
+    assert_string_equal(chat_store_incarnation(fx->st), inc);
+}
+
+/* ------------------------------------------------------------------------
+ * Issue 9, item 12: the fsync thread of CHAT_SYNC_BATCH
+ * --------------------------------------------------------------------- */
+
+/* Waits (at most 10 s) until the syncer finished `rounds` rounds. */
+static chat_sync_state wait_rounds(chat_store *st, uint64_t rounds)
+{
+    chat_sync_state ss = {{0}, 0, 0};
+    struct timespec nap = {0, 1000000};
+
+    for (int i = 0; i < 10000; i++) {
+        ASSERT_OK(chat_store_sync_state(st, &ss));
+        if (ss.rounds >= rounds)
+            return ss;
+        nanosleep(&nap, NULL);
+    }
+    fail_msg("the syncer did %llu rounds, not %llu", (unsigned long long)ss.rounds,
+             (unsigned long long)rounds);
+    return ss;
+}
+
+/* The name of the newest write-ahead log in dir. */
+static void newest_log(const char *dir, char *out, size_t cap)
+{
+    unsigned long long best = 0, n;
+    char tail[8];
+    DIR *d = opendir(dir);
+    struct dirent *de;
+
+    assert_non_null(d);
+    while ((de = readdir(d)) != NULL)
+        if (sscanf(de->d_name, "%llu.%7s", &n, tail) == 2 && !strcmp(tail, "log") && n > best)
+            best = n;
+    closedir(d);
+    assert_true(best > 0);
+    snprintf(out, cap, "%06llu.log", best);
+}
+
+static void reopen_batch(struct fixture *fx, size_t write_buffer)
+{
+    chat_store_opts opts = CHAT_STORE_OPTS_INIT;
+
+    chat_store_close(fx->st);
+    fx->st = NULL;
+    opts.sync = CHAT_SYNC_BATCH;
+    opts.write_buffer_size = write_buffer;
+    ASSERT_OK(chat_store_open_opts(fx->dir, &opts, &fx->st, NULL));
+}
+
+static void test_i12_syncer_follows_log_rotation(void **state)
+{
+    struct fixture *fx = *state;
+    chat_sync_state ss;
+    char first[32], now[32];
+
+    assert_int_equal(chat_store_sync_state(fx->st, &ss), CHAT_EINVAL); /* not batch */
+    reopen_batch(fx, 64 << 10); /* LevelDB's smallest memtable */
+    append_env(fx->st, "g", "u", NULL, 0);
+    ASSERT_OK(chat_store_sync_async(fx->st));
+    ss = wait_rounds(fx->st, 1);
+    newest_log(fx->dir, first, sizeof(first));
+    assert_string_equal(ss.log, first);
+
+    /* 300 KB through a 64 KB memtable: several new logs in quick succession */
+    noise_fill(fx->st, "n", 300);
+    ASSERT_OK(chat_store_sync_async(fx->st));
+    ss = wait_rounds(fx->st, 2);
+    newest_log(fx->dir, now, sizeof(now));
+    assert_string_not_equal(now, first);
+    assert_string_equal(ss.log, now);
+    assert_int_equal(ss.fallbacks, 0);
+
+    /* and once more, with writes between each request */
+    for (uint64_t r = 3; r < 13; r++) {
+        for (int i = 0; i < 20; i++)
+            append_env(fx->st, "g", "u", NULL, 200);
+        ASSERT_OK(chat_store_sync_async(fx->st));
+        ss = wait_rounds(fx->st, r);
+    }
+    newest_log(fx->dir, now, sizeof(now));
+    assert_string_equal(ss.log, now);
+    append_env(fx->st, "g", "u", NULL, 0);
+    ASSERT_OK(chat_store_sync(fx->st));
+}
+
+static void test_i12_syncer_survives_emfile(void **state)
+{
+    struct fixture *fx = *state;
+    struct rlimit old, lim;
+    chat_sync_state ss;
+    int probe;
+
+    reopen_batch(fx, 0);
+    /* no descriptor left: the lowest free one is the limit */
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+    probe = open("/dev/null", O_RDONLY);
+    assert_true(probe >= 0);
+    close(probe);
+    lim = old;
+    lim.rlim_cur = (rlim_t)probe;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &lim), 0);
+    probe = open("/dev/null", O_RDONLY);
+    if (probe >= 0) {
+        /* valgrind emulates the limit without enforcing it */
+        close(probe);
+        assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+        skip();
+    }
+
+    /* before its first open: a synced write instead, and no failure */
+    append_env(fx->st, "g", "u", NULL, 0);
+    ASSERT_OK(chat_store_sync_async(fx->st));
+    ss = wait_rounds(fx->st, 1);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    assert_int_equal(ss.fallbacks, 1);
+    assert_string_equal(ss.log, "");
+
+    /* descriptors back: it opens the log and syncs as before */
+    append_env(fx->st, "g", "u", NULL, 0);
+    ASSERT_OK(chat_store_sync_async(fx->st));
+    ss = wait_rounds(fx->st, 2);
+    assert_int_equal(ss.fallbacks, 1);
+    assert_true(strlen(ss.log) > 0);
+    append_env(fx->st, "g", "u", NULL, 0);
+    ASSERT_OK(chat_store_sync_async(fx->st));
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_head(fx->st, "g", 3);
+}
+
+/* ------------------------------------------------------------------------
  * Table
  * --------------------------------------------------------------------- */
 
@@ -1206,6 +2335,23 @@ int main(void)
         CASE(test_member_groups_stop),
         CASE(test_ids_survive_reopen),
         CASE(test_many_messages),
+        CASE(test_i7_bad_block_fails_reads_not_writes),
+        CASE(test_i8a_trim_removes_cid_keys),
+        CASE(test_i8a_trim_keeps_reused_cid),
+        CASE(test_i8c_trim_bounded_per_call),
+        CASE(test_i8b_cursor_touch_once_a_day),
+        CASE(test_i8b_expire_devices_bounded),
+        CASE(test_i8b_new_device_reads_one_record),
+        CASE(test_i8b_old_cursor_values),
+        CASE(test_i8d_group_delete_removes_every_key),
+        CASE(test_i8d_publish_between_steps),
+        CASE(test_i8d_delete_again_at_same_head),
+        CASE(test_stats_groups_and_bytes),
+        CASE(test_i11_incarnation_kept_by_clean_close),
+        CASE(test_i11_process_crash_keeps_incarnation),
+        CASE(test_i11_power_loss_new_incarnation),
+        CASE(test_i12_syncer_follows_log_rotation),
+        CASE(test_i12_syncer_survives_emfile),
     };
 
     return cmocka_run_group_tests_name("chat_store", tests, NULL, NULL);
