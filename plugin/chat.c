@@ -6,13 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int64_t chat_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 bool chat_admit(struct chat_plugin *pl, const struct mosquitto *client, const char *group,
                 bool join, const char **why)
 {
@@ -35,8 +28,7 @@ bool chat_admit(struct chat_plugin *pl, const struct mosquitto *client, const ch
         found = rc == CHAT_OK;
     }
     if (rc != CHAT_OK) {
-        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: membership of %s in %s: %s", member,
-                             group, chat_strerror(rc));
+        chat_log_store_error(pl, rc, "membership of %s in %s", member, group);
         *why = "storage error";
         return false;
     }
@@ -59,8 +51,7 @@ int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char 
     const char *member = chat_member(pl, client, buf, why);
     chat_err rc = chat_store_cursor_advance(pl->store, group, member, device, id, &cursor);
     if (rc != CHAT_OK) {
-        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: ack of %s in %s: %s", device, group,
-                             chat_strerror(rc));
+        chat_log_store_error(pl, rc, "ack of %s in %s", device, group);
         *why = "storage error";
         return MOSQ_ERR_UNKNOWN;
     }
@@ -147,16 +138,14 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
     } else {
         chat_err err = chat_store_append(pl->store, group, head + 1, from, cid, env, strlen(env));
         if (err != CHAT_OK) {
-            mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: append to %s failed: %s", group,
-                                 chat_strerror(err));
+            chat_log_store_error(pl, err, "append to %s", group);
             why = "storage error";
             goto fail;
         }
         if (pl->cfg.fsync == CHAT_SYNC_BATCH && !pl->ticks_seen &&
             (err = chat_store_sync(pl->store)) != CHAT_OK) {
             /* No tick syncs for us (see chat_chores_without_ticks). */
-            mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: sync of %s failed: %s", group,
-                                 chat_strerror(err));
+            chat_log_store_error(pl, err, "sync after an append to %s", group);
             why = "storage error";
             goto fail;
         }

@@ -178,8 +178,8 @@ static bool group_field(struct req *r, const cJSON *c, char *buf)
 static bool storage_ok(struct req *r, chat_err rc)
 {
     if (rc != CHAT_OK) {
-        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: %s from %s: %s", r->cmd, r->device,
-                             chat_strerror(rc));
+        chat_log_store_error(r->pl, rc, "%s from %s%s%s", r->cmd, r->device,
+                             r->group ? " in group " : "", r->group ? r->group : "");
         fail(r, "storage error");
         return false;
     }
@@ -377,6 +377,11 @@ static void cmd_sync(struct req *r, const cJSON *c)
     }
     size_t mark = r->out->len;
     entry_start(r);
+    /* Ids name messages within one incarnation of the store (see
+     * chat_store_incarnation): a client that holds ids of another must
+     * start over from its cursor. */
+    sbuf_puts(r->out, ",\"incarnation\":");
+    sbuf_json_str(r->out, chat_store_incarnation(r->pl->store));
     sbuf_puts(r->out, ",\"groups\":[");
     chat_err rc = chat_store_member_groups(r->pl->store, r->member, sync_group, &w);
     if (w.rc != CHAT_OK || (rc != CHAT_OK && !w.more)) {
@@ -443,10 +448,12 @@ static void cmd_page(struct req *r, const cJSON *c, bool forward)
     }
     if (forward) {
         bool truncated = from + 1 < first;
-        chat_page_entry(r->out, "fetch", group, page, head, page->more, truncated, true);
+        chat_page_entry(r->out, "fetch", group, page, head, page->more, truncated, true,
+                        chat_store_incarnation(r->pl->store));
     } else {
         bool truncated = !page->more && first > 1;
-        chat_page_entry(r->out, "history", group, page, head, page->more, truncated, false);
+        chat_page_entry(r->out, "history", group, page, head, page->more, truncated, false,
+                        chat_store_incarnation(r->pl->store));
     }
     chat_page_destroy(page);
 }

@@ -27,8 +27,7 @@ void chat_chores(struct chat_plugin *pl)
     if (pl->cfg.fsync == CHAT_SYNC_BATCH) {
         chat_err rc = chat_store_sync_async(pl->store);
         if (rc != CHAT_OK) {
-            mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: store sync failed: %s",
-                                 chat_strerror(rc));
+            chat_log_store_error(pl, rc, "store sync");
         }
     }
     time_t now = time(NULL);
@@ -181,13 +180,25 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
     if (!chat_peers_init(pl) || !chat_replay_init(pl)) {
         goto fail;
     }
-    chat_err err = chat_store_open(pl->cfg.db_path, pl->cfg.fsync, &pl->store, &errmsg);
+    chat_store_opts so = CHAT_STORE_OPTS_INIT;
+    so.sync = pl->cfg.fsync;
+    /* Tests fake a reboot (see chat_store_recovered) with another boot id. */
+    so.boot_id = getenv("MOSQUITTO_CHAT_TEST_BOOT_ID");
+    chat_err err = chat_store_open_opts(pl->cfg.db_path, &so, &pl->store, &errmsg);
     if (err != CHAT_OK) {
         mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: cannot open store \"%s\": %s",
                              pl->cfg.db_path, errmsg ? errmsg : chat_strerror(err));
         free(errmsg);
         rc = MOSQ_ERR_UNKNOWN;
         goto fail;
+    }
+    if (chat_store_recovered(pl->store)) {
+        mosquitto_log_printf(MOSQ_LOG_WARNING,
+                             "mosquitto-chat: the store \"%s\" was not closed cleanly and the "
+                             "machine restarted since: its last unsynced writes may be lost, so "
+                             "its ids start a new incarnation (%s) and clients start over from "
+                             "their cursors",
+                             pl->cfg.db_path, chat_store_incarnation(pl->store));
     }
     for (; registered < CALLBACK_COUNT; registered++) {
         const struct registration *r = &callbacks[registered];

@@ -287,7 +287,8 @@ void chat_replay_free_all(struct chat_plugin *pl);
  * history lists newest first and carries none), "head", "more", and
  * "truncated" when retention removed messages the reader had not seen. */
 void chat_page_entry(sbuf *b, const char *command, const char *group, const chat_page *page,
-                     uint64_t head, bool more, bool truncated, bool bounds);
+                     uint64_t head, bool more, bool truncated, bool bounds,
+                     const char *incarnation);
 
 /* retention.c */
 
@@ -297,8 +298,15 @@ void chat_retention_count(struct chat_plugin *pl, const char *group, uint64_t he
 /* Advances the retention_days sweep by a bounded step; from the tick. */
 void chat_retention_tick(struct chat_plugin *pl, time_t now);
 
+/* util.c */
+
 /* Milliseconds since the epoch, for envelopes. */
 int64_t chat_now_ms(void);
+
+/* Logs a store error at error level: "mosquitto-chat: <fmt...>: <error>
+ * (<what the store said, with the keys concerned>)". */
+void chat_log_store_error(struct chat_plugin *pl, chat_err rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* plugin.c */
 

@@ -148,7 +148,8 @@ static int page_add(void *ctx, uint64_t id, const char *data, size_t len)
 
 /* bounds: write first/last (a forward page); a history page, listed newest
  * first, carries only "more". */
-static void page_end(struct page_writer *w, uint64_t head, bool more, bool truncated, bool bounds)
+static void page_end(struct page_writer *w, uint64_t head, bool more, bool truncated, bool bounds,
+                     const char *incarnation)
 {
     sbuf *b = w->b;
     sbuf_add(b, "]", 1);
@@ -164,19 +165,24 @@ static void page_end(struct page_writer *w, uint64_t head, bool more, bool trunc
     if (truncated) {
         sbuf_puts(b, ",\"truncated\":true");
     }
+    sbuf_puts(b, ",\"incarnation\":");
+    sbuf_json_str(b, incarnation);
     sbuf_add(b, "}", 1);
 }
 
 void chat_page_entry(sbuf *b, const char *command, const char *group, const chat_page *page,
-                     uint64_t head, bool more, bool truncated, bool bounds)
+                     uint64_t head, bool more, bool truncated, bool bounds, const char *incarnation)
 {
     struct page_writer w;
     page_begin(&w, b, command, group);
     for (size_t i = 0; i < page->count; i++) {
         page_add(&w, page->msgs[i].id, page->msgs[i].data, page->msgs[i].len);
     }
-    page_end(&w, head, more, truncated, bounds);
+    page_end(&w, head, more, truncated, bounds, incarnation);
 }
+
+static void replay_error(struct chat_plugin *pl, const char *client_id, const char *group,
+                         uint64_t id, const char *why);
 
 /* Sends the next page of g. Returns false when there is nothing left to
  * send (or the store failed, which the log says). */
@@ -202,18 +208,20 @@ static bool send_page(struct chat_plugin *pl, struct chat_device *d, struct repl
                                      &w, &more);
     }
     if (rc != CHAT_OK || w.count == 0) {
-        if (rc != CHAT_OK) {
-            mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: replay of %s to %s: %s", g->group,
-                                 d->client_id, chat_strerror(rc));
-        }
         sbuf_free(&b);
+        if (rc != CHAT_OK) {
+            /* A damaged stretch of the store: say so, skip nothing. */
+            chat_log_store_error(pl, rc, "replay of %s to %s", g->group, d->client_id);
+            replay_error(pl, d->client_id, g->group, g->sent + 1,
+                         "storage error: this part of the history cannot be read");
+        }
         g->sent = g->target;
         return false;
     }
     /* A gap before the page's first id means retention removed messages
      * the device never acked. */
     bool truncated = w.first > g->sent + 1;
-    page_end(&w, head, w.last < head, truncated, true);
+    page_end(&w, head, w.last < head, truncated, true, chat_store_incarnation(pl->store));
     sbuf_puts(&b, "]}");
     chat_send(pl, d->client_id, &b);
 
@@ -302,8 +310,7 @@ void chat_replay_start(struct chat_plugin *pl, struct mosquitto *client, const c
         rc = chat_store_head(pl->store, group, &head);
     }
     if (rc != CHAT_OK) {
-        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: catch-up of %s in %s: %s", client_id,
-                             group, chat_strerror(rc));
+        chat_log_store_error(pl, rc, "catch-up of %s in %s", client_id, group);
         return;
     }
     struct chat_device *d = device_find(pl, client_id);

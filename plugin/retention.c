@@ -1,5 +1,11 @@
 /* retention.c: deletes old messages per plugin_opt_retention_count and
- * plugin_opt_retention_days. Readers learn of it through "truncated". */
+ * plugin_opt_retention_days, in bounded steps. Readers learn of it through
+ * "truncated".
+ *
+ * The broker's thread is everyone's: a publish deletes at most TRIM_STEP
+ * messages of its group, and the tick spends at most TICK_BUDGET_MS on the
+ * sweep over all groups, which picks up whatever a publish left (retention
+ * just enabled on a long history) and applies retention_days. */
 #include "plugin.h"
 
 #include <cjson/cJSON.h>
@@ -7,19 +13,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SWEEP_EVERY 60      /* seconds between two retention_days sweeps */
-#define GROUPS_PER_TICK 32u /* bounds the work one broker loop pass does */
+#define SWEEP_EVERY 60   /* seconds between two sweeps when nothing is left over */
+#define TRIM_STEP 1024u  /* messages (and their cid keys) deleted per store call */
+#define TICK_BUDGET_MS 5 /* milliseconds of sweeping per broker loop pass */
+
+static void trim_failed(struct chat_plugin *pl, const char *group, chat_err rc)
+{
+    mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: retention in %s: %s (%s)", group,
+                         chat_strerror(rc), chat_store_last_error(pl->store));
+}
 
 void chat_retention_count(struct chat_plugin *pl, const char *group, uint64_t head)
 {
-    uint64_t keep = pl->cfg.retention_count;
+    uint64_t keep = pl->cfg.retention_count, first = 0;
     if (keep == 0 || head <= keep) {
         return;
     }
-    chat_err rc = chat_store_trim(pl->store, group, head - keep + 1);
+    chat_err rc = chat_store_trim(pl->store, group, head - keep + 1, TRIM_STEP, &first);
     if (rc != CHAT_OK) {
-        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: retention in %s: %s", group,
-                             chat_strerror(rc));
+        trim_failed(pl, group, rc);
+    } else if (first < head - keep + 1) {
+        pl->next_sweep = 0; /* more than one step to delete: the tick goes on */
     }
 }
 
@@ -42,23 +56,18 @@ static int64_t stored_ts(struct chat_plugin *pl, const char *group, uint64_t id)
     return ts;
 }
 
-/* Trims one group: ts grows with id, so a binary search finds the first
- * message young enough to keep. */
-static int sweep_group(void *ctx, const char *group, uint64_t head)
+/* The first id group keeps under retention_days: ts grows with id, so a
+ * binary search finds the first message young enough. */
+static uint64_t keep_from_days(struct chat_plugin *pl, const char *group, uint64_t first,
+                               uint64_t head)
 {
-    struct chat_plugin *pl = ctx;
     int64_t cutoff = chat_now_ms() - (int64_t)pl->cfg.retention_days * 86400000;
-    uint64_t lo = 1, hi = head + 1;
-
-    snprintf(pl->sweep_after, sizeof(pl->sweep_after), "%s", group);
-    if (chat_store_first(pl->store, group, &lo) != CHAT_OK || lo > head) {
-        return 0;
-    }
+    uint64_t lo = first, hi = head + 1;
     while (lo < hi) {
         uint64_t mid = lo + (hi - lo) / 2;
         int64_t ts = stored_ts(pl, group, mid);
         if (ts < 0) {
-            return 0; /* unreadable: leave this group alone, log nothing twice a minute */
+            return first; /* unreadable: leave this group alone this time */
         }
         if (ts < cutoff) {
             lo = mid + 1;
@@ -66,18 +75,53 @@ static int sweep_group(void *ctx, const char *group, uint64_t head)
             hi = mid;
         }
     }
-    chat_err rc = chat_store_trim(pl->store, group, lo);
-    if (rc != CHAT_OK) {
-        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: retention in %s: %s", group,
-                             chat_strerror(rc));
+    return lo;
+}
+
+struct sweep {
+    struct chat_plugin *pl;
+    int64_t deadline_ms;
+    bool out_of_time; /* stopped inside a group, which the next tick resumes */
+};
+
+/* Trims one group as far as both options say, in steps, while time lasts. */
+static int sweep_group(void *ctx, const char *group, uint64_t head)
+{
+    struct sweep *sw = ctx;
+    struct chat_plugin *pl = sw->pl;
+    uint64_t first = 1, before = 1;
+
+    if (chat_store_first(pl->store, group, &first) != CHAT_OK || first > head) {
+        snprintf(pl->sweep_after, sizeof(pl->sweep_after), "%s", group);
+        return 0;
     }
-    return 0;
+    if (pl->cfg.retention_count && head > pl->cfg.retention_count) {
+        before = head - pl->cfg.retention_count + 1;
+    }
+    if (pl->cfg.retention_days) {
+        uint64_t by_days = keep_from_days(pl, group, first, head);
+        before = by_days > before ? by_days : before;
+    }
+    while (first < before) {
+        if (chat_now_ms() >= sw->deadline_ms) {
+            sw->out_of_time = true;
+            return 1;
+        }
+        chat_err rc = chat_store_trim(pl->store, group, before, TRIM_STEP, &first);
+        if (rc != CHAT_OK) {
+            trim_failed(pl, group, rc);
+            break;
+        }
+    }
+    snprintf(pl->sweep_after, sizeof(pl->sweep_after), "%s", group);
+    return chat_now_ms() >= sw->deadline_ms ? (sw->out_of_time = true, 1) : 0;
 }
 
 void chat_retention_tick(struct chat_plugin *pl, time_t now)
 {
     bool done = false;
-    if (pl->cfg.retention_days == 0) {
+    struct sweep sw = {pl, chat_now_ms() + TICK_BUDGET_MS, false};
+    if (pl->cfg.retention_days == 0 && pl->cfg.retention_count == 0) {
         return;
     }
     if (!pl->sweeping) {
@@ -87,14 +131,14 @@ void chat_retention_tick(struct chat_plugin *pl, time_t now)
         pl->sweeping = true;
         pl->sweep_after[0] = '\0';
     }
-    chat_err rc = chat_store_groups(pl->store, pl->sweep_after[0] ? pl->sweep_after : NULL,
-                                    GROUPS_PER_TICK, sweep_group, pl, &done);
+    chat_err rc = chat_store_groups(pl->store, pl->sweep_after[0] ? pl->sweep_after : NULL, 64,
+                                    sweep_group, &sw, &done);
     if (rc != CHAT_OK) {
-        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: retention sweep: %s",
-                             chat_strerror(rc));
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: retention sweep: %s (%s)",
+                             chat_strerror(rc), chat_store_last_error(pl->store));
         done = true;
     }
-    if (done) {
+    if (done && !sw.out_of_time) {
         pl->sweeping = false;
         pl->next_sweep = now + SWEEP_EVERY;
     }

@@ -565,6 +565,13 @@ void harness_broker_set_lines(harness_broker *b, const char *const *lines)
     write_config(b);
 }
 
+void harness_broker_set_opts(harness_broker *b, const char *const *plugin_opts)
+{
+    free_lines(b->opts);
+    b->opts = copy_lines(plugin_opts);
+    write_config(b);
+}
+
 void harness_broker_reload(harness_broker *b)
 {
     long before = harness_broker_log_count(b, "Reloading config.");

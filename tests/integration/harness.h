@@ -184,6 +184,10 @@ void harness_broker_destroy(harness_broker *b);
  * harness_broker_reload the running broker then reads it. */
 void harness_broker_set_lines(harness_broker *b, const char *const *lines);
 
+/* Replaces the plugin options of a broker (see harness_broker_start) and
+ * writes its configuration again, for its next restart. */
+void harness_broker_set_opts(harness_broker *b, const char *const *plugin_opts);
+
 /* Sends the running broker SIGHUP and waits (at most 10 s) until it logs
  * that it reloaded its configuration. */
 void harness_broker_reload(harness_broker *b);
