@@ -324,6 +324,7 @@ chat_client_err chat_client_create(const chat_client_options *opts, chat_client 
             report(err, "%s", why);
             goto fail;
         }
+        snprintf(c->incarnation, sizeof c->incarnation, "%s", chat_state_incarnation(c->state));
     }
     if ((err = chat_dispatch_load(c)) != CHAT_CLIENT_OK) {
         report(err, NULL);

@@ -232,6 +232,7 @@ struct chat_client {
     int connect_timeout_ms;
     unsigned rng; /* rand_r state for the reconnect jitter */
     chat_state *state;
+    char incarnation[65]; /* of the server's store, as last seen (also in the state file) */
     struct group *groups;
     struct outmsg *out_head, *out_tail;
     size_t inflight; /* outbox entries pending on this connection */

@@ -591,11 +591,25 @@ static void handle_live(chat_client *c, const char *name, const char *payload, s
 static void apply_sync(chat_client *c, const struct request *r, const cJSON *entry)
 {
     const cJSON *groups = cJSON_GetObjectItemCaseSensitive(entry, "groups");
+    const cJSON *inc = cJSON_GetObjectItemCaseSensitive(entry, "incarnation");
     const cJSON *e;
+    bool renewed = false;
 
     if (!cJSON_IsArray(groups)) {
         emit_error(c, NULL, "sync answer without groups");
         return;
+    }
+    if (cJSON_IsString(inc) && strlen(inc->valuestring) < sizeof c->incarnation) {
+        /* The server's store lost its last writes (a crash across a reboot)
+         * or was replaced: the ids we hold may now name other messages. */
+        renewed = c->incarnation[0] && strcmp(c->incarnation, inc->valuestring) != 0;
+        snprintf(c->incarnation, sizeof c->incarnation, "%s", inc->valuestring);
+        if (c->state != NULL) {
+            char why[256];
+            if (chat_state_set_incarnation(c->state, c->incarnation, why, sizeof why) !=
+                CHAT_CLIENT_OK)
+                emit_error(c, NULL, "%s", why);
+        }
     }
     cJSON_ArrayForEach(e, groups)
     {
@@ -621,12 +635,18 @@ static void apply_sync(chat_client *c, const struct request *r, const cJSON *ent
             deliver_ready(c, g);
             if (g->min_first > 0)
                 send_ack(c, g); /* held replay pages wait for it */
-        } else if (head < shown_when_sent(r, g)) {
+        } else if (renewed || head < shown_when_sent(r, g)) {
             /* Ids it had stored are gone: its store was replaced. */
-            emit_error(c, g->name,
-                       "the server's head %" PRIu64 " is below the last id shown %" PRIu64
-                       ": its history was replaced; following it from its cursor %" PRIu64,
-                       head, shown_when_sent(r, g), acked);
+            if (renewed)
+                emit_error(c, g->name,
+                           "the server's store started a new incarnation (it lost its last "
+                           "writes or was replaced); following it from its cursor %" PRIu64,
+                           acked);
+            else
+                emit_error(c, g->name,
+                           "the server's head %" PRIu64 " is below the last id shown %" PRIu64
+                           ": its history was replaced; following it from its cursor %" PRIu64,
+                           head, shown_when_sent(r, g), acked);
             chat_seq_clear(&g->seq);
             chat_seq_init(&g->seq, c->max_held, free_json);
             chat_seq_set_base(&g->seq, acked);

@@ -23,6 +23,7 @@ struct chat_state {
     int lock_fd;             /* <path>.lock, write-locked while open */
     struct state_entry *ent; /* one per group, in first-seen order */
     size_t n, cap;
+    char incarnation[65]; /* "" when none recorded */
 };
 
 static char *concat(const char *a, const char *b)
@@ -76,6 +77,16 @@ static int parse_line(chat_state *st, char *line, int lineno, char *why, size_t 
 
     if (line[0] == '#' || line[0] == '\0')
         return 0;
+    if (strncmp(line, "@incarnation ", 13) == 0) {
+        const char *inc = line + 13;
+        if (strlen(inc) >= sizeof st->incarnation ||
+            strspn(inc, "0123456789abcdef") != strlen(inc)) {
+            snprintf(why, why_size, "%s:%d: bad incarnation", st->path, lineno);
+            return -1;
+        }
+        snprintf(st->incarnation, sizeof st->incarnation, "%s", inc);
+        return 0;
+    }
     errno = 0;
     v = line[0] >= '0' && line[0] <= '9' ? strtoull(line, &end, 10) : 0;
     if (end == NULL || errno != 0 || *end != ' ') {
@@ -215,6 +226,8 @@ static chat_client_err save(chat_state *st, char *why, size_t why_size)
         return CHAT_CLIENT_ERR_STATE;
     }
     ok = fputs(STATE_HEADER, f) >= 0;
+    if (ok && st->incarnation[0])
+        ok = fprintf(f, "@incarnation %s\n", st->incarnation) > 0;
     for (size_t i = 0; ok && i < st->n; i++)
         ok = fprintf(f, "%llu %s\n", (unsigned long long)st->ent[i].shown, st->ent[i].group) > 0;
     if (fclose(f) != 0)
@@ -242,5 +255,24 @@ chat_client_err chat_state_set(chat_state *st, const char *group, uint64_t shown
         return CHAT_CLIENT_ERR_NOMEM;
     }
     e->shown = shown;
+    return save(st, why, why_size);
+}
+
+const char *chat_state_incarnation(const chat_state *st)
+{
+    return st->incarnation;
+}
+
+chat_client_err chat_state_set_incarnation(chat_state *st, const char *incarnation, char *why,
+                                           size_t why_size)
+{
+    if (strlen(incarnation) >= sizeof st->incarnation ||
+        strspn(incarnation, "0123456789abcdef") != strlen(incarnation)) {
+        snprintf(why, why_size, "bad incarnation from the server");
+        return CHAT_CLIENT_ERR_STATE;
+    }
+    if (strcmp(st->incarnation, incarnation) == 0)
+        return CHAT_CLIENT_OK;
+    snprintf(st->incarnation, sizeof st->incarnation, "%s", incarnation);
     return save(st, why, why_size);
 }

@@ -3,6 +3,8 @@
  * nothing twice.
  *
  * The file is text, one "<id> <group>" line per group after a comment line,
+ * and an "@incarnation <hex>" line naming the server store those ids
+ * belong to (see docs/protocol.md, Incarnation),
  * replaced whole (written beside it, then renamed) on every change, so a
  * crash leaves the old or the new version, never a mix. A lock on
  * "<path>.lock" (fcntl, held while the state is open) keeps two processes
@@ -39,5 +41,13 @@ const char *chat_state_group(const chat_state *st, size_t i, uint64_t *shown);
  * is updated anyway, so the next successful write catches up. */
 chat_client_err chat_state_set(chat_state *st, const char *group, uint64_t shown, char *why,
                                size_t why_size);
+
+/* The incarnation of the server's store the ids belong to ("" when none
+ * was recorded), owned by st. */
+const char *chat_state_incarnation(const chat_state *st);
+
+/* Records the incarnation and rewrites the file; errors as chat_state_set. */
+chat_client_err chat_state_set_incarnation(chat_state *st, const char *incarnation, char *why,
+                                           size_t why_size);
 
 #endif

@@ -610,3 +610,8 @@ int ct_broker_port(const ct_broker *b)
 {
     return b->port;
 }
+
+const char *ct_broker_db(const ct_broker *b)
+{
+    return b->db;
+}

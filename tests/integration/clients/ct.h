@@ -86,6 +86,9 @@ void ct_broker_destroy(ct_broker *b);
 
 int ct_broker_port(const ct_broker *b);
 
+/* The broker's LevelDB directory, owned by b. */
+const char *ct_broker_db(const ct_broker *b);
+
 /* ---------------------------------------------------------------------------
  * Processes
  * ------------------------------------------------------------------------- */

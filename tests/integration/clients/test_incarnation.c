@@ -1,0 +1,120 @@
+/* test_incarnation.c: a store that lost its last writes (a power loss with
+ * fsync none) gives their ids to new messages. `mqchat listen`, whose state
+ * file says it showed those ids, must show the new messages, not drop them
+ * as already shown: the store's new incarnation tells it to start over from
+ * its cursor.
+ *
+ * The power loss is made by copying the store while the broker runs (what
+ * the disk held at that instant), killing the broker later, putting the copy
+ * back and starting the broker with another boot id. */
+#include "ct.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GROUP "inc"
+
+static char g_port[16], g_state[512], g_out[512], g_err[512];
+
+static pid_t start_listener(void)
+{
+    char *argv[] = {(char *)MQCHAT_BIN, "-p",    g_port,   "-i",  "reader",
+                    "--state",          g_state, "listen", GROUP, NULL};
+    return ct_spawn(argv, NULL, g_out, g_err);
+}
+
+static void send_line(const char *text)
+{
+    char *argv[] = {(char *)MQCHAT_BIN, "-p", g_port, "-i", "sender", "send", GROUP,
+                    (char *)text,       NULL};
+    CHECK(ct_run(argv, NULL, NULL, NULL, 20000) == 0, "mqchat send %s failed", text);
+}
+
+/* Waits until the listener's output has a line containing text. */
+static void wait_for(const char *text)
+{
+    int64_t deadline = ct_now_ms() + 20000;
+    for (;;) {
+        char *out = ct_read_file(g_out, NULL);
+        bool found = out != NULL && strstr(out, text) != NULL;
+        free(out);
+        if (found)
+            return;
+        if (ct_now_ms() > deadline)
+            FAIL("the listener never showed \"%s\"", text);
+        ct_sleep_ms(50);
+    }
+}
+
+static void copy_dir(const char *from, const char *to)
+{
+    char *argv[] = {"/bin/cp", "-a", (char *)from, (char *)to, NULL};
+    CHECK(ct_run(argv, NULL, NULL, NULL, 10000) == 0, "cp -a %s %s", from, to);
+}
+
+static void remove_dir(const char *dir)
+{
+    char *argv[] = {"/bin/rm", "-rf", (char *)dir, NULL};
+    CHECK(ct_run(argv, NULL, NULL, NULL, 10000) == 0, "rm -rf %s", dir);
+}
+
+int main(void)
+{
+    ct_broker *b;
+    pid_t listener;
+    char snapshot[512];
+
+    ct_init("clients_incarnation");
+    setenv("MOSQUITTO_CHAT_TEST_BOOT_ID", "boot-one", 1);
+    b = ct_broker_start(NULL);
+    snprintf(g_port, sizeof g_port, "%d", ct_broker_port(b));
+    ct_path(g_state, sizeof g_state, "reader.state");
+    ct_path(g_out, sizeof g_out, "listen.out");
+    ct_path(g_err, sizeof g_err, "listen.err");
+    ct_path(snapshot, sizeof snapshot, "snapshot");
+
+    listener = start_listener();
+    ct_sleep_ms(500);
+    send_line("one");
+    send_line("two");
+    wait_for("sender: two");
+    ct_sleep_ms(600);                    /* the listener's acks reach the store */
+    copy_dir(ct_broker_db(b), snapshot); /* what the disk holds now */
+    send_line("three (lost)");
+    send_line("four (lost)");
+    wait_for("sender: four (lost)");
+    ct_signal(listener, SIGTERM);
+    CHECK(ct_wait(listener, 10000) == 0, "listener did not exit cleanly");
+
+    /* The power goes: the store is back to the copy, the machine rebooted. */
+    ct_broker_kill(b);
+    remove_dir(ct_broker_db(b));
+    copy_dir(snapshot, ct_broker_db(b));
+    setenv("MOSQUITTO_CHAT_TEST_BOOT_ID", "boot-two", 1);
+    ct_broker_restart(b);
+    send_line("new three");
+    send_line("new four");
+    send_line("five");
+
+    listener = start_listener();
+    wait_for("sender: five");
+    wait_for("sender: new four");
+    {
+        char *out = ct_read_file(g_out, NULL), *err = ct_read_file(g_err, NULL);
+        CHECK(strstr(out, "[" GROUP " #3] sender: new three") != NULL,
+              "id 3 of the new incarnation was not shown:\n%s", out);
+        CHECK(strstr(out, "[" GROUP " #4] sender: new four") != NULL,
+              "id 4 of the new incarnation was not shown:\n%s", out);
+        CHECK(err != NULL && strstr(err, "new incarnation") != NULL,
+              "no warning about the new incarnation on stderr:\n%s", err ? err : "");
+        free(out);
+        free(err);
+    }
+    ct_signal(listener, SIGTERM);
+    CHECK(ct_wait(listener, 10000) == 0, "listener did not exit cleanly");
+    ct_broker_destroy(b);
+    unsetenv("MOSQUITTO_CHAT_TEST_BOOT_ID");
+    return ct_pass();
+}
