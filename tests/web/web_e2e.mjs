@@ -9,7 +9,9 @@
 //   2. one closes the page; 300 messages come from a Paho C client (mqchat);
 //      the page reopens, shows 300 unread, opens the group with the keyboard
 //      and shows all 300 once, in order;
-//   3. screenshots at 1280x800 and 360x640 (web.png, web-phone.png).
+//   3. screenshots at 1280x800 and 360x640 (web.png, web-phone.png);
+//   4. a broker with a password_file: refused without a password and with a
+//      wrong one, the form says so; with the right one the page works.
 //
 //   node tests/web/web_e2e.mjs --mosquitto /usr/sbin/mosquitto \
 //     --plugin build/plugin/mosquitto_chat.so --mqchat build/clients/mqchat \
@@ -22,6 +24,7 @@
 import { chromium } from 'playwright-core';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -101,9 +104,11 @@ function httpGet(port, p) {
 }
 
 class Broker {
-  constructor(dir, opts) {
+  /* extra: more mosquitto.conf lines */
+  constructor(dir, opts, extra = []) {
     this.dir = dir;
     this.opts = opts;
+    this.extra = extra;
     this.conf = path.join(dir, 'mosquitto.conf');
     this.logFile = path.join(dir, 'mosquitto.log');
     this.db = path.join(dir, 'db');
@@ -118,7 +123,7 @@ class Broker {
       `listener ${this.wsPort} 127.0.0.1`,
       'protocol websockets',
       `http_dir ${path.resolve(this.opts.web)}`,
-      'allow_anonymous true',
+      ...(this.extra.length ? this.extra : ['allow_anonymous true']),
       'set_tcp_nodelay true',
       'persistence false',
       `log_dest file ${this.logFile}`,
@@ -511,6 +516,49 @@ async function screenshots(browser, broker, opts, a) {
   await a.ctx.close();
 }
 
+/* A line of a Mosquitto 2.0 password_file ($7$: PBKDF2-SHA512, as
+ * mosquitto_passwd writes it). */
+function passwordLine(user, password) {
+  const salt = crypto.randomBytes(12);
+  const hash = crypto.pbkdf2Sync(password, salt, 101, 64, 'sha512');
+  return `${user}:$7$101$${salt.toString('base64')}$${hash.toString('base64')}\n`;
+}
+
+async function password(browser, opts, dir) {
+  log('4: a broker that asks for a password');
+  const pwfile = path.join(dir, 'passwd');
+  fs.writeFileSync(pwfile, passwordLine('dana', 'correct horse'));
+  const broker = new Broker(dir, opts, ['allow_anonymous false', `password_file ${pwfile}`]);
+  await broker.start();
+  try {
+    const { ctx, page } = await openPage(browser, broker, 'dana', '#room9');
+    /* Refused without a password: back to the form, the name kept. */
+    await page.waitForSelector('#signin:not([hidden])');
+    assert.equal(await page.inputValue('#signin-name'), 'dana');
+    assert.match(await page.textContent('#signin-error'), /refused/);
+    await page.fill('#signin-password', 'wrong');
+    await page.press('#signin-password', 'Enter');
+    await page.waitForSelector('#signin:not([hidden]) #signin-error:has-text("refused")');
+    await page.fill('#signin-password', 'correct horse');
+    await page.press('#signin-password', 'Enter');
+    await waitOnline(page);
+    assert.ok(!page.url().includes('user='), 'a password sign-in leaves no auto sign-in link');
+    await (await groupLink(page, 'room9')).and(page.locator('[aria-current="page"]')).waitFor();
+    await page.getByRole('textbox', { name: 'Message' }).fill('signed in with a password');
+    await page.keyboard.press('Enter');
+    await waitCount(page, 1);
+    assert.deepEqual(await shown(page), [{ id: 1, from: 'dana', body: 'signed in with a password' }]);
+    await ctx.close();
+    await broker.stop();
+    log('4: refused without and with a wrong password, then in');
+  } catch (e) {
+    log(broker.tail());
+    throw e;
+  } finally {
+    if (broker.proc) broker.proc.kill('SIGKILL');
+  }
+}
+
 /* ------------------------------------------------------------------------ */
 
 async function main() {
@@ -549,10 +597,13 @@ async function main() {
     const s = await twoPeopleChat(browser, broker);
     await catchUp300(browser, broker, opts, s);
     await screenshots(browser, broker, opts, s.a);
+    await broker.stop();
+    const pwDir = path.join(dir, 'password');
+    fs.mkdirSync(pwDir);
+    await password(browser, opts, pwDir);
     assert.deepEqual(pageErrors, [], 'no script errors in the page');
     await browser.close();
     browser = null;
-    await broker.stop();
     ok = true;
     log('all web tests passed');
   } catch (e) {
