@@ -1,0 +1,174 @@
+/* app.js: starts the page. Signs in (from the form, or from the deep link
+ * /?user=<name>#<group>), picks this tab's MQTT client id, and follows the
+ * URL fragment: #<group> opens that group (joining it if it is open), an
+ * empty fragment shows the group list. */
+(function (root) {
+  'use strict';
+  const MqChat = root.MqChat;
+  const P = MqChat.proto;
+  const $ = (id) => document.getElementById(id);
+
+  const params = new URLSearchParams(location.search);
+  const brokerUrl = params.get('broker') ||
+    (location.protocol === 'https:' ? 'wss://' : 'ws://') +
+    (location.host || '127.0.0.1:9001') + '/mqtt';
+
+  let chat = null;
+  let ui = null;
+
+  function store(key, value) {
+    try {
+      if (value === undefined) return localStorage.getItem(key);
+      localStorage.setItem(key, value);
+    } catch (e) {
+      /* private mode without storage: nothing is remembered */
+    }
+    return null;
+  }
+
+  /* The MQTT client id: <name>-web-<random>, the random part kept in
+   * localStorage so that this browser stays one device (its cursors survive
+   * reloads). A second tab open at the same time must not take over the
+   * first one's connection: it takes the next free slot (<id>-2, -3, ...),
+   * held through the Web Locks API for as long as the tab lives. Without
+   * Web Locks (plain http on a host other than localhost) each tab is a
+   * device of its own, kept across its reloads in sessionStorage. */
+  async function clientId(user) {
+    let base = store('mqchat.device');
+    if (!base || !/^[a-z0-9]{6,32}$/.test(base)) {
+      base = MqChat.randomId(10);
+      store('mqchat.device', base);
+    }
+    const id = user + '-web-' + base;
+    if (navigator.locks && navigator.locks.request) {
+      for (let slot = 1; slot <= 32; slot++) {
+        const got = await new Promise((resolve) => {
+          navigator.locks.request('mqchat:' + id + ':' + slot, { ifAvailable: true }, (lock) => {
+            resolve(!!lock);
+            return lock ? new Promise(() => {}) : undefined;
+          }).catch(() => resolve(false));
+        });
+        if (got) return slot === 1 ? id : id + '-' + slot;
+      }
+    }
+    let tab = null;
+    try {
+      tab = sessionStorage.getItem('mqchat.tab');
+      if (!tab) {
+        tab = MqChat.randomId(6);
+        sessionStorage.setItem('mqchat.tab', tab);
+      }
+    } catch (e) {
+      tab = MqChat.randomId(6);
+    }
+    return id + '-' + tab;
+  }
+
+  function hashGroup() {
+    const h = location.hash.slice(1);
+    if (!h) return null;
+    try {
+      return decodeURIComponent(h);
+    } catch (e) {
+      return h;
+    }
+  }
+
+  function showSignIn(name, error) {
+    $('app').hidden = true;
+    $('signin').hidden = false;
+    document.body.dataset.conn = 'signed-out';
+    $('signin-broker').textContent = brokerUrl;
+    $('signin-name').value = name || store('mqchat.user') || '';
+    $('signin-error').textContent = error || '';
+    if (error && name) $('signin-password').focus();
+    else $('signin-name').focus();
+  }
+
+  function signOut(keepName) {
+    if (chat) chat.stop();
+    if (ui) ui.destroy();
+    chat = ui = null;
+    const q = new URLSearchParams(location.search);
+    q.delete('user');
+    const qs = q.toString();
+    history.replaceState(null, '', location.pathname + (qs ? '?' + qs : '') + location.hash);
+    if (!keepName) store('mqchat.user', '');
+  }
+
+  async function signIn(user, password) {
+    if (!root.mqtt) {
+      showSignIn(user, 'MQTT.js is missing next to the page: run scripts/web-deps.');
+      return;
+    }
+    if (P.byteLength(user) > 1024) {
+      showSignIn(user, 'That name is too long.');
+      return;
+    }
+    store('mqchat.user', user);
+    const id = await clientId(user);
+    chat = new MqChat.Chat({
+      url: brokerUrl, user: user, password: password, clientId: id, mqtt: root.mqtt,
+    });
+    chat.visible = document.visibilityState !== 'hidden';
+    chat.addEventListener('status', (e) => {
+      if (e.detail.state !== 'refused') return;
+      signOut(true);
+      showSignIn(user, e.detail.detail + (password ? '' : ' If it needs a password, enter it here.'));
+    });
+    $('signin').hidden = true;
+    $('app').hidden = false;
+    ui = new MqChat.UI(chat, user);
+    if (!password) {
+      /* A reload (or a shared link) signs in again as the same member. */
+      const q = new URLSearchParams(location.search);
+      q.set('user', user);
+      history.replaceState(null, '', location.pathname + '?' + q.toString() + location.hash);
+    }
+    chat.start();
+    route();
+  }
+
+  function route() {
+    if (!chat) return;
+    const g = hashGroup();
+    if (g) {
+      chat.open(g).catch((e) => chat.emit('error', { group: g, message: e.message }));
+    } else {
+      chat.close();
+    }
+  }
+
+  function boot() {
+    $('signin-form').addEventListener('submit', (e) => {
+      e.preventDefault();
+      const name = $('signin-name').value.trim();
+      if (!name) {
+        $('signin-error').textContent = 'Please enter your name.';
+        $('signin-name').focus();
+        return;
+      }
+      const pw = $('signin-password').value;
+      $('signin-password').value = '';
+      signIn(name, pw);
+    });
+    $('signout').addEventListener('click', () => {
+      signOut(false);
+      showSignIn('', '');
+    });
+    addEventListener('hashchange', route);
+    document.addEventListener('visibilitychange', () => {
+      if (chat) chat.setVisible(document.visibilityState !== 'hidden');
+    });
+    /* Acks of what was read go out before the tab goes away. */
+    addEventListener('pagehide', () => {
+      if (chat) for (const g of chat.groups.values()) chat.ackNow(g);
+    });
+    const user = params.get('user');
+    if (user && user.trim()) signIn(user.trim(), '');
+    else showSignIn('', '');
+  }
+
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', boot);
+  else boot();
+})(typeof window !== 'undefined' ? window : globalThis);
