@@ -316,7 +316,9 @@ static int make_parents(char *path)
     return 0;
 }
 
-/* The default state file of a client id and broker. Returns 0 or -1. */
+/* The default state file of a client id and broker. Returns 0, or -1 when
+ * there is no home directory or the name would not fit (a cut name could be
+ * another device's file). */
 static int default_state(const struct opts *o, const char *client_id, char *buf, size_t size)
 {
     const char *xdg = getenv("XDG_STATE_HOME");
@@ -324,7 +326,9 @@ static int default_state(const struct opts *o, const char *client_id, char *buf,
     char name[3 * NAME_MAX_LEN];
     int n;
 
-    snprintf(name, sizeof name, "%s@%s-%d.state", client_id, o->host, o->port);
+    n = snprintf(name, sizeof name, "%s@%s-%d.state", client_id, o->host, o->port);
+    if (n < 0 || (size_t)n >= sizeof name)
+        return -1;
     for (char *p = name; *p != '\0'; p++)
         if (*p == '/')
             *p = '_';
@@ -726,8 +730,8 @@ int main(int argc, char **argv)
         } else if (default_state(&o, client_id, state, sizeof state) == 0) {
             co.state_path = state;
         } else {
-            fprintf(stderr, "mqchat: no state file (set HOME or use --state): messages "
-                            "shown before a restart may show again\n");
+            fprintf(stderr, "mqchat: no default state file (HOME unset, or the name too long): "
+                            "use --state, or messages shown before a restart may show again\n");
         }
     }
     if ((err = chat_client_create(&co, &c)) != CHAT_CLIENT_OK)
