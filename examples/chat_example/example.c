@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat_client.h"
+#include <chat_client.h>
 
 /* Runs on the library's dispatcher thread, once per message id, in order. */
 static bool on_message(void *arg, const chat_client_message *m)
