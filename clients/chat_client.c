@@ -45,6 +45,8 @@ const char *chat_client_strerror(chat_client_err err)
         return "MQTT client error";
     case CHAT_CLIENT_ERR_CLOSED:
         return "client closed";
+    case CHAT_CLIENT_ERR_IN_USE:
+        return "the state file is in use by another client";
     }
     return "unknown error";
 }

@@ -66,13 +66,14 @@ void chat_call_free(struct call *call);
  * ------------------------------------------------------------------------- */
 
 enum ev_kind {
-    EV_CALL,           /* call: from the API */
-    EV_MESSAGE,        /* Paho: topic, payload, corr */
-    EV_CONNECTED,      /* Paho: the connect of epoch succeeded */
-    EV_CONNECT_FAILED, /* Paho: the connect of epoch failed: code, text */
-    EV_CONN_LOST,      /* Paho: the connection of epoch broke */
-    EV_DISCONNECTED,   /* Paho: our DISCONNECT of epoch went out (or failed) */
-    EV_DONE            /* Paho: the publish or subscribe token of epoch finished: ok, code */
+    EV_CALL,              /* call: from the API */
+    EV_MESSAGE,           /* Paho: topic, payload, corr */
+    EV_CONNECTED,         /* Paho: the connect of epoch succeeded */
+    EV_CONNECT_FAILED,    /* Paho: the connect of epoch failed: code, text */
+    EV_SERVER_DISCONNECT, /* Paho: the broker's DISCONNECT (MQTT 5) on epoch: code, text */
+    EV_CONN_LOST,         /* Paho: the connection of epoch broke */
+    EV_DISCONNECTED,      /* Paho: our DISCONNECT of epoch went out (or failed) */
+    EV_DONE               /* Paho: the publish or subscribe token of epoch finished: ok, code */
 };
 
 struct event {
@@ -86,8 +87,9 @@ struct event {
     char *corr; /* EV_MESSAGE: MQTT 5 correlation data plus a NUL, or NULL */
     int token;  /* EV_DONE */
     bool ok;    /* EV_DONE */
-    int code;   /* EV_DONE: Paho code or MQTT 5 reason; EV_CONNECT_FAILED */
-    char *text; /* EV_CONNECT_FAILED, EV_CONN_LOST: Paho's message, or NULL */
+    int code;   /* EV_DONE: Paho code or MQTT 5 reason; EV_CONNECT_FAILED; EV_SERVER_DISCONNECT */
+    char *text; /* EV_CONNECT_FAILED, EV_CONN_LOST: Paho's message; EV_SERVER_DISCONNECT: the
+                   broker's Reason String; or NULL */
 };
 
 /* Frees an event and what it owns (not call). Accepts NULL. */
@@ -230,7 +232,9 @@ struct chat_client {
     int64_t reconnect_at; /* CS_IDLE and want: when to try again */
     int backoff_ms;       /* the next pause between attempts */
     int connect_timeout_ms;
-    unsigned rng; /* rand_r state for the reconnect jitter */
+    int server_reason;            /* reason code of the broker's DISCONNECT on this connection */
+    char server_reason_text[256]; /* ... and its Reason String, "" if none */
+    unsigned rng;                 /* rand_r state for the reconnect jitter */
     chat_state *state;
     char incarnation[65]; /* of the server's store, as last seen (also in the state file) */
     struct group *groups;

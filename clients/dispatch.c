@@ -965,6 +965,7 @@ static void schedule_reconnect(chat_client *c)
 static void attempt_failed(chat_client *c, int code, const char *text)
 {
     char why[REASON_MAX];
+    bool waited = false;
 
     if (code > 0 && c->mqtt_version >= 5)
         snprintf(why, sizeof why, "the broker refused the connection: %s",
@@ -976,7 +977,17 @@ static void attempt_failed(chat_client *c, int code, const char *text)
                  text != NULL ? text : MQTTAsync_strerror(code));
     close_handle(c);
     c->cs = CS_IDLE;
-    finish_calls(c, CALL_CONNECT, CHAT_CLIENT_ERR_CONNECT, why);
+    /* A refusal (bad credentials, not authorised) is the broker's answer,
+     * not a network failure: callers may stop rather than wait. Nobody waits
+     * on a retry in the background: the application hears of a refusal
+     * there by an event, or it would retry unnoticed for ever. */
+    for (struct call *call = c->calls; code > 0 && call != NULL; call = call->next)
+        if (call->op == CALL_CONNECT)
+            waited = true;
+    if (code > 0 && !waited)
+        emit_error(c, NULL, "%s", why);
+    finish_calls(c, CALL_CONNECT, code > 0 ? CHAT_CLIENT_ERR_REFUSED : CHAT_CLIENT_ERR_CONNECT,
+                 why);
     if (c->want)
         schedule_reconnect(c);
 }
@@ -987,6 +998,8 @@ static void start_attempt(chat_client *c)
 
     c->epoch++;
     c->cs = CS_CONNECTING;
+    c->server_reason = 0;
+    c->server_reason_text[0] = '\0';
     rc = chat_paho_open(c, c->epoch, c->connect_timeout_ms);
     if (rc != MQTTASYNC_SUCCESS)
         attempt_failed(c, rc, NULL);
@@ -1029,12 +1042,25 @@ static void on_connected(chat_client *c)
 static void on_connection_lost(chat_client *c, const char *why)
 {
     chat_client_event ev;
+    char text[REASON_MAX];
+    int code = c->server_reason;
 
     close_handle(c);
     connection_ended(c);
     memset(&ev, 0, sizeof ev);
     ev.type = CHAT_CLIENT_EV_DISCONNECTED;
     ev.reason = why;
+    if (code > 0) {
+        /* MQTT 5: the broker said why in its DISCONNECT. */
+        snprintf(text, sizeof text, "the broker disconnected this client: %s (0x%02X)%s%s%s",
+                 MQTTReasonCode_toString((enum MQTTReasonCodes)code), (unsigned)code,
+                 code == MQTTREASONCODE_SESSION_TAKEN_OVER
+                     ? ", another client connected with the same client id"
+                     : "",
+                 c->server_reason_text[0] != '\0' ? ": " : "", c->server_reason_text);
+        ev.reason = text;
+        ev.code = code;
+    }
     emit(c, &ev);
     if (c->want) {
         c->backoff_ms = BACKOFF_FIRST_MS;
@@ -1319,6 +1345,16 @@ static void handle_event(chat_client *c, struct event *ev)
     case EV_CONNECT_FAILED:
         if (current && c->cs == CS_CONNECTING)
             attempt_failed(c, ev->code, ev->text);
+        break;
+    case EV_SERVER_DISCONNECT:
+        /* Paho 1.3.12 reports a broker's DISCONNECT only here: it calls no
+         * connection_lost after it, so this is the end of the connection. */
+        if (current && c->cs == CS_UP) {
+            c->server_reason = ev->code;
+            snprintf(c->server_reason_text, sizeof c->server_reason_text, "%s",
+                     ev->text != NULL ? ev->text : "");
+            on_connection_lost(c, NULL);
+        }
         break;
     case EV_CONN_LOST:
         if (current && c->cs == CS_UP)

@@ -3,7 +3,17 @@
  *
  * Exit status: 0 success, 1 the broker could not be reached or did not
  * answer in time (or output failed), 2 usage error (bad option, bad group
- * name), 3 the server refused (a request, a message, a subscription). */
+ * name), 3 the server refused (the connection, a request, a message, a
+ * subscription), 4 the device is in use: another mqchat listens with the
+ * same client id and state file.
+ *
+ * Waiting for the broker: send, history, unread, join and leave try to
+ * connect for up to -W seconds, again and again, so that a command started
+ * with the broker (at boot) does not fail while the broker comes up; listen
+ * keeps trying until it is stopped, each attempt bounded by 10 s, the
+ * pauses between them growing to 16 s (the library's reconnect). A
+ * broker that refuses the connection (credentials, authorisation) ends the
+ * command at once. */
 #include "chat_client.h"
 
 #include <errno.h>
@@ -23,8 +33,11 @@
 #define EXIT_UNREACHABLE 1
 #define EXIT_USAGE 2
 #define EXIT_REFUSED 3
+#define EXIT_IN_USE 4
 
 #define DEFAULT_WAIT_S 10      /* -W: connect and answers */
+#define RETRY_FIRST_MS 250     /* first pause between connect attempts (not listen) ... */
+#define RETRY_MAX_MS 2000      /* ... doubling up to this */
 #define DEFAULT_HISTORY 20     /* -n */
 #define MAX_HISTORY 1000000    /* -n at most */
 #define PROGRESS_EVERY_MS 1000 /* catch-up progress lines at most this often */
@@ -50,8 +63,8 @@ static const char *usage_text =
     "  -V <version>   MQTT version: 311 (default) or 5 (also mqttv311, mqttv5)\n"
     "  -q <qos>       QoS of sent messages: 1 (default) or 2\n"
     "  -k <seconds>   keep-alive (default 30)\n"
-    "  -W <seconds>   listen: stop after this long; others: wait this long for the broker\n"
-    "                 (default 10)\n"
+    "  -W <seconds>   listen: stop after this long; others: wait up to this long for the\n"
+    "                 broker, retrying the connection, and for each answer (default 10)\n"
     "  -C <count>     listen: stop after printing this many messages\n"
     "  -l             send: send each line of stdin as a message\n"
     "  -n <count>     history: how many messages (default 20)\n"
@@ -63,8 +76,12 @@ static const char *usage_text =
     "  --quiet        no progress or connection notes on stderr\n"
     "  --help         this text\n"
     "\n"
+    "listen waits for the broker and reconnects by itself until stopped. Give each\n"
+    "device its own client id: a second connection with the same id takes over, and\n"
+    "the broker disconnects the first.\n"
+    "\n"
     "Exit status: 0 success, 1 broker unreachable or silent, 2 usage error,\n"
-    "3 refused by the server.\n";
+    "3 refused by the server, 4 this device is already listening elsewhere.\n";
 
 struct opts {
     const char *host;
@@ -95,7 +112,9 @@ static atomic_long g_printed;
 static long g_count;
 static bool g_json;
 static bool g_quiet;
-static bool g_connected_once;
+static atomic_bool g_connected_once;
+static atomic_bool g_waiting; /* listen started while the broker could not be reached */
+static const char *g_client_id;
 static int64_t g_last_progress;
 
 static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -316,7 +335,9 @@ static int make_parents(char *path)
     return 0;
 }
 
-/* The default state file of a client id and broker. Returns 0 or -1. */
+/* The default state file of a client id and broker. Returns 0, or -1 when
+ * there is no home directory or the name would not fit (a cut name could be
+ * another device's file). */
 static int default_state(const struct opts *o, const char *client_id, char *buf, size_t size)
 {
     const char *xdg = getenv("XDG_STATE_HOME");
@@ -324,7 +345,9 @@ static int default_state(const struct opts *o, const char *client_id, char *buf,
     char name[3 * NAME_MAX_LEN];
     int n;
 
-    snprintf(name, sizeof name, "%s@%s-%d.state", client_id, o->host, o->port);
+    n = snprintf(name, sizeof name, "%s@%s-%d.state", client_id, o->host, o->port);
+    if (n < 0 || (size_t)n >= sizeof name)
+        return -1;
     for (char *p = name; *p != '\0'; p++)
         if (*p == '/')
             *p = '_';
@@ -389,13 +412,21 @@ static void on_event(void *arg, const chat_client_event *ev)
     (void)arg;
     switch (ev->type) {
     case CHAT_CLIENT_EV_CONNECTED:
-        if (g_connected_once)
+        if (atomic_load(&g_connected_once))
             note("connected again");
-        g_connected_once = true;
+        else if (atomic_load(&g_waiting))
+            note("connected");
+        atomic_store(&g_connected_once, true);
         break;
     case CHAT_CLIENT_EV_DISCONNECTED:
-        note("connection lost%s%s; reconnecting", ev->reason ? ": " : "",
-             ev->reason ? ev->reason : "");
+        if (ev->code == 0x8E) /* MQTT 5: Session taken over */
+            fprintf(stderr,
+                    "mqchat: another client connected with the client id '%s' and took over "
+                    "this connection; reconnecting (give each device its own -i)\n",
+                    g_client_id);
+        else
+            note("connection lost%s%s; reconnecting", ev->reason ? ": " : "",
+                 ev->reason ? ev->reason : "");
         break;
     case CHAT_CLIENT_EV_CATCHUP:
         /* Only long catch-ups (more than a page) get progress lines. */
@@ -448,6 +479,8 @@ static int failed(const char *what, chat_client_err err)
         return EXIT_REFUSED;
     case CHAT_CLIENT_ERR_INVAL:
         return EXIT_USAGE;
+    case CHAT_CLIENT_ERR_IN_USE:
+        return EXIT_IN_USE;
     default:
         return EXIT_UNREACHABLE;
     }
@@ -515,15 +548,63 @@ static int cmd_send(chat_client *c, const struct opts *o, int wait_ms)
     return 0;
 }
 
-static int cmd_listen(chat_client *c, const struct opts *o, sigset_t *sigs)
+/* Connects, trying again for up to wait_ms while the broker cannot be
+ * reached (it may be starting, or restarting); a refusal ends the wait.
+ * Returns 0, or the exit status after saying why. */
+static int connect_wait(chat_client *c, int wait_ms)
+{
+    int64_t deadline = now_ms() + wait_ms;
+    int pause = RETRY_FIRST_MS;
+    char why[512] = "";
+
+    for (int attempt = 1;; attempt++) {
+        int64_t left = deadline - now_ms();
+        chat_client_err err = chat_client_connect(c, left > 0 ? (int)left : 1);
+        struct timespec ts;
+
+        if (err == CHAT_CLIENT_OK)
+            return 0;
+        if (err != CHAT_CLIENT_ERR_CONNECT && err != CHAT_CLIENT_ERR_TIMEOUT)
+            return failed("cannot connect", err);
+        /* The last attempt may be cut by the deadline: name the real cause. */
+        if (err == CHAT_CLIENT_ERR_CONNECT || why[0] == '\0')
+            snprintf(why, sizeof why, "%s", chat_client_reason());
+        left = deadline - now_ms();
+        if (left <= 0) {
+            fprintf(stderr, "mqchat: cannot connect within %d s (%d attempts): %s\n",
+                    (wait_ms + 999) / 1000, attempt, why);
+            return EXIT_UNREACHABLE;
+        }
+        if (attempt == 1)
+            note("%s; trying again for up to %lld s", why, (long long)(left + 999) / 1000);
+        left = left < pause ? left : pause;
+        ts.tv_sec = (time_t)(left / 1000);
+        ts.tv_nsec = (long)(left % 1000) * 1000000L;
+        nanosleep(&ts, NULL);
+        pause = pause * 2 < RETRY_MAX_MS ? pause * 2 : RETRY_MAX_MS;
+    }
+}
+
+static int cmd_listen(chat_client *c, const struct opts *o, sigset_t *sigs, int wait_ms)
 {
     int64_t deadline = o->wait_s > 0 ? now_ms() + (int64_t)o->wait_s * 1000 : 0;
     int status = 0;
+    chat_client_err err;
 
+    /* Listened groups are subscribed on every connect, the first included. */
     for (int i = 0; i < o->nargs; i++) {
-        chat_client_err err = chat_client_listen(c, o->args[i]);
-        if (err != CHAT_CLIENT_OK)
+        if ((err = chat_client_listen(c, o->args[i])) != CHAT_CLIENT_OK)
             return failed("listen", err);
+    }
+    /* A listener started with the broker (at boot) waits for it: the
+     * library keeps trying in the background, each attempt bounded by
+     * wait_ms, until we stop. */
+    err = chat_client_connect(c, wait_ms);
+    if (err == CHAT_CLIENT_ERR_CONNECT || err == CHAT_CLIENT_ERR_TIMEOUT) {
+        atomic_store(&g_waiting, true);
+        note("%s; waiting for the broker (Ctrl-C to stop)", chat_client_reason());
+    } else if (err != CHAT_CLIENT_OK) {
+        return failed("cannot connect", err);
     }
     /* Wait for a signal: Ctrl-C, kill, or a callback's SIGUSR1. */
     for (;;) {
@@ -550,6 +631,10 @@ static int cmd_listen(chat_client *c, const struct opts *o, sigset_t *sigs)
     }
     if (atomic_load(&g_exit) >= 0)
         status = atomic_load(&g_exit);
+    if (status == 0 && !atomic_load(&g_connected_once)) {
+        fprintf(stderr, "mqchat: stopped before the broker could be reached\n");
+        status = EXIT_UNREACHABLE;
+    }
     return status;
 }
 
@@ -615,6 +700,9 @@ static int cmd_unread(chat_client *c)
 
     if (err != CHAT_CLIENT_OK)
         return failed("unread", err);
+    if (n == 0)
+        printf("no groups yet: join one with 'mqchat join <group>', or by sending to or "
+               "listening to an open group\n");
     for (size_t i = 0; i < n; i++)
         printf("%s: %llu unread (head #%llu)\n", list[i].group, (unsigned long long)list[i].unread,
                (unsigned long long)list[i].head);
@@ -631,7 +719,7 @@ static int cmd_membership(chat_client *c, const struct opts *o, bool join)
     if (err != CHAT_CLIENT_OK)
         return failed(join ? "join" : "leave", err);
     if (join)
-        printf("joined %s at #%llu\n", o->args[0], (unsigned long long)head);
+        printf("joined %s (head #%llu)\n", o->args[0], (unsigned long long)head);
     else
         printf("left %s\n", o->args[0]);
     return fflush(stdout) == 0 ? 0 : EXIT_UNREACHABLE;
@@ -688,10 +776,14 @@ int main(int argc, char **argv)
     g_quiet = o.quiet;
     g_count = listen ? o.count : 0;
     wait_ms = (listen || o.wait_s == 0 ? DEFAULT_WAIT_S : o.wait_s) * 1000;
-    if (o.client_id != NULL)
+    if (o.client_id != NULL) {
+        if (strlen(o.client_id) >= sizeof client_id)
+            die_usage("-i: a client id of at most %zu bytes, please", sizeof client_id - 1);
         snprintf(client_id, sizeof client_id, "%s", o.client_id);
-    else
+    } else {
         default_client_id(&o, listen, client_id, sizeof client_id);
+    }
+    g_client_id = client_id;
 
     /* Signals go to sigwait in the main thread; every thread started from
      * here (Paho's, the library's) inherits the mask. A closed stdout is an
@@ -726,27 +818,33 @@ int main(int argc, char **argv)
         } else if (default_state(&o, client_id, state, sizeof state) == 0) {
             co.state_path = state;
         } else {
-            fprintf(stderr, "mqchat: no state file (set HOME or use --state): messages "
-                            "shown before a restart may show again\n");
+            fprintf(stderr, "mqchat: no default state file (HOME unset, or the name too long): "
+                            "use --state, or messages shown before a restart may show again\n");
         }
     }
-    if ((err = chat_client_create(&co, &c)) != CHAT_CLIENT_OK)
+    if ((err = chat_client_create(&co, &c)) == CHAT_CLIENT_ERR_IN_USE) {
+        fprintf(stderr,
+                "mqchat: device '%s' is already listening (%s): stop that mqchat, or give this "
+                "one a device of its own with -i <client id>\n",
+                client_id, chat_client_reason());
+        return EXIT_IN_USE;
+    } else if (err != CHAT_CLIENT_OK) {
         return failed("cannot start", err);
-    if ((err = chat_client_connect(c, wait_ms)) != CHAT_CLIENT_OK) {
-        status = failed("cannot connect", err);
+    }
+    if (listen) {
+        status = cmd_listen(c, &o, &sigs, wait_ms);
+    } else if ((status = connect_wait(c, wait_ms)) != 0) {
         chat_client_destroy(c);
         return status == EXIT_USAGE ? EXIT_UNREACHABLE : status;
-    }
-    if (strcmp(o.command, "send") == 0)
+    } else if (strcmp(o.command, "send") == 0) {
         status = cmd_send(c, &o, wait_ms);
-    else if (listen)
-        status = cmd_listen(c, &o, &sigs);
-    else if (strcmp(o.command, "history") == 0)
+    } else if (strcmp(o.command, "history") == 0) {
         status = cmd_history(c, &o);
-    else if (strcmp(o.command, "unread") == 0)
+    } else if (strcmp(o.command, "unread") == 0) {
         status = cmd_unread(c);
-    else
+    } else {
         status = cmd_membership(c, &o, strcmp(o.command, "join") == 0);
+    }
     /* Acks what was shown, so the next start resumes right after it. */
     err = chat_client_disconnect(c, wait_ms);
     if (err != CHAT_CLIENT_OK && status == 0 && !listen)

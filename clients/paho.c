@@ -84,6 +84,20 @@ static void on_connection_lost(void *context, char *cause)
     post_simple(context, EV_CONN_LOST, 0, cause);
 }
 
+/* MQTT 5: the broker sent DISCONNECT (its reason code says why, e.g. 0x8E
+ * when another client took over the session). Paho 1.3.12 calls no
+ * connection_lost after this one: the connection is over. */
+static void on_server_disconnect(void *context, MQTTProperties *props, enum MQTTReasonCodes rc)
+{
+    MQTTProperty *p =
+        props != NULL ? MQTTProperties_getProperty(props, MQTTPROPERTY_CODE_REASON_STRING) : NULL;
+    char text[256] = "";
+
+    if (p != NULL && p->value.data.data != NULL && p->value.data.len > 0)
+        snprintf(text, sizeof text, "%.*s", p->value.data.len, p->value.data.data);
+    post_simple(context, EV_SERVER_DISCONNECT, (int)rc, text[0] != '\0' ? text : NULL);
+}
+
 static void on_disconnect_done(void *context, MQTTAsync_successData *r)
 {
     (void)r;
@@ -220,6 +234,8 @@ int chat_paho_open(chat_client *c, uint32_t epoch, int timeout_ms)
     }
     c->conn = conn;
     rc = MQTTAsync_setCallbacks(c->mqtt, conn, on_connection_lost, on_message, NULL);
+    if (rc == MQTTASYNC_SUCCESS && c->mqtt_version >= 5)
+        rc = MQTTAsync_setDisconnected(c->mqtt, conn, on_server_disconnect);
     if (rc != MQTTASYNC_SUCCESS)
         return rc;
     o->keepAliveInterval = c->keepalive_s;

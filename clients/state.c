@@ -169,10 +169,12 @@ chat_client_err chat_state_open(const char *path, chat_state **out, char *why, s
     fl.l_type = F_WRLCK;
     fl.l_whence = SEEK_SET;
     if (fcntl(st->lock_fd, F_SETLK, &fl) != 0) {
-        if (errno == EACCES || errno == EAGAIN)
+        if (errno == EACCES || errno == EAGAIN) {
+            rc = CHAT_CLIENT_ERR_IN_USE;
             snprintf(why, why_size, "%s is in use by another process", path);
-        else
+        } else {
             snprintf(why, why_size, "cannot lock %s: %s", lock_path, strerror(errno));
+        }
         goto fail;
     }
     if ((rc = load(st, why, why_size)) != CHAT_CLIENT_OK)

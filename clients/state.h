@@ -25,8 +25,9 @@
 typedef struct chat_state chat_state;
 
 /* Locks and reads the state file at path (a missing file is an empty
- * state). On failure returns CHAT_CLIENT_ERR_STATE (or _NOMEM) with a reason
- * in why. On success *out is the state, closed with chat_state_close. */
+ * state). On failure returns CHAT_CLIENT_ERR_IN_USE when another process
+ * holds the lock, else CHAT_CLIENT_ERR_STATE (or _NOMEM), with a reason in
+ * why. On success *out is the state, closed with chat_state_close. */
 chat_client_err chat_state_open(const char *path, chat_state **out, char *why, size_t why_size);
 
 /* Releases the lock and frees st. Accepts NULL. */

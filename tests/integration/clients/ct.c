@@ -42,6 +42,7 @@ struct ct_broker {
     char out[PATH_LEN];
     char db[PATH_LEN];
     char **opts;
+    char **lines; /* broker configuration lines after ours */
     int port;
     pid_t pid; /* 0 when not running */
 };
@@ -457,6 +458,8 @@ static void write_config(const ct_broker *b)
             b->port, b->log, CHAT_PLUGIN_PATH, b->db);
     for (size_t i = 0; b->opts[i] != NULL; i++)
         fprintf(f, "plugin_opt_%s\n", b->opts[i]);
+    for (size_t i = 0; b->lines[i] != NULL; i++)
+        fprintf(f, "%s\n", b->lines[i]);
     if (fclose(f) != 0)
         FAIL("cannot write %s: %s", b->conf, strerror(errno));
 }
@@ -508,10 +511,37 @@ static bool start_on_port(ct_broker *b)
     FAIL("broker on port %d not ready after %d ms", b->port, READY_MS);
 }
 
+/* A copy of the NULL-terminated list (NULL: empty). */
+static char **dup_list(const char *const *list)
+{
+    size_t n = 0;
+    char **copy;
+
+    while (list != NULL && list[n] != NULL)
+        n++;
+    if ((copy = calloc(n + 1, sizeof *copy)) == NULL)
+        FAIL("out of memory");
+    for (size_t i = 0; i < n; i++)
+        if ((copy[i] = strdup(list[i])) == NULL)
+            FAIL("out of memory");
+    return copy;
+}
+
+static void free_list(char **list)
+{
+    for (size_t i = 0; list != NULL && list[i] != NULL; i++)
+        free(list[i]);
+    free(list);
+}
+
 ct_broker *ct_broker_start(const char *const *opts)
 {
+    return ct_broker_start_with(opts, NULL);
+}
+
+ct_broker *ct_broker_start_with(const char *const *opts, const char *const *lines)
+{
     ct_broker *b = calloc(1, sizeof *b);
-    size_t n = 0;
     int slot = -1;
 
     if (b == NULL)
@@ -529,13 +559,8 @@ ct_broker *ct_broker_start(const char *const *opts)
     snprintf(b->db, sizeof b->db, "%s/db", b->dir);
     if (mkdir(b->dir, 0700) != 0 || mkdir(b->db, 0700) != 0)
         FAIL("mkdir %s: %s", b->dir, strerror(errno));
-    while (opts != NULL && opts[n] != NULL)
-        n++;
-    if ((b->opts = calloc(n + 1, sizeof *b->opts)) == NULL)
-        FAIL("out of memory");
-    for (size_t i = 0; i < n; i++)
-        if ((b->opts[i] = strdup(opts[i])) == NULL)
-            FAIL("out of memory");
+    b->opts = dup_list(opts);
+    b->lines = dup_list(lines);
     for (int attempt = 0; attempt < START_ATTEMPTS; attempt++) {
         b->port = ct_free_port();
         write_config(b);
@@ -600,9 +625,8 @@ void ct_broker_destroy(ct_broker *b)
     for (int i = 0; i < MAX_BROKERS; i++)
         if (g_brokers[i] == b)
             g_brokers[i] = NULL;
-    for (size_t i = 0; b->opts[i] != NULL; i++)
-        free(b->opts[i]);
-    free(b->opts);
+    free_list(b->opts);
+    free_list(b->lines);
     free(b);
 }
 
@@ -614,4 +638,21 @@ int ct_broker_port(const ct_broker *b)
 const char *ct_broker_db(const ct_broker *b)
 {
     return b->db;
+}
+
+int ct_broker_version(void)
+{
+    char *argv[] = {(char *)CHAT_MOSQUITTO_BIN, (char *)"-h", NULL};
+    char out[PATH_LEN];
+    int major = 0, minor = 0, patch = 0;
+    char *text, *v;
+
+    ct_path(out, sizeof out, "mosquitto-version.txt");
+    ct_run(argv, NULL, out, NULL, 10000); /* -h exits with a usage status */
+    text = ct_read_file(out, NULL);
+    v = text != NULL ? strstr(text, "version ") : NULL;
+    if (v == NULL || sscanf(v, "version %d.%d.%d", &major, &minor, &patch) != 3)
+        FAIL("no version in the output of %s -h: %s", CHAT_MOSQUITTO_BIN, text ? text : "");
+    free(text);
+    return major * 10000 + minor * 100 + patch;
 }

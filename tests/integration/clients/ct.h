@@ -72,6 +72,10 @@ typedef struct ct_broker ct_broker;
  * becomes the broker's LD_PRELOAD. */
 ct_broker *ct_broker_start(const char *const *opts);
 
+/* The same with broker configuration lines (NULL-terminated, may be NULL)
+ * written after all of the above, e.g. "max_packet_size 2000". */
+ct_broker *ct_broker_start_with(const char *const *opts, const char *const *lines);
+
 /* kill -9, and reap. */
 void ct_broker_kill(ct_broker *b);
 
@@ -88,6 +92,10 @@ int ct_broker_port(const ct_broker *b);
 
 /* The broker's LevelDB directory, owned by b. */
 const char *ct_broker_db(const ct_broker *b);
+
+/* The version of the broker the tests run, from `mosquitto -h`, as 10000 *
+ * major + 100 * minor + patch (20011 for 2.0.11). */
+int ct_broker_version(void);
 
 /* ---------------------------------------------------------------------------
  * Processes

@@ -1,6 +1,7 @@
 /* test_cli.c: mqchat's commands, output and exit status: 0 success, 1 broker
  * unreachable, 2 usage error (bad option, bad group name), 3 refused by the
- * server (request, message, subscription), with MQTT 3.1.1 and 5. */
+ * server (request, message, subscription), with MQTT 3.1.1 and 5. Waiting
+ * for the broker, exit 4 and refused connections: test_connect.c. */
 #include "ct.h"
 
 #include <stdarg.h>
@@ -11,7 +12,7 @@
 
 #define MAX_ARGS 32
 
-static char g_out[512], g_err[512], g_in[512];
+static char g_out[512], g_err[512], g_in[512], g_state[512];
 static char *g_stdout, *g_stderr; /* of the last run */
 
 /* Runs mqchat with the NULL-terminated arguments (stdin from in, or
@@ -99,15 +100,18 @@ static void unreachable(void)
     char port[16];
     int64_t t0 = ct_now_ms();
 
+    /* Each command waits -W seconds for the broker, retrying; listen until
+     * it is stopped (here by -W), and then says it never got through. */
     snprintf(port, sizeof port, "%d", ct_free_port());
-    run(1, "-p", port, "send", "room", "hi");
-    expect_err("cannot connect");
-    run(1, "-p", port, "-V", "5", "listen", "room");
-    run(1, "-p", port, "unread");
-    run(1, "-p", port, "history", "room");
+    run(1, "-p", port, "-W", "1", "send", "room", "hi");
+    expect_err("cannot connect within 1 s");
+    run(1, "-p", port, "-V", "5", "-W", "1", "--state", g_state, "listen", "room");
+    expect_err("stopped before the broker could be reached");
+    run(1, "-p", port, "-W", "1", "unread");
+    run(1, "-p", port, "-W", "1", "history", "room");
     CHECK(ct_now_ms() - t0 < 15000, "unreachable broker took %lld ms",
           (long long)(ct_now_ms() - t0));
-    ct_log("unreachable broker: exit 1");
+    ct_log("unreachable broker: exit 1 after -W");
 }
 
 static void open_groups(void)
@@ -120,7 +124,7 @@ static void open_groups(void)
     run(0, "-p", port, "-i", "alice", "send", "room", "hello", "world");
     CHECK(g_stdout[0] == '\0', "send printed: %s", g_stdout);
     run(0, "-p", port, "-u", "bob", "join", "room");
-    expect_out("joined room at #1");
+    expect_out("joined room (head #1)");
     run(0, "-p", port, "-V", "5", "-i", "alice", "-q", "2", "send", "room", "second");
     run(0, "-p", port, "-u", "bob", "-V", "mqttv5", "history", "room", "-n", "5");
     CHECK(strcmp(g_stdout, "[room #1] alice: hello world\n[room #2] alice: second\n") == 0,
@@ -208,6 +212,7 @@ int main(void)
     ct_path(g_out, sizeof g_out, "stdout.txt");
     ct_path(g_err, sizeof g_err, "stderr.txt");
     ct_path(g_in, sizeof g_in, "stdin.txt");
+    ct_path(g_state, sizeof g_state, "unreachable.state");
     usage_errors();
     unreachable();
     open_groups();

@@ -1,5 +1,5 @@
 /* test_refusal.c: a refused message is reported to its sender with the
- * plugin's reason and, as PROTOCOL.md's error entry promises
+ * plugin's reason and, as the error entry of docs/protocol.md promises
  * ({"command":"publish","group":..,"cid":..,"error":..}), with the cid the
  * library gave it, so the application knows which message failed; and
  * chat_client_flush counts it. Both MQTT 3.1.1 and MQTT 5. */
@@ -97,7 +97,7 @@ int main(void)
     ct_broker_destroy(b);
     CHECK(g_missing_cid == 0,
           "PLUGIN BUG: %d of 4 error entries of refused publishes lack the message's cid "
-          "(PROTOCOL.md, Sending: every rejected publisher gets "
+          "(docs/protocol.md, Refused publishes: every rejected publisher gets "
           "{\"command\":\"publish\",\"group\":..,\"cid\":..,\"error\":..})",
           g_missing_cid);
     return ct_pass();

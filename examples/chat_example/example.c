@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat_client.h"
+#include <chat_client.h>
 
 /* Runs on the library's dispatcher thread, once per message id, in order. */
 static bool on_message(void *arg, const chat_client_message *m)
@@ -22,8 +22,9 @@ static bool on_message(void *arg, const chat_client_message *m)
 static void on_event(void *arg, const chat_client_event *ev)
 {
     (void)arg;
-    if (ev->type == CHAT_CLIENT_EV_DISCONNECTED)
-        fprintf(stderr, "(connection lost, reconnecting)\n");
+    if (ev->type == CHAT_CLIENT_EV_DISCONNECTED) /* with the broker's reason, if it gave one */
+        fprintf(stderr, "(connection lost%s%s; reconnecting)\n", ev->reason ? ": " : "",
+                ev->reason ? ev->reason : "");
     else if (ev->type == CHAT_CLIENT_EV_SEND_REFUSED || ev->type == CHAT_CLIENT_EV_ERROR)
         fprintf(stderr, "(%s)\n", ev->reason);
 }

@@ -58,14 +58,17 @@ typedef enum chat_client_err {
     CHAT_CLIENT_OK = 0,
     CHAT_CLIENT_ERR_INVAL,    /* bad argument, bad group name, or a call not allowed here */
     CHAT_CLIENT_ERR_NOMEM,    /* out of memory */
-    CHAT_CLIENT_ERR_CONNECT,  /* the broker could not be reached or refused the connection */
+    CHAT_CLIENT_ERR_CONNECT,  /* the broker could not be reached */
     CHAT_CLIENT_ERR_TIMEOUT,  /* no answer in time (the client keeps trying to connect) */
-    CHAT_CLIENT_ERR_REFUSED,  /* the plugin answered with an error entry */
+    CHAT_CLIENT_ERR_REFUSED,  /* the plugin answered with an error entry, or the broker
+                                 refused the connection (CONNACK: credentials, authorisation) */
     CHAT_CLIENT_ERR_PROTOCOL, /* the plugin's answer did not follow the protocol */
     CHAT_CLIENT_ERR_STATE,    /* the state file cannot be read, written or locked */
     CHAT_CLIENT_ERR_FULL,     /* the outbox holds max_outbox unacknowledged messages */
     CHAT_CLIENT_ERR_MQTT,     /* Paho refused an operation */
-    CHAT_CLIENT_ERR_CLOSED    /* the client was disconnected with chat_client_disconnect */
+    CHAT_CLIENT_ERR_CLOSED,   /* the client was disconnected with chat_client_disconnect */
+    CHAT_CLIENT_ERR_IN_USE    /* another client (process) holds the state file: the device is
+                                 in use */
 } chat_client_err;
 
 /* A static English description of err. */
@@ -109,7 +112,8 @@ typedef bool chat_client_message_fn(void *arg, const chat_client_message *m);
 
 typedef enum chat_client_event_type {
     CHAT_CLIENT_EV_CONNECTED,      /* connected (again); subscriptions and sync follow */
-    CHAT_CLIENT_EV_DISCONNECTED,   /* the connection was lost; the library reconnects */
+    CHAT_CLIENT_EV_DISCONNECTED,   /* the connection was lost (reason, code); the library
+                                      reconnects */
     CHAT_CLIENT_EV_CATCHUP,        /* a replay page or gap fetch of group was applied */
     CHAT_CLIENT_EV_SEND_REFUSED,   /* the plugin refused message cid in group: reason */
     CHAT_CLIENT_EV_LISTEN_REFUSED, /* the plugin refused the subscription to group: reason */
@@ -122,11 +126,16 @@ typedef struct chat_client_event {
     chat_client_event_type type;
     const char *group;  /* CATCHUP, SEND_REFUSED, LISTEN_REFUSED, TRUNCATED, maybe ERROR */
     const char *cid;    /* SEND_REFUSED */
-    const char *reason; /* SEND_REFUSED, LISTEN_REFUSED, ERROR; DISCONNECTED: Paho's, if any */
+    const char *reason; /* SEND_REFUSED, LISTEN_REFUSED, ERROR; DISCONNECTED: the broker's
+                           reason (MQTT 5) or Paho's, if any */
     uint64_t id;        /* CATCHUP: last id shown; TRUNCATED: the oldest id still kept */
     uint64_t head;      /* CATCHUP: the group's head; caught up when id == head */
     uint64_t pages;     /* CATCHUP: pages and fetches applied in this catch-up so far */
     uint64_t messages;  /* CATCHUP: messages shown in this catch-up so far */
+    int code;           /* DISCONNECTED: the reason code of the broker's DISCONNECT packet
+                           (MQTT 5 only; 0x8E: another client connected with the same client
+                           id), 0 when the connection just ended, as it always does with
+                           MQTT 3.1.1 and with Mosquitto before 2.0.15 on a takeover */
 } chat_client_event;
 
 /* Called on the dispatcher thread for each event. */
@@ -170,9 +179,10 @@ typedef struct chat_client chat_client;
 
 /* Creates a client: copies opts, opens and locks the state file (created on
  * the first message shown) and starts the dispatcher thread, without
- * connecting. Returns CHAT_CLIENT_ERR_INVAL for bad options, _STATE if the
- * state file cannot be read or is used by another process, _MQTT if Paho
- * refuses. On success *out is the client, freed with chat_client_destroy. */
+ * connecting. Returns CHAT_CLIENT_ERR_INVAL for bad options, _IN_USE if
+ * another process holds the state file (it runs this device already), _STATE
+ * if the state file cannot be read, _MQTT if Paho refuses. On success *out is the client, freed
+ * with chat_client_destroy. */
 chat_client_err chat_client_create(const chat_client_options *opts, chat_client **out);
 
 /* Disconnects if connected (as chat_client_disconnect with a short
@@ -183,10 +193,17 @@ void chat_client_destroy(chat_client *c);
 
 /* Connects and waits until connected, at most timeout_ms (<= 0: the
  * request_timeout_ms option). Returns CHAT_CLIENT_ERR_CONNECT if the first
- * attempt failed (chat_client_reason says why) and _TIMEOUT if none finished
- * in time; in both cases the client keeps trying in the background
- * (CHAT_CLIENT_EV_CONNECTED reports success) until chat_client_disconnect or
- * chat_client_destroy. Once connected it reconnects for ever. */
+ * attempt failed (the broker cannot be reached; chat_client_reason says
+ * why), _REFUSED if the broker refused it (CONNACK: bad credentials, not
+ * authorised), and _TIMEOUT if none finished in time; in every case the
+ * client keeps trying in the background, pausing between attempts (from
+ * 250 ms, doubling up to reconnect_max_s), until chat_client_disconnect or
+ * chat_client_destroy: CHAT_CLIENT_EV_CONNECTED reports success, and
+ * CHAT_CLIENT_EV_ERROR each refusal by the broker. Calling it again waits
+ * again (and tries at once if no attempt is under way). Once connected it
+ * reconnects for ever. The client id must be unique on the broker: a second
+ * connection with the same id takes over, and the broker disconnects the
+ * first (see chat_client_event's code). */
 chat_client_err chat_client_connect(chat_client *c, int timeout_ms);
 
 /* Sends pending acks, waits (at most timeout_ms) for the broker to take them
@@ -277,8 +294,10 @@ chat_client_err chat_client_unread(chat_client *c, chat_client_group_status **li
 /* Frees what chat_client_unread returned. Accepts NULL. */
 void chat_client_unread_free(chat_client_group_status *list, size_t count);
 
-/* Joins group (or, for an admin, adds member; NULL: oneself). *head (may be
- * NULL) gets the head the member's cursor starts at. */
+/* Joins group (or, for an admin, adds member; NULL: oneself). Joining a
+ * group the member is in already changes nothing. *head (may be NULL) gets
+ * the group's head when the plugin answered (its highest id, 0 for an empty
+ * group); for a new member, that is also where its cursor starts. */
 chat_client_err chat_client_join(chat_client *c, const char *group, const char *member,
                                  uint64_t *head);
 

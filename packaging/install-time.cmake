@@ -1,0 +1,48 @@
+# install-time.cmake: run by `cmake --install` (and by CPack) after the
+# CHAT_* variables of install.cmake were set; writes the files that name
+# installed paths, from the CMAKE_INSTALL_PREFIX of this installation.
+
+# A GNUInstallDirs directory (relative, or absolute) under the prefix.
+function(chat_full_path out dir)
+  if(IS_ABSOLUTE "${dir}")
+    set(${out} "${dir}" PARENT_SCOPE)
+  else()
+    set(${out} "${CMAKE_INSTALL_PREFIX}/${dir}" PARENT_SCOPE)
+  endif()
+endfunction()
+
+chat_full_path(CHAT_FULL_LIBDIR "${CHAT_LIBDIR}")
+chat_full_path(CHAT_FULL_INCLUDEDIR "${CHAT_INCLUDEDIR}")
+chat_full_path(CHAT_DOC_DIR "${CHAT_DOCDIR}")
+set(CHAT_PREFIX "${CMAKE_INSTALL_PREFIX}")
+set(CHAT_PLUGIN_PATH "${CHAT_FULL_LIBDIR}/mosquitto-chat/mosquitto_chat.so")
+# GNUInstallDirs' rule for sysconfdir: /etc for the prefix /usr, else under
+# the prefix. Debian's broker reads /etc/mosquitto/conf.d.
+if(CMAKE_INSTALL_PREFIX MATCHES "^/usr/?$")
+  set(confdir "/etc/mosquitto/conf.d")
+else()
+  set(confdir "${CMAKE_INSTALL_PREFIX}/etc/mosquitto/conf.d")
+endif()
+
+set(stage "${CHAT_BINARY_DIR}/install-time")
+file(MAKE_DIRECTORY "${stage}")
+configure_file("${CHAT_SOURCE_DIR}/packaging/mosquitto-chat.conf.in" "${stage}/mosquitto-chat.conf"
+               @ONLY)
+file(INSTALL "${stage}/mosquitto-chat.conf" DESTINATION "${confdir}"
+     PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
+if(CHAT_WITH_CLIENTS)
+  configure_file("${CHAT_SOURCE_DIR}/packaging/mosquitto-chat-client.pc.in"
+                 "${stage}/mosquitto-chat-client.pc" @ONLY)
+  file(INSTALL "${stage}/mosquitto-chat-client.pc" DESTINATION "${CHAT_FULL_LIBDIR}/pkgconfig"
+       PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
+endif()
+
+# Debian's changelog, compressed as Debian wants it: -9, no name or time
+# stamp in the gzip header, so the package is reproducible.
+execute_process(COMMAND gzip -9 -n -c "${CHAT_SOURCE_DIR}/packaging/deb/changelog"
+                OUTPUT_FILE "${stage}/changelog.gz" RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "gzip of packaging/deb/changelog failed")
+endif()
+file(INSTALL "${stage}/changelog.gz" DESTINATION "${CHAT_DOC_DIR}"
+     PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)

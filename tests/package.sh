@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# package.sh: the Debian package as an operator meets it. Builds it with
+# `cmake --build <dir> --target package`, checks its name, dependencies,
+# conffile and maintainer scripts, runs lintian (no errors), installs it with
+# dpkg -i, and starts /usr/sbin/mosquitto as root from a configuration that
+# includes the packaged snippet beside a loopback listener on a free port:
+# the broker drops to the user mosquitto before it loads the plugin. The
+# installed mqchat and the example application, built against the installed
+# library with pkg-config and nothing else, chat through it; enough data goes
+# in for LevelDB's background thread to write table files, and every file of
+# the store must be owned by mosquitto. Then the broker stops, dpkg -r keeps
+# the store (and, as dpkg does with conffiles, the snippet), dpkg --purge
+# removes both.
+#
+#   tests/package.sh [build dir]     (default build-rel; scripts/test runs it)
+#
+# Needs root (CI is): skips otherwise. Leaves the machine as it found it: it
+# refuses to run when the package, the store or the snippet is there already,
+# purges the package on any failure, and a lock keeps two runs on one machine
+# from overlapping.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-build-rel}
+case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+NAME=package
+STORE=/var/lib/mosquitto/chat
+SNIPPET=/etc/mosquitto/conf.d/mosquitto-chat.conf
+PLUGIN=/usr/lib/mosquitto-chat/mosquitto_chat.so
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "[package] SKIPPED: installing a package needs root (CI runs as root)" >&2
+  exit 0
+fi
+WORK=$(mktemp -d /tmp/mqchat-package.XXXXXX)
+chmod 755 "$WORK" # the broker, once it is the user mosquitto, reads its config here
+# shellcheck source=tests/lib.sh
+. "$ROOT/tests/lib.sh"
+FAILED=1
+INSTALLED=0
+APP=
+cleanup() {
+  [ -n "$APP" ] && ! gone "$APP" && { kill -KILL "$APP" 2>/dev/null || true; }
+  kill_broker
+  if [ "$INSTALLED" = 1 ]; then
+    dpkg_wait --purge mosquitto-chat >>"$WORK/dpkg.log" 2>&1 || log "cleanup: dpkg --purge failed"
+  fi
+  if [ "$FAILED" = 0 ] && [ "${KEEP:-0}" != 1 ]; then rm -rf "$WORK"; else log "kept $WORK"; fi
+}
+trap cleanup EXIT
+
+# dpkg_wait <args>: dpkg, waiting (120 s) while another dpkg or apt holds its lock.
+dpkg_wait() {
+  local i
+  for ((i = 0; i < 120; i++)); do
+    if dpkg "$@" 2>"$WORK/dpkg.err"; then return 0; fi
+    grep -q 'lock' "$WORK/dpkg.err" || { cat "$WORK/dpkg.err" >&2; return 1; }
+    sleep 1
+  done
+  cat "$WORK/dpkg.err" >&2
+  return 1
+}
+
+exec 9>/run/lock/mosquitto-chat-package-test.lock
+flock -w 600 9 || die "another package test held the lock for 10 minutes"
+status=$(dpkg-query -W -f='${Status}' mosquitto-chat 2>/dev/null || true)
+case "$status" in "" | *not-installed) ;; *) die "mosquitto-chat is installed ($status): not touching it" ;; esac
+for f in "$STORE" "$SNIPPET"; do
+  [ ! -e "$f" ] || die "$f exists already: not touching it"
+done
+
+# --- build and inspect ----------------------------------------------------
+version=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$BUILD/CMakeCache.txt")
+deb=$BUILD/mosquitto-chat_${version}_$(dpkg --print-architecture).deb
+rm -f "$deb"
+cmake --build "$BUILD" --target package >"$WORK/cpack.log" 2>&1 || die "the package target failed"
+[ -f "$deb" ] || die "no $deb"
+dpkg-deb -f "$deb" Depends >"$WORK/depends.out"
+grep -q 'mosquitto (>= 2.0)' "$WORK/depends.out" || die "Depends lacks mosquitto (>= 2.0)"
+for lib in libc6 libleveldb1d libcjson1 libpaho-mqtt1.3; do # from dpkg-shlibdeps
+  grep -q "$lib" "$WORK/depends.out" || die "Depends lacks $lib: $(cat "$WORK/depends.out")"
+done
+dpkg-deb --ctrl-tarfile "$deb" | tar -xOf - ./conffiles | grep -qx "$SNIPPET" ||
+  die "$SNIPPET is not a conffile"
+dpkg-deb --fsys-tarfile "$deb" | tar -xOf - ".$SNIPPET" >"$WORK/snippet.out"
+# The snippet loads the plugin, names the store and sets nodelay: nothing else.
+directives=$(grep -v '^#' "$WORK/snippet.out" | grep -v '^$' | LC_ALL=C sort | tr '\n' '|')
+[ "$directives" = "plugin $PLUGIN|plugin_opt_db_path $STORE|set_tcp_nodelay true|" ] ||
+  die "the snippet says: $directives"
+lintian --fail-on error --display-level '>=warning' "$deb" >"$WORK/lintian.out" 2>&1 ||
+  die "lintian reports errors"
+log "built $(basename "$deb"): Depends $(cat "$WORK/depends.out"); lintian: no errors," \
+  "$(grep -c '^W:' "$WORK/lintian.out" || true) warnings"
+sed -n 's/^/    /p' "$WORK/lintian.out" | grep ' W: ' >&2 || true
+
+# --- install --------------------------------------------------------------
+INSTALLED=1
+dpkg_wait -i "$deb" >"$WORK/dpkg.log" || die "dpkg -i failed"
+for f in "$PLUGIN" /usr/bin/mqchat "$SNIPPET"; do
+  [ -f "$f" ] || die "$f missing after dpkg -i"
+done
+[ "$(stat -c %U "$STORE")" = mosquitto ] || die "$STORE is not owned by mosquitto after dpkg -i"
+log "dpkg -i: plugin, mqchat, snippet in place; $STORE owned by mosquitto"
+
+# The example application, built as its docs say, against the system's copy.
+cp -r /usr/share/doc/mosquitto-chat/examples/chat_example "$WORK/app"
+# shellcheck disable=SC2046
+cc -Wall -Wextra -Werror "$WORK/app/example.c" $(pkg-config --cflags --libs mosquitto-chat-client) \
+  -o "$WORK/app/chat_example" 2>"$WORK/app.err" || die "the example did not build"
+
+# --- the broker, started as root with the packaged snippet ----------------
+# Debian's own mosquitto.conf would also write to /var/lib/mosquitto and
+# /var/log: this one has only a listener, and reads the snippet from
+# /etc/mosquitto/conf.d (or, when that holds other snippets, from a copy of
+# the directory with ours alone).
+include=/etc/mosquitto/conf.d
+if [ -n "$(find "$include" -name '*.conf' ! -name mosquitto-chat.conf)" ]; then
+  include=$WORK/conf.d
+  mkdir -m 755 "$include"
+  ln -s "$SNIPPET" "$include/"
+  log "other snippets in /etc/mosquitto/conf.d: including ours alone"
+fi
+cat >"$WORK/broker" <<EOF
+# Written by tests/package.sh. No "user" line: started as root, the broker
+# drops to the user mosquitto.
+listener @PORT@ 127.0.0.1
+allow_anonymous true
+log_type all
+include_dir $include
+EOF
+start_broker "$WORK/broker" "$WORK/broker.log"
+[ "$(stat -c %U "/proc/$BROKER_PID")" = mosquitto ] || die "the broker does not run as mosquitto"
+mqchat() { /usr/bin/mqchat -p "$BROKER_PORT" --quiet "$@"; }
+mqchat -i bob join room >"$WORK/join.out" || die "mqchat join failed"
+mqchat -i alice send room 'hello through the package' || die "mqchat send failed"
+mkfifo "$WORK/app.in"
+cd "$WORK" # the example writes bob.state here
+"$WORK/app/chat_example" 127.0.0.1 "$BROKER_PORT" bob room <"$WORK/app.in" >"$WORK/app.out" \
+  2>"$WORK/app.err" &
+APP=$!
+exec 3>"$WORK/app.in"
+wait_for 20 grep -q '^\[room #1\] alice: hello through the package$' "$WORK/app.out" ||
+  die "the example did not show alice's message"
+echo 'hello from the example' >&3
+exec 3>&-
+wait_for 20 gone "$APP" || die "the example did not end after its input did"
+wait "$APP" || die "the example exited with status $?"
+APP=
+# 12 MB of messages: more than LevelDB's 8 MB write buffer, so its background
+# thread writes a table file, after the broker dropped privileges long ago.
+line=$(head -c 3000 /dev/zero | tr '\0' 'x')
+for ((i = 0; i < 4000; i++)); do echo "$i $line"; done >"$WORK/bulk.in"
+mqchat -i alice -W 60 send -l room <"$WORK/bulk.in" || die "mqchat send -l failed"
+has_tables() { compgen -G "$STORE/*.ldb" >/dev/null; }
+wait_for 20 has_tables ||
+  die "LevelDB wrote no table file: $(ls "$STORE")"
+mqchat -i alice history room -n 1 >"$WORK/history.out" || die "mqchat history failed"
+grep -q '^\[room #4002\] alice: 3999 x' "$WORK/history.out" || die "the last message is not #4002"
+# Who owns the store: every file, the background thread's included.
+others=$(find "$STORE" ! -user mosquitto -printf '%p (%u)\n')
+[ -z "$others" ] || die "store files not owned by mosquitto: $others"
+log "chat through the packaged plugin as mosquitto: $(find "$STORE" -type f | wc -l) store" \
+  "files, $(compgen -G "$STORE/*.ldb" | wc -l) written by LevelDB's thread, all owned by mosquitto"
+stop_broker
+others=$(find "$STORE" ! -user mosquitto -printf '%p (%u)\n')
+[ -z "$others" ] || die "after the stop, store files not owned by mosquitto: $others"
+
+# --- remove, purge ---------------------------------------------------------
+dpkg_wait -r mosquitto-chat >>"$WORK/dpkg.log" 2>&1 || die "dpkg -r failed"
+for f in "$PLUGIN" /usr/bin/mqchat; do
+  [ ! -e "$f" ] || die "dpkg -r left $f"
+done
+[ -f "$STORE/CURRENT" ] || die "dpkg -r removed the store"
+[ -f "$SNIPPET" ] || die "dpkg -r removed the conffile (dpkg keeps conffiles until purge)"
+log "dpkg -r: program files gone; store and snippet kept"
+dpkg_wait --purge mosquitto-chat >>"$WORK/dpkg.log" 2>&1 || die "dpkg --purge failed"
+INSTALLED=0
+[ ! -e "$STORE" ] || die "dpkg --purge left $STORE"
+[ ! -e "$SNIPPET" ] || die "dpkg --purge left $SNIPPET"
+[ ! -e /usr/lib/mosquitto-chat ] || die "dpkg --purge left /usr/lib/mosquitto-chat"
+log "dpkg --purge: store and snippet gone"
+FAILED=0
+log "passed"
