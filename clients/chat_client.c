@@ -515,7 +515,7 @@ chat_client_err chat_client_send(chat_client *c, const char *group, const char *
 
     if (err != CHAT_CLIENT_OK)
         return err;
-    if (body == NULL || !chat_utf8_valid(body, strlen(body)))
+    if (body == NULL || !chat_proto_utf8_valid(body, strlen(body)))
         return report(CHAT_CLIENT_ERR_INVAL, "body must be UTF-8 text");
     if ((msg = cJSON_CreateObject()) == NULL || !cJSON_AddStringToObject(msg, "body", body)) {
         cJSON_Delete(msg);
@@ -532,7 +532,7 @@ chat_client_err chat_client_send_json(chat_client *c, const char *group, const c
 
     if (err != CHAT_CLIENT_OK)
         return err;
-    if (json == NULL || !chat_utf8_valid(json, strlen(json)))
+    if (json == NULL || !chat_proto_utf8_valid(json, strlen(json)))
         return report(CHAT_CLIENT_ERR_INVAL, "the message must be UTF-8 JSON");
     msg = cJSON_Parse(json);
     if (!cJSON_IsObject(msg)) {

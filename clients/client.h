@@ -24,14 +24,15 @@
 #include <cjson/cJSON.h>
 
 #include "chat_client.h"
+#include "chat_proto.h"
 #include "seq.h"
 #include "state.h"
 
-#define CHAT_CONTROL_TOPIC "$CONTROL/chat/v1"
-#define CHAT_RESPONSE_TOPIC "$CONTROL/chat/v1/response"
-#define CHAT_GROUP_MAX 128 /* bytes in a group name */
-#define CHAT_CID_MAX 64    /* bytes in a cid */
-#define REASON_MAX 512     /* bytes of an error text, NUL included */
+#define CHAT_CONTROL_TOPIC CHAT_PROTO_CONTROL_TOPIC
+#define CHAT_RESPONSE_TOPIC CHAT_PROTO_RESPONSE_TOPIC
+#define CHAT_GROUP_MAX CHAT_PROTO_GROUP_MAX
+#define CHAT_CID_MAX CHAT_PROTO_CID_MAX
+#define REASON_MAX 512 /* bytes of an error text, NUL included */
 
 /* ---------------------------------------------------------------------------
  * Calls: what the public API asks of the dispatcher
@@ -298,11 +299,9 @@ int chat_paho_publish(chat_client *c, const char *topic, const void *payload, si
 /* paho.c: subscribes to topic; EV_DONE reports *token's SUBACK. */
 int chat_paho_subscribe(chat_client *c, const char *topic, int qos, int *token);
 
-/* proto.c: true when s[0..len) is well-formed UTF-8 without NUL. */
-bool chat_utf8_valid(const char *s, size_t len);
-
-/* proto.c: the integer item as a uint64 in [lo, 2^53]; false if it is
- * missing, not a number or not such an integer. */
+/* proto.c: the integer item as a uint64 in [lo, 2^53-1] (the protocol's
+ * JSON integers); false if it is missing, not a number or not such an
+ * integer. */
 bool chat_json_u64(const cJSON *item, uint64_t lo, uint64_t *out);
 
 /* proto.c: fills m from an envelope object (strings owned by env; json must

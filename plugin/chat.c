@@ -225,7 +225,7 @@ int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev)
         chat_respond_error(pl, ev->client, "publish", NULL, NULL, why);
         return MOSQ_ERR_ACL_DENIED;
     }
-    const char *why = chat_group_check(g, glen);
+    const char *why = chat_proto_group_error(g, glen);
     if (why) {
         chat_respond_error(pl, ev->client, kind == CHAT_TOPIC_ACK ? "ack" : "publish", NULL, NULL,
                            why);
@@ -317,7 +317,7 @@ static int on_subscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check *
     if (chat_topic_parse(&pl->cfg, filter, &g, &glen) != CHAT_TOPIC_GROUP) {
         return pass; /* <prefix>/<group>/ack and deeper: nothing is ever delivered there */
     }
-    const char *why = chat_group_check(g, glen);
+    const char *why = chat_proto_group_error(g, glen);
     if (why) {
         chat_respond_error(pl, ev->client, "subscribe", NULL, NULL, why);
         return MOSQ_ERR_ACL_DENIED;

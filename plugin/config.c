@@ -318,7 +318,7 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
         if (!strcmp(k, "db_path")) {
             rc = val[0] ? set_string(&cfg->db_path, val) : bad(k, val, "a directory path");
         } else if (!strcmp(k, "topic_prefix")) {
-            if (chat_group_check(val, strlen(val)) != NULL) {
+            if (chat_proto_group_error(val, strlen(val)) != NULL) {
                 rc = bad(k, val, "one topic level without / + # $ or control characters");
             } else {
                 rc = set_string(&cfg->topic_prefix, val);

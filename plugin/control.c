@@ -8,10 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_COMMANDS 1000               /* per request; more is refused whole */
-#define MAX_REQUEST (1u << 20)          /* bytes of one request; more is refused whole */
-#define MAX_WORK 20000u                 /* store records one request may visit */
-#define MAX_JSON_INT 9007199254740991.0 /* 2^53 - 1: exact in a double */
+#define MAX_COMMANDS CHAT_PROTO_COMMANDS_MAX
+#define MAX_REQUEST CHAT_PROTO_REQUEST_MAX
+#define MAX_WORK 20000u /* store records one request may visit */
 
 /* Publishes b to client_id alone, on topic (NULL: the response topic),
  * with MQTT 5 correlation data when corr is not NULL. */
@@ -132,9 +131,9 @@ static void fail(struct req *r, const char *why)
     chat_entry_error(r->out, r->cmd, r->group, NULL, why);
 }
 
-/* Reads an optional integer field in [lo, MAX_JSON_INT]. Returns false (and
+/* Reads an optional integer field in [lo, 2^53-1]. Returns false (and
  * answers) when present but not such an integer. */
-static bool int_field(struct req *r, const cJSON *c, const char *name, double lo, bool *present,
+static bool int_field(struct req *r, const cJSON *c, const char *name, uint64_t lo, bool *present,
                       uint64_t *out)
 {
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(c, name);
@@ -142,14 +141,13 @@ static bool int_field(struct req *r, const cJSON *c, const char *name, double lo
     if (!f) {
         return true;
     }
-    if (!cJSON_IsNumber(f) || f->valuedouble != floor(f->valuedouble) || f->valuedouble < lo ||
-        f->valuedouble > MAX_JSON_INT) {
+    if (!cJSON_IsNumber(f) || !chat_proto_json_int(f->valuedouble, lo, out)) {
         static char why[96];
-        snprintf(why, sizeof(why), "%s must be an integer from %.0f to 2^53-1", name, lo);
+        snprintf(why, sizeof(why), "%s must be an integer from %llu to 2^53-1", name,
+                 (unsigned long long)lo);
         fail(r, why);
         return false;
     }
-    *out = (uint64_t)f->valuedouble;
     return true;
 }
 
@@ -165,7 +163,7 @@ static bool group_field(struct req *r, const cJSON *c, char *buf)
         fail(r, "group must be a string");
         return false;
     }
-    const char *why = chat_group_check(g->valuestring, strlen(g->valuestring));
+    const char *why = chat_proto_group_error(g->valuestring, strlen(g->valuestring));
     if (why) {
         fail(r, why);
         return false;
@@ -208,7 +206,7 @@ static bool target_member(struct req *r, const cJSON *c, const char **member)
     if (m) {
         if (!cJSON_IsString(m) || !m->valuestring[0] ||
             strlen(m->valuestring) > CHAT_STORE_MAX_NAME ||
-            !chat_utf8_valid(m->valuestring, strlen(m->valuestring))) {
+            !chat_proto_utf8_valid(m->valuestring, strlen(m->valuestring))) {
             fail(r, "member must be a non-empty string of at most 1024 bytes");
             return false;
         }
@@ -545,7 +543,7 @@ int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev)
         fail(&r, "request is larger than 1048576 bytes");
         goto done;
     }
-    if (ev->payloadlen == 0 || !chat_utf8_valid(ev->payload, ev->payloadlen)) {
+    if (ev->payloadlen == 0 || !chat_proto_utf8_valid(ev->payload, ev->payloadlen)) {
         fail(&r, "request must be a UTF-8 JSON object");
         goto done;
     }

@@ -98,21 +98,7 @@ static void put(struct out *o, const char *s, size_t n)
 
 static void put_str(struct out *o, const char *s)
 {
-    static const char hex[] = "0123456789abcdef";
-    *o->p++ = '"';
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\') {
-            *o->p++ = '\\';
-            *o->p++ = (char)*c;
-        } else if (*c < 0x20) {
-            put(o, "\\u00", 4);
-            *o->p++ = hex[*c >> 4];
-            *o->p++ = hex[*c & 0xf];
-        } else {
-            *o->p++ = (char)*c;
-        }
-    }
-    *o->p++ = '"';
+    o->p += chat_proto_json_string(o->p, s, strlen(s));
 }
 
 static const char *skip_ws(const char *p)
@@ -223,7 +209,7 @@ void chat_envelope_build(const void *payload, size_t len, uint64_t id, const cha
     *env = NULL;
     *cid = NULL;
     *why = NULL;
-    if (len > 0 && !chat_utf8_valid(payload, len)) {
+    if (len > 0 && !chat_proto_utf8_valid(payload, len)) {
         *why = "payload is neither a JSON object nor UTF-8 text";
         return;
     }
@@ -355,7 +341,7 @@ bool chat_ack_parse(const void *payload, size_t len, uint64_t *id)
 char *chat_payload_cid(const void *payload, size_t len, size_t max_len)
 {
     char *cid = NULL;
-    if (len == 0 || len > max_len || !chat_utf8_valid(payload, len)) {
+    if (len == 0 || len > max_len || !chat_proto_utf8_valid(payload, len)) {
         return NULL;
     }
     cJSON *in = cJSON_ParseWithLength(payload, len);

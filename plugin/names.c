@@ -1,61 +1,8 @@
-/* names.c: validation of network input that names things: UTF-8, group
- * names, chat topics, members. */
+/* names.c: what the plugin makes of names in network input: chat topics,
+ * members, \u0000 escapes (the checks themselves are proto/'s). */
 #include "plugin.h"
 
 #include <string.h>
-
-/* Decodes one UTF-8 sequence at s (n bytes left). Returns its length, 0 when
- * malformed (overlong forms, surrogates, above U+10FFFF, truncated). */
-static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
-{
-    size_t len;
-    uint32_t c = s[0];
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    } else if ((c & 0xE0) == 0xC0) {
-        len = 2;
-        c &= 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-        len = 3;
-        c &= 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-        len = 4;
-        c &= 0x07;
-    } else {
-        return 0;
-    }
-    if (len > n) {
-        return 0;
-    }
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) {
-            return 0;
-        }
-        c = (c << 6) | (s[i] & 0x3F);
-    }
-    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (c < min[len] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) {
-        return 0;
-    }
-    *cp = c;
-    return len;
-}
-
-bool chat_utf8_valid(const char *s, size_t len)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < len) {
-        uint32_t cp = 0;
-        size_t step = utf8_next(p + i, len - i, &cp);
-        if (step == 0 || cp == 0) {
-            return false;
-        }
-        i += step;
-    }
-    return true;
-}
 
 size_t chat_nul_escapes(char *s, size_t len, const char *with)
 {
@@ -73,32 +20,6 @@ size_t chat_nul_escapes(char *s, size_t len, const char *with)
         i++; /* skip the escaped character: in "\\u0000" the u is not escaped */
     }
     return n;
-}
-
-const char *chat_group_check(const char *name, size_t len)
-{
-    const unsigned char *p = (const unsigned char *)name;
-    if (len == 0) {
-        return "group name is empty";
-    }
-    if (len > CHAT_GROUP_MAX) {
-        return "group name is longer than 128 bytes";
-    }
-    for (size_t i = 0; i < len;) {
-        uint32_t cp = 0;
-        size_t step = utf8_next(p + i, len - i, &cp);
-        if (step == 0) {
-            return "group name is not valid UTF-8";
-        }
-        if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) {
-            return "group name contains a control character";
-        }
-        if (cp == '/' || cp == '+' || cp == '#' || cp == '$') {
-            return "group name contains one of / + # $";
-        }
-        i += step;
-    }
-    return NULL;
 }
 
 enum chat_topic_kind chat_topic_parse(const struct chat_config *cfg, const char *topic,

@@ -23,17 +23,18 @@
 #include <mosquitto.h>
 #include <mqtt_protocol.h>
 
+#include "chat_proto.h"
 #include "chat_store.h"
 #include "hmap.h"
 #include "sbuf.h"
 
 #define CHAT_EXPORT __attribute__((visibility("default")))
 
-#define CHAT_GROUP_MAX 128u /* bytes in a group name (PROTOCOL.md, Names) */
-#define CHAT_CID_MAX 64u    /* bytes in a client message id */
-#define CHAT_CONTROL_PREFIX "$CONTROL/chat/"
-#define CHAT_CONTROL_TOPIC "$CONTROL/chat/v1"
-#define CHAT_RESPONSE_TOPIC "$CONTROL/chat/v1/response"
+#define CHAT_GROUP_MAX CHAT_PROTO_GROUP_MAX
+#define CHAT_CID_MAX CHAT_PROTO_CID_MAX
+#define CHAT_CONTROL_PREFIX CHAT_PROTO_CONTROL_PREFIX
+#define CHAT_CONTROL_TOPIC CHAT_PROTO_CONTROL_TOPIC
+#define CHAT_RESPONSE_TOPIC CHAT_PROTO_RESPONSE_TOPIC
 
 /* How the plugin answers access checks it has no opinion on. Mosquitto 2.0
  * stops at the first callback that does not defer and denies when every one
@@ -149,16 +150,10 @@ void chat_config_apply_broker(struct chat_config *cfg, const struct chat_broker_
 
 /* names.c */
 
-/* True when s[0..len) is well-formed UTF-8 without NUL. */
-bool chat_utf8_valid(const char *s, size_t len);
-
 /* Counts the \u0000 escapes in the JSON text s[0..len) and, when with is
  * not NULL, overwrites each escape's four hex digits with it. cJSON would
  * decode \u0000 into a NUL that silently cuts a string short. */
 size_t chat_nul_escapes(char *s, size_t len, const char *with);
-
-/* NULL when name is a valid group name, else a static reason. */
-const char *chat_group_check(const char *name, size_t len);
 
 /* Classifies topic. For GROUP and ACK, *group and *group_len name the group inside topic. */
 enum chat_topic_kind chat_topic_parse(const struct chat_config *cfg, const char *topic,

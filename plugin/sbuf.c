@@ -1,6 +1,8 @@
 /* sbuf.c: growable buffer for response JSON (see sbuf.h). */
 #include "sbuf.h"
 
+#include "chat_proto.h"
+
 #include <mosquitto_broker.h>
 #include <stdio.h>
 #include <string.h>
@@ -51,40 +53,12 @@ void sbuf_u64(sbuf *b, uint64_t v)
 
 void sbuf_json_str(sbuf *b, const char *s)
 {
-    static const char hex[] = "0123456789abcdef";
-    sbuf_add(b, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        char esc[7] = {'\\', 0, 0, 0, 0, 0, 0};
-        size_t n = 2;
-        switch (*p) {
-        case '"':
-            esc[1] = '"';
-            break;
-        case '\\':
-            esc[1] = '\\';
-            break;
-        case '\n':
-            esc[1] = 'n';
-            break;
-        case '\r':
-            esc[1] = 'r';
-            break;
-        case '\t':
-            esc[1] = 't';
-            break;
-        default:
-            if (*p >= 0x20) {
-                sbuf_add(b, (const char *)p, 1);
-                continue;
-            }
-            memcpy(esc + 1, "u00", 3);
-            esc[4] = hex[*p >> 4];
-            esc[5] = hex[*p & 0xf];
-            n = 6;
-        }
-        sbuf_add(b, esc, n);
+    size_t len = strlen(s);
+    if (!reserve(b, CHAT_PROTO_JSON_STRING_MAX(len))) {
+        return;
     }
-    sbuf_add(b, "\"", 1);
+    b->len += chat_proto_json_string(b->data + b->len, s, len);
+    b->data[b->len] = '\0';
 }
 
 char *sbuf_take(sbuf *b, size_t *len)

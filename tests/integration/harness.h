@@ -39,11 +39,13 @@
 
 #include <cjson/cJSON.h>
 
+#include "chat_proto.h"
+
 /* Topic on which the plugin publishes responses and replay pages. */
-#define HARNESS_RESPONSE_TOPIC "$CONTROL/chat/v1/response"
+#define HARNESS_RESPONSE_TOPIC CHAT_PROTO_RESPONSE_TOPIC
 
 /* Topic of requests to the plugin. */
-#define HARNESS_CONTROL_TOPIC "$CONTROL/chat/v1"
+#define HARNESS_CONTROL_TOPIC CHAT_PROTO_CONTROL_TOPIC
 
 /* Fails the test (see harness_fail) unless cond holds. */
 #define ASSERT(cond)                                                                               \

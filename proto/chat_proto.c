@@ -1,0 +1,144 @@
+/* chat_proto.c: the protocol's checks and its JSON string writer (see
+ * chat_proto.h). */
+#include "chat_proto.h"
+
+#include <math.h>
+
+/* Decodes one UTF-8 sequence at s (n > 0 bytes left). Returns its length, 0
+ * when malformed (overlong forms, surrogates, above U+10FFFF, truncated). */
+static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    uint32_t c = s[0];
+    size_t len;
+
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    } else if ((c & 0xE0) == 0xC0) {
+        len = 2;
+        c &= 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+        len = 3;
+        c &= 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+        len = 4;
+        c &= 0x07;
+    } else {
+        return 0;
+    }
+    if (len > n) {
+        return 0;
+    }
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) {
+            return 0;
+        }
+        c = (c << 6) | (s[i] & 0x3F);
+    }
+    if (c < min[len] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) {
+        return 0;
+    }
+    *cp = c;
+    return len;
+}
+
+bool chat_proto_utf8_valid(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp = 0;
+        size_t step = utf8_next(p + i, len - i, &cp);
+        if (step == 0 || cp == 0) {
+            return false;
+        }
+        i += step;
+    }
+    return true;
+}
+
+const char *chat_proto_group_error(const char *name, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)name;
+    if (len == 0) {
+        return "group name is empty";
+    }
+    if (len > CHAT_PROTO_GROUP_MAX) {
+        return "group name is longer than 128 bytes";
+    }
+    for (size_t i = 0; i < len;) {
+        uint32_t cp = 0;
+        size_t step = utf8_next(p + i, len - i, &cp);
+        if (step == 0) {
+            return "group name is not valid UTF-8";
+        }
+        if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) {
+            return "group name contains a control character";
+        }
+        if (cp == '/' || cp == '+' || cp == '#' || cp == '$') {
+            return "group name contains one of / + # $";
+        }
+        i += step;
+    }
+    return NULL;
+}
+
+bool chat_proto_json_int(double d, uint64_t lo, uint64_t *out)
+{
+    if (!(d >= (double)lo && d <= (double)CHAT_PROTO_JSON_INT_MAX) || d != floor(d)) {
+        return false;
+    }
+    *out = (uint64_t)d;
+    return true;
+}
+
+size_t chat_proto_json_string(char *out, const char *s, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    char *o = out;
+    *o++ = '"';
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        const char *esc = NULL;
+        switch (c) {
+        case '"':
+            esc = "\\\"";
+            break;
+        case '\\':
+            esc = "\\\\";
+            break;
+        case '\b':
+            esc = "\\b";
+            break;
+        case '\f':
+            esc = "\\f";
+            break;
+        case '\n':
+            esc = "\\n";
+            break;
+        case '\r':
+            esc = "\\r";
+            break;
+        case '\t':
+            esc = "\\t";
+            break;
+        default:
+            break;
+        }
+        if (esc) {
+            *o++ = esc[0];
+            *o++ = esc[1];
+        } else if (c < 0x20) {
+            *o++ = '\\';
+            *o++ = 'u';
+            *o++ = '0';
+            *o++ = '0';
+            *o++ = hex[c >> 4];
+            *o++ = hex[c & 0xf];
+        } else {
+            *o++ = (char)c;
+        }
+    }
+    *o++ = '"';
+    return (size_t)(o - out);
+}

@@ -1,0 +1,63 @@
+/* chat_proto: the wire format of mosquitto-chat, defined once and compiled
+ * into the plugin, the client library and the tests (as Mosquitto compiles
+ * lib/utf8_mosq.c and lib/util_topic.c into both broker and library): the
+ * fixed topics, the limits, the checks of names and UTF-8 with their error
+ * strings, the JSON integer rule and the JSON string writer.
+ *
+ * Ownership: nothing here allocates; strings returned are static.
+ * Threading: every function is pure and may run on any thread.
+ */
+#ifndef CHAT_PROTO_H
+#define CHAT_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Requests go to CHAT_PROTO_CONTROL_TOPIC; answers and replay pages come on
+ * CHAT_PROTO_RESPONSE_TOPIC; nothing under CHAT_PROTO_CONTROL_PREFIX is ever
+ * delivered by the broker. Group topics are <prefix>/<group> and
+ * <prefix>/<group>/ack, the prefix CHAT_PROTO_DEFAULT_PREFIX unless the
+ * broker's plugin_opt_topic_prefix says otherwise. */
+#define CHAT_PROTO_CONTROL_PREFIX "$CONTROL/chat/"
+#define CHAT_PROTO_CONTROL_TOPIC "$CONTROL/chat/v1"
+#define CHAT_PROTO_RESPONSE_TOPIC "$CONTROL/chat/v1/response"
+#define CHAT_PROTO_DEFAULT_PREFIX "chat"
+#define CHAT_PROTO_ACK_SUFFIX "/ack"
+
+#define CHAT_PROTO_GROUP_MAX 128u         /* bytes in a group name */
+#define CHAT_PROTO_CID_MAX 64u            /* bytes in a cid */
+#define CHAT_PROTO_NAME_MAX 1024u         /* bytes in a member name or client id */
+#define CHAT_PROTO_COMMANDS_MAX 1000      /* commands in one request */
+#define CHAT_PROTO_REQUEST_MAX (1u << 20) /* bytes in one request */
+
+/* The largest integer a JSON number carries exactly through a double, and
+ * so the largest id, cursor or limit of the protocol: 2^53 - 1. */
+#define CHAT_PROTO_JSON_INT_MAX 9007199254740991ull
+
+/* True when s[0..len) is well-formed UTF-8 (no overlong forms, surrogates
+ * or code points above U+10FFFF) without a NUL. */
+bool chat_proto_utf8_valid(const char *s, size_t len);
+
+/* NULL when name[0..len) is a valid group name: 1..128 bytes of UTF-8 with
+ * none of / + # $ and no control characters (U+0000..U+001F,
+ * U+007F..U+009F). Otherwise the protocol's error string, e.g. "group name
+ * contains one of / + # $". */
+const char *chat_proto_group_error(const char *name, size_t len);
+
+/* True when d is an integer from lo to CHAT_PROTO_JSON_INT_MAX; stores it
+ * in *out. */
+bool chat_proto_json_int(double d, uint64_t lo, uint64_t *out);
+
+/* The bytes chat_proto_json_string writes for len bytes of text, at most:
+ * every byte may become a six-byte \u00XX escape, plus the two quotes. */
+#define CHAT_PROTO_JSON_STRING_MAX(len) (6 * (size_t)(len) + 2)
+
+/* Writes s[0..len) as a quoted JSON string into out, which has room for
+ * CHAT_PROTO_JSON_STRING_MAX(len) bytes, and returns the bytes written
+ * (no NUL is added). " and \ are escaped with a backslash, \b \f \n \r \t
+ * by their short forms, every other byte below 0x20 as \u00XX; other
+ * bytes, UTF-8 included, go as they are. */
+size_t chat_proto_json_string(char *out, const char *s, size_t len);
+
+#endif
