@@ -9,6 +9,7 @@
 #include <string.h>
 
 #define MAX_COMMANDS CHAT_PROTO_COMMANDS_MAX
+#define CORR_MAX 256u /* bytes of a command's correlationData */
 #define MAX_REQUEST CHAT_PROTO_REQUEST_MAX
 #define MAX_WORK 20000u /* store records one request may visit */
 
@@ -120,15 +121,21 @@ struct req {
     sbuf *out;
     const char *cmd;
     const char *group; /* validated, or NULL */
+    const char *corr;  /* the command's correlationData, echoed in its entry, or NULL */
     size_t work;       /* store records visited by the request so far */
     size_t cap;        /* bytes the whole answer may take (chat_answer_cap) */
 };
+
+static void entry_start(struct req *r);
 
 static void fail(struct req *r, const char *why)
 {
     mosquitto_log_printf(MOSQ_LOG_NOTICE, "mosquitto-chat: %s from %s refused: %s%s%s", r->cmd,
                          r->device, why, r->group ? " in group " : "", r->group ? r->group : "");
-    chat_entry_error(r->out, r->cmd, r->group, NULL, why);
+    entry_start(r);
+    sbuf_puts(r->out, ",\"error\":");
+    sbuf_json_str(r->out, why);
+    sbuf_add(r->out, "}", 1);
 }
 
 /* Reads an optional integer field in [lo, 2^53-1]. Returns false (and
@@ -191,6 +198,10 @@ static void entry_start(struct req *r)
     if (r->group) {
         sbuf_puts(r->out, ",\"group\":");
         sbuf_json_str(r->out, r->group);
+    }
+    if (r->corr) {
+        sbuf_puts(r->out, ",\"correlationData\":");
+        sbuf_json_str(r->out, r->corr);
     }
 }
 
@@ -446,11 +457,11 @@ static void cmd_page(struct req *r, const cJSON *c, bool forward)
     }
     if (forward) {
         bool truncated = from + 1 < first;
-        chat_page_entry(r->out, "fetch", group, page, head, page->more, truncated, true,
+        chat_page_entry(r->out, "fetch", group, r->corr, page, head, page->more, truncated, true,
                         chat_store_incarnation(r->pl->store));
     } else {
         bool truncated = !page->more && first > 1;
-        chat_page_entry(r->out, "history", group, page, head, page->more, truncated, false,
+        chat_page_entry(r->out, "history", group, r->corr, page, head, page->more, truncated, false,
                         chat_store_incarnation(r->pl->store));
     }
     chat_page_destroy(page);
@@ -459,12 +470,23 @@ static void cmd_page(struct req *r, const cJSON *c, bool forward)
 static void dispatch(struct req *r, const cJSON *c)
 {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(c, "command");
+    const cJSON *corr = cJSON_GetObjectItemCaseSensitive(c, "correlationData");
     r->cmd = "unknown";
     r->group = NULL;
+    r->corr = NULL;
     if (!cJSON_IsObject(c)) {
         fail(r, "each command must be a JSON object");
         return;
     }
+    /* Where the contract is silent (as dynamic-security does): a command may
+     * name itself, and its entry says the name back, so that a client
+     * matches answers the same way over MQTT 3.1.1 and 5. */
+    if (corr && (!cJSON_IsString(corr) || strlen(corr->valuestring) > CORR_MAX)) {
+        r->cmd = cJSON_IsString(name) ? name->valuestring : "unknown";
+        fail(r, "correlationData must be a string of at most 256 bytes");
+        return;
+    }
+    r->corr = corr ? corr->valuestring : NULL;
     if (!cJSON_IsString(name)) {
         fail(r, name ? "command must be a string" : "command is missing");
         return;
@@ -508,8 +530,13 @@ int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev)
     char *text = NULL;
     void *corr = NULL;
     uint16_t corr_len = 0;
-    struct req r = {
-        pl, ev->client, member, device, &out, "request", NULL, 0, chat_answer_cap(&pl->cfg)};
+    struct req r = {.pl = pl,
+                    .client = ev->client,
+                    .member = member,
+                    .device = device,
+                    .out = &out,
+                    .cmd = "request",
+                    .cap = chat_answer_cap(&pl->cfg)};
 
     if (!device) {
         return MOSQ_ERR_SUCCESS;

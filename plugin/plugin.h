@@ -277,12 +277,13 @@ void chat_replay_tick(struct chat_plugin *pl, time_t now);
 bool chat_replay_init(struct chat_plugin *pl);
 void chat_replay_free_all(struct chat_plugin *pl);
 
-/* Appends a page entry (replay or fetch): "messages" with the page's
+/* Appends a page entry (replay, fetch or history), with the command's
+ * correlationData when corr is not NULL: "messages" with the page's
  * envelopes in page order, "first" and "last" when bounds (a forward page;
  * history lists newest first and carries none), "head", "more", and
  * "truncated" when retention removed messages the reader had not seen. */
-void chat_page_entry(sbuf *b, const char *command, const char *group, const chat_page *page,
-                     uint64_t head, bool more, bool truncated, bool bounds,
+void chat_page_entry(sbuf *b, const char *command, const char *group, const char *corr,
+                     const chat_page *page, uint64_t head, bool more, bool truncated, bool bounds,
                      const char *incarnation);
 
 /* retention.c */

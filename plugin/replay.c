@@ -121,7 +121,8 @@ struct page_writer {
     size_t count;
 };
 
-static void page_begin(struct page_writer *w, sbuf *b, const char *command, const char *group)
+static void page_begin(struct page_writer *w, sbuf *b, const char *command, const char *group,
+                       const char *corr)
 {
     w->b = b;
     w->first = w->last = 0;
@@ -130,6 +131,10 @@ static void page_begin(struct page_writer *w, sbuf *b, const char *command, cons
     sbuf_json_str(b, command);
     sbuf_puts(b, ",\"group\":");
     sbuf_json_str(b, group);
+    if (corr) {
+        sbuf_puts(b, ",\"correlationData\":");
+        sbuf_json_str(b, corr);
+    }
     sbuf_puts(b, ",\"messages\":[");
 }
 
@@ -170,11 +175,12 @@ static void page_end(struct page_writer *w, uint64_t head, bool more, bool trunc
     sbuf_add(b, "}", 1);
 }
 
-void chat_page_entry(sbuf *b, const char *command, const char *group, const chat_page *page,
-                     uint64_t head, bool more, bool truncated, bool bounds, const char *incarnation)
+void chat_page_entry(sbuf *b, const char *command, const char *group, const char *corr,
+                     const chat_page *page, uint64_t head, bool more, bool truncated, bool bounds,
+                     const char *incarnation)
 {
     struct page_writer w;
-    page_begin(&w, b, command, group);
+    page_begin(&w, b, command, group, corr);
     for (size_t i = 0; i < page->count; i++) {
         page_add(&w, page->msgs[i].id, page->msgs[i].data, page->msgs[i].len);
     }
@@ -201,7 +207,7 @@ static bool send_page(struct chat_plugin *pl, struct chat_device *d, struct repl
         limit = (size_t)(g->target - g->sent);
     }
     sbuf_puts(&b, "{\"responses\":[");
-    page_begin(&w, &b, "replay", g->group);
+    page_begin(&w, &b, "replay", g->group, NULL);
     chat_err rc = chat_store_head(pl->store, g->group, &head);
     if (rc == CHAT_OK) {
         rc = chat_store_scan_forward(pl->store, g->group, g->sent, limit, d->page_bytes, page_add,

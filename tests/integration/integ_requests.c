@@ -476,6 +476,34 @@ static void test_page_bytes(void)
     harness_broker_destroy(b);
 }
 
+/* Each command may carry correlationData, said back in its entry, whatever
+ * the entry: an answer, a page or an error. */
+static void test_correlation(harness_client *phone)
+{
+    cJSON *resp = harness_request(
+        phone,
+        "{\"commands\":[{\"command\":\"fetch\",\"group\":\"room1\",\"correlationData\":\"f-1\"},"
+        "{\"command\":\"sync\",\"replay\":false,\"correlationData\":\"s-2\"},"
+        "{\"command\":\"history\",\"group\":\"nowhere\",\"correlationData\":\"h-3\"},"
+        "{\"command\":\"ack\",\"group\":\"room1\",\"id\":0},"
+        "{\"command\":\"sync\",\"correlationData\":7}]}",
+        WAIT_MS);
+    static const char *const want[] = {"f-1", "s-2", "h-3", NULL, NULL};
+    ASSERT(harness_response_count(resp) == 5);
+    for (int i = 0; i < 5; i++) {
+        const cJSON *e = harness_response_entry(resp, i);
+        const cJSON *corr = cJSON_GetObjectItemCaseSensitive(e, "correlationData");
+        if (want[i] == NULL)
+            ASSERTF(corr == NULL, "entry %d carries a correlationData it was not given", i);
+        else
+            ASSERTF(cJSON_IsString(corr) && strcmp(corr->valuestring, want[i]) == 0,
+                    "entry %d does not say back correlationData %s", i, want[i]);
+    }
+    harness_expect_error(harness_response_entry(resp, 4), "sync", NULL, NULL,
+                         "correlationData must be a string of at most 256 bytes");
+    cJSON_Delete(resp);
+}
+
 int main(void)
 {
     static const char *const opts[] = {"page_size 4", "admins boss", NULL};
@@ -494,6 +522,7 @@ int main(void)
     test_fetch_history(alice, phone, &sent);
     test_batch_ack(alice, phone, &sent);
     test_mqtt5(g_b, alice, &sent);
+    test_correlation(phone);
     harness_client_expect_none(laptop, 0, "nothing for a device that asked nothing");
 
     harness_client_disconnect(alice);
