@@ -892,12 +892,30 @@ static void case_no_ticks(void)
     harness_conf conf = {.plugin_opts =
                              (const char *const[]){"replay_timeout 1", "fsync batch", NULL},
                          .top = (const char *const[]){"per_listener_settings true", NULL}};
-    harness_broker *b = harness_broker_start_conf(&conf);
-    harness_client *alice = harness_client_connect(b, "alice", NULL);
-    harness_client *bob = harness_client_connect(b, "bob", NULL);
+    harness_broker *b = harness_broker_create(&conf);
+    harness_client *alice, *bob;
     harness_msg *m;
     harness_page p;
     int pages = 0;
+
+    if (getenv("CHAT_BROKER_PRELOAD") != NULL) {
+        /* Mosquitto 2.0.11 never frees the plugin lines it reads inside a
+         * listener with per_listener_settings (config__read): not ours, so
+         * suppressed by name, which LeakSanitizer sees only with the full
+         * unwinder. The plugin's own allocations stay checked. */
+        char supp[512], opts[1024];
+        const char *asan = getenv("ASAN_OPTIONS");
+        snprintf(supp, sizeof supp, "%s/lsan.supp", harness_broker_dir(b));
+        harness_write_file(supp, "leak:config__read\n", 18);
+        snprintf(opts, sizeof opts, "suppressions=%s", supp);
+        setenv("LSAN_OPTIONS", opts, 1);
+        snprintf(opts, sizeof opts, "%s%sfast_unwind_on_malloc=0", asan ? asan : "",
+                 asan ? ":" : "");
+        setenv("ASAN_OPTIONS", opts, 1);
+    }
+    harness_broker_launch(b);
+    alice = harness_client_connect(b, "alice", NULL);
+    bob = harness_client_connect(b, "bob", NULL);
 
     harness_client_subscribe(bob, "chat/room1", 1);
     harness_client_disconnect(bob);

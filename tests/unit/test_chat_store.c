@@ -2060,8 +2060,11 @@ static void crash(struct fixture *fx)
                 continue;
             snprintf(src, sizeof(src), "%s/%s", from, de->d_name);
             snprintf(dst, sizeof(dst), "%s/%s", to, de->d_name);
-            FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+            FILE *in = fopen(src, "rb");
+            if (in == NULL && errno == ENOENT && !pass)
+                continue; /* LevelDB's thread removed it meanwhile: a crash would not have it */
             assert_non_null(in);
+            FILE *out = fopen(dst, "wb");
             assert_non_null(out);
             while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
                 assert_int_equal(fwrite(buf, 1, n, out), n);
