@@ -58,7 +58,7 @@ int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char 
     if (now) {
         *now = cursor;
     }
-    chat_replay_acked(pl, device, group, cursor);
+    chat_replay_acked(pl, client, group, cursor);
     return MOSQ_ERR_SUCCESS;
 }
 

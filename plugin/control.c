@@ -313,14 +313,32 @@ struct sync_walk {
     chat_err rc;
 };
 
+/* Where the device's delivery in group stands, as chat_store_cursor_start
+ * would start it, without writing a cursor: a client that only counts its
+ * unread messages (sync without replay, from a new client id each time)
+ * must not leave a key per group behind. */
+static chat_err cursor_peek(struct req *r, const char *group, uint64_t joined, uint64_t *acked)
+{
+    bool found = false;
+    uint64_t best = 0;
+    chat_err rc = chat_store_cursor_get(r->pl->store, group, r->member, r->device, acked, &found);
+    if (rc != CHAT_OK || found) {
+        return rc;
+    }
+    *acked = joined;
+    rc = chat_store_cursor_max(r->pl->store, group, r->member, &best, &found);
+    if (rc == CHAT_OK && found && best > *acked) {
+        *acked = best;
+    }
+    return rc;
+}
+
 static int sync_group(void *ctx, const char *group, uint64_t joined)
 {
     struct sync_walk *w = ctx;
     struct req *r = w->r;
     uint64_t head = 0, acked = 0;
-    bool found = false;
     const char *why = NULL;
-    (void)joined;
 
     if (w->after && strcmp(group, w->after) <= 0) {
         return 0;
@@ -336,7 +354,8 @@ static int sync_group(void *ctx, const char *group, uint64_t joined)
     if (!chat_may_read(r->pl, r->client, group, &why)) {
         return 0;
     }
-    w->rc = chat_store_cursor_start(r->pl->store, group, r->member, r->device, &acked, &found);
+    /* Only a catch-up that starts writes the device's cursor. */
+    w->rc = cursor_peek(r, group, joined, &acked);
     if (w->rc == CHAT_OK) {
         w->rc = chat_store_head(r->pl->store, group, &head);
     }
@@ -622,7 +641,7 @@ done:
     sbuf_puts(&out, "]}");
     /* Parsing costs the broker's thread as much as answering: the request's
      * bytes draw on the budget too. */
-    chat_budget_spend(pl, device, out.len + ev->payloadlen);
+    chat_budget_spend(pl, device, out.len + ev->payloadlen + corr_len);
     send_to(pl, device, reply_topic, corr, corr_len, &out);
     free(reply_topic);
     free(corr);

@@ -83,6 +83,17 @@ static int on_reload(int event, void *event_data, void *userdata)
     (void)event_data;
     chat_broker_scan(&bc);
     chat_config_apply_broker(&pl->cfg, &bc, true);
+    /* Only ever tighten: the broker keeps its old configuration when it
+     * refuses the new one (an unknown option, a missing file), and nothing
+     * tells us whether it did. A removed acl_file takes effect for us at the
+     * next start. */
+    if (before == CHAT_ACL_DEFER && pl->cfg.acl_mode == CHAT_ACL_ALLOW) {
+        pl->cfg.acl_mode = CHAT_ACL_DEFER;
+        mosquitto_log_printf(MOSQ_LOG_NOTICE,
+                             "mosquitto-chat: after reload the configuration names no other "
+                             "access checker; mosquitto-chat keeps deferring until restarted");
+    }
+    pl->cfg.names_verified = pl->cfg.names_verified || names_before;
     if (pl->cfg.acl_mode != before || pl->cfg.names_verified != names_before) {
         mosquitto_log_printf(MOSQ_LOG_NOTICE,
                              "mosquitto-chat: after reload, access checks: %s; members without "

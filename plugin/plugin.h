@@ -100,7 +100,6 @@ struct chat_plugin {
     chat_store *store;
     chat_hmap *devices;  /* client id -> struct chat_device: catch-ups running (replay.c) */
     chat_hmap *peers;    /* client id -> struct chat_peer (peers.c) */
-    chat_hmap *pending;  /* client id NUL group -> pending subscription (peers.c) */
     unsigned gone_peers; /* peers kept for disconnected persistent sessions */
     chat_acl_check_fn broker_acl_check; /* NULL when the broker does not export it */
     bool probing;                       /* inside our own call of broker_acl_check */
@@ -217,7 +216,8 @@ void chat_peers_free(struct chat_plugin *pl);
 /* A subscription to <prefix>/<group> by a non-member, seen while another
  * access checker follows us: it may yet be refused after our answer, so it
  * neither joins nor replays; it only lets live messages through to that
- * client, for the broker's own read check to decide on. */
+ * client, for the broker's own read check to decide on. At most 256 groups
+ * per client; 1000 disconnected persistent sessions keep theirs. */
 bool chat_pending_has(struct chat_plugin *pl, const char *client_id, const char *group);
 void chat_pending_add(struct chat_plugin *pl, const char *client_id, const char *group);
 void chat_pending_remove(struct chat_plugin *pl, const char *client_id, const char *group);
@@ -261,7 +261,7 @@ void chat_respond_error(struct chat_plugin *pl, const struct mosquitto *client, 
 void chat_replay_start(struct chat_plugin *pl, struct mosquitto *client, const char *group);
 
 /* The device's cursor moved to acked: frees window room, sends more. */
-void chat_replay_acked(struct chat_plugin *pl, const char *client_id, const char *group,
+void chat_replay_acked(struct chat_plugin *pl, struct mosquitto *client, const char *group,
                        uint64_t acked);
 
 /* Drops a device's replay state (disconnect, leave). group NULL: all. */

@@ -841,6 +841,11 @@ chat_err chat_store_open_opts(const char *path, const chat_store_opts *opts, cha
     st->wopt_lazy = leveldb_writeoptions_create();
     st->wopt_sync = leveldb_writeoptions_create();
     leveldb_options_set_create_if_missing(st->options, 1);
+    /* Without it, LevelDB drops a damaged block of its write-ahead log while
+     * it recovers, in silence: acknowledged messages would vanish and their
+     * ids be given again. With it, the store refuses to open and says why;
+     * the operator repairs it (docs/protocol.md, A damaged store). */
+    leveldb_options_set_paranoid_checks(st->options, 1);
     leveldb_options_set_cache(st->options, st->lru);
     leveldb_options_set_filter_policy(st->options, st->filter);
     leveldb_options_set_compression(st->options, leveldb_snappy_compression);
