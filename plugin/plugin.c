@@ -22,31 +22,6 @@ static int on_control(int event, void *event_data, void *userdata)
     return chat_on_control(userdata, event_data);
 }
 
-void chat_chores(struct chat_plugin *pl)
-{
-    if (pl->cfg.fsync == CHAT_SYNC_BATCH) {
-        chat_err rc = chat_store_sync_async(pl->store);
-        if (rc != CHAT_OK) {
-            chat_log_store_error(pl, rc, "store sync");
-        }
-    }
-    time_t now = time(NULL);
-    chat_replay_tick(pl, now);
-    chat_retention_tick(pl, now);
-}
-
-void chat_chores_without_ticks(struct chat_plugin *pl)
-{
-    if (pl->ticks_seen) {
-        return;
-    }
-    int64_t now = chat_now_ms();
-    if (now - pl->last_chores_ms >= 200) {
-        pl->last_chores_ms = now;
-        chat_chores(pl);
-    }
-}
-
 static int on_tick(int event, void *event_data, void *userdata)
 {
     struct chat_plugin *pl = userdata;

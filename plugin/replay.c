@@ -124,93 +124,6 @@ static void device_remove(struct chat_plugin *pl, struct chat_device *d)
     device_free(d);
 }
 
-/* Writes one page entry into an sbuf as its messages come, so that a replay
- * splices envelopes straight from the store's iterator into the response. */
-struct page_writer {
-    sbuf *b;
-    uint64_t first, last;
-    size_t count;
-    uint64_t expect;            /* the id the next message must have; 0: any */
-    uint64_t hole_from, hole_to; /* ids found missing (hole_from 0: none) */
-};
-
-static void page_begin(struct page_writer *w, sbuf *b, const char *command, const char *group,
-                       const char *corr)
-{
-    w->b = b;
-    w->first = w->last = 0;
-    w->count = 0;
-    w->expect = 0;
-    w->hole_from = w->hole_to = 0;
-    sbuf_puts(b, "{\"command\":");
-    sbuf_json_str(b, command);
-    sbuf_puts(b, ",\"group\":");
-    sbuf_json_str(b, group);
-    if (corr) {
-        sbuf_puts(b, ",\"correlationData\":");
-        sbuf_json_str(b, corr);
-    }
-    sbuf_puts(b, ",\"messages\":[");
-}
-
-static int page_add(void *ctx, uint64_t id, const char *data, size_t len)
-{
-    struct page_writer *w = ctx;
-    if (w->expect && id != w->expect) {
-        w->hole_from = w->expect;
-        w->hole_to = id - 1;
-        return 1;
-    }
-    w->expect = w->expect ? id + 1 : 0;
-    if (w->count++) {
-        sbuf_add(w->b, ",", 1);
-    } else {
-        w->first = id;
-    }
-    w->last = id;
-    sbuf_add(w->b, data, len);
-    return w->b->failed ? 1 : 0;
-}
-
-/* bounds: write first/last (a forward page); a history page, listed newest
- * first, carries only "more". */
-static void page_end(struct page_writer *w, uint64_t head, bool more, bool truncated, bool bounds,
-                     const char *incarnation)
-{
-    sbuf *b = w->b;
-    sbuf_add(b, "]", 1);
-    if (w->count && bounds) {
-        sbuf_puts(b, ",\"first\":");
-        sbuf_u64(b, w->first);
-        sbuf_puts(b, ",\"last\":");
-        sbuf_u64(b, w->last);
-    }
-    sbuf_puts(b, ",\"head\":");
-    sbuf_u64(b, head);
-    sbuf_puts(b, more ? ",\"more\":true" : ",\"more\":false");
-    if (truncated) {
-        sbuf_puts(b, ",\"truncated\":true");
-    }
-    sbuf_puts(b, ",\"incarnation\":");
-    sbuf_json_str(b, incarnation);
-    sbuf_add(b, "}", 1);
-}
-
-void chat_page_entry(sbuf *b, const char *command, const char *group, const char *corr,
-                     const chat_page *page, uint64_t head, bool more, bool truncated, bool bounds,
-                     const char *incarnation)
-{
-    struct page_writer w;
-    page_begin(&w, b, command, group, corr);
-    for (size_t i = 0; i < page->count; i++) {
-        page_add(&w, page->msgs[i].id, page->msgs[i].data, page->msgs[i].len);
-    }
-    page_end(&w, head, more, truncated, bounds, incarnation);
-}
-
-static void replay_error(struct chat_plugin *pl, const char *client_id, const char *group,
-                         uint64_t id, const char *why);
-
 enum send_result {
     PAGE_SENT,    /* a page went out: it holds a place in the window */
     NOTHING_LEFT, /* everything up to the target was sent */
@@ -225,14 +138,14 @@ static enum send_result send_page(struct chat_plugin *pl, struct chat_device *d,
     uint64_t head = 0, first = 1;
     bool more = false;
     sbuf b = {0};
-    struct page_writer w;
+    struct chat_page_writer w;
     const char *why = NULL;
 
     if (g->sent >= g->target) {
         return NOTHING_LEFT;
     }
     if (!chat_may_read(pl, d->client, g->group, &why)) {
-        replay_error(pl, d->client_id, g->group, 0, why);
+        chat_reply_replay_error(pl, d->client_id, g->group, 0, why);
         g->sent = g->target = g->acked;
         return NOTHING_LEFT;
     }
@@ -241,7 +154,7 @@ static enum send_result send_page(struct chat_plugin *pl, struct chat_device *d,
         limit = (size_t)(g->target - g->sent);
     }
     sbuf_puts(&b, "{\"responses\":[");
-    page_begin(&w, &b, "replay", g->group, NULL);
+    chat_page_begin(&w, &b, "replay", g->group, NULL);
     chat_err rc = chat_store_head(pl->store, g->group, &head);
     if (rc == CHAT_OK) {
         rc = chat_store_first(pl->store, g->group, &first);
@@ -250,8 +163,8 @@ static enum send_result send_page(struct chat_plugin *pl, struct chat_device *d,
      * any other id missing from first to head is damage. */
     w.expect = g->sent + 1 > first ? g->sent + 1 : first;
     if (rc == CHAT_OK) {
-        rc = chat_store_scan_forward(pl->store, g->group, g->sent, limit, d->page_bytes, page_add,
-                                     &w, &more);
+        rc = chat_store_scan_forward(pl->store, g->group, g->sent, limit, d->page_bytes,
+                                     chat_page_add, &w, &more);
     }
     if (b.failed) {
         sbuf_free(&b);
@@ -263,8 +176,8 @@ static enum send_result send_page(struct chat_plugin *pl, struct chat_device *d,
         /* A damaged stretch of the store: say so, skip nothing. */
         sbuf_free(&b);
         chat_log_store_error(pl, rc, "replay of %s to %s", g->group, d->client_id);
-        replay_error(pl, d->client_id, g->group, g->sent + 1,
-                     "storage error: this part of the history cannot be read");
+        chat_reply_replay_error(pl, d->client_id, g->group, g->sent + 1,
+                                "storage error: this part of the history cannot be read");
         g->sent = g->target;
         return NOTHING_LEFT;
     }
@@ -276,7 +189,7 @@ static enum send_result send_page(struct chat_plugin *pl, struct chat_device *d,
     enum send_result res = HOLE_SKIPPED;
     if (w.count > 0) {
         bool truncated = w.first > g->sent + 1;
-        page_end(&w, head, w.last < head, truncated, true, chat_store_incarnation(pl->store));
+        chat_page_end(&w, head, w.last < head, truncated, true, chat_store_incarnation(pl->store));
         sbuf_puts(&b, "]}");
         chat_send(pl, d->client_id, &b);
         g->sent = w.last;
@@ -294,7 +207,7 @@ static enum send_result send_page(struct chat_plugin *pl, struct chat_device *d,
                  "go on",
                  (unsigned long long)w.hole_from, (unsigned long long)w.hole_to);
         mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: group %s: %s", g->group, msg);
-        replay_error(pl, d->client_id, g->group, w.hole_from, msg);
+        chat_reply_replay_error(pl, d->client_id, g->group, w.hole_from, msg);
         g->sent = w.hole_to;
     }
     return res;
@@ -333,25 +246,6 @@ static bool pump(struct chat_plugin *pl, struct chat_device *d)
         return true;
     }
     return false;
-}
-
-/* Sends the device one error entry about group: its catch-up cannot go on. */
-static void replay_error(struct chat_plugin *pl, const char *client_id, const char *group,
-                         uint64_t id, const char *why)
-{
-    sbuf b = {0};
-    mosquitto_log_printf(MOSQ_LOG_NOTICE, "mosquitto-chat: catch-up of %s in %s: %s", client_id,
-                         group, why);
-    sbuf_puts(&b, "{\"responses\":[{\"command\":\"replay\",\"group\":");
-    sbuf_json_str(&b, group);
-    if (id) {
-        sbuf_puts(&b, ",\"id\":");
-        sbuf_u64(&b, id);
-    }
-    sbuf_puts(&b, ",\"error\":");
-    sbuf_json_str(&b, why);
-    sbuf_puts(&b, "}]}");
-    chat_send(pl, client_id, &b);
 }
 
 static struct chat_device *device_new(struct chat_plugin *pl, struct mosquitto *client,
@@ -400,7 +294,7 @@ void chat_replay_start(struct chat_plugin *pl, struct mosquitto *client, const c
         if (d) {
             chat_replay_stop(pl, client_id, group);
         }
-        replay_error(pl, client_id, group, 0, why);
+        chat_reply_replay_error(pl, client_id, group, 0, why);
         return;
     }
     if (!d && !(d = device_new(pl, client, client_id, member))) {
@@ -532,7 +426,7 @@ static bool resend(struct chat_plugin *pl, struct chat_device *d, time_t now)
                      "message %llu was sent alone %u times without an ack: it may be larger than "
                      "this client accepts (MQTT 5 Maximum Packet Size); fetch it or ack past it",
                      (unsigned long long)id, g->stuck);
-            replay_error(pl, d->client_id, g->group, id, why);
+            chat_reply_replay_error(pl, d->client_id, g->group, id, why);
         }
         g->sent = g->acked;
         g->n_out = 0;
