@@ -91,7 +91,6 @@ void chat_event_free(struct event *ev)
         return;
     free(ev->topic);
     free(ev->payload);
-    free(ev->corr);
     free(ev->text);
     free(ev);
 }
@@ -565,23 +564,23 @@ chat_client_err chat_client_flush(chat_client *c, int timeout_ms, size_t *refuse
  * Requests
  * ========================================================================= */
 
-/* Runs one command (cmd, taken) named command about group (may be NULL).
- * On OK *entry is the response entry, freed by the caller with
+/* Runs one command named command about group (may be NULL), written in o
+ * (emptied). On OK *entry is the response entry, freed by the caller with
  * cJSON_Delete. */
-static chat_client_err request(chat_client *c, const char *command, const char *group, cJSON *cmd,
+static chat_client_err request(chat_client *c, const char *command, const char *group, chat_obj *o,
                                cJSON **entry)
 {
     struct call *call = call_new(CALL_REQUEST);
+    char *cmd = chat_obj_end(o);
     chat_client_err err;
 
     *entry = NULL;
-    if (call == NULL || cmd == NULL || (group != NULL && (call->group = strdup(group)) == NULL) ||
-        (call->payload = cJSON_PrintUnformatted(cmd)) == NULL) {
-        cJSON_Delete(cmd);
+    if (call == NULL || cmd == NULL || (group != NULL && (call->group = strdup(group)) == NULL)) {
+        free(cmd);
         chat_call_free(call);
         return report(CHAT_CLIENT_ERR_NOMEM, NULL);
     }
-    cJSON_Delete(cmd);
+    call->payload = cmd;
     call->command = command;
     if ((err = run_call(c, call, 0)) != CHAT_CLIENT_OK)
         return err;
@@ -592,23 +591,12 @@ static chat_client_err request(chat_client *c, const char *command, const char *
     return CHAT_CLIENT_OK;
 }
 
-/* A command object {"command": name, "group": group}, or NULL. */
-static cJSON *command_new(const char *name, const char *group)
+/* Starts the command {"command": name, "group": group (unless NULL)} in o. */
+static void command_begin(chat_obj *o, const char *name, const char *group)
 {
-    cJSON *cmd = cJSON_CreateObject();
-
-    if (cmd == NULL || !cJSON_AddStringToObject(cmd, "command", name) ||
-        (group != NULL && !cJSON_AddStringToObject(cmd, "group", group))) {
-        cJSON_Delete(cmd);
-        return NULL;
-    }
-    return cmd;
-}
-
-/* Adds "key": v to cmd when v > 0; false when out of memory. */
-static bool add_u64(cJSON *cmd, const char *key, uint64_t v)
-{
-    return cmd == NULL || v == 0 || cJSON_AddNumberToObject(cmd, key, (double)v) != NULL;
+    chat_obj_str(o, "command", name);
+    if (group != NULL)
+        chat_obj_str(o, "group", group);
 }
 
 struct page_priv {
@@ -686,24 +674,20 @@ chat_client_err chat_client_fetch(chat_client *c, const char *group, uint64_t af
                                   chat_client_page **out)
 {
     chat_client_err err = check_group(c, group);
-    cJSON *cmd, *entry = NULL;
+    chat_obj o = {0};
+    cJSON *entry = NULL;
 
     if (out == NULL)
         return report(CHAT_CLIENT_ERR_INVAL, "out is NULL");
     *out = NULL;
     if (err != CHAT_CLIENT_OK)
         return err;
-    cmd = command_new("fetch", group);
+    command_begin(&o, "fetch", group);
     /* "after" is always sent: its default would be the device's cursor. */
-    if (cmd != NULL && !cJSON_AddNumberToObject(cmd, "after", (double)after)) {
-        cJSON_Delete(cmd);
-        cmd = NULL;
-    }
-    if (!add_u64(cmd, "limit", limit)) {
-        cJSON_Delete(cmd);
-        cmd = NULL;
-    }
-    if ((err = request(c, "fetch", group, cmd, &entry)) != CHAT_CLIENT_OK)
+    chat_obj_u64(&o, "after", after);
+    if (limit > 0)
+        chat_obj_u64(&o, "limit", limit);
+    if ((err = request(c, "fetch", group, &o, &entry)) != CHAT_CLIENT_OK)
         return err;
     return make_page(entry, out);
 }
@@ -712,19 +696,20 @@ chat_client_err chat_client_history(chat_client *c, const char *group, uint64_t 
                                     size_t limit, chat_client_page **out)
 {
     chat_client_err err = check_group(c, group);
-    cJSON *cmd, *entry = NULL;
+    chat_obj o = {0};
+    cJSON *entry = NULL;
 
     if (out == NULL)
         return report(CHAT_CLIENT_ERR_INVAL, "out is NULL");
     *out = NULL;
     if (err != CHAT_CLIENT_OK)
         return err;
-    cmd = command_new("history", group);
-    if (!add_u64(cmd, "before", before) || !add_u64(cmd, "limit", limit)) {
-        cJSON_Delete(cmd);
-        cmd = NULL;
-    }
-    if ((err = request(c, "history", group, cmd, &entry)) != CHAT_CLIENT_OK)
+    command_begin(&o, "history", group);
+    if (before > 0)
+        chat_obj_u64(&o, "before", before);
+    if (limit > 0)
+        chat_obj_u64(&o, "limit", limit);
+    if ((err = request(c, "history", group, &o, &entry)) != CHAT_CLIENT_OK)
         return err;
     return make_page(entry, out);
 }
@@ -738,7 +723,8 @@ void chat_client_unread_free(chat_client_group_status *list, size_t count)
 
 chat_client_err chat_client_unread(chat_client *c, chat_client_group_status **list, size_t *count)
 {
-    cJSON *cmd, *entry = NULL;
+    chat_obj o = {0};
+    cJSON *entry = NULL;
     const cJSON *groups, *e;
     chat_client_group_status *l = NULL;
     size_t n = 0;
@@ -748,12 +734,9 @@ chat_client_err chat_client_unread(chat_client *c, chat_client_group_status **li
         return report(CHAT_CLIENT_ERR_INVAL, "NULL argument");
     *list = NULL;
     *count = 0;
-    cmd = command_new("sync", NULL);
-    if (cmd != NULL && !cJSON_AddFalseToObject(cmd, "replay")) {
-        cJSON_Delete(cmd);
-        cmd = NULL;
-    }
-    if ((err = request(c, "sync", NULL, cmd, &entry)) != CHAT_CLIENT_OK)
+    command_begin(&o, "sync", NULL);
+    chat_obj_bool(&o, "replay", false);
+    if ((err = request(c, "sync", NULL, &o, &entry)) != CHAT_CLIENT_OK)
         return err;
     groups = cJSON_GetObjectItemCaseSensitive(entry, "groups");
     if (!cJSON_IsArray(groups)) {
@@ -798,16 +781,15 @@ static chat_client_err membership(chat_client *c, const char *command, const cha
                                   const char *member, uint64_t *head)
 {
     chat_client_err err = check_group(c, group);
-    cJSON *cmd, *entry = NULL;
+    chat_obj o = {0};
+    cJSON *entry = NULL;
 
     if (err != CHAT_CLIENT_OK)
         return err;
-    cmd = command_new(command, group);
-    if (member != NULL && cmd != NULL && !cJSON_AddStringToObject(cmd, "member", member)) {
-        cJSON_Delete(cmd);
-        cmd = NULL;
-    }
-    if ((err = request(c, command, group, cmd, &entry)) != CHAT_CLIENT_OK)
+    command_begin(&o, command, group);
+    if (member != NULL)
+        chat_obj_str(&o, "member", member);
+    if ((err = request(c, command, group, &o, &entry)) != CHAT_CLIENT_OK)
         return err;
     if (head != NULL && !chat_json_u64(cJSON_GetObjectItemCaseSensitive(entry, "head"), 0, head)) {
         cJSON_Delete(entry);

@@ -68,7 +68,7 @@ void chat_call_free(struct call *call);
 
 enum ev_kind {
     EV_CALL,              /* call: from the API */
-    EV_MESSAGE,           /* Paho: topic, payload, corr */
+    EV_MESSAGE,           /* Paho: topic, payload */
     EV_CONNECTED,         /* Paho: the connect of epoch succeeded */
     EV_CONNECT_FAILED,    /* Paho: the connect of epoch failed: code, text */
     EV_SERVER_DISCONNECT, /* Paho: the broker's DISCONNECT (MQTT 5) on epoch: code, text */
@@ -85,7 +85,6 @@ struct event {
     char *topic;       /* EV_MESSAGE */
     char *payload;     /* EV_MESSAGE: len bytes plus a NUL */
     size_t len;
-    char *corr; /* EV_MESSAGE: MQTT 5 correlation data plus a NUL, or NULL */
     int token;  /* EV_DONE */
     bool ok;    /* EV_DONE */
     int code;   /* EV_DONE: Paho code or MQTT 5 reason; EV_CONNECT_FAILED; EV_SERVER_DISCONNECT */
@@ -154,24 +153,24 @@ enum req_kind {
     REQ_SYNC,    /* internal: the sync after a connect or listen */
     REQ_GAP,     /* internal: a fetch to fill a gap of group */
     REQ_USER,    /* a call's request */
-    REQ_BARRIER, /* a flush's empty request */
-    REQ_PROBE    /* internal: an empty request after a refused SUBACK of group */
+    REQ_BARRIER, /* a flush's ping */
+    REQ_PROBE    /* internal: a ping after a refused SUBACK of group */
 };
 
-/* A request on $CONTROL/chat/v1 with one command (none for a barrier). */
+/* A request on $CONTROL/chat/v1 with one command, whose entry in the answer
+ * says its correlationData back. */
 struct request {
     struct request *next;
-    uint64_t seq; /* MQTT 5 correlation data */
     enum req_kind kind;
-    const char *command;       /* expected in the response entry, NULL: no entry */
+    const char *command;       /* the command's name, said back in its entry */
     char *group;               /* the group the command names, or NULL */
-    char *payload;             /* {"commands":[...]} */
+    char *cmd;                 /* the command object, without correlationData */
+    char corr[48];             /* the correlationData of its last sending */
     struct call *call;         /* REQ_USER, REQ_BARRIER; NULL once finished */
     struct group **snap_group; /* REQ_SYNC: listened groups when it was sent ... */
     uint64_t *snap_shown;      /* ... and their shown then */
     size_t nsnap;
-    bool sent;    /* published on the current connection */
-    bool expired; /* internal: unanswered too long, replaced */
+    bool sent; /* published on the current connection */
     int64_t sent_ms;
 };
 
@@ -244,7 +243,7 @@ struct chat_client {
     uint64_t out_seq;
     struct pend *pend; /* tracked operations of this connection */
     size_t npend, cap_pend;
-    struct request *req_head, *req_tail; /* in order of sending (invariant 3) */
+    struct request *req_head, *req_tail; /* outstanding, by correlationData */
     uint64_t req_seq;
     size_t acks_inflight;
     struct call *calls;   /* connect, disconnect and flush calls in progress */
@@ -291,10 +290,10 @@ void chat_paho_close(chat_client *c);
 int chat_paho_disconnect(chat_client *c, int timeout_ms);
 
 /* paho.c: publishes len bytes to topic. With track, EV_DONE reports the
- * completion of *token; corr (NULL: none) goes as MQTT 5 correlation data.
- * Returns Paho's code (MQTTASYNC_DISCONNECTED without a handle). */
+ * completion of *token. Returns Paho's code (MQTTASYNC_DISCONNECTED without
+ * a handle). */
 int chat_paho_publish(chat_client *c, const char *topic, const void *payload, size_t len, int qos,
-                      bool track, const char *corr, int *token);
+                      bool track, int *token);
 
 /* paho.c: subscribes to topic; EV_DONE reports *token's SUBACK. */
 int chat_paho_subscribe(chat_client *c, const char *topic, int qos, int *token);
@@ -307,5 +306,28 @@ bool chat_json_u64(const cJSON *item, uint64_t lo, uint64_t *out);
 /* proto.c: fills m from an envelope object (strings owned by env; json must
  * be its printed form). Returns false when it is not a valid envelope. */
 bool chat_envelope_view(const cJSON *env, const char *json, chat_client_message *m);
+
+/* proto.c: a JSON object text being written, field by field, from
+ * chat_obj o = {0}; every string goes through chat_proto_json_string. A
+ * failed allocation stops the writing; chat_obj_end reports it. */
+typedef struct chat_obj {
+    char *text;
+    size_t len, cap;
+    bool failed;
+} chat_obj;
+
+/* proto.c: add "key": value (a string, an integer, true or false). */
+void chat_obj_str(chat_obj *o, const char *key, const char *value);
+void chat_obj_u64(chat_obj *o, const char *key, uint64_t value);
+void chat_obj_bool(chat_obj *o, const char *key, bool value);
+
+/* proto.c: closes the object and returns its text (heap memory, freed with
+ * free()), or NULL when out of memory; o is empty again either way. */
+char *chat_obj_end(chat_obj *o);
+
+/* proto.c: the request {"commands":[command + "correlationData": corr]}
+ * for one command object text (as chat_obj_end wrote it); heap memory freed
+ * with free(), or NULL when out of memory. */
+char *chat_request_text(const char *command, const char *corr);
 
 #endif

@@ -17,11 +17,13 @@
  *      lost state file, a power loss), `sync` reports acked > shown and a
  *      fetch from shown fills the difference: messages may show twice then,
  *      never go missing.
- *   3. Requests sent on the current connection stay in c->req_head in the
- *      order they were sent; the plugin answers one response per request in
- *      that order, so with MQTT 3.1.1 a response belongs to the first sent
- *      request whose command it carries (earlier ones lost theirs); with MQTT
- *      5 the correlation data names it. A new connection starts a new order.
+ *   3. Every sending of a request carries a correlationData never used
+ *      before, which the plugin says back in the command's entry (answer,
+ *      page or error alike): an entry answers the sent request with that
+ *      correlationData, or nothing, over MQTT 3.1.1 and 5 alike. Entries
+ *      without one (refused publishes, subscribes and acks, replay pages)
+ *      answer no request. A request whose answer does not come is given up
+ *      at its deadline.
  *   4. An outbox entry leaves the outbox only when the broker acknowledged
  *      it (or refused it): after a reconnect everything left is sent again,
  *      with the same cid, in the original order.
@@ -173,7 +175,7 @@ static void send_ack(chat_client *c, struct group *g)
         return; /* the sync after the next connect repairs the cursor */
     snprintf(topic, sizeof topic, "%s/%s/ack", c->prefix, g->name);
     snprintf(payload, sizeof payload, "%" PRIu64, g->seq.shown);
-    rc = chat_paho_publish(c, topic, payload, strlen(payload), 1, true, NULL, &token);
+    rc = chat_paho_publish(c, topic, payload, strlen(payload), 1, true, &token);
     if (rc != MQTTASYNC_SUCCESS) {
         if (rc != MQTTASYNC_DISCONNECTED) /* else the sync after the connect repairs it */
             emit_error(c, g->name, "cannot publish an ack: %s", MQTTAsync_strerror(rc));
@@ -236,7 +238,7 @@ static void pump_outbox(chat_client *c)
         if (m->pending || m->sent_epoch == c->epoch)
             continue;
         m->sent_epoch = c->epoch;
-        rc = chat_paho_publish(c, m->topic, m->payload, strlen(m->payload), c->send_qos, true, NULL,
+        rc = chat_paho_publish(c, m->topic, m->payload, strlen(m->payload), c->send_qos, true,
                                &token);
         if (rc == MQTTASYNC_DISCONNECTED)
             break; /* the loss is on its way to us; everything goes after the connect */
@@ -275,16 +277,6 @@ static void req_unlink(chat_client *c, struct request *r)
     r->next = NULL;
 }
 
-static void req_append(chat_client *c, struct request *r)
-{
-    r->next = NULL;
-    if (c->req_tail != NULL)
-        c->req_tail->next = r;
-    else
-        c->req_head = r;
-    c->req_tail = r;
-}
-
 static void req_free(struct request *r)
 {
     if (r == NULL)
@@ -292,58 +284,100 @@ static void req_free(struct request *r)
     free(r->snap_group);
     free(r->snap_shown);
     free(r->group);
-    free(r->payload);
+    free(r->cmd);
     free(r);
 }
 
-/* Publishes r now if connected, as the newest request of the connection
- * (moved to the tail of the list, keeping invariant 3). */
+/* Unlinks and frees r. */
+static void req_drop(chat_client *c, struct request *r)
+{
+    req_unlink(c, r);
+    req_free(r);
+}
+
+/* The sent request whose correlationData is corr, or NULL. */
+static struct request *req_find(chat_client *c, const char *corr)
+{
+    for (struct request *r = c->req_head; r != NULL; r = r->next)
+        if (r->sent && strcmp(r->corr, corr) == 0)
+            return r;
+    return NULL;
+}
+
+/* Publishes r now if connected, with a correlationData never used before
+ * (invariant 3): an answer to an earlier sending answers nothing any more. */
 static void req_send(chat_client *c, struct request *r)
 {
-    char corr[24];
+    char *payload;
     int rc;
 
     if (c->cs != CS_UP)
         return;
-    req_unlink(c, r);
-    req_append(c, r);
-    snprintf(corr, sizeof corr, "%" PRIu64, r->seq);
-    rc = chat_paho_publish(c, CHAT_CONTROL_TOPIC, r->payload, strlen(r->payload), 1, false, corr,
-                           NULL);
+    snprintf(r->corr, sizeof r->corr, "%s-r%" PRIu64, c->cid_prefix, ++c->req_seq);
+    if ((payload = chat_request_text(r->cmd, r->corr)) == NULL) {
+        emit_error(c, r->group, "out of memory sending a %s request", r->command);
+        return;
+    }
+    rc = chat_paho_publish(c, CHAT_CONTROL_TOPIC, payload, strlen(payload), 1, false, NULL);
+    free(payload);
     if (rc == MQTTASYNC_DISCONNECTED)
         return; /* sent after the connect */
     if (rc != MQTTASYNC_SUCCESS) {
-        emit_error(c, r->group, "cannot send a %s request: %s", r->command ? r->command : "flush",
-                   MQTTAsync_strerror(rc));
+        emit_error(c, r->group, "cannot send a %s request: %s", r->command, MQTTAsync_strerror(rc));
         return;
     }
     r->sent = true;
     r->sent_ms = chat_now_ms();
 }
 
-/* Creates a request for one command (cmd, a JSON object text; NULL for an
- * empty request), appends it and sends it if connected. Returns NULL when
- * out of memory. */
+/* Creates a request for one command (cmd, a JSON object text, named
+ * command), appends it and sends it if connected. Returns NULL when out of
+ * memory. */
 static struct request *req_new(chat_client *c, enum req_kind kind, const char *command,
                                const char *group, const char *cmd, struct call *call)
 {
     struct request *r = calloc(1, sizeof *r);
-    size_t len = (cmd ? strlen(cmd) : 0) + 32;
 
     if (r == NULL)
         return NULL;
-    r->seq = ++c->req_seq;
     r->kind = kind;
     r->command = command;
     r->call = call;
-    if ((group != NULL && (r->group = strdup(group)) == NULL) ||
-        (r->payload = malloc(len)) == NULL) {
+    if ((group != NULL && (r->group = strdup(group)) == NULL) || (r->cmd = strdup(cmd)) == NULL) {
         req_free(r);
         return NULL;
     }
-    snprintf(r->payload, len, "{\"commands\":[%s]}", cmd ? cmd : "");
-    req_append(c, r);
+    if (c->req_tail != NULL)
+        c->req_tail->next = r;
+    else
+        c->req_head = r;
+    c->req_tail = r;
     req_send(c, r);
+    return r;
+}
+
+/* A request whose answer alone matters (a flush's barrier, the probe after
+ * a refused SUBACK): the plugin answers commands in the order they came,
+ * after the error entries of what came before them. It is a `sync` that
+ * lists nothing: no group name sorts after the longest name made of the
+ * largest code point (docs/protocol.md, sync's "after"). */
+static struct request *req_ping(chat_client *c, enum req_kind kind, const char *group,
+                                struct call *call)
+{
+    char after[CHAT_GROUP_MAX + 1];
+    chat_obj o = {0};
+    struct request *r = NULL;
+    char *cmd;
+
+    for (size_t i = 0; i + 4 <= CHAT_GROUP_MAX; i += 4)
+        memcpy(after + i, "\xF4\x8F\xBF\xBF", 4); /* U+10FFFF */
+    after[CHAT_GROUP_MAX] = '\0';
+    chat_obj_str(&o, "command", "sync");
+    chat_obj_bool(&o, "replay", false);
+    chat_obj_str(&o, "after", after);
+    if ((cmd = chat_obj_end(&o)) != NULL)
+        r = req_new(c, kind, "sync", group, cmd, call);
+    free(cmd);
     return r;
 }
 
@@ -374,10 +408,16 @@ static void snapshot(chat_client *c, struct request *r)
 static void send_sync(chat_client *c)
 {
     struct request *r;
+    chat_obj o = {0};
+    char *cmd;
 
     if (c->cs != CS_UP)
         return;
-    r = req_new(c, REQ_SYNC, "sync", NULL, "{\"command\":\"sync\",\"replay\":false}", NULL);
+    chat_obj_str(&o, "command", "sync");
+    chat_obj_bool(&o, "replay", false);
+    cmd = chat_obj_end(&o);
+    r = cmd != NULL ? req_new(c, REQ_SYNC, "sync", NULL, cmd, NULL) : NULL;
+    free(cmd);
     if (r == NULL)
         emit_error(c, NULL, "out of memory sending sync");
     else
@@ -397,24 +437,21 @@ static uint64_t shown_when_sent(const struct request *r, const struct group *g)
  * time (or there is none, with plugin_opt_replay false). */
 static void send_gap_fetch(chat_client *c, struct group *g)
 {
-    cJSON *cmd = cJSON_CreateObject();
     struct request *r = NULL;
-    char *text = NULL;
+    chat_obj o = {0};
+    char *cmd;
 
-    if (cmd == NULL || !cJSON_AddStringToObject(cmd, "command", "fetch") ||
-        !cJSON_AddStringToObject(cmd, "group", g->name) ||
-        !cJSON_AddNumberToObject(cmd, "after", (double)g->seq.shown) ||
-        (text = cJSON_PrintUnformatted(cmd)) == NULL ||
-        (r = req_new(c, REQ_GAP, "fetch", g->name, text, NULL)) == NULL) {
+    chat_obj_str(&o, "command", "fetch");
+    chat_obj_str(&o, "group", g->name);
+    chat_obj_u64(&o, "after", g->seq.shown);
+    if ((cmd = chat_obj_end(&o)) == NULL ||
+        (r = req_new(c, REQ_GAP, "fetch", g->name, cmd, NULL)) == NULL)
         emit_error(c, g->name, "out of memory sending a fetch");
-    } else if (!r->sent) {
-        req_unlink(c, r); /* not connected: the timer tries again */
-        req_free(r);
-    } else {
+    else if (!r->sent)
+        req_drop(c, r); /* not connected: the timer tries again */
+    else
         g->fetching = true;
-    }
-    cJSON_free(text);
-    cJSON_Delete(cmd);
+    free(cmd);
 }
 
 /* ===========================================================================
@@ -666,7 +703,9 @@ static void apply_sync(chat_client *c, const struct request *r, const cJSON *ent
     }
 }
 
-/* Errors that answer no request: refused publishes, subscribes and acks. */
+/* Error entries that answer no request (no correlationData): refused
+ * publishes, subscribes and acks, replay errors, and requests the plugin
+ * refused whole (too many requests). */
 static void handle_unsolicited(chat_client *c, const char *command, const cJSON *entry)
 {
     const cJSON *grp = cJSON_GetObjectItemCaseSensitive(entry, "group");
@@ -700,68 +739,46 @@ static void handle_unsolicited(chat_client *c, const char *command, const cJSON 
     }
 }
 
-/* Does response entry (NULL: an empty response) answer r? */
-static bool answers(const struct request *r, const cJSON *entry, int count)
+/* Reports the refusal of g's subscription, with the plugin's reason if it
+ * came (the probe's answer follows it). */
+static void report_listen_refused(chat_client *c, const char *group)
 {
-    const cJSON *cmd, *grp;
+    struct group *g = group != NULL ? group_find(c, group) : NULL;
+    chat_client_event ev;
 
-    if (r->command == NULL)
-        return count == 0;
-    if (count != 1)
-        return false;
-    cmd = cJSON_GetObjectItemCaseSensitive(entry, "command");
-    grp = cJSON_GetObjectItemCaseSensitive(entry, "group");
-    if (!cJSON_IsString(cmd) || strcmp(cmd->valuestring, r->command) != 0)
-        return false;
-    return r->group == NULL || !cJSON_IsString(grp) || strcmp(grp->valuestring, r->group) == 0;
+    if (g == NULL)
+        return;
+    memset(&ev, 0, sizeof ev);
+    ev.type = CHAT_CLIENT_EV_LISTEN_REFUSED;
+    ev.group = g->name;
+    ev.reason = g->refusal ? g->refusal : "the broker refused the subscription";
+    emit(c, &ev);
+    free(g->refusal);
+    g->refusal = NULL;
 }
 
-/* The request a response answers (invariant 3), or NULL. Requests passed
- * over lost their response: internal ones are dropped, the others sent
- * again. */
-static struct request *match_request(chat_client *c, const char *corr, const cJSON *entry,
-                                     int count)
-{
-    struct request *r, *next;
-
-    if (corr != NULL) {
-        for (r = c->req_head; r != NULL; r = r->next)
-            if (r->sent && strtoull(corr, NULL, 10) == r->seq)
-                return answers(r, entry, count) ? r : NULL;
-        return NULL;
-    }
-    for (r = c->req_head; r != NULL; r = r->next)
-        if (r->sent && answers(r, entry, count))
-            break;
-    if (r == NULL)
-        return NULL;
-    for (struct request *p = c->req_head; p != NULL && p != r; p = next) {
-        next = p->next;
-        if (!p->sent)
-            continue;
-        if ((p->kind == REQ_USER || p->kind == REQ_BARRIER) && p->call != NULL) {
-            req_send(c, p); /* moves it behind r */
-        } else {
-            if (p->kind == REQ_GAP && p->group != NULL) {
-                struct group *g = group_find(c, p->group);
-                if (g != NULL)
-                    g->fetching = false;
-            }
-            req_unlink(c, p);
-            req_free(p);
-        }
-    }
-    return r;
-}
-
-/* Finishes request r with its answer (entry may be NULL for an empty one). */
+/* Finishes request r with entry, its answer (whose messages may be taken). */
 static void complete_request(chat_client *c, struct request *r, cJSON *entry)
 {
-    const cJSON *err = entry ? cJSON_GetObjectItemCaseSensitive(entry, "error") : NULL;
+    const cJSON *err = cJSON_GetObjectItemCaseSensitive(entry, "error");
+    const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(entry, "command");
     const char *why = cJSON_IsString(err) ? err->valuestring : NULL;
     struct group *g = r->group ? group_find(c, r->group) : NULL;
 
     req_unlink(c, r);
+    if (!cJSON_IsString(cmd) || strcmp(cmd->valuestring, r->command) != 0) {
+        /* The plugin says back what it was sent: this is not our answer. */
+        if (r->call != NULL)
+            chat_call_finish(c, r->call, CHAT_CLIENT_ERR_PROTOCOL,
+                             "the answer to a command names another command");
+        else
+            emit_error(c, r->group, "ignored an answer to %s that names another command",
+                       r->command);
+        if (r->kind == REQ_GAP && g != NULL)
+            g->fetching = false;
+        req_free(r);
+        return;
+    }
     switch (r->kind) {
     case REQ_SYNC:
         if (why != NULL)
@@ -785,18 +802,11 @@ static void complete_request(chat_client *c, struct request *r, cJSON *entry)
         }
         break;
     case REQ_PROBE:
-        if (g != NULL) {
-            chat_client_event ev;
-            memset(&ev, 0, sizeof ev);
-            ev.type = CHAT_CLIENT_EV_LISTEN_REFUSED;
-            ev.group = g->name;
-            ev.reason = g->refusal ? g->refusal : "the broker refused the subscription";
-            emit(c, &ev);
-            free(g->refusal);
-            g->refusal = NULL;
-        }
+        report_listen_refused(c, r->group);
         break;
     case REQ_BARRIER:
+        /* Any answer will do, an error too: it came after the error entries
+         * of every message sent before it. */
         if (r->call != NULL) {
             r->call->refused = c->refused_count;
             c->refused_count = 0;
@@ -828,49 +838,45 @@ static void complete_request(chat_client *c, struct request *r, cJSON *entry)
     req_free(r);
 }
 
+/* One entry of a response: an answer (by its correlationData), a replay
+ * page, or an error about something else. */
+static void handle_entry(chat_client *c, const struct event *ev, cJSON *entry)
+{
+    const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(entry, "command");
+    const cJSON *corr = cJSON_GetObjectItemCaseSensitive(entry, "correlationData");
+    const char *command = cJSON_IsString(cmd) ? cmd->valuestring : "request";
+    struct request *r;
+
+    if (cJSON_IsString(corr)) {
+        /* An answer from a connection that ended answers nothing any more;
+         * nor one whose request is gone (its caller gave up, it expired). */
+        if (ev->epoch == c->epoch && c->cs == CS_UP && (r = req_find(c, corr->valuestring)) != NULL)
+            complete_request(c, r, entry);
+        return;
+    }
+    if (cJSON_GetObjectItemCaseSensitive(entry, "error") != NULL) {
+        handle_unsolicited(c, command, entry);
+    } else if (strcmp(command, "replay") == 0) {
+        const cJSON *grp = cJSON_GetObjectItemCaseSensitive(entry, "group");
+        struct group *g = cJSON_IsString(grp) ? group_find(c, grp->valuestring) : NULL;
+        if (g != NULL && g->listening)
+            (void)apply_page(c, g, entry, true);
+    }
+    /* Anything else answers nothing we asked. */
+}
+
 /* A message on the response topic. */
 static void handle_response(chat_client *c, const struct event *ev)
 {
     cJSON *root = cJSON_ParseWithLength(ev->payload, ev->len);
     cJSON *responses = cJSON_GetObjectItemCaseSensitive(root, "responses");
-    cJSON *first = NULL;
-    const cJSON *cmd;
-    struct request *r;
-    int count;
+    cJSON *entry;
 
-    if (!cJSON_IsArray(responses)) {
+    if (!cJSON_IsArray(responses))
         emit_error(c, NULL, "ignored a response that is not {\"responses\":[...]}: %.200s",
                    ev->payload);
-        goto done;
-    }
-    count = cJSON_GetArraySize(responses);
-    first = cJSON_GetArrayItem(responses, 0);
-    cmd = cJSON_GetObjectItemCaseSensitive(first, "command");
-    if (cJSON_IsString(cmd) && strcmp(cmd->valuestring, "replay") == 0) {
-        cJSON *entry;
-        cJSON_ArrayForEach(entry, responses)
-        {
-            const cJSON *grp = cJSON_GetObjectItemCaseSensitive(entry, "group");
-            struct group *g = cJSON_IsString(grp) ? group_find(c, grp->valuestring) : NULL;
-            if (g != NULL && g->listening)
-                (void)apply_page(c, g, entry, true);
-        }
-        goto done;
-    }
-    /* Our requests never hold these commands: these answer no request. */
-    if (count == 1 && cJSON_IsString(cmd) &&
-        (strcmp(cmd->valuestring, "publish") == 0 || strcmp(cmd->valuestring, "subscribe") == 0 ||
-         strcmp(cmd->valuestring, "ack") == 0)) {
-        handle_unsolicited(c, cmd->valuestring, first);
-        goto done;
-    }
-    /* An answer from a connection that ended answers nothing any more. */
-    if (ev->epoch != c->epoch || c->cs != CS_UP)
-        goto done;
-    if ((r = match_request(c, ev->corr, first, count)) == NULL)
-        goto done; /* e.g. the answer to a request whose caller gave up */
-    complete_request(c, r, first);
-done:
+    else
+        cJSON_ArrayForEach(entry, responses) handle_entry(c, ev, entry);
     cJSON_Delete(root);
 }
 
@@ -940,11 +946,9 @@ static void connection_ended(chat_client *c)
             r->call->barrier_sent = false;
             r->call->next = c->calls;
             c->calls = r->call;
-            req_unlink(c, r);
-            req_free(r);
+            req_drop(c, r);
         } else {
-            req_unlink(c, r);
-            req_free(r);
+            req_drop(c, r);
         }
     }
 }
@@ -1007,7 +1011,6 @@ static void start_attempt(chat_client *c)
 
 static void on_connected(chat_client *c)
 {
-    struct request *old, *next;
     chat_client_event ev;
 
     c->cs = CS_UP;
@@ -1027,14 +1030,9 @@ static void on_connected(chat_client *c)
             subscribe_group(c, g);
     }
     send_sync(c);
-    old = c->req_head;
-    c->req_head = c->req_tail = NULL;
-    for (struct request *r = old; r != NULL; r = next) {
-        next = r->next;
-        req_append(c, r);
+    for (struct request *r = c->req_head; r != NULL; r = r->next)
         if (!r->sent)
             req_send(c, r);
-    }
     pump_outbox(c);
     finish_calls(c, CALL_CONNECT, CHAT_CLIENT_OK, NULL);
 }
@@ -1112,8 +1110,8 @@ static void on_done(chat_client *c, int token, bool ok, int code)
             p.g->subscribed = true;
         } else if (code >= 0x80) {
             /* The plugin's reason, if any, arrives before the answer to
-             * this empty request (one connection, in order). */
-            if (req_new(c, REQ_PROBE, NULL, p.g->name, NULL, NULL) == NULL)
+             * a request sent now (one connection, in order). */
+            if (req_ping(c, REQ_PROBE, p.g->name, NULL) == NULL)
                 emit_error(c, p.g->name, "subscription refused");
         }
         break;
@@ -1223,7 +1221,7 @@ static void progress_calls(chat_client *c, int64_t now)
         if (call->op == CALL_FLUSH && !expired && c->cs == CS_UP && c->out_head == NULL) {
             *pp = call->next;
             call->barrier_sent = true;
-            if (req_new(c, REQ_BARRIER, NULL, NULL, NULL, call) == NULL)
+            if (req_ping(c, REQ_BARRIER, NULL, call) == NULL)
                 chat_call_finish(c, call, CHAT_CLIENT_ERR_NOMEM, NULL);
             continue;
         }
@@ -1252,17 +1250,14 @@ static void progress_calls(chat_client *c, int64_t now)
     if (close_now)
         closed(c);
     /* Requests whose caller's deadline passed: answered with a timeout; a
-     * sent one stays listed until its response or the connection ends. */
+     * late answer then matches nothing. */
     for (struct request *r = c->req_head, *next; r != NULL; r = next) {
         next = r->next;
         if (r->call == NULL || now < r->call->deadline)
             continue;
         chat_call_finish(c, r->call, CHAT_CLIENT_ERR_TIMEOUT, NULL);
         r->call = NULL;
-        if (!r->sent) {
-            req_unlink(c, r);
-            req_free(r);
-        }
+        req_drop(c, r);
     }
 }
 
@@ -1288,20 +1283,23 @@ static void run_timers(chat_client *c, int64_t now)
             send_sync(c);
         }
     }
-    /* An internal request unanswered this long is given up (it stays listed
-     * for the order of responses); a new one goes out. */
-    for (struct request *r = c->req_head; r != NULL; r = r->next) {
-        if (!r->sent || r->expired || now < r->sent_ms + c->request_timeout_ms)
+    /* An internal request unanswered this long (its answer was lost) is
+     * given up: a sync goes again, a gap's timer fetches again, a refused
+     * subscription is reported without the plugin's reason. */
+    for (struct request *r = c->req_head, *next; r != NULL; r = next) {
+        struct group *g;
+        next = r->next;
+        if (!r->sent || r->call != NULL || now < r->sent_ms + c->request_timeout_ms)
             continue;
+        req_unlink(c, r);
         if (r->kind == REQ_SYNC) {
-            r->expired = true;
             send_sync(c);
-        } else if (r->kind == REQ_GAP) {
-            struct group *g = group_find(c, r->group);
-            r->expired = true;
-            if (g != NULL)
-                g->fetching = false;
+        } else if (r->kind == REQ_GAP && (g = group_find(c, r->group)) != NULL) {
+            g->fetching = false;
+        } else if (r->kind == REQ_PROBE) {
+            report_listen_refused(c, r->group);
         }
+        req_free(r);
     }
     progress_calls(c, now);
 }

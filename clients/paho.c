@@ -145,17 +145,6 @@ static int on_message(void *context, char *topic, int topic_len, MQTTAsync_messa
         memcpy(ev->payload, m->payload, plen);
     ev->payload[plen] = '\0';
     ev->len = plen;
-    if (conn->c->mqtt_version >= 5) {
-        MQTTProperty *p =
-            MQTTProperties_getProperty(&m->properties, MQTTPROPERTY_CODE_CORRELATION_DATA);
-        if (p != NULL && p->value.data.len >= 0) {
-            size_t clen = (size_t)p->value.data.len;
-            if ((ev->corr = malloc(clen + 1)) == NULL)
-                goto fail;
-            memcpy(ev->corr, p->value.data.data, clen);
-            ev->corr[clen] = '\0';
-        }
-    }
     MQTTAsync_freeMessage(&m);
     MQTTAsync_free(topic);
     chat_post(conn->c, ev);
@@ -304,7 +293,7 @@ static void set_callbacks(const chat_client *c, MQTTAsync_responseOptions *ro, b
 }
 
 int chat_paho_publish(chat_client *c, const char *topic, const void *payload, size_t len, int qos,
-                      bool track, const char *corr, int *token)
+                      bool track, int *token)
 {
     MQTTAsync_responseOptions ro = MQTTAsync_responseOptions_initializer;
     MQTTAsync_message msg = MQTTAsync_message_initializer;
@@ -319,19 +308,7 @@ int chat_paho_publish(chat_client *c, const char *topic, const void *payload, si
     msg.payloadlen = (int)len;
     msg.qos = qos;
     msg.retained = 0;
-    if (corr != NULL && c->mqtt_version >= 5) {
-        MQTTProperty p;
-        memset(&p, 0, sizeof p);
-        p.identifier = MQTTPROPERTY_CODE_CORRELATION_DATA;
-        p.value.data.data = (char *)corr;
-        p.value.data.len = (int)strlen(corr);
-        if (MQTTProperties_add(&msg.properties, &p) != 0) {
-            MQTTProperties_free(&msg.properties);
-            return MQTTASYNC_FAILURE;
-        }
-    }
     rc = MQTTAsync_sendMessage(c->mqtt, topic, &msg, &ro);
-    MQTTProperties_free(&msg.properties);
     if (token != NULL)
         *token = ro.token;
     return rc;
