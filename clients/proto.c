@@ -1,8 +1,5 @@
-/* proto.c: what the client library makes of the protocol's data: group
- * names and JSON integers (checked by proto/, as the plugin checks them),
- * envelopes, and the JSON objects it writes (commands, requests, messages),
- * whose strings go through proto/'s one JSON string writer. */
-#include "client.h"
+/* proto.c: the client library's side of the protocol (see proto.h). */
+#include "proto.h"
 
 #include <assert.h>
 #include <inttypes.h>
