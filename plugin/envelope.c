@@ -3,6 +3,7 @@
 #include "plugin.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,50 @@ static char *restore_nuls(char *env)
     }
     free(env);
     return out;
+}
+
+/* cJSON prints a number with 15 significant digits whenever that reads
+ * back within a relative epsilon (9007199254740993 comes out as
+ * 9.00719925474099e+15), and an infinity (1e400) as null. The splice
+ * keeps the payload's text; so that the tree keeps the same values, its
+ * numbers are printed here instead: the shortest of 15 to 17 digits that
+ * reads back as the same double, infinities as 1e999. Recursion is bounded
+ * by cJSON's nesting limit. Returns false when out of memory. */
+static bool exact_numbers(cJSON *parent)
+{
+    for (cJSON *it = parent->child; it; it = it->next) {
+        if (cJSON_IsArray(it) || cJSON_IsObject(it)) {
+            if (!exact_numbers(it)) {
+                return false;
+            }
+            continue;
+        }
+        if (!cJSON_IsNumber(it)) {
+            continue;
+        }
+        char num[32];
+        double d = it->valuedouble;
+        if (isinf(d)) {
+            snprintf(num, sizeof(num), "%s", d > 0 ? "1e999" : "-1e999");
+        } else {
+            for (int digits = 15; digits <= 17; digits++) {
+                snprintf(num, sizeof(num), "%.*g", digits, d);
+                if (strtod(num, NULL) == d) {
+                    break;
+                }
+            }
+        }
+        cJSON *raw = cJSON_CreateRaw(num);
+        if (!raw) {
+            return false;
+        }
+        /* The key moves over; the replaced item is freed. */
+        raw->string = it->string;
+        it->string = NULL;
+        cJSON_ReplaceItemViaPointer(parent, it, raw);
+        it = raw;
+    }
+    return true;
 }
 
 /* Writes into a buffer sized in advance by the caller. */
@@ -200,8 +245,9 @@ static char *splice(const char *text, size_t len, uint64_t id, const char *group
     return buf;
 }
 
-void chat_envelope_build(const void *payload, size_t len, uint64_t id, const char *group,
-                         const char *from, int64_t ts_ms, char **env, char **cid, const char **why)
+void chat_envelope_build_way(enum chat_envelope_way way, const void *payload, size_t len,
+                             uint64_t id, const char *group, const char *from, int64_t ts_ms,
+                             char **env, char **cid, const char **why)
 {
     cJSON *in = NULL, *out = NULL;
     char *text = NULL, *parsed = NULL;
@@ -269,8 +315,20 @@ void chat_envelope_build(const void *payload, size_t len, uint64_t id, const cha
         /* The common case: copy the payload's members byte for byte after
          * the plugin's fields, which is a third of the cost of printing the
          * tree again. */
-        *env = splice(text, len, id, group, from, ts_ms);
-        if (*env) {
+        /* The splice passes bytes on unparsed, so only strict JSON may take
+         * it: cJSON also reads a byte order mark, control characters as
+         * blanks or raw in strings, and numbers such as 01 or -.5, which
+         * the splice would drop members over or hand on to readers that
+         * refuse them (a web page's JSON.parse). The tree prints them as
+         * JSON. */
+        if (way != CHAT_ENVELOPE_TREE && chat_proto_json_valid(text, len)) {
+            *env = splice(text, len, id, group, from, ts_ms);
+            if (*env || way == CHAT_ENVELOPE_SPLICE) {
+                goto done;
+            }
+        }
+        if (!exact_numbers(in)) {
+            *why = "out of memory";
             goto done;
         }
         cJSON *it = in->child;
@@ -309,6 +367,12 @@ done:
     cJSON_Delete(out);
     free(parsed);
     free(text);
+}
+
+void chat_envelope_build(const void *payload, size_t len, uint64_t id, const char *group,
+                         const char *from, int64_t ts_ms, char **env, char **cid, const char **why)
+{
+    chat_envelope_build_way(CHAT_ENVELOPE_ANY, payload, len, id, group, from, ts_ms, env, cid, why);
 }
 
 bool chat_ack_parse(const void *payload, size_t len, uint64_t *id)

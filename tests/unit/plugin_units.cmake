@@ -9,6 +9,7 @@ if(NOT TARGET chat_plugin_units)
   add_library(chat_plugin_units STATIC ${chat_plugin_unit_sources}
                                        ${CMAKE_CURRENT_LIST_DIR}/plugin_stubs.c
                                        ${CMAKE_CURRENT_LIST_DIR}/plugin_fixture.c
+                                       ${CMAKE_CURRENT_LIST_DIR}/json_check.c
                                        $<TARGET_OBJECTS:chat_proto>)
   target_include_directories(chat_plugin_units PUBLIC ${PROJECT_SOURCE_DIR}/plugin
                              ${CMAKE_CURRENT_LIST_DIR} ${MOSQ_INC} ${CJSON_INC}
