@@ -46,11 +46,13 @@ static cJSON *envelope_head(uint64_t id, const char *group, const char *from, in
     if (!out) {
         return NULL;
     }
-    /* Ids and timestamps stay below 2^53, so a double carries them exactly. */
-    if (!cJSON_AddNumberToObject(out, "id", (double)id) ||
-        !cJSON_AddStringToObject(out, "group", group) ||
-        !cJSON_AddStringToObject(out, "from", from) ||
-        !cJSON_AddNumberToObject(out, "ts", (double)ts_ms)) {
+    /* Written as integers: cJSON would print an id of 16 digits (up to
+     * 2^53 - 1 is allowed) with 15 significant ones (see exact_numbers). */
+    char num_id[24], num_ts[24];
+    snprintf(num_id, sizeof(num_id), "%llu", (unsigned long long)id);
+    snprintf(num_ts, sizeof(num_ts), "%lld", (long long)ts_ms);
+    if (!cJSON_AddRawToObject(out, "id", num_id) || !cJSON_AddStringToObject(out, "group", group) ||
+        !cJSON_AddStringToObject(out, "from", from) || !cJSON_AddRawToObject(out, "ts", num_ts)) {
         cJSON_Delete(out);
         return NULL;
     }
@@ -206,14 +208,16 @@ static char *splice(const char *text, size_t len, uint64_t id, const char *group
     }
     struct out o = {buf};
     char num[32];
+    int n = snprintf(num, sizeof(num), "%llu", (unsigned long long)id);
     put(&o, "{\"id\":", 6);
-    put(&o, num, (size_t)snprintf(num, sizeof(num), "%llu", (unsigned long long)id));
+    put(&o, num, (size_t)n);
     put(&o, ",\"group\":", 9);
     put_str(&o, group);
     put(&o, ",\"from\":", 8);
     put_str(&o, from);
     put(&o, ",\"ts\":", 6);
-    put(&o, num, (size_t)snprintf(num, sizeof(num), "%lld", (long long)ts_ms));
+    n = snprintf(num, sizeof(num), "%lld", (long long)ts_ms);
+    put(&o, num, (size_t)n);
     const char *p = skip_ws(skip_ws(text) + 1); /* past '{' */
     while (*p == '"') {
         bool escaped = false;

@@ -14,9 +14,9 @@
 
 /* True when s[0..len) is one JSON value, strictly: RFC 8259 grammar (only
  * space, tab, CR and LF between tokens; no raw control characters in
- * strings; numbers without leading zeros, '+', or a bare '.'), escapes
- * that decode to valid UTF-16 (no lone surrogates), nested at most 2000
- * deep. */
+ * strings; numbers without leading zeros, '+', or a bare '.'), valid
+ * UTF-8, nested at most 4096 deep (CHAT_PROTO_JSON_DEPTH_MAX). An escaped
+ * surrogate alone (\ud800) is grammatical JSON and passes. */
 bool json_strict(const char *s, size_t len);
 
 /* The canonical text of strict JSON s[0..len), or NULL when it is not: no

@@ -151,6 +151,7 @@ static void test_objects(void **state)
          NULL},
         /* Other keys may repeat; both copies stay. */
         {"{\"a\":1,\"a\":2}", ",\"a\":1,\"a\":2}", NULL},
+        {"{\"n\":{\"a\":1,  \"b\" :2}}", ",\"n\":{\"a\":1,  \"b\" :2}}", NULL},
         {"{\"body\":\"x\\u0000y\"}", ",\"body\":\"x\\u0000y\"}", NULL},
         {"{\"s\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\"}",
          ",\"s\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\"}", NULL},

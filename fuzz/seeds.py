@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+# Writes the seed corpus of each fuzz target into fuzz/corpus/<target>/: the
+# bad inputs of the integration tests (tests/integration/integ_bad_input.c,
+# integ_security.c, bad_options.sh), good neighbours of each, and the cases
+# of the unit tests. One small file per input, named by its content's hash,
+# so that running this again changes nothing. Not run by the build: the
+# corpus is committed; run it after adding inputs here.
+import hashlib
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def write(target, data):
+    if isinstance(data, str):
+        data = data.encode()
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    name = hashlib.sha1(data).hexdigest()[:16]
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+G = "room1"
+
+# ---------------------------------------------------------------- envelope
+envelope = [
+    "hello", "", "42", "[1]", '"x"', "null", "{", '{"a":}', "{}x", "{} {}",
+    "line\nbreak\t\x01", "caf\u00e9 \u2615", "a\\u0000b",
+    "{}", '{"body":"hi"}', '{"body":"hi","cid":"a-1"}',
+    '{"id":99,"body":"b","group":"x","from":"mallory","ts":1,"z":[1, 2]}',
+    ' {\n "a" : { "b" : [ true , null ] } ,\r\n\t"c":-1.5e3 } \n',
+    '{"ids":1,"Id":2,"i":3,"froms":4}', '{"a":1,"a":2}', '{"body":"x\\u0000y"}',
+    '{"s":"\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00"}',
+    # refusals
+    '{"cid":5}', '{"cid":""}', '{"cid":null}', '{"cid":"' + "0" * 65 + '"}',
+    '{"cid":"' + "d" * 64 + '","body":"sixty-four"}',
+    '{"id":1,"id":2}', '{"group":1,"x":0,"group":2}', '{"from":1,"from":2}',
+    '{"ts":1,"ts":2}', '{"cid":"a","cid":"b"}', '{"cid":"a","\\u0063id":"b"}',
+    '{"a":"\\u0000","b":"\ufdd0"}', '{"a":"\\u0000\\uFDD0"}', '{"a":"\\u0000\\ufdd0"}',
+    '{"cid":"a-1","body":"which one?","cid":"a-2"}',
+    # escaped keys
+    '{"\\u0069d":5,"b":1}', '{"\\u0074s":5}', '{"c\\u0069d":"x","body":"y"}',
+    '{"a\\"b":1}', '{"a\\u0000b":"c\\u0000"}', '{"\\u00e9":1}',
+    # numbers, unicode, nesting
+    '{"n":12345678901234567890}', '{"n":9007199254740993}', '{"n":1e400}',
+    '{"n":-1e400,"m":[1e999]}', '{"n":1e-400}', '{"n":-0}', '{"n":0.1}',
+    '{"n":1E+2,"m":1e-2}', '{"u":"\\ud83d\\ude00\U0001F600"}',
+    '{"u":"\u2028\u2029\uffff"}', '{"u":"\ufdd0"}', '{"z":"\\\\u0000"}',
+    '{"a":{"b":{"c":[[[[[]]]]]}}}', '{"a":"","":""}', '{"a":true,"b":false,"c":null}',
+    '{"a":' + "[" * 999 + "]" * 999 + "}",
+    # what cJSON reads although it is not JSON
+    "\ufeff{\"body\":\"after a byte order mark\"}", '\x0b{"a":1}', '{\x0b"a":1}',
+    '{"a":1,\x0c"b":2}', '{"a":1\x01,"b":2}', '{"a":[1,\x1f 2]}', '{"body":"a\tb"}',
+    '{"n":01}', '{"n":-01.5}', '{"n":1.}', '{"n":-.5}', '{"n":1.e5}',
+    # integration tests: payloads that are not UTF-8, or fine
+    b"\xff\xfe", b"abc\x00def", b"\xc0\xaf", b"\xed\xa0\x80", b"ok \xe2\x82",
+    b"\xf4\x90\x80\x80", b'{"body":"\xff","cid":"c-1"}',
+    "let me in", '{"cid":"e-1","body":"hi"}', '{"body":"' + "z" * 200 + '","cid":"big-1"}',
+    "y" * 300, '{"body":"acknowledged and kept"}', '{"cid":"c25","body":"m25"}',
+    '{"body":"' + "0" * 280 + '"}',
+]
+for p in envelope:
+    write("envelope", p)
+
+# ----------------------------------------------------------------- control
+# The first byte: who asks and how (fuzz_control.c): 1 a username, 2 the
+# admin, 4 a Response Topic (8: an invalid one), 16 Correlation Data, 32
+# behind other access checkers (64: which deny), 128 closed groups.
+def req(*commands):
+    return '{"commands":[' + ",".join(commands) + "]}"
+
+
+def cmd(name, **fields):
+    parts = ['"command":"%s"' % name] + ['"%s":%s' % (k, v) for k, v in fields.items()]
+    return "{" + ",".join(parts) + "}"
+
+
+g = '"%s"' % G
+control = [
+    # malformed, not an object, commands
+    '{"commands":[', "hello", "{'commands':[]}", '{"commands":[{"command":"sync"},]}',
+    "{commands:[]}", '{"commands":[{"command":"sync","replay":false}]} and more',
+    '{"commands":[]}{"commands":[]}', "", b"\xff\xfe{}", b'{"commands":[]}\x00',
+    "[]", '[{"command":"sync"}]', "42", '"commands"', "null", "true",
+    "{}", '{"command":"sync"}', '{"Commands":[{"command":"sync"}]}',
+    '{"commands":{"command":"sync"}}', '{"commands":"sync"}', '{"commands":null}',
+    '{"commands":1}', '{"commands":[]}',
+    # unknown commands
+    req(cmd("frobnicate")), req(cmd("SYNC")), req(cmd("")), req(cmd("replay", group=g)),
+    req(cmd("sync", replay="false"), cmd("nope", group=g), cmd("history", group=g, limit=1)),
+    # fields
+    req("{}"), req("42"), req('{"command":7}'), req(cmd("join")), req(cmd("fetch")),
+    req(cmd("leave", group=5)), req(cmd("fetch", group="null")),
+    req(cmd("history", group="[%s]" % g)), req(cmd("ack", id=1)), req(cmd("ack", group=g)),
+    req(cmd("ack", group=g, id='"3"')), req(cmd("sync", replay='"false"')),
+    req(cmd("sync", replay=0)), req(cmd("join", group=g, member=5)),
+    req(cmd("join", group=g, member='""')),
+    req(cmd("leave", group=g, member='"' + "m" * 1025 + '"')),
+    req(cmd("fetch", group=g, limit='"10"')), req(cmd("fetch", group=g, after="null")),
+    req(cmd("history", group=g, before="true")),
+    req(cmd("sync", correlationData='"' + "c" * 257 + '"')),
+    req(cmd("sync", correlationData="5")), req(cmd("frob", correlationData='"x"')),
+    # good commands
+    req(cmd("sync")), req(cmd("sync", replay="false")), req(cmd("sync", after='"room1"')),
+    req(cmd("sync", after="5")), req(cmd("join", group=g)), req(cmd("leave", group=g)),
+    req(cmd("join", group=g, member='"bob"')), req(cmd("leave", group=g, member='"bob"')),
+    req(cmd("ack", group=g, id=3)), req(cmd("ack", group=g, id=9007199254740991)),
+    req(cmd("fetch", group=g)), req(cmd("fetch", group=g, after=0, limit=1)),
+    req(cmd("fetch", group=g, after=9007199254740991)),
+    req(cmd("history", group=g, before=1)),
+    req(cmd("history", group=g, before=9007199254740991, limit=9007199254740991)),
+    req(cmd("history", group='"caf\u00e9"', limit=2, correlationData='"h-1"')),
+    req(cmd("fetch", group='"room2"', correlationData='"f-1"'), cmd("sync", correlationData='"s"')),
+    req(cmd("history", group='"' + "h" * 128 + '"')),
+    req(cmd("fetch", group='"' + "g" * 129 + '"')),
+    b'{"commands":[{"command":"fetch","group":"\xc3\x28"}]}',
+    req(cmd("sync"), cmd("sync")), req(cmd("join", group='"fat"')),
+    req(*[cmd("history", group=g, limit=1)] * 50),
+    req(*[cmd("fetch", group=g, after=0)] * 20),
+]
+# numbers: each field, each bad value
+for command, field in [("fetch", "limit"), ("fetch", "after"), ("history", "limit"),
+                       ("history", "before"), ("ack", "id")]:
+    for v in ["-1", "0", "-0.5", "1.5", "9007199254740992", "18446744073709551616", "1e300",
+              '"5"', "[5]"]:
+        control.append(req(cmd(command, group=g, **{field: v})))
+# group names
+for gj in ['""', '"a/b"', '"a+b"', '"a#b"', '"$a"', '"a\\u0001b"', '"a\\tb"', '"a\\nb"',
+           '"a\\u007fb"', '"a\\u0085b"', '"room1\\u0000x"']:
+    for c in ["fetch", "join"]:
+        control.append(req(cmd(c, group=gj)))
+flag_sets = [0, 1, 2, 1 | 4, 1 | 4 | 8, 1 | 16, 1 | 4 | 16, 1 | 32, 1 | 32 | 64, 2 | 128, 128,
+             1 | 128]
+for i, p in enumerate(control):
+    if isinstance(p, str):
+        p = p.encode()
+    # every request once as a plain member, and a few under other flags
+    write("control", bytes([1]) + p)
+    write("control", bytes([flag_sets[i % len(flag_sets)]]) + p)
+
+# --------------------------------------------------------------------- ack
+acks = ["abc", "", " ", "1.5", "0x10", "+5", "-1", "1e3", "5 5", "\u0663",
+        "12345678901234567890", "999999", "1\n", "3", "0", "9999999999999999999",
+        "00000000000000000001", "\t\r\n7 \r\n", "5\x0b", '{"id":5}', b"\xff"]
+for a in acks:
+    write("ack", a)
+
+# ------------------------------------------------------------------- names
+group_names = ["room1", "caf\u00e9 \u2615", "", "a/b", "a+b", "#", "$SYS", "tab\there", "del\x7f",
+               "c1\u0085", b"bad\xc3", "h" * 128, "g" * 129, b"a\x00b", b"\xed\xa0\x80",
+               "\U0001F600"]
+for n in group_names:
+    write("names", b"\x00" + (n.encode() if isinstance(n, str) else n))
+json_texts = ["{}", "[]", ' {"a" : [1, -2.5e+3, 0, -0, true, false, null, ""]}\r\n',
+              '"\\ud800"', '"\\ud83d\\ude00"', "01", "1.", "-.5", "[1,]", '{"a":1,}',
+              "\ufeff{}", "\x0b{}", '"a\tb"', '"\\x"', '"\\u12g4"', "[" * 100 + "]" * 100,
+              "[" * 4096 + "]" * 4096, "tru", "nul", "1e", "1e+"]
+for t in json_texts:
+    write("names", b"\x01" + t.encode())
+topics = ["chat/room1", "chat/room1/ack", "chat/", "chat/a$b", "chat/a$b/ack",
+          "chat/" + "g" * 129, "chat/" + "g" * 129 + "/ack", "chat/room1/x", "chat/room1/",
+          "chat//ack", "$share/g/chat/room1", "$share/g", "chat/+", "chat/#", "chat/+/ack", "#",
+          "+/room1", "$CONTROL/chat/v1", "$CONTROL/chat/v1/response", "$CONTROL/chat/",
+          "chatter/room1", "chat", "private/payroll", "chat/caf\u00e9", "chat/elsewhere/ack"]
+for t in topics:
+    write("names", b"\x02" + t.encode())
+    write("names", b"\x0a" + t.encode())  # behind other access checkers
+for m in [b"alice\x00dev1", b"\x00dev1", b"~bob\x00dev1", b"\x00~x", b"\x00", b"u" * 1025,
+          b"\x00" + b"i" * 1024, b"\x00" + b"i" * 1023]:
+    write("names", b"\x03" + m)
+
+# ------------------------------------------------------------------ config
+bad_options = ["page_size 0", "page_size 100001", "page_size 12x", "page_bytes 10",
+               "page_qos 3", "replay_window 0", "replay_window 65", "replay_timeout 0",
+               "max_payload -1", "fsync sometimes", "replay yes", "open_groups 1",
+               "topic_prefix a/b", "topic_prefix chat+", "retention_count -5",
+               "retention_days x", "acl maybe", "no_such_option 1", "page_bytes 268435456",
+               "max_payload 50000000", "read_check sometimes", "db_path", "page_size",
+               "page_size 18446744073709551616"]
+good_options = ["page_size 7", "db_path /var/lib/mosquitto/chat\ntopic_prefix team",
+                "admins a, b ,,c\nadmins admin", "fsync batch\nreplay false\nopen_groups false",
+                "acl defer\nread_check members", "acl allow", "acl auto",
+                "retention_count 9223372036854775807\nretention_days 1000000",
+                "page_bytes 268369920\nmax_payload 44000000\nreplay_window 64\n"
+                "replay_timeout 86400\npage_qos 2", "topic_prefix " + "p" * 128]
+for i, o in enumerate(bad_options + good_options):
+    write("config", bytes([i % 32]) + o.encode())
+    write("config", bytes([(i * 7) % 32]) + o.encode())
+
+print("seeds written to", os.path.join(HERE, "corpus"), file=sys.stderr)
