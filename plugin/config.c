@@ -167,11 +167,10 @@ static void scan_config(const char *path, int depth, struct chat_broker_conf *bc
         }
         if (!strcmp(word, "acl_file")) {
             bc->acl = true;
-        } else if (!strcmp(word, "password_file") || !strcmp(word, "psk_file")) {
-            bc->auth = true;
-        } else if ((!strcmp(word, "use_identity_as_username") ||
-                    !strcmp(word, "use_subject_as_username")) &&
-                   is_true(arg)) {
+        } else if (!strcmp(word, "password_file") || !strcmp(word, "psk_file") ||
+                   ((!strcmp(word, "use_identity_as_username") ||
+                     !strcmp(word, "use_subject_as_username")) &&
+                    is_true(arg))) {
             bc->auth = true;
         } else if (!strcmp(word, "per_listener_settings") && is_true(arg)) {
             bc->per_listener = true;
@@ -199,7 +198,7 @@ static void scan_config(const char *path, int depth, struct chat_broker_conf *bc
     if (ferror(f)) {
         unreadable(bc, path, errno ? errno : EIO);
     }
-    fclose(f);
+    (void)fclose(f); /* read only: nothing to lose */
 }
 
 chat_acl_check_fn chat_broker_acl_check(void)
@@ -233,7 +232,7 @@ bool chat_broker_scan(struct chat_broker_conf *bc)
         return false;
     }
     size_t n = fread(args, 1, sizeof(args) - 1, f);
-    fclose(f);
+    (void)fclose(f); /* read only: nothing to lose */
     args[n] = '\0';
     const char *conf = NULL;
     for (size_t i = 0; i < n;) {

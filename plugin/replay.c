@@ -470,6 +470,7 @@ static bool collect_due(void *ctx, const void *key, size_t len, void *val)
     }
     if (t->n == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 16;
+        /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
         struct chat_device **n = realloc(t->due, cap * sizeof(*n));
         if (!n) {
             return false; /* the next scan takes it */
