@@ -33,6 +33,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
  * the same for every input of the run. Aborts when it cannot be made. */
 struct plugin_fixture *fuzz_fixture(const char *const *opts);
 
+/* A new store (and plugin) in place of the fixture's, with the same
+ * options: a store that only grows slows LevelDB's writes down (its
+ * compactions fall behind), so targets that write renew it now and then. */
+void fuzz_fixture_renew(void);
+
 /* Forgets the per client state between inputs (answer budgets, pending
  * subscriptions, catch-ups), so that one input's answers do not depend on
  * how many came before it; the store keeps what the inputs wrote. */

@@ -10,6 +10,7 @@
 
 static struct plugin_fixture fixture;
 static bool made;
+static const char *const *made_opts;
 
 static void remove_fixture(void)
 {
@@ -23,9 +24,18 @@ struct plugin_fixture *fuzz_fixture(const char *const *opts)
             abort();
         }
         made = true;
+        made_opts = opts;
         atexit(remove_fixture);
     }
     return &fixture;
+}
+
+void fuzz_fixture_renew(void)
+{
+    if (made) {
+        plugin_fixture_close(&fixture);
+        FUZZ_CHECK(plugin_fixture_open(&fixture, made_opts, NULL), "a new store");
+    }
 }
 
 void fuzz_fixture_fresh(struct plugin_fixture *fx)
