@@ -1,13 +1,19 @@
-/* chat_store: the public functions that do not depend on how messages are
- * kept (error texts, the clock, pages); the rest are in leveldb/. See the
- * design note in chat_store.h for the key layout and invariants. */
+/* chat_store: the public interface of chat_store.h in front of a backend
+ * (store_backend.h): it picks the backend at open, checks the arguments that
+ * need no data, builds pages, and passes every other call to the backend's
+ * ops. The design note of chat_store.h describes the LevelDB backend's keys
+ * and the invariants every backend keeps. */
 #include "chat_store.h"
-#include "ldb_db.h"
-#include "ldb_log.h"
+#include "ldb_store.h"
+#include "store_backend.h"
+#include "store_text.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+/* ------------------------------------------------------------------------
+ * Errors
+ * --------------------------------------------------------------------- */
 
 const char *chat_strerror(chat_err err)
 {
@@ -33,18 +39,133 @@ const char *chat_store_last_error(const chat_store *st)
     return st ? st->last_err : "";
 }
 
-static int64_t realtime_ms(void *ctx)
+/* ------------------------------------------------------------------------
+ * Open, close and the whole store
+ * --------------------------------------------------------------------- */
+
+/* The backends by name; the first is the default. */
+static const struct backend {
+    const char *name;
+    store_open_fn *open;
+} backends[] = {
+    {LDB_NAME, ldb_open},
+};
+
+chat_err chat_store_open(const char *path, chat_sync sync, chat_store **out, char **errmsg)
 {
-    struct timespec ts;
-    (void)ctx;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    chat_store_opts opts = CHAT_STORE_OPTS_INIT;
+    opts.sync = sync;
+    return chat_store_open_opts(path, &opts, out, errmsg);
+}
+
+chat_err chat_store_open_opts(const char *path, const chat_store_opts *opts, chat_store **out,
+                              char **errmsg)
+{
+    if (errmsg) {
+        *errmsg = NULL;
+    }
+    if (!path || !opts || !out || opts->sync > CHAT_SYNC_ALWAYS) {
+        return CHAT_EINVAL;
+    }
+    for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
+        if (!opts->backend || strcmp(opts->backend, backends[i].name) == 0) {
+            return backends[i].open(path, opts, out, errmsg);
+        }
+    }
+    store_open_error(errmsg, "unknown store backend", opts->backend);
+    return CHAT_EINVAL;
+}
+
+void chat_store_close(chat_store *st)
+{
+    if (st) {
+        st->ops->close(st);
+    }
+}
+
+const char *chat_store_incarnation(const chat_store *st)
+{
+    return st->incarnation;
+}
+
+bool chat_store_recovered(const chat_store *st)
+{
+    return st->recovered;
+}
+
+chat_err chat_store_stats(chat_store *st, uint64_t *groups, uint64_t *approx_bytes)
+{
+    return st ? st->ops->stats(st, groups, approx_bytes) : CHAT_EINVAL;
+}
+
+chat_err chat_store_compact(chat_store *st)
+{
+    return st ? st->ops->compact(st) : CHAT_EINVAL;
+}
+
+chat_err chat_store_sync(chat_store *st)
+{
+    return st->ops->sync(st);
+}
+
+chat_err chat_store_sync_async(chat_store *st)
+{
+    return st->ops->sync_async(st);
+}
+
+chat_err chat_store_sync_state(chat_store *st, chat_sync_state *out)
+{
+    return st && out ? st->ops->sync_state(st, out) : CHAT_EINVAL;
 }
 
 void chat_store_set_clock(chat_store *st, chat_clock_fn fn, void *ctx)
 {
-    st->clock = fn ? fn : realtime_ms;
-    st->clock_ctx = fn ? ctx : NULL;
+    store_set_clock(st, fn, ctx);
+}
+
+/* ------------------------------------------------------------------------
+ * The message log
+ * --------------------------------------------------------------------- */
+
+chat_err chat_store_head(chat_store *st, const char *group, uint64_t *head)
+{
+    return st->ops->head(st, group, head);
+}
+
+chat_err chat_store_first(chat_store *st, const char *group, uint64_t *first)
+{
+    return st->ops->first(st, group, first);
+}
+
+chat_err chat_store_append(chat_store *st, const char *group, uint64_t id, const char *from,
+                           const char *cid, const void *env, size_t env_len)
+{
+    if (!group || !from || (!env && env_len)) {
+        return CHAT_EINVAL;
+    }
+    return st->ops->append(st, group, id, from, cid, env, env_len);
+}
+
+chat_err chat_store_cid_find(chat_store *st, const char *group, const char *from, const char *cid,
+                             uint64_t *id, bool *found)
+{
+    return st->ops->cid_find(st, group, from, cid, id, found);
+}
+
+chat_err chat_store_get(chat_store *st, const char *group, uint64_t id, chat_msg *msg, bool *found)
+{
+    return st->ops->get(st, group, id, msg, found);
+}
+
+chat_err chat_store_scan_forward(chat_store *st, const char *group, uint64_t after,
+                                 size_t max_count, size_t max_bytes, chat_msg_fn fn, void *ctx,
+                                 bool *more)
+{
+    *more = false;
+    if (max_count == 0 || !fn) {
+        return CHAT_EINVAL;
+    }
+    return st->ops->scan(st, group, after, true, max_count, max_bytes, fn, ctx, more);
 }
 
 void chat_page_destroy(chat_page *page)
@@ -59,22 +180,34 @@ void chat_page_destroy(chat_page *page)
     free(page);
 }
 
-/* Appends the iterator's current record to page; false on out of memory. */
-static bool page_push(chat_page *page, size_t *cap, uint64_t id, const char *v, size_t vlen)
+/* A page as a scan fills it. */
+struct page_builder {
+    chat_page *page;
+    size_t cap;
+    bool failed; /* out of memory: the scan stopped */
+};
+
+/* A scan callback: appends a copy of the message to the page, or stops the
+ * scan when memory runs out. */
+static int page_push(void *ctx, uint64_t id, const char *v, size_t vlen)
 {
-    if (page->count == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 16;
+    struct page_builder *pb = ctx;
+    chat_page *page = pb->page;
+    if (page->count == pb->cap) {
+        size_t ncap = pb->cap ? pb->cap * 2 : 16;
         chat_msg *n = realloc(page->msgs, ncap * sizeof(*n));
         if (!n) {
-            return false;
+            pb->failed = true;
+            return 1;
         }
         page->msgs = n;
-        *cap = ncap;
+        pb->cap = ncap;
     }
     chat_msg *m = &page->msgs[page->count];
     m->data = malloc(vlen + 1);
     if (!m->data) {
-        return false;
+        pb->failed = true;
+        return 1;
     }
     memcpy(m->data, v, vlen);
     m->data[vlen] = '\0';
@@ -82,37 +215,26 @@ static bool page_push(chat_page *page, size_t *cap, uint64_t id, const char *v, 
     m->id = id;
     page->count++;
     page->bytes += vlen;
-    return true;
-}
-
-chat_err chat_store_scan_forward(chat_store *st, const char *group, uint64_t after,
-                                 size_t max_count, size_t max_bytes, chat_msg_fn fn, void *ctx,
-                                 bool *more)
-{
-    return ldb_scan(st, group, after, true, max_count, max_bytes, fn, ctx, more);
-}
-
-struct page_builder {
-    chat_page *page;
-    size_t cap;
-};
-
-static int push_cb(void *ctx, uint64_t id, const char *data, size_t len)
-{
-    struct page_builder *pb = ctx;
-    return page_push(pb->page, &pb->cap, id, data, len) ? 0 : 1;
+    return 0;
 }
 
 static chat_err read_page(chat_store *st, const char *group, uint64_t from_id, bool forward,
                           size_t max_count, size_t max_bytes, chat_page **out)
 {
-    struct page_builder pb = {calloc(1, sizeof(chat_page)), 0};
+    struct page_builder pb = {NULL, 0, false};
     *out = NULL;
+    if (max_count == 0) {
+        return CHAT_EINVAL;
+    }
+    pb.page = calloc(1, sizeof(chat_page));
     if (!pb.page) {
         return CHAT_ENOMEM;
     }
-    chat_err rc =
-        ldb_scan(st, group, from_id, forward, max_count, max_bytes, push_cb, &pb, &pb.page->more);
+    chat_err rc = st->ops->scan(st, group, from_id, forward, max_count, max_bytes, page_push, &pb,
+                                &pb.page->more);
+    if (rc == CHAT_OK && pb.failed) {
+        rc = CHAT_ENOMEM;
+    }
     if (rc != CHAT_OK) {
         chat_page_destroy(pb.page);
         return rc;
@@ -131,4 +253,109 @@ chat_err chat_store_read_backward(chat_store *st, const char *group, uint64_t be
                                   size_t max_count, size_t max_bytes, chat_page **out)
 {
     return read_page(st, group, before, false, max_count, max_bytes, out);
+}
+
+chat_err chat_store_trim(chat_store *st, const char *group, uint64_t before, size_t max_keys,
+                         uint64_t *first_now)
+{
+    if (!group || max_keys == 0) {
+        return CHAT_EINVAL;
+    }
+    return st->ops->trim(st, group, before, max_keys, first_now);
+}
+
+chat_err chat_store_groups(chat_store *st, const char *after, size_t max, chat_head_fn fn,
+                           void *ctx, bool *done)
+{
+    *done = false;
+    if (!fn) {
+        return CHAT_EINVAL;
+    }
+    return st->ops->groups(st, after, max, fn, ctx, done);
+}
+
+/* ------------------------------------------------------------------------
+ * Cursors and devices
+ * --------------------------------------------------------------------- */
+
+chat_err chat_store_cursor_info(chat_store *st, const char *group, const char *member,
+                                const char *device, uint64_t *id, int64_t *last_used, bool *found)
+{
+    return st->ops->cursor_info(st, group, member, device, id, last_used, found);
+}
+
+chat_err chat_store_cursor_get(chat_store *st, const char *group, const char *member,
+                               const char *device, uint64_t *id, bool *found)
+{
+    return st->ops->cursor_info(st, group, member, device, id, NULL, found);
+}
+
+chat_err chat_store_cursor_advance(chat_store *st, const char *group, const char *member,
+                                   const char *device, uint64_t id, uint64_t *now)
+{
+    return st->ops->cursor_advance(st, group, member, device, id, now);
+}
+
+chat_err chat_store_cursor_max(chat_store *st, const char *group, const char *member, uint64_t *id,
+                               bool *found)
+{
+    return st->ops->cursor_max(st, group, member, id, found);
+}
+
+chat_err chat_store_cursor_start(chat_store *st, const char *group, const char *member,
+                                 const char *device, uint64_t *id, bool *found)
+{
+    return st->ops->cursor_start(st, group, member, device, id, found);
+}
+
+chat_err chat_store_cursor_touch(chat_store *st, const char *group, const char *member,
+                                 const char *device, int64_t now_ms)
+{
+    return st->ops->cursor_touch(st, group, member, device, now_ms);
+}
+
+chat_err chat_store_expire_devices(chat_store *st, int64_t older_than_ms, size_t max_keys,
+                                   char *resume, size_t resume_cap, size_t *removed, bool *done)
+{
+    *removed = 0;
+    *done = false;
+    if (!resume || resume_cap < CHAT_STORE_RESUME_MAX || max_keys == 0) {
+        return CHAT_EINVAL;
+    }
+    return st->ops->expire_devices(st, older_than_ms, max_keys, resume, resume_cap, removed, done);
+}
+
+/* ------------------------------------------------------------------------
+ * Membership
+ * --------------------------------------------------------------------- */
+
+chat_err chat_store_member_add(chat_store *st, const char *group, const char *member,
+                               uint64_t *joined)
+{
+    return st->ops->member_add(st, group, member, joined);
+}
+
+chat_err chat_store_member_get(chat_store *st, const char *group, const char *member,
+                               uint64_t *joined, bool *found)
+{
+    return st->ops->member_get(st, group, member, joined, found);
+}
+
+chat_err chat_store_member_remove(chat_store *st, const char *group, const char *member)
+{
+    return st->ops->member_remove(st, group, member);
+}
+
+chat_err chat_store_member_groups(chat_store *st, const char *member, chat_group_fn fn, void *ctx)
+{
+    return fn ? st->ops->member_groups(st, member, fn, ctx) : CHAT_EINVAL;
+}
+
+chat_err chat_store_group_delete(chat_store *st, const char *group, size_t max_keys, bool *done)
+{
+    *done = false;
+    if (!group || max_keys == 0) {
+        return CHAT_EINVAL;
+    }
+    return st->ops->group_delete(st, group, max_keys, done);
 }

@@ -6,10 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Appends at most max bytes of s to out, quoted, with the bytes a log line
- * must not carry (controls, quotes, backslashes) shown as '?'. */
-void store_put_name(char *out, size_t cap, const char *s, size_t n)
+void store_put_name(char *out, size_t cap, const char *label, const char *s, size_t n)
 {
+    store_put_text(out, cap, "%s", label);
     size_t at = strlen(out);
     if (at + 3 >= cap) {
         return;
@@ -35,8 +34,6 @@ void store_put_text(char *out, size_t cap, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Writes fmt to out from its start, truncated to cap (messages are cut,
- * never overrun). */
 void store_set_text(char *out, size_t cap, const char *fmt, ...)
 {
     va_list ap;
@@ -45,7 +42,6 @@ void store_set_text(char *out, size_t cap, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Sets *errmsg (when not NULL) to a malloc'd "what: why". */
 void store_open_error(char **errmsg, const char *what, const char *why)
 {
     if (errmsg && !*errmsg) {

@@ -17,8 +17,8 @@ void store_set_text(char *out, size_t cap, const char *fmt, ...)
 void store_put_text(char *out, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Appends the n bytes of s to out, quoted and cleaned (see above). */
-void store_put_name(char *out, size_t cap, const char *s, size_t n);
+/* Appends label, then the n bytes of s quoted and cleaned (see above). */
+void store_put_name(char *out, size_t cap, const char *label, const char *s, size_t n);
 
 /* Sets *errmsg (when errmsg is not NULL and *errmsg is still NULL) to a
  * malloc'd "what: why" that the caller frees; out of memory leaves it

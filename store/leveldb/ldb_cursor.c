@@ -1,6 +1,7 @@
 /* ldb_cursor: cursors and devices (see ldb_cursor.h). */
 #include "ldb_cursor.h"
 #include "ldb_log.h"
+#include "ldb_member.h"
 
 #include <string.h>
 
@@ -10,9 +11,10 @@ static int64_t day_of(int64_t ms)
     return ms / 86400000;
 }
 
-chat_err chat_store_cursor_info(chat_store *st, const char *group, const char *member,
-                                const char *device, uint64_t *id, int64_t *last_used, bool *found)
+chat_err ldb_cursor_info(chat_store *cs, const char *group, const char *member, const char *device,
+                         uint64_t *id, int64_t *last_used, bool *found)
 {
+    ldb *st = ldb_of(cs);
     key k;
     rec r;
     cursor_key(&k, group, member, device);
@@ -30,54 +32,43 @@ chat_err chat_store_cursor_info(chat_store *st, const char *group, const char *m
     return rc;
 }
 
-chat_err chat_store_cursor_get(chat_store *st, const char *group, const char *member,
-                               const char *device, uint64_t *id, bool *found)
+/* The highest of the cursors scan_cursors visits. */
+struct highest {
+    uint64_t *id;
+    bool *found;
+};
+
+static chat_err visit_cursor(ldb *st, void *ctx, const char *k, size_t klen, const char *v,
+                             size_t vlen, bool *stop)
 {
-    return chat_store_cursor_info(st, group, member, device, id, NULL, found);
+    struct highest *h = ctx;
+    rec r;
+    (void)stop;
+    if (!ldb_decode(TAG_CURSOR, v, vlen, &r)) {
+        return ldb_corrupt_key(st, k, klen, vlen);
+    }
+    if (!*h->found || r.v > *h->id) {
+        *h->id = r.v;
+        *h->found = true;
+    }
+    return CHAT_OK;
 }
 
 /* The highest cursor among the member's device records: how a store from
  * before the 'X' records answers, once per member. */
-static chat_err scan_cursors(chat_store *st, const char *group, const char *member, uint64_t *id,
+static chat_err scan_cursors(ldb *st, const char *group, const char *member, uint64_t *id,
                              bool *found)
 {
     key prefix;
-    chat_err rc = CHAT_OK;
-    char *err = NULL;
-    rec r;
-
+    struct highest h = {id, found};
     cursor_key(&prefix, group, member, NULL);
-    if (prefix.overflow) {
-        return CHAT_EINVAL;
-    }
-    leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
-    for (leveldb_iter_seek(it, prefix.buf, prefix.len);
-         !(err = iter_error(it)) && leveldb_iter_valid(it); leveldb_iter_next(it)) {
-        size_t klen = 0, vlen = 0;
-        const char *kb = leveldb_iter_key(it, &klen);
-        if (klen <= prefix.len || memcmp(kb, prefix.buf, prefix.len) != 0) {
-            break;
-        }
-        const char *v = leveldb_iter_value(it, &vlen);
-        if (!ldb_decode(TAG_CURSOR, v, vlen, &r)) {
-            rc = ldb_corrupt_key(st, kb, klen, vlen);
-            break;
-        }
-        if (!*found || r.v > *id) {
-            *id = r.v;
-            *found = true;
-        }
-    }
-    leveldb_iter_destroy(it);
-    if (err) {
-        rc = ldb_read_key_error(st, err, prefix.buf, prefix.len);
-    }
-    return rc;
+    return prefix.overflow ? CHAT_EINVAL : ldb_walk(st, &prefix, visit_cursor, &h);
 }
 
-chat_err chat_store_cursor_max(chat_store *st, const char *group, const char *member, uint64_t *id,
-                               bool *found)
+chat_err ldb_cursor_max(chat_store *cs, const char *group, const char *member, uint64_t *id,
+                        bool *found)
 {
+    ldb *st = ldb_of(cs);
     key kx;
     max_key(&kx, group, member);
     *found = false;
@@ -94,7 +85,7 @@ chat_err chat_store_cursor_max(chat_store *st, const char *group, const char *me
 /* Adds to wb what keeps the member's 'X' record at least `to` (invariant
  * 3): a put when it is lower, or when it is missing (then at least the
  * highest device cursor, for stores from before 'X'). */
-static chat_err raise_max(chat_store *st, const char *group, const char *member, uint64_t to,
+static chat_err raise_max(ldb *st, const char *group, const char *member, uint64_t to,
                           leveldb_writebatch_t *wb)
 {
     key kx;
@@ -115,9 +106,10 @@ static chat_err raise_max(chat_store *st, const char *group, const char *member,
     return CHAT_OK;
 }
 
-chat_err chat_store_cursor_advance(chat_store *st, const char *group, const char *member,
-                                   const char *device, uint64_t id, uint64_t *now)
+chat_err ldb_cursor_advance(chat_store *cs, const char *group, const char *member,
+                            const char *device, uint64_t id, uint64_t *now)
 {
+    ldb *st = ldb_of(cs);
     key k;
     uint64_t head = 0;
     rec cur = {0, 0};
@@ -128,7 +120,7 @@ chat_err chat_store_cursor_advance(chat_store *st, const char *group, const char
     if (k.overflow) {
         return CHAT_EINVAL;
     }
-    rc = chat_store_head(st, group, &head);
+    rc = ldb_head(cs, group, &head);
     if (rc == CHAT_OK) {
         rc = ldb_get_rec(st, &k, &cur, &found);
     }
@@ -138,7 +130,7 @@ chat_err chat_store_cursor_advance(chat_store *st, const char *group, const char
     if (id > head) {
         id = head;
     }
-    int64_t t = st->clock(st->clock_ctx);
+    int64_t t = store_now_ms(cs);
     bool move = !found || id > cur.v;
     /* An ack that moves nothing is still a use of the device. */
     if (move || day_of(t) != day_of((int64_t)cur.x)) {
@@ -162,9 +154,10 @@ chat_err chat_store_cursor_advance(chat_store *st, const char *group, const char
     return rc;
 }
 
-chat_err chat_store_cursor_touch(chat_store *st, const char *group, const char *member,
-                                 const char *device, int64_t now_ms)
+chat_err ldb_cursor_touch(chat_store *cs, const char *group, const char *member, const char *device,
+                          int64_t now_ms)
 {
+    ldb *st = ldb_of(cs);
     key k;
     rec cur;
     bool found = false;
@@ -183,9 +176,10 @@ chat_err chat_store_cursor_touch(chat_store *st, const char *group, const char *
     return rc;
 }
 
-chat_err chat_store_cursor_start(chat_store *st, const char *group, const char *member,
-                                 const char *device, uint64_t *id, bool *found)
+chat_err ldb_cursor_start(chat_store *cs, const char *group, const char *member, const char *device,
+                          uint64_t *id, bool *found)
 {
+    ldb *st = ldb_of(cs);
     key k;
     uint64_t start = 0;
     bool have = false;
@@ -196,13 +190,13 @@ chat_err chat_store_cursor_start(chat_store *st, const char *group, const char *
     if (k.overflow) {
         return CHAT_EINVAL;
     }
-    int64_t t = st->clock(st->clock_ctx);
-    rc = chat_store_cursor_get(st, group, member, device, id, &have);
+    int64_t t = store_now_ms(cs);
+    rc = ldb_cursor_info(cs, group, member, device, id, NULL, &have);
     if (rc != CHAT_OK || have) {
         *found = have;
-        return rc == CHAT_OK && have ? chat_store_cursor_touch(st, group, member, device, t) : rc;
+        return rc == CHAT_OK && have ? ldb_cursor_touch(cs, group, member, device, t) : rc;
     }
-    rc = chat_store_member_get(st, group, member, &start, &have);
+    rc = ldb_member_get(cs, group, member, &start, &have);
     if (rc != CHAT_OK || !have) {
         return rc;
     }
@@ -210,7 +204,7 @@ chat_err chat_store_cursor_start(chat_store *st, const char *group, const char *
      * one lookup however many devices it has had. */
     uint64_t best = 0;
     bool any = false;
-    rc = chat_store_cursor_max(st, group, member, &best, &any);
+    rc = ldb_cursor_max(cs, group, member, &best, &any);
     if (rc != CHAT_OK) {
         return rc;
     }
@@ -231,20 +225,19 @@ chat_err chat_store_cursor_start(chat_store *st, const char *group, const char *
     return rc;
 }
 
-chat_err chat_store_expire_devices(chat_store *st, int64_t older_than_ms, size_t max_keys,
-                                   char *resume, size_t resume_cap, size_t *removed, bool *done)
+chat_err ldb_expire_devices(chat_store *cs, int64_t older_than_ms, size_t max_keys, char *resume,
+                            size_t resume_cap, size_t *removed, bool *done)
 {
+    ldb *st = ldb_of(cs);
     key start, last;
     size_t visited = 0, gone = 0;
     bool finished = false;
     char *err = NULL;
     chat_err rc = CHAT_OK;
 
-    *removed = 0;
-    *done = false;
-    if (!resume || resume_cap < CHAT_STORE_RESUME_MAX || max_keys == 0) {
-        return CHAT_EINVAL;
-    }
+    /* At least CHAT_STORE_RESUME_MAX (chat_store.c checked it), which holds
+     * any key (ldb_keys.h). */
+    (void)resume_cap;
     size_t rlen = ((size_t)(unsigned char)resume[0] << 8) | (unsigned char)resume[1];
     if (rlen > sizeof(start.buf) || (rlen > 0 && resume[2] != TAG_CURSOR)) {
         return CHAT_EINVAL;
@@ -255,7 +248,7 @@ chat_err chat_store_expire_devices(chat_store *st, int64_t older_than_ms, size_t
         start.len = rlen;
     }
     last = start;
-    int64_t now = st->clock(st->clock_ctx);
+    int64_t now = store_now_ms(cs);
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
     leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
     leveldb_iter_seek(it, start.buf, start.len);

@@ -1,18 +1,18 @@
 /* ldb_db: records, the cache, batches and errors (see ldb_db.h). */
 #include "ldb_db.h"
-#include "ldb_sync.h"
+#include "ldb_syncer.h"
 #include "store_text.h"
 
 #include <stdio.h>
 #include <string.h>
 
 /* Records "what: detail" as the store's last error. */
-static void set_error(chat_store *st, const char *what, const char *detail)
+static void set_error(ldb *st, const char *what, const char *detail)
 {
-    store_set_text(st->last_err, sizeof(st->last_err), "%s: %s", what, detail);
+    store_set_text(st->base.last_err, sizeof(st->base.last_err), "%s: %s", what, detail);
 }
 
-chat_err ldb_read_error(chat_store *st, char *err, const char *what)
+chat_err ldb_read_error(ldb *st, char *err, const char *what)
 {
     chat_err rc = strncmp(err, "Corruption", 10) == 0 ? CHAT_ECORRUPT : CHAT_EIO;
     set_error(st, what, err);
@@ -20,7 +20,7 @@ chat_err ldb_read_error(chat_store *st, char *err, const char *what)
     return rc;
 }
 
-chat_err ldb_read_key_error(chat_store *st, char *err, const char *k, size_t len)
+chat_err ldb_read_key_error(ldb *st, char *err, const char *k, size_t len)
 {
     char what[CHAT_STORE_ERROR_MAX];
     char desc[CHAT_STORE_ERROR_MAX - 16];
@@ -29,11 +29,11 @@ chat_err ldb_read_key_error(chat_store *st, char *err, const char *k, size_t len
     return ldb_read_error(st, err, what);
 }
 
-chat_err ldb_corrupt_key(chat_store *st, const char *k, size_t len, size_t vlen)
+chat_err ldb_corrupt_key(ldb *st, const char *k, size_t len, size_t vlen)
 {
     char desc[CHAT_STORE_ERROR_MAX - 64];
     ldb_describe_key(k, len, desc, sizeof(desc));
-    store_set_text(st->last_err, sizeof(st->last_err),
+    store_set_text(st->base.last_err, sizeof(st->base.last_err),
                    "reading %s: value of %zu bytes has a wrong shape", desc, vlen);
     return CHAT_ECORRUPT;
 }
@@ -41,7 +41,7 @@ chat_err ldb_corrupt_key(chat_store *st, const char *k, size_t len, size_t vlen)
 /* A failed write: latches failure (invariant 5), since LevelDB may have
  * written part of what it was given, and remembers why for the refusals
  * that follow. */
-static chat_err write_error(chat_store *st, char *err, const char *k, size_t len)
+static chat_err write_error(ldb *st, char *err, const char *k, size_t len)
 {
     char desc[CHAT_STORE_ERROR_MAX - 64];
     if (k) {
@@ -50,13 +50,13 @@ static chat_err write_error(chat_store *st, char *err, const char *k, size_t len
         snprintf(desc, sizeof(desc), "a sync of the write-ahead log");
     }
     store_set_text(st->latched, sizeof(st->latched), "writing %s: %s", desc, err);
-    store_set_text(st->last_err, sizeof(st->last_err), "%s", st->latched);
+    store_set_text(st->base.last_err, sizeof(st->base.last_err), "%s", st->latched);
     leveldb_free(err);
     atomic_store(&st->failed, true);
     return CHAT_EIO;
 }
 
-chat_err ldb_refused(chat_store *st)
+chat_err ldb_refused(ldb *st)
 {
     char why[CHAT_STORE_ERROR_MAX];
     if (st->latched[0]) {
@@ -64,10 +64,10 @@ chat_err ldb_refused(chat_store *st)
     } else {
         ldb_syncer_error(st, why, sizeof(why));
     }
-    st->last_err[0] = '\0';
-    store_put_text(st->last_err, sizeof(st->last_err),
+    st->base.last_err[0] = '\0';
+    store_put_text(st->base.last_err, sizeof(st->base.last_err),
                    "writes refused until the store is reopened, after ");
-    store_put_text(st->last_err, sizeof(st->last_err), "%s", why);
+    store_put_text(st->base.last_err, sizeof(st->base.last_err), "%s", why);
     return CHAT_EIO;
 }
 
@@ -102,7 +102,7 @@ bool ldb_decode(char tag, const char *v, size_t vlen, rec *r)
     return true;
 }
 
-chat_err ldb_get_rec(chat_store *st, const key *k, rec *r, bool *found)
+chat_err ldb_get_rec(ldb *st, const key *k, rec *r, bool *found)
 {
     char *err = NULL;
     size_t vlen = 0;
@@ -133,7 +133,7 @@ chat_err ldb_get_rec(chat_store *st, const key *k, rec *r, bool *found)
     return CHAT_OK;
 }
 
-chat_err ldb_get_u64(chat_store *st, const key *k, uint64_t *v, bool *found)
+chat_err ldb_get_u64(ldb *st, const key *k, uint64_t *v, bool *found)
 {
     rec r;
     chat_err rc = ldb_get_rec(st, k, &r, found);
@@ -147,7 +147,7 @@ chat_err ldb_get_u64(chat_store *st, const key *k, uint64_t *v, bool *found)
  * keys update the cache, whoever built the batch. */
 static void cache_put_cb(void *ctx, const char *k, size_t klen, const char *v, size_t vlen)
 {
-    chat_store *st = ctx;
+    ldb *st = ctx;
     rec r;
     if (cacheable(k, klen) && ldb_decode(k[0], v, vlen, &r)) {
         chat_cache_put(st->cache, k, klen, true, r.v, r.x);
@@ -156,13 +156,13 @@ static void cache_put_cb(void *ctx, const char *k, size_t klen, const char *v, s
 
 static void cache_del_cb(void *ctx, const char *k, size_t klen)
 {
-    chat_store *st = ctx;
+    ldb *st = ctx;
     if (cacheable(k, klen)) {
         chat_cache_put(st->cache, k, klen, false, 0, 0);
     }
 }
 
-chat_err ldb_write_batch(chat_store *st, leveldb_writebatch_t *wb, const leveldb_writeoptions_t *wo,
+chat_err ldb_write_batch(ldb *st, leveldb_writebatch_t *wb, const leveldb_writeoptions_t *wo,
                          const key *k)
 {
     char *err = NULL;
@@ -193,12 +193,11 @@ void ldb_batch_put2(leveldb_writebatch_t *wb, const key *k, uint64_t v, uint64_t
     leveldb_writebatch_put(wb, k->buf, k->len, val, sizeof(val));
 }
 
-chat_err ldb_get_meta(chat_store *st, const char *name, char **val, size_t *len)
+chat_err ldb_get_meta(ldb *st, const char *name, char **val, size_t *len)
 {
     key k;
     char *err = NULL;
-    key_init(&k, TAG_META);
-    key_raw(&k, name);
+    meta_key(&k, name);
     *val = leveldb_get(st->db, st->ropt, k.buf, k.len, len, &err);
     return err ? ldb_read_key_error(st, err, k.buf, k.len) : CHAT_OK;
 }
@@ -206,7 +205,27 @@ chat_err ldb_get_meta(chat_store *st, const char *name, char **val, size_t *len)
 void ldb_put_meta(leveldb_writebatch_t *wb, const char *name, const void *v, size_t len)
 {
     key k;
-    key_init(&k, TAG_META);
-    key_raw(&k, name);
+    meta_key(&k, name);
     leveldb_writebatch_put(wb, k.buf, k.len, v, len);
+}
+
+chat_err ldb_walk(ldb *st, const key *prefix, ldb_visit_fn *fn, void *ctx)
+{
+    chat_err rc = CHAT_OK;
+    bool stop = false;
+    char *err = NULL;
+    leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
+    leveldb_iter_seek(it, prefix->buf, prefix->len);
+    while (rc == CHAT_OK && !stop && !(err = iter_error(it)) && leveldb_iter_valid(it)) {
+        size_t klen = 0, vlen = 0;
+        const char *kb = leveldb_iter_key(it, &klen);
+        if (klen <= prefix->len || memcmp(kb, prefix->buf, prefix->len) != 0) {
+            break;
+        }
+        const char *v = leveldb_iter_value(it, &vlen);
+        rc = fn(st, ctx, kb, klen, v, vlen, &stop);
+        leveldb_iter_next(it);
+    }
+    leveldb_iter_destroy(it);
+    return err ? ldb_read_key_error(st, err, prefix->buf, prefix->len) : rc;
 }

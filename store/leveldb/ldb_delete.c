@@ -16,14 +16,13 @@ static const char delete_kinds[] = {TAG_CURSOR, TAG_CID, TAG_JOIN, TAG_CIDREV, T
 
 /* Whether member (the bytes of a key) joined group since the deletion of
  * generation gen began: its cursors are the new membership's. */
-static chat_err member_is_new(chat_store *st, const char *group, const char *m, size_t mlen,
-                              uint64_t gen, bool *is_new)
+static chat_err member_is_new(ldb *st, const char *group, const char *m, size_t mlen, uint64_t gen,
+                              bool *is_new)
 {
     key kj;
     rec r;
     bool found = false;
-    key_init(&kj, TAG_JOIN);
-    key_str(&kj, group);
+    group_key(&kj, TAG_JOIN, group);
     key_part(&kj, m, mlen);
     *is_new = false;
     if (kj.overflow) {
@@ -47,9 +46,9 @@ struct deletion {
  * now (ids from bound on, members who joined since). *stop is set when the
  * rest of this kind is newer (messages and their cid keys are in id
  * order). */
-static chat_err delete_one(chat_store *st, const char *group, size_t plen,
-                           const struct deletion *del, const char *kb, size_t klen, const char *v,
-                           size_t vlen, leveldb_writebatch_t *wb, bool *stop)
+static chat_err delete_one(ldb *st, const char *group, size_t plen, const struct deletion *del,
+                           const char *kb, size_t klen, const char *v, size_t vlen,
+                           leveldb_writebatch_t *wb, bool *stop)
 {
     const char *p = kb + plen, *end = kb + klen, *m = NULL;
     size_t mlen = 0;
@@ -96,7 +95,7 @@ static chat_err delete_one(chat_store *st, const char *group, size_t plen,
 
 /* Reads the group's 'D' record: *pending when a deletion is under way, and
  * then *del is it. */
-static chat_err deletion_get(chat_store *st, const key *kd, struct deletion *del, bool *pending)
+static chat_err deletion_get(ldb *st, const key *kd, struct deletion *del, bool *pending)
 {
     char *err = NULL;
     size_t vlen = 0;
@@ -145,14 +144,13 @@ static chat_err deletion_put(leveldb_writebatch_t *wb, const key *kd, const stru
  * (memberships added during it carry it, so a later deletion of the same
  * group, even one at the same head, tells them apart), counted in a meta
  * record put in wb. */
-static chat_err deletion_start(chat_store *st, struct deletion *del, uint64_t head,
+static chat_err deletion_start(ldb *st, struct deletion *del, uint64_t head,
                                leveldb_writebatch_t *wb)
 {
     key kn;
     uint64_t last = 0;
     bool found = false;
-    key_init(&kn, TAG_META);
-    key_raw(&kn, META_DELETE_GEN);
+    meta_key(&kn, META_DELETE_GEN);
     chat_err rc = ldb_get_u64(st, &kn, &last, &found);
     if (rc == CHAT_OK) {
         del->gen = found ? last + 1 : 1;
@@ -189,8 +187,9 @@ static void deletion_seek(leveldb_iterator_t *it, const struct deletion *del, ke
     }
 }
 
-chat_err chat_store_group_delete(chat_store *st, const char *group, size_t max_keys, bool *done)
+chat_err ldb_group_delete(chat_store *cs, const char *group, size_t max_keys, bool *done)
 {
+    ldb *st = ldb_of(cs);
     key kd, kf, prefix;
     struct deletion del;
     uint64_t head = 0;
@@ -199,22 +198,15 @@ chat_err chat_store_group_delete(chat_store *st, const char *group, size_t max_k
     char *err = NULL;
     chat_err rc;
 
-    *done = false;
-    if (!group || max_keys == 0) {
-        return CHAT_EINVAL;
-    }
-    key_init(&kd, TAG_DELETE);
-    key_str(&kd, group);
-    key_init(&kf, TAG_FIRST);
-    key_str(&kf, group);
-    key_init(&prefix, TAG_MSG); /* the kind byte changes as the walk goes */
-    key_str(&prefix, group);
+    group_key(&kd, TAG_DELETE, group);
+    group_key(&kf, TAG_FIRST, group);
+    group_key(&prefix, TAG_MSG, group); /* the kind byte changes as the walk goes */
     if (kd.overflow || kf.overflow || prefix.overflow) {
         return CHAT_EINVAL;
     }
     rc = deletion_get(st, &kd, &del, &pending);
     if (rc == CHAT_OK && !pending) {
-        rc = chat_store_head(st, group, &head);
+        rc = ldb_head(cs, group, &head);
     }
     if (rc != CHAT_OK) {
         return rc;

@@ -20,7 +20,7 @@ void ldb_describe_key(const char *k, size_t len, char *out, size_t cap)
                            k[0] == TAG_HEAD    ? "head"
                            : k[0] == TAG_FIRST ? "first id"
                                                : "deletion");
-            store_put_name(out, cap, a, an);
+            store_put_name(out, cap, "", a, an);
             return;
         }
         break;
@@ -30,7 +30,7 @@ void ldb_describe_key(const char *k, size_t len, char *out, size_t cap)
             store_put_text(out, cap, "%s %llu of group ",
                            k[0] == TAG_MSG ? "message" : "cid of message",
                            (unsigned long long)get_u64(p));
-            store_put_name(out, cap, a, an);
+            store_put_name(out, cap, "", a, an);
             return;
         }
         break;
@@ -42,40 +42,32 @@ void ldb_describe_key(const char *k, size_t len, char *out, size_t cap)
                            k[0] == TAG_JOIN  ? "membership"
                            : k[0] == TAG_MAX ? "max cursor"
                                              : "cursor");
-            store_put_name(out, cap, b, bn);
+            store_put_name(out, cap, "", b, bn);
             if (k[0] == TAG_CURSOR && next_part(&p, end, &c, &cn)) {
-                store_put_text(out, cap, " device ");
-                store_put_name(out, cap, c, cn);
+                store_put_name(out, cap, " device ", c, cn);
             }
-            store_put_text(out, cap, " in group ");
-            store_put_name(out, cap, a, an);
+            store_put_name(out, cap, " in group ", a, an);
             return;
         }
         break;
     case TAG_GROUPS:
         if (next_part(&p, end, &a, &an)) {
-            store_put_text(out, cap, "group index of member ");
-            store_put_name(out, cap, a, an);
-            store_put_text(out, cap, " for group ");
-            store_put_name(out, cap, p, (size_t)(end - p));
+            store_put_name(out, cap, "group index of member ", a, an);
+            store_put_name(out, cap, " for group ", p, (size_t)(end - p));
             return;
         }
         break;
     case TAG_CID:
         if (next_part(&p, end, &a, &an) && next_part(&p, end, &b, &bn) &&
             next_part(&p, end, &c, &cn)) {
-            store_put_text(out, cap, "cid ");
-            store_put_name(out, cap, c, cn);
-            store_put_text(out, cap, " of ");
-            store_put_name(out, cap, b, bn);
-            store_put_text(out, cap, " in group ");
-            store_put_name(out, cap, a, an);
+            store_put_name(out, cap, "cid ", c, cn);
+            store_put_name(out, cap, " of ", b, bn);
+            store_put_name(out, cap, " in group ", a, an);
             return;
         }
         break;
     case TAG_META:
-        store_put_text(out, cap, "store record ");
-        store_put_name(out, cap, k + 1, len - 1);
+        store_put_name(out, cap, "store record ", k + 1, len - 1);
         return;
     default:
         break;

@@ -136,6 +136,32 @@ static inline bool next_part(const char **p, const char *end, const char **s, si
     return true;
 }
 
+/* tag g: a group's record of one kind ('H', 'F', 'D'), or the prefix of a
+ * group's records of one kind. */
+static inline void group_key(key *k, char tag, const char *group)
+{
+    key_init(k, tag);
+    key_str(k, group);
+}
+
+/* tag g id: a group's record of one id ('M', 'K'); *prefix, when not
+ * NULL, receives tag g, the prefix of every id's. */
+static inline void id_key(key *k, key *prefix, char tag, const char *group, uint64_t id)
+{
+    group_key(k, tag, group);
+    if (prefix) {
+        *prefix = *k;
+    }
+    key_u64(k, id);
+}
+
+/* '#' name: a meta record. */
+static inline void meta_key(key *k, const char *name)
+{
+    key_init(k, TAG_META);
+    key_raw(k, name);
+}
+
 static inline void cursor_key(key *k, const char *group, const char *member, const char *device)
 {
     key_init(k, TAG_CURSOR);

@@ -6,12 +6,11 @@
 #include <string.h>
 
 /* Reads a per-group counter ('H' or 'F'), dflt when the group has none. */
-static chat_err group_u64(chat_store *st, char tag, const char *group, uint64_t dflt, uint64_t *v)
+static chat_err group_u64(ldb *st, char tag, const char *group, uint64_t dflt, uint64_t *v)
 {
     key k;
     bool found = false;
-    key_init(&k, tag);
-    key_str(&k, group);
+    group_key(&k, tag, group);
     if (k.overflow) {
         return CHAT_EINVAL;
     }
@@ -19,39 +18,34 @@ static chat_err group_u64(chat_store *st, char tag, const char *group, uint64_t 
     return ldb_get_u64(st, &k, v, &found);
 }
 
-chat_err chat_store_head(chat_store *st, const char *group, uint64_t *head)
+chat_err ldb_head(chat_store *cs, const char *group, uint64_t *head)
 {
-    return group_u64(st, TAG_HEAD, group, 0, head);
+    return group_u64(ldb_of(cs), TAG_HEAD, group, 0, head);
 }
 
-chat_err chat_store_first(chat_store *st, const char *group, uint64_t *first)
+chat_err ldb_first(chat_store *cs, const char *group, uint64_t *first)
 {
-    return group_u64(st, TAG_FIRST, group, 1, first);
+    return group_u64(ldb_of(cs), TAG_FIRST, group, 1, first);
 }
 
-chat_err chat_store_append(chat_store *st, const char *group, uint64_t id, const char *from,
-                           const char *cid, const void *env, size_t env_len)
+chat_err ldb_append(chat_store *cs, const char *group, uint64_t id, const char *from,
+                    const char *cid, const void *env, size_t env_len)
 {
+    ldb *st = ldb_of(cs);
     key kh, km, ki, kk, kv;
     uint64_t head = 0;
     char val[8];
     chat_err rc;
 
-    if (!group || !from || (!env && env_len)) {
-        return CHAT_EINVAL;
-    }
-    rc = chat_store_head(st, group, &head);
+    rc = ldb_head(cs, group, &head);
     if (rc != CHAT_OK) {
         return rc;
     }
     if (id != head + 1) {
         return CHAT_ECONFLICT;
     }
-    key_init(&kh, TAG_HEAD);
-    key_str(&kh, group);
-    key_init(&km, TAG_MSG);
-    key_str(&km, group);
-    key_u64(&km, id);
+    group_key(&kh, TAG_HEAD, group);
+    id_key(&km, NULL, TAG_MSG, group, id);
     if (kh.overflow || km.overflow) {
         return CHAT_EINVAL;
     }
@@ -68,13 +62,10 @@ chat_err chat_store_append(chat_store *st, const char *group, uint64_t id, const
     if (cid) {
         /* The index entry and its reverse, so that whoever deletes the
          * message finds the entry by id (invariant 6). */
-        key_init(&ki, TAG_CID);
-        key_str(&ki, group);
+        group_key(&ki, TAG_CID, group);
         key_str(&ki, from);
         key_str(&ki, cid);
-        key_init(&kk, TAG_CIDREV);
-        key_str(&kk, group);
-        key_u64(&kk, id);
+        id_key(&kk, NULL, TAG_CIDREV, group, id);
         kv.len = 0;
         kv.overflow = false;
         key_str(&kv, from);
@@ -94,44 +85,42 @@ chat_err chat_store_append(chat_store *st, const char *group, uint64_t id, const
     return rc;
 }
 
-chat_err chat_store_cid_find(chat_store *st, const char *group, const char *from, const char *cid,
-                             uint64_t *id, bool *found)
+chat_err ldb_cid_find(chat_store *cs, const char *group, const char *from, const char *cid,
+                      uint64_t *id, bool *found)
 {
     key k;
     uint64_t first = 1;
-    key_init(&k, TAG_CID);
-    key_str(&k, group);
+    group_key(&k, TAG_CID, group);
     key_str(&k, from);
     key_str(&k, cid);
     *found = false;
     if (k.overflow) {
         return CHAT_EINVAL;
     }
-    chat_err rc = ldb_get_u64(st, &k, id, found);
+    chat_err rc = ldb_get_u64(ldb_of(cs), &k, id, found);
     if (rc == CHAT_OK && *found) {
         /* An entry whose message is gone (a store from before the reverse
          * keys, or a group being deleted) no longer holds a retry back. */
-        rc = chat_store_first(st, group, &first);
+        rc = ldb_first(cs, group, &first);
         *found = rc == CHAT_OK && *id >= first;
     }
     return rc;
 }
 
-chat_err chat_store_get(chat_store *st, const char *group, uint64_t id, chat_msg *msg, bool *found)
+chat_err ldb_get(chat_store *cs, const char *group, uint64_t id, chat_msg *msg, bool *found)
 {
+    ldb *st = ldb_of(cs);
     key k;
     char *err = NULL;
     size_t vlen = 0;
 
     uint64_t first = 1;
     *found = false;
-    key_init(&k, TAG_MSG);
-    key_str(&k, group);
-    key_u64(&k, id);
+    id_key(&k, NULL, TAG_MSG, group, id);
     if (k.overflow) {
         return CHAT_EINVAL;
     }
-    chat_err rc = chat_store_first(st, group, &first);
+    chat_err rc = ldb_first(cs, group, &first);
     if (rc != CHAT_OK || id < first) {
         return rc;
     }
@@ -156,9 +145,10 @@ chat_err chat_store_get(chat_store *st, const char *group, uint64_t id, chat_msg
     return CHAT_OK;
 }
 
-chat_err ldb_scan(chat_store *st, const char *group, uint64_t from_id, bool forward,
+chat_err ldb_scan(chat_store *cs, const char *group, uint64_t from_id, bool forward,
                   size_t max_count, size_t max_bytes, chat_msg_fn fn, void *ctx, bool *more)
 {
+    ldb *st = ldb_of(cs);
     key prefix, k;
     size_t count = 0, bytes = 0;
     uint64_t last = 0, first = 1;
@@ -166,16 +156,13 @@ chat_err ldb_scan(chat_store *st, const char *group, uint64_t from_id, bool forw
     char *err = NULL;
 
     *more = false;
-    key_init(&prefix, TAG_MSG);
-    key_str(&prefix, group);
-    k = prefix;
-    key_u64(&k, from_id);
-    if (k.overflow || max_count == 0) {
+    id_key(&k, &prefix, TAG_MSG, group, from_id);
+    if (k.overflow) {
         return CHAT_EINVAL;
     }
     /* Ids below first are gone even while a group deletion has not yet
      * removed their records (invariant 2). */
-    rc = chat_store_first(st, group, &first);
+    rc = ldb_first(cs, group, &first);
     if (rc != CHAT_OK) {
         return rc;
     }
@@ -219,8 +206,7 @@ chat_err ldb_scan(chat_store *st, const char *group, uint64_t from_id, bool forw
     if (err) {
         char what[CHAT_STORE_ERROR_MAX / 2];
         what[0] = '\0';
-        store_put_text(what, sizeof(what), "reading the messages of group ");
-        store_put_name(what, sizeof(what), group, strlen(group));
+        store_put_name(what, sizeof(what), "reading the messages of group ", group, strlen(group));
         store_put_text(what, sizeof(what), " %s %llu", forward ? "after" : "before",
                        (unsigned long long)from_id);
         if (count > 0) {
@@ -232,16 +218,16 @@ chat_err ldb_scan(chat_store *st, const char *group, uint64_t from_id, bool forw
     return rc;
 }
 
-chat_err chat_store_groups(chat_store *st, const char *after, size_t max, chat_head_fn fn,
-                           void *ctx, bool *done)
+chat_err ldb_groups(chat_store *cs, const char *after, size_t max, chat_head_fn fn, void *ctx,
+                    bool *done)
 {
+    ldb *st = ldb_of(cs);
     key start;
     chat_err rc = CHAT_OK;
     char *err = NULL;
     char name[MAX_PART + 1];
     size_t seen = 0;
 
-    *done = false;
     key_init(&start, TAG_HEAD);
     if (after) {
         key_str(&start, after);

@@ -6,7 +6,7 @@
 
 /* Whether group is being deleted (chat_store_group_delete), and the
  * generation of that deletion: memberships added meanwhile carry it. */
-static chat_err pending_delete(chat_store *st, const char *group, size_t glen, uint64_t *gen,
+static chat_err pending_delete(ldb *st, const char *group, size_t glen, uint64_t *gen,
                                bool *pending)
 {
     key kd;
@@ -28,8 +28,7 @@ static chat_err pending_delete(chat_store *st, const char *group, size_t glen, u
 
 /* Whether a membership record (joined, generation) counts: while its group
  * is being deleted, only those added since the deletion began do. */
-static chat_err membership_live(chat_store *st, const char *group, size_t glen, const rec *r,
-                                bool *live)
+static chat_err membership_live(ldb *st, const char *group, size_t glen, const rec *r, bool *live)
 {
     uint64_t gen = 0;
     bool pending = false;
@@ -38,9 +37,10 @@ static chat_err membership_live(chat_store *st, const char *group, size_t glen, 
     return rc;
 }
 
-chat_err chat_store_member_get(chat_store *st, const char *group, const char *member,
-                               uint64_t *joined, bool *found)
+chat_err ldb_member_get(chat_store *cs, const char *group, const char *member, uint64_t *joined,
+                        bool *found)
 {
+    ldb *st = ldb_of(cs);
     key kj, kg;
     rec r;
     join_keys(&kj, &kg, group, member);
@@ -58,37 +58,32 @@ chat_err chat_store_member_get(chat_store *st, const char *group, const char *me
     return rc;
 }
 
+static chat_err visit_delete(ldb *st, void *ctx, const char *k, size_t klen, const char *v,
+                             size_t vlen, bool *stop)
+{
+    (void)st, (void)v, (void)vlen, (void)stop;
+    leveldb_writebatch_delete(ctx, k, klen);
+    return CHAT_OK;
+}
+
 /* Adds to wb the deletion of member's cursors in group and of its maximum
  * cursor record. */
-static chat_err delete_cursors(chat_store *st, const char *group, const char *member,
+static chat_err delete_cursors(ldb *st, const char *group, const char *member,
                                leveldb_writebatch_t *wb)
 {
     key kx, prefix;
-    char *err = NULL;
-
     cursor_key(&prefix, group, member, NULL);
     max_key(&kx, group, member);
     if (prefix.overflow || kx.overflow) {
         return CHAT_EINVAL;
     }
     leveldb_writebatch_delete(wb, kx.buf, kx.len);
-    leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
-    for (leveldb_iter_seek(it, prefix.buf, prefix.len);
-         !(err = iter_error(it)) && leveldb_iter_valid(it); leveldb_iter_next(it)) {
-        size_t klen = 0;
-        const char *kb = leveldb_iter_key(it, &klen);
-        if (klen <= prefix.len || memcmp(kb, prefix.buf, prefix.len) != 0) {
-            break;
-        }
-        leveldb_writebatch_delete(wb, kb, klen);
-    }
-    leveldb_iter_destroy(it);
-    return err ? ldb_read_key_error(st, err, prefix.buf, prefix.len) : CHAT_OK;
+    return ldb_walk(st, &prefix, visit_delete, wb);
 }
 
-chat_err chat_store_member_add(chat_store *st, const char *group, const char *member,
-                               uint64_t *joined)
+chat_err ldb_member_add(chat_store *cs, const char *group, const char *member, uint64_t *joined)
 {
+    ldb *st = ldb_of(cs);
     key kj, kg;
     uint64_t at = 0, gen = 0;
     bool found = false, pending = false;
@@ -98,9 +93,9 @@ chat_err chat_store_member_add(chat_store *st, const char *group, const char *me
     if (kj.overflow || kg.overflow) {
         return CHAT_EINVAL;
     }
-    rc = chat_store_member_get(st, group, member, &at, &found);
+    rc = ldb_member_get(cs, group, member, &at, &found);
     if (rc == CHAT_OK && !found) {
-        rc = chat_store_head(st, group, &at);
+        rc = ldb_head(cs, group, &at);
     }
     if (rc == CHAT_OK && !found) {
         rc = pending_delete(st, group, strlen(group), &gen, &pending);
@@ -129,8 +124,9 @@ chat_err chat_store_member_add(chat_store *st, const char *group, const char *me
     return rc;
 }
 
-chat_err chat_store_member_remove(chat_store *st, const char *group, const char *member)
+chat_err ldb_member_remove(chat_store *cs, const char *group, const char *member)
 {
+    ldb *st = ldb_of(cs);
     key kj, kg;
     chat_err rc;
 
@@ -149,48 +145,42 @@ chat_err chat_store_member_remove(chat_store *st, const char *group, const char 
     return rc;
 }
 
-chat_err chat_store_member_groups(chat_store *st, const char *member, chat_group_fn fn, void *ctx)
+/* What member_groups walks with: the caller's callback. */
+struct groups_walk {
+    size_t plen; /* the 'G' prefix's length: the group's name follows */
+    chat_group_fn fn;
+    void *ctx;
+};
+
+static chat_err visit_group(ldb *st, void *ctx, const char *k, size_t klen, const char *v,
+                            size_t vlen, bool *stop)
+{
+    struct groups_walk *w = ctx;
+    char name[MAX_PART + 1];
+    size_t n = klen - w->plen;
+    bool live = false;
+    rec r;
+    if (n > MAX_PART || !ldb_decode(TAG_GROUPS, v, vlen, &r)) {
+        return ldb_corrupt_key(st, k, klen, vlen);
+    }
+    memcpy(name, k + w->plen, n);
+    name[n] = '\0';
+    chat_err rc = membership_live(st, name, n, &r, &live);
+    if (rc == CHAT_OK && live && w->fn(w->ctx, name, r.v) != 0) {
+        rc = CHAT_EINVAL;
+    }
+    (void)stop;
+    return rc;
+}
+
+chat_err ldb_member_groups(chat_store *cs, const char *member, chat_group_fn fn, void *ctx)
 {
     key prefix;
-    chat_err rc = CHAT_OK;
-    char *err = NULL;
-    char name[MAX_PART + 1];
-    rec r;
-    bool live = false;
-
     key_init(&prefix, TAG_GROUPS);
     key_str(&prefix, member);
-    if (prefix.overflow || !fn) {
+    if (prefix.overflow) {
         return CHAT_EINVAL;
     }
-    leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
-    for (leveldb_iter_seek(it, prefix.buf, prefix.len);
-         !(err = iter_error(it)) && leveldb_iter_valid(it); leveldb_iter_next(it)) {
-        size_t klen = 0, vlen = 0;
-        const char *kb = leveldb_iter_key(it, &klen);
-        if (klen <= prefix.len || memcmp(kb, prefix.buf, prefix.len) != 0) {
-            break;
-        }
-        size_t n = klen - prefix.len;
-        const char *v = leveldb_iter_value(it, &vlen);
-        if (n > MAX_PART || !ldb_decode(TAG_GROUPS, v, vlen, &r)) {
-            rc = ldb_corrupt_key(st, kb, klen, vlen);
-            break;
-        }
-        memcpy(name, kb + prefix.len, n);
-        name[n] = '\0';
-        rc = membership_live(st, name, n, &r, &live);
-        if (rc != CHAT_OK) {
-            break;
-        }
-        if (live && fn(ctx, name, r.v) != 0) {
-            rc = CHAT_EINVAL;
-            break;
-        }
-    }
-    leveldb_iter_destroy(it);
-    if (err) {
-        rc = ldb_read_key_error(st, err, prefix.buf, prefix.len);
-    }
-    return rc;
+    struct groups_walk w = {prefix.len, fn, ctx};
+    return ldb_walk(ldb_of(cs), &prefix, visit_group, &w);
 }

@@ -27,9 +27,9 @@ static void read_boot_id(char *out, size_t cap)
 }
 
 /* A new random incarnation: 128 bits as 32 hex digits. */
-static bool new_incarnation(char out[INCARNATION_LEN + 1])
+static bool new_incarnation(char out[STORE_INCARNATION_LEN + 1])
 {
-    unsigned char r[INCARNATION_LEN / 2];
+    unsigned char r[STORE_INCARNATION_LEN / 2];
     size_t got = 0;
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
     while (fd >= 0 && got < sizeof(r)) {
@@ -50,7 +50,7 @@ static bool new_incarnation(char out[INCARNATION_LEN + 1])
 
 /* Counts the groups ('H' records): once, for a store from before the
  * '#groups' record. */
-static chat_err count_groups(chat_store *st, uint64_t *n)
+static chat_err count_groups(ldb *st, uint64_t *n)
 {
     char *err = NULL;
     char tag = TAG_HEAD;
@@ -69,7 +69,7 @@ static chat_err count_groups(chat_store *st, uint64_t *n)
     return err ? ldb_read_error(st, err, "counting the groups") : CHAT_OK;
 }
 
-chat_err ldb_run_start(chat_store *st, const char *boot_override, char **errmsg)
+chat_err ldb_run_start(ldb *st, const char *boot_override, char **errmsg)
 {
     char boot[BOOT_ID_MAX], prev_boot[BOOT_ID_MAX], val[BOOT_ID_MAX + 1];
     char *run = NULL, *inc = NULL, *grp = NULL, *err = NULL;
@@ -93,9 +93,9 @@ chat_err ldb_run_start(chat_store *st, const char *boot_override, char **errmsg)
     if (rc != CHAT_OK) {
         goto fail;
     }
-    if (inc && inc_len == INCARNATION_LEN) {
-        memcpy(st->incarnation, inc, INCARNATION_LEN);
-        st->incarnation[INCARNATION_LEN] = '\0';
+    if (inc && inc_len == STORE_INCARNATION_LEN) {
+        memcpy(st->base.incarnation, inc, STORE_INCARNATION_LEN);
+        st->base.incarnation[STORE_INCARNATION_LEN] = '\0';
     } else {
         /* a new store, or one from before incarnations */
         fresh = true;
@@ -109,9 +109,9 @@ chat_err ldb_run_start(chat_store *st, const char *boot_override, char **errmsg)
         memcpy(prev_boot, run_len > 1 ? run + 1 : "", n);
         prev_boot[n] = '\0';
         bool rebooted = !boot[0] || !prev_boot[0] || strcmp(boot, prev_boot) != 0;
-        st->recovered = rebooted && (run_len < 1 || run[0] != (char)CHAT_SYNC_ALWAYS);
+        st->base.recovered = rebooted && (run_len < 1 || run[0] != (char)CHAT_SYNC_ALWAYS);
     }
-    if ((fresh || st->recovered) && !new_incarnation(st->incarnation)) {
+    if ((fresh || st->base.recovered) && !new_incarnation(st->base.incarnation)) {
         store_open_error(errmsg, "cannot draw a store incarnation", "/dev/urandom gave too little");
         rc = CHAT_EIO;
         goto fail;
@@ -129,8 +129,8 @@ chat_err ldb_run_start(chat_store *st, const char *boot_override, char **errmsg)
     val[0] = (char)st->sync;
     memcpy(val + 1, boot, strlen(boot));
     ldb_put_meta(wb, META_RUNNING, val, 1 + strlen(boot));
-    if (fresh || st->recovered) {
-        ldb_put_meta(wb, META_INCARNATION, st->incarnation, INCARNATION_LEN);
+    if (fresh || st->base.recovered) {
+        ldb_put_meta(wb, META_INCARNATION, st->base.incarnation, STORE_INCARNATION_LEN);
     }
     if (count) {
         put_u64(val, st->groups);
@@ -147,7 +147,7 @@ chat_err ldb_run_start(chat_store *st, const char *boot_override, char **errmsg)
 
 fail:
     if (rc != CHAT_OK) {
-        store_open_error(errmsg, "reading the store's run records", st->last_err);
+        store_open_error(errmsg, "reading the store's run records", st->base.last_err);
     }
     if (wb) {
         leveldb_writebatch_destroy(wb);
@@ -158,12 +158,11 @@ fail:
     return rc;
 }
 
-void ldb_run_end(chat_store *st)
+void ldb_run_end(ldb *st)
 {
     key k;
     char *err = NULL;
-    key_init(&k, TAG_META);
-    key_raw(&k, META_RUNNING);
+    meta_key(&k, META_RUNNING);
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
     leveldb_writebatch_delete(wb, k.buf, k.len);
     leveldb_write(st->db, st->wopt_sync, wb, &err);

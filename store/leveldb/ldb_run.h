@@ -12,11 +12,11 @@
  * incarnation, replaces the incarnation when the previous run ended in a
  * way that may have lost acknowledged writes, and writes this run's marker
  * (boot id and sync mode), all synced before the store takes any write. */
-chat_err ldb_run_start(chat_store *st, const char *boot_override, char **errmsg);
+chat_err ldb_run_start(ldb *st, const char *boot_override, char **errmsg);
 
 /* Ends the run: removes the marker with a synced write, so that the next
  * open sees a clean close. Only after every log is synced (the caller
  * checks) and never after a write error: then the marker stays. */
-void ldb_run_end(chat_store *st);
+void ldb_run_end(ldb *st);
 
 #endif

@@ -1,9 +1,14 @@
-/* ldb_store: opening and closing the LevelDB store, its figures, and the
- * syncs that the broker's thread asks for (see chat_store.h). */
+/* ldb_store: the LevelDB backend's constructor and ops table, and the ops
+ * of the whole store: close, figures, compaction, syncs (see ldb_store.h). */
 #include "ldb_store.h"
+#include "ldb_cursor.h"
 #include "ldb_db.h"
+#include "ldb_delete.h"
+#include "ldb_log.h"
+#include "ldb_member.h"
 #include "ldb_run.h"
-#include "ldb_sync.h"
+#include "ldb_syncer.h"
+#include "ldb_trim.h"
 #include "store_text.h"
 
 #include <errno.h>
@@ -15,26 +20,136 @@
 /* Entries of the value cache: about 100 bytes each. */
 #define CACHE_ENTRIES 262144u
 
-chat_err chat_store_open(const char *path, chat_sync sync, chat_store **out, char **errmsg)
+static chat_err op_stats(chat_store *cs, uint64_t *groups, uint64_t *approx_bytes)
 {
-    chat_store_opts opts = CHAT_STORE_OPTS_INIT;
-    opts.sync = sync;
-    return chat_store_open_opts(path, &opts, out, errmsg);
+    ldb *st = ldb_of(cs);
+    if (groups) {
+        *groups = st->groups;
+    }
+    if (approx_bytes) {
+        /* Every key sorts below 0xff (tags are ASCII). */
+        const char *start = "", *limit = "\xff";
+        size_t start_len = 0, limit_len = 1;
+        uint64_t size = 0;
+        leveldb_approximate_sizes(st->db, 1, &start, &start_len, &limit, &limit_len, &size);
+        *approx_bytes = size;
+    }
+    return CHAT_OK;
 }
 
-chat_err chat_store_open_opts(const char *path, const chat_store_opts *opts, chat_store **out,
-                              char **errmsg)
+static void op_close(chat_store *cs)
 {
-    char *err = NULL;
-    chat_store *st = NULL;
-    chat_err rc = CHAT_EIO;
-
-    if (errmsg) {
-        *errmsg = NULL;
+    ldb *st = ldb_of(cs);
+    ldb_syncer_stop(st);
+    if (st->db && st->running && !atomic_load(&st->failed) && ldb_sync_all_logs(st->path)) {
+        /* A clean close: everything is on disk, and the next open must not
+         * take this run for one that lost writes (invariant 7). A close
+         * after a write error leaves the marker. */
+        ldb_run_end(st);
     }
-    if (!path || !opts || !out || opts->sync > CHAT_SYNC_ALWAYS) {
+    if (st->db) {
+        leveldb_close(st->db);
+    }
+    free(st->path);
+    leveldb_writeoptions_destroy(st->wopt_sync);
+    leveldb_writeoptions_destroy(st->wopt_lazy);
+    leveldb_writeoptions_destroy(st->wopt);
+    leveldb_readoptions_destroy(st->ropt);
+    leveldb_options_destroy(st->options);
+    leveldb_filterpolicy_destroy(st->filter);
+    leveldb_cache_destroy(st->lru);
+    chat_cache_destroy(st->cache);
+    free(st);
+}
+
+static chat_err op_sync_state(chat_store *cs, chat_sync_state *out)
+{
+    ldb *st = ldb_of(cs);
+    if (!st->sync_thread) {
         return CHAT_EINVAL;
     }
+    ldb_syncer_state(st->sync_thread, out);
+    return CHAT_OK;
+}
+
+static chat_err op_sync(chat_store *cs)
+{
+    ldb *st = ldb_of(cs);
+    if (!st->dirty) {
+        return CHAT_OK;
+    }
+    /* A synced write of an empty batch fsyncs the log, and with it every
+     * unsynced record before it. */
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    chat_err rc = ldb_write_batch(st, wb, st->wopt_sync, NULL);
+    leveldb_writebatch_destroy(wb);
+    if (rc == CHAT_OK) {
+        st->dirty = false;
+    }
+    return rc;
+}
+
+static chat_err op_sync_async(chat_store *cs)
+{
+    ldb *st = ldb_of(cs);
+    if (atomic_load(&st->failed)) {
+        return ldb_refused(st);
+    }
+    if (!st->sync_thread) {
+        return op_sync(cs);
+    }
+    if (!st->dirty) {
+        return CHAT_OK;
+    }
+    st->dirty = false;
+    ldb_syncer_request(st->sync_thread);
+    return CHAT_OK;
+}
+
+static chat_err op_compact(chat_store *cs)
+{
+    ldb *st = ldb_of(cs);
+    /* LevelDB's C API reports nothing here: a failure shows at the next
+     * write, which then latches failure as any write error does. */
+    leveldb_compact_range(st->db, NULL, 0, NULL, 0);
+    return CHAT_OK;
+}
+
+static const chat_store_ops ldb_ops = {
+    .name = LDB_NAME,
+    .close = op_close,
+    .stats = op_stats,
+    .compact = op_compact,
+    .sync = op_sync,
+    .sync_async = op_sync_async,
+    .sync_state = op_sync_state,
+    .head = ldb_head,
+    .first = ldb_first,
+    .append = ldb_append,
+    .cid_find = ldb_cid_find,
+    .get = ldb_get,
+    .scan = ldb_scan,
+    .trim = ldb_trim,
+    .groups = ldb_groups,
+    .cursor_info = ldb_cursor_info,
+    .cursor_advance = ldb_cursor_advance,
+    .cursor_max = ldb_cursor_max,
+    .cursor_start = ldb_cursor_start,
+    .cursor_touch = ldb_cursor_touch,
+    .expire_devices = ldb_expire_devices,
+    .member_add = ldb_member_add,
+    .member_get = ldb_member_get,
+    .member_remove = ldb_member_remove,
+    .member_groups = ldb_member_groups,
+    .group_delete = ldb_group_delete,
+};
+
+chat_err ldb_open(const char *path, const chat_store_opts *opts, chat_store **out, char **errmsg)
+{
+    char *err = NULL;
+    ldb *st = NULL;
+    chat_err rc = CHAT_EIO;
+
     /* LevelDB reports a directory it cannot create as a missing LOCK file;
      * making it here first gives the operator the real reason. */
     if (mkdir(path, 0700) != 0 && errno != EEXIST) {
@@ -48,8 +163,8 @@ chat_err chat_store_open_opts(const char *path, const chat_store_opts *opts, cha
     if (!st) {
         return CHAT_ENOMEM;
     }
+    store_base_init(&st->base, &ldb_ops);
     st->sync = opts->sync;
-    chat_store_set_clock(st, NULL, NULL);
     st->cache = chat_cache_create(CACHE_ENTRIES);
     if (!st->cache) {
         free(st);
@@ -94,120 +209,12 @@ chat_err chat_store_open_opts(const char *path, const chat_store_opts *opts, cha
         rc = CHAT_ENOMEM;
         goto fail;
     }
-    *out = st;
+    *out = &st->base;
     return CHAT_OK;
 
 fail:
     /* Not a clean close: the marker (if written) stays for the next open. */
     st->running = false;
-    chat_store_close(st);
+    op_close(&st->base);
     return rc;
-}
-
-const char *chat_store_incarnation(const chat_store *st)
-{
-    return st->incarnation;
-}
-
-bool chat_store_recovered(const chat_store *st)
-{
-    return st->recovered;
-}
-
-chat_err chat_store_stats(chat_store *st, uint64_t *groups, uint64_t *approx_bytes)
-{
-    if (!st) {
-        return CHAT_EINVAL;
-    }
-    if (groups) {
-        *groups = st->groups;
-    }
-    if (approx_bytes) {
-        /* Every key sorts below 0xff (tags are ASCII). */
-        const char *start = "", *limit = "\xff";
-        size_t start_len = 0, limit_len = 1;
-        uint64_t size = 0;
-        leveldb_approximate_sizes(st->db, 1, &start, &start_len, &limit, &limit_len, &size);
-        *approx_bytes = size;
-    }
-    return CHAT_OK;
-}
-
-void chat_store_close(chat_store *st)
-{
-    if (!st) {
-        return;
-    }
-    ldb_syncer_stop(st);
-    if (st->db && st->running && !atomic_load(&st->failed) && ldb_sync_all_logs(st->path)) {
-        /* A clean close: everything is on disk, and the next open must not
-         * take this run for one that lost writes (invariant 7). A close
-         * after a write error leaves the marker. */
-        ldb_run_end(st);
-    }
-    if (st->db) {
-        leveldb_close(st->db);
-    }
-    free(st->path);
-    leveldb_writeoptions_destroy(st->wopt_sync);
-    leveldb_writeoptions_destroy(st->wopt_lazy);
-    leveldb_writeoptions_destroy(st->wopt);
-    leveldb_readoptions_destroy(st->ropt);
-    leveldb_options_destroy(st->options);
-    leveldb_filterpolicy_destroy(st->filter);
-    leveldb_cache_destroy(st->lru);
-    chat_cache_destroy(st->cache);
-    free(st);
-}
-
-chat_err chat_store_sync_state(chat_store *st, chat_sync_state *out)
-{
-    if (!st || !st->sync_thread || !out) {
-        return CHAT_EINVAL;
-    }
-    ldb_syncer_state(st->sync_thread, out);
-    return CHAT_OK;
-}
-
-chat_err chat_store_sync_async(chat_store *st)
-{
-    if (atomic_load(&st->failed)) {
-        return ldb_refused(st);
-    }
-    if (!st->sync_thread) {
-        return chat_store_sync(st);
-    }
-    if (!st->dirty) {
-        return CHAT_OK;
-    }
-    st->dirty = false;
-    ldb_syncer_request(st->sync_thread);
-    return CHAT_OK;
-}
-
-chat_err chat_store_sync(chat_store *st)
-{
-    if (!st->dirty) {
-        return CHAT_OK;
-    }
-    /* A synced write of an empty batch fsyncs the log, and with it every
-     * unsynced record before it. */
-    leveldb_writebatch_t *wb = leveldb_writebatch_create();
-    chat_err rc = ldb_write_batch(st, wb, st->wopt_sync, NULL);
-    leveldb_writebatch_destroy(wb);
-    if (rc == CHAT_OK) {
-        st->dirty = false;
-    }
-    return rc;
-}
-
-chat_err chat_store_compact(chat_store *st)
-{
-    if (!st) {
-        return CHAT_EINVAL;
-    }
-    /* LevelDB's C API reports nothing here: a failure shows at the next
-     * write, which then latches failure as any write error does. */
-    leveldb_compact_range(st->db, NULL, 0, NULL, 0);
-    return CHAT_OK;
 }

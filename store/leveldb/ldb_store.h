@@ -1,11 +1,17 @@
-/* ldb_store: the LevelDB store's open, close, figures and syncs; it
- * implements chat_store_open_opts, chat_store_close, chat_store_stats,
- * chat_store_compact and the chat_store_sync* functions of chat_store.h.
- * Private to store/leveldb.
+/* ldb_store: the LevelDB backend's constructor, and the ops that concern
+ * the whole store: close, figures, compaction, syncs. Private to store/.
  */
 #ifndef LDB_STORE_H
 #define LDB_STORE_H
 
-#include "chat_store.h"
+#include "store_backend.h"
+
+/* The name chat_store_opts.backend gives the LevelDB backend by. */
+#define LDB_NAME "leveldb"
+
+/* The LevelDB backend's constructor (store_open_fn): makes the directory
+ * if missing, opens LevelDB in it, starts a run (invariant 7) and, with
+ * CHAT_SYNC_BATCH, the syncer thread. */
+store_open_fn ldb_open;
 
 #endif

@@ -5,8 +5,8 @@
 /* Adds to wb the deletion of one reverse key (kb, value v) of message id,
  * and of the index entry it names while that entry still points at this
  * message (a later append may have reused the cid). */
-static chat_err trim_cid(chat_store *st, const char *group, uint64_t id, const char *kb,
-                         size_t klen, const char *v, size_t vlen, leveldb_writebatch_t *wb)
+static chat_err trim_cid(ldb *st, const char *group, uint64_t id, const char *kb, size_t klen,
+                         const char *v, size_t vlen, leveldb_writebatch_t *wb)
 {
     key ki;
     char *err = NULL;
@@ -15,8 +15,7 @@ static chat_err trim_cid(chat_store *st, const char *group, uint64_t id, const c
     bool named = next_part(&v, end, &f, &fn) && next_part(&v, end, &c, &cn) && v == end;
 
     leveldb_writebatch_delete(wb, kb, klen);
-    key_init(&ki, TAG_CID);
-    key_str(&ki, group);
+    group_key(&ki, TAG_CID, group);
     if (!named) {
         return CHAT_OK;
     }
@@ -43,17 +42,14 @@ static chat_err trim_cid(chat_store *st, const char *group, uint64_t id, const c
 #define TRIM_BY_GETS 16u
 
 /* Adds to wb the deletion of the cid keys of group's messages [from, to). */
-static chat_err trim_cids(chat_store *st, const char *group, uint64_t from, uint64_t to,
+static chat_err trim_cids(ldb *st, const char *group, uint64_t from, uint64_t to,
                           leveldb_writebatch_t *wb)
 {
     key prefix, k;
     char *err = NULL;
     chat_err rc = CHAT_OK;
 
-    key_init(&prefix, TAG_CIDREV);
-    key_str(&prefix, group);
-    k = prefix;
-    key_u64(&k, from);
+    id_key(&k, &prefix, TAG_CIDREV, group, from);
     if (k.overflow) {
         return CHAT_EINVAL;
     }
@@ -92,20 +88,18 @@ static chat_err trim_cids(chat_store *st, const char *group, uint64_t from, uint
     return rc;
 }
 
-chat_err chat_store_trim(chat_store *st, const char *group, uint64_t before, size_t max_keys,
-                         uint64_t *first_now)
+chat_err ldb_trim(chat_store *cs, const char *group, uint64_t before, size_t max_keys,
+                  uint64_t *first_now)
 {
+    ldb *st = ldb_of(cs);
     key kf, km;
     uint64_t head = 0, first = 1;
     char val[8];
     chat_err rc;
 
-    if (!group || max_keys == 0) {
-        return CHAT_EINVAL;
-    }
-    rc = chat_store_head(st, group, &head);
+    rc = ldb_head(cs, group, &head);
     if (rc == CHAT_OK) {
-        rc = chat_store_first(st, group, &first);
+        rc = ldb_first(cs, group, &first);
     }
     if (rc != CHAT_OK) {
         return rc;
@@ -119,8 +113,7 @@ chat_err chat_store_trim(chat_store *st, const char *group, uint64_t before, siz
     if (before <= first) {
         return CHAT_OK;
     }
-    key_init(&kf, TAG_FIRST);
-    key_str(&kf, group);
+    group_key(&kf, TAG_FIRST, group);
     if (kf.overflow) {
         return CHAT_EINVAL;
     }
@@ -130,9 +123,7 @@ chat_err chat_store_trim(chat_store *st, const char *group, uint64_t before, siz
     uint64_t stop = before - first > max_keys ? first + max_keys : before;
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
     for (uint64_t id = first; id < stop; id++) {
-        key_init(&km, TAG_MSG);
-        key_str(&km, group);
-        key_u64(&km, id);
+        id_key(&km, NULL, TAG_MSG, group, id);
         leveldb_writebatch_delete(wb, km.buf, km.len);
     }
     rc = trim_cids(st, group, first, stop, wb);

@@ -1,5 +1,5 @@
-/* ldb_sync: the fsync thread of CHAT_SYNC_BATCH (see ldb_sync.h). */
-#include "ldb_sync.h"
+/* ldb_syncer: the fsync thread of CHAT_SYNC_BATCH (see ldb_syncer.h). */
+#include "ldb_syncer.h"
 #include "store_text.h"
 
 #include <dirent.h>
@@ -34,7 +34,7 @@ struct ldb_syncer {
     uint64_t fallbacks;                 /* under lock: rounds that fell back */
     char log_name[32];                  /* under lock: the log held open, "" none */
     char err[CHAT_STORE_ERROR_MAX / 2]; /* under lock: why a sync failed */
-    chat_store *st;
+    ldb *st;
     leveldb_writebatch_t *empty; /* syncer thread only: the fallback's batch */
     int log_fd;                  /* syncer thread only: the newest log, or -1 */
     unsigned long long log_num;  /* syncer thread only: log_fd's number */
@@ -205,7 +205,7 @@ static void *syncer_main(void *arg)
     return NULL;
 }
 
-void ldb_syncer_stop(chat_store *st)
+void ldb_syncer_stop(ldb *st)
 {
     struct ldb_syncer *sy = st->sync_thread;
     if (!sy) {
@@ -226,7 +226,7 @@ void ldb_syncer_stop(chat_store *st)
     st->sync_thread = NULL;
 }
 
-chat_err ldb_syncer_start(chat_store *st)
+chat_err ldb_syncer_start(ldb *st)
 {
     struct ldb_syncer *sy = calloc(1, sizeof(*sy));
     if (!sy) {
@@ -248,7 +248,7 @@ chat_err ldb_syncer_start(chat_store *st)
     return CHAT_OK;
 }
 
-void ldb_syncer_error(chat_store *st, char *out, size_t cap)
+void ldb_syncer_error(ldb *st, char *out, size_t cap)
 {
     struct ldb_syncer *sy = st->sync_thread;
     snprintf(out, cap, "an unknown error");
