@@ -213,6 +213,10 @@ static bool send_page(struct chat_plugin *pl, struct chat_device *d, struct repl
         rc = chat_store_scan_forward(pl->store, g->group, g->sent, limit, d->page_bytes, page_add,
                                      &w, &more);
     }
+    /* page_add stops the scan, which then succeeds, when b cannot grow. */
+    if (rc == CHAT_OK && b.failed) {
+        rc = CHAT_ENOMEM;
+    }
     if (rc != CHAT_OK || w.count == 0) {
         sbuf_free(&b);
         if (rc != CHAT_OK) {

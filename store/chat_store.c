@@ -188,7 +188,8 @@ struct page_builder {
 };
 
 /* A scan callback: appends a copy of the message to the page, or stops the
- * scan when memory runs out. */
+ * scan when memory runs out (and says so in failed: a stopped scan returns
+ * CHAT_OK). */
 static int page_push(void *ctx, uint64_t id, const char *v, size_t vlen)
 {
     struct page_builder *pb = ctx;

@@ -10,6 +10,16 @@
  * each prototype names. "Not found" is not an error: lookups report it
  * through a `found` flag.
  *
+ * Callbacks: the walks (chat_store_scan_forward, chat_store_groups,
+ * chat_store_member_groups) call the caller's fn once per item; fn must not
+ * be NULL (CHAT_EINVAL) and must not call the store. fn returns 0 to go on;
+ * any other value stops the walk at once, without error: the call returns
+ * CHAT_OK (a store error met before still fails it), and where the walk
+ * says whether it reached the end (*more, *done) it says that it did not,
+ * counting the item fn stopped on as not handed over. Why fn stopped (out
+ * of room, out of time, an error of its own) is the caller's to keep, in
+ * ctx.
+ *
  * Threading: one thread (the broker's) owns a store; calls must not overlap.
  * With CHAT_SYNC_BATCH the store runs one thread of its own that only
  * fdatasyncs LevelDB's logs (or, when it cannot open them, writes a synced
@@ -252,10 +262,10 @@ chat_err chat_store_read_forward(chat_store *st, const char *group, uint64_t aft
                                  size_t max_count, size_t max_bytes, chat_page **out);
 
 /* The same reading as chat_store_read_forward without a copy: calls fn with
- * each message, whose bytes are valid only during the call. A non-zero
- * return from fn stops the scan with CHAT_ENOMEM (fn ran out of room).
- * *more tells whether the store holds further messages. On a read error fn
- * may already have had the messages before the damage: discard them. */
+ * each message, whose bytes are valid only during the call; fn stops the
+ * scan as the callback rule at the top says. *more tells whether the store
+ * holds further messages (true when fn stopped the scan). On a read error
+ * fn may already have had the messages before the damage: discard them. */
 typedef int (*chat_msg_fn)(void *ctx, uint64_t id, const char *data, size_t len);
 chat_err chat_store_scan_forward(chat_store *st, const char *group, uint64_t after,
                                  size_t max_count, size_t max_bytes, chat_msg_fn fn, void *ctx,
@@ -348,8 +358,8 @@ chat_err chat_store_trim(chat_store *st, const char *group, uint64_t before, siz
  * `after` (NULL: from the first), in byte order of their names... */
 typedef int (*chat_head_fn)(void *ctx, const char *group, uint64_t head);
 
-/* ... and sets *done when the walk reached the last group. A non-zero
- * return from fn stops the walk early, without error. */
+/* ... and sets *done when the walk reached the last group (never when fn
+ * stopped it: see Callbacks at the top). */
 chat_err chat_store_groups(chat_store *st, const char *after, size_t max, chat_head_fn fn,
                            void *ctx, bool *done);
 
@@ -368,8 +378,8 @@ chat_err chat_store_member_get(chat_store *st, const char *group, const char *me
 chat_err chat_store_member_remove(chat_store *st, const char *group, const char *member);
 
 /* Calls fn once per group of member, in byte order of the group names
- * (memberships a group deletion has done away with are skipped); a
- * non-zero return from fn stops the walk and is returned as CHAT_EINVAL. */
+ * (memberships a group deletion has done away with are skipped); fn stops
+ * the walk as Callbacks at the top says. */
 typedef int (*chat_group_fn)(void *ctx, const char *group, uint64_t joined);
 chat_err chat_store_member_groups(chat_store *st, const char *member, chat_group_fn fn, void *ctx);
 

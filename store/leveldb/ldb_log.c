@@ -193,7 +193,7 @@ chat_err ldb_scan(chat_store *cs, const char *group, uint64_t from_id, bool forw
                 break;
             }
             if (fn(ctx, id, v, vlen) != 0) {
-                rc = CHAT_ENOMEM;
+                *more = true; /* this message was not handed over */
                 break;
             }
             count++;

@@ -166,10 +166,7 @@ static chat_err visit_group(ldb *st, void *ctx, const char *k, size_t klen, cons
     memcpy(name, k + w->plen, n);
     name[n] = '\0';
     chat_err rc = membership_live(st, name, n, &r, &live);
-    if (rc == CHAT_OK && live && w->fn(w->ctx, name, r.v) != 0) {
-        rc = CHAT_EINVAL;
-    }
-    (void)stop;
+    *stop = rc == CHAT_OK && live && w->fn(w->ctx, name, r.v) != 0;
     return rc;
 }
 

@@ -1078,14 +1078,14 @@ static void test_member_groups_stop(void **state)
     for (size_t i = 0; i < 4; i++)
         ASSERT_OK(chat_store_member_add(fx->st, groups[i], "alice", NULL));
     w.stop_after = 2;
-    assert_int_equal(chat_store_member_groups(fx->st, "alice", collect_group, &w), CHAT_EINVAL);
+    ASSERT_OK(chat_store_member_groups(fx->st, "alice", collect_group, &w));
     assert_int_equal(w.calls, 2);
     assert_string_equal(w.names[0], "a");
     assert_string_equal(w.names[1], "b");
 
     memset(&w, 0, sizeof(w));
     w.stop_after = 1;
-    assert_int_equal(chat_store_member_groups(fx->st, "alice", collect_group, &w), CHAT_EINVAL);
+    ASSERT_OK(chat_store_member_groups(fx->st, "alice", collect_group, &w));
     assert_int_equal(w.calls, 1);
 }
 
