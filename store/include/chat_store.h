@@ -354,8 +354,10 @@ chat_err chat_store_expire_devices(chat_store *st, int64_t older_than_ms, size_t
 chat_err chat_store_trim(chat_store *st, const char *group, uint64_t before, size_t max_keys,
                          uint64_t *first_now);
 
-/* Calls fn(ctx, group, head) for up to max groups whose names sort after
- * `after` (NULL: from the first), in byte order of their names... */
+/* Calls fn(ctx, group, head) for up to max groups that come after `after`
+ * (NULL: from the first), in the order of the head records' keys: shorter
+ * names first, names of one length in byte order (a group name in an 'H'
+ * key is length-prefixed). `after` need not be a group... */
 typedef int (*chat_head_fn)(void *ctx, const char *group, uint64_t head);
 
 /* ... and sets *done when the walk reached the last group (never when fn

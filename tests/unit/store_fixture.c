@@ -332,3 +332,12 @@ void raw_write(struct fixture *fx, const char *k, size_t klen, const void *v, si
     leveldb_options_destroy(opt);
     reopen(fx, CHAT_SYNC_NONE);
 }
+
+const char *too_long_name(void)
+{
+    static char name[CHAT_STORE_MAX_NAME + 2];
+
+    memset(name, 'x', sizeof(name) - 1);
+    name[sizeof(name) - 1] = '\0';
+    return name;
+}

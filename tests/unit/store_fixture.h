@@ -116,6 +116,9 @@ size_t raw_count(struct fixture *fx, const char *prefix, size_t plen);
 /* Keys of one kind in group (and of member, when not NULL). */
 size_t group_keys(struct fixture *fx, char tag, const char *group, const char *member);
 
+/* A name one byte longer than CHAT_STORE_MAX_NAME: static, NUL-terminated. */
+const char *too_long_name(void);
+
 /* A case of the table: one test with the fixture around it. */
 /* Closes the fixture's store, puts (v not NULL) or deletes the raw key k with
  * LevelDB itself, and opens the store again: a record as an older version,

@@ -1,5 +1,5 @@
-/* Unit tests of the message log (leveldb/ldb_log, and the pages of chat_store.c):
- * appends, heads, reads, scans, the cid index and the list of groups.
+/* Unit tests of the message log (leveldb/ldb_log): appends, heads, the cid
+ * index and the list of groups (reads and scans: test_store_read.c).
  * One table of named cases, each on a fresh store (store_fixture.h). */
 #include "store_fixture.h"
 
@@ -133,203 +133,6 @@ static void test_groups_isolated(void **state)
 }
 
 /* ------------------------------------------------------------------------
- * Reading
- * --------------------------------------------------------------------- */
-
-static void test_read_forward_by_count(void **state)
-{
-    struct fixture *fx = *state;
-    const size_t want_count[] = {3, 3, 3, 1};
-    const bool want_more[] = {true, true, true, false};
-    chat_page *page = NULL;
-    uint64_t after = 0;
-
-    fill(fx->st, "g", 10);
-    for (size_t p = 0; p < 4; p++) {
-        ASSERT_OK(chat_store_read_forward(fx->st, "g", after, 3, SIZE_MAX, &page));
-        check_page_run(page, "g", after + 1, 1, want_count[p], want_more[p]);
-        assert_true(page->count <= 3);
-        after = page->msgs[page->count - 1].id;
-        chat_page_destroy(page);
-    }
-    assert_int_equal(after, 10);
-
-    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 10, SIZE_MAX, &page));
-    check_page_run(page, "g", 1, 1, 10, false);
-    chat_page_destroy(page);
-    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 9, SIZE_MAX, &page));
-    check_page_run(page, "g", 1, 1, 9, true);
-    chat_page_destroy(page);
-    ASSERT_OK(chat_store_read_forward(fx->st, "g", 4, 1, SIZE_MAX, &page));
-    check_page_run(page, "g", 5, 1, 1, true);
-    chat_page_destroy(page);
-}
-
-static void test_read_forward_by_bytes(void **state)
-{
-    struct fixture *fx = *state;
-    const size_t ten[10] = {10, 10, 10, 10, 10, 10, 10, 10, 10, 10};
-    uint64_t ids[10];
-    chat_page *page = NULL;
-    uint64_t after = 0;
-    int pages = 0;
-
-    for (int i = 0; i < 10; i++)
-        append_env(fx->st, "g", "u", NULL, 10);
-
-    /* "no more than max_bytes in total": 30 fits three, 29 only two */
-    ids[0] = 1, ids[1] = 2, ids[2] = 3;
-    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 100, 30, &page));
-    check_page_ids(page, "g", ids, ten, 3, true);
-    chat_page_destroy(page);
-    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 100, 29, &page));
-    check_page_ids(page, "g", ids, ten, 2, true);
-    chat_page_destroy(page);
-
-    /* walk in 25-byte pages: two messages each, never more than 25 bytes */
-    do {
-        ASSERT_OK(chat_store_read_forward(fx->st, "g", after, 100, 25, &page));
-        for (size_t i = 0; i < 2; i++)
-            ids[i] = after + 1 + i;
-        check_page_ids(page, "g", ids, ten, 2, after + 2 < 10);
-        assert_true(page->bytes <= 25);
-        after = page->msgs[page->count - 1].id;
-        chat_page_destroy(page);
-        pages++;
-    } while (after < 10 && pages < 20);
-    assert_int_equal(pages, 5);
-
-    /* the count bound applies even when bytes would allow more */
-    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 4, 1000, &page));
-    check_page_ids(page, "g", (uint64_t[]){1, 2, 3, 4}, ten, 4, true);
-    chat_page_destroy(page);
-}
-
-static void test_read_forward_oversized_message(void **state)
-{
-    struct fixture *fx = *state;
-    const size_t sizes[] = {5, 100, 5, 5, 200};
-    chat_page *page = NULL;
-
-    for (size_t i = 0; i < 5; i++)
-        append_env(fx->st, "g", "u", NULL, sizes[i]);
-
-    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 10, 20, &page));
-    check_page_ids(page, "g", (uint64_t[]){1}, &sizes[0], 1, true);
-    chat_page_destroy(page);
-    /* bigger than max_bytes on its own: returned alone, so a reader moves on */
-    ASSERT_OK(chat_store_read_forward(fx->st, "g", 1, 10, 20, &page));
-    check_page_ids(page, "g", (uint64_t[]){2}, &sizes[1], 1, true);
-    chat_page_destroy(page);
-    ASSERT_OK(chat_store_read_forward(fx->st, "g", 2, 10, 20, &page));
-    check_page_ids(page, "g", (uint64_t[]){3, 4}, &sizes[2], 2, true);
-    chat_page_destroy(page);
-    ASSERT_OK(chat_store_read_forward(fx->st, "g", 4, 10, 20, &page));
-    check_page_ids(page, "g", (uint64_t[]){5}, &sizes[4], 1, false);
-    chat_page_destroy(page);
-    /* max_bytes 0 still yields one message per page */
-    ASSERT_OK(chat_store_read_forward(fx->st, "g", 2, 10, 0, &page));
-    check_page_ids(page, "g", (uint64_t[]){3}, &sizes[2], 1, true);
-    chat_page_destroy(page);
-}
-
-static void test_read_forward_after_head(void **state)
-{
-    struct fixture *fx = *state;
-    const uint64_t afters[] = {5, 6, 1000, UINT64_MAX};
-    chat_page *page = NULL;
-
-    fill(fx->st, "g", 5);
-    for (size_t i = 0; i < sizeof(afters) / sizeof(afters[0]); i++) {
-        ASSERT_OK(chat_store_read_forward(fx->st, "g", afters[i], 10, SIZE_MAX, &page));
-        check_page_ids(page, "g", NULL, NULL, 0, false);
-        chat_page_destroy(page);
-    }
-    ASSERT_OK(chat_store_read_forward(fx->st, "nobody", 0, 10, SIZE_MAX, &page));
-    check_page_ids(page, "nobody", NULL, NULL, 0, false);
-    chat_page_destroy(page);
-    ASSERT_OK(chat_store_read_forward(fx->st, "g", 4, 10, SIZE_MAX, &page));
-    check_page_run(page, "g", 5, 1, 1, false);
-    chat_page_destroy(page);
-}
-
-static void test_read_backward(void **state)
-{
-    struct fixture *fx = *state;
-    const size_t ten[4] = {10, 10, 10, 10};
-    chat_page *page = NULL;
-
-    fill(fx->st, "g", 10);
-    ASSERT_OK(chat_store_read_backward(fx->st, "g", 11, 4, SIZE_MAX, &page));
-    check_page_run(page, "g", 10, -1, 4, true);
-    chat_page_destroy(page);
-    ASSERT_OK(chat_store_read_backward(fx->st, "g", 7, 4, SIZE_MAX, &page));
-    check_page_run(page, "g", 6, -1, 4, true);
-    chat_page_destroy(page);
-    ASSERT_OK(chat_store_read_backward(fx->st, "g", 3, 4, SIZE_MAX, &page));
-    check_page_run(page, "g", 2, -1, 2, false);
-    chat_page_destroy(page);
-    ASSERT_OK(chat_store_read_backward(fx->st, "g", 1, 4, SIZE_MAX, &page));
-    check_page_ids(page, "g", NULL, NULL, 0, false);
-    chat_page_destroy(page);
-    ASSERT_OK(chat_store_read_backward(fx->st, "g", 0, 4, SIZE_MAX, &page));
-    check_page_ids(page, "g", NULL, NULL, 0, false);
-    chat_page_destroy(page);
-    ASSERT_OK(chat_store_read_backward(fx->st, "g", UINT64_MAX, 2, SIZE_MAX, &page));
-    check_page_run(page, "g", 10, -1, 2, true);
-    chat_page_destroy(page);
-    ASSERT_OK(chat_store_read_backward(fx->st, "g", 100, 20, SIZE_MAX, &page));
-    check_page_run(page, "g", 10, -1, 10, false);
-    chat_page_destroy(page);
-    ASSERT_OK(chat_store_read_backward(fx->st, "nobody", UINT64_MAX, 20, SIZE_MAX, &page));
-    check_page_ids(page, "nobody", NULL, NULL, 0, false);
-    chat_page_destroy(page);
-
-    /* byte bounds apply backwards too, oversized first message included */
-    for (int i = 0; i < 4; i++)
-        append_env(fx->st, "s", "u", NULL, 10);
-    ASSERT_OK(chat_store_read_backward(fx->st, "s", UINT64_MAX, 10, 20, &page));
-    check_page_ids(page, "s", (uint64_t[]){4, 3}, ten, 2, true);
-    chat_page_destroy(page);
-    ASSERT_OK(chat_store_read_backward(fx->st, "s", 4, 10, 5, &page));
-    check_page_ids(page, "s", (uint64_t[]){3}, ten, 1, true);
-    chat_page_destroy(page);
-}
-
-static void test_get_found_and_not_found(void **state)
-{
-    struct fixture *fx = *state;
-    static const char binary[] = {'a', '\0', 'b'};
-    chat_msg msg = {0};
-    bool found = false;
-
-    ASSERT_OK(chat_store_append(fx->st, "g", 1, "u", NULL, "hello", 5));
-    ASSERT_OK(chat_store_append(fx->st, "g", 2, "u", NULL, binary, sizeof(binary)));
-
-    ASSERT_OK(chat_store_get(fx->st, "g", 1, &msg, &found));
-    assert_true(found);
-    assert_int_equal(msg.id, 1);
-    assert_int_equal(msg.len, 5);
-    assert_string_equal(msg.data, "hello");
-    free(msg.data);
-
-    memset(&msg, 0, sizeof(msg));
-    found = false;
-    ASSERT_OK(chat_store_get(fx->st, "g", 2, &msg, &found));
-    assert_true(found);
-    assert_int_equal(msg.id, 2);
-    assert_int_equal(msg.len, sizeof(binary));
-    assert_memory_equal(msg.data, binary, sizeof(binary));
-    assert_int_equal(msg.data[msg.len], '\0');
-    free(msg.data);
-
-    assert_not_stored(fx->st, "g", 0);
-    assert_not_stored(fx->st, "g", 3);
-    assert_not_stored(fx->st, "g", UINT64_MAX);
-    assert_not_stored(fx->st, "nobody", 1);
-}
-
-/* ------------------------------------------------------------------------
  * Client id index
  * --------------------------------------------------------------------- */
 
@@ -365,6 +168,112 @@ static void test_cid_index(void **state)
 }
 
 /* ------------------------------------------------------------------------
+ * The list of groups (chat_store_groups)
+ * --------------------------------------------------------------------- */
+
+/* What a walk over the groups saw: their names, space-separated, with the
+ * head of each checked against group_heads. */
+struct listing {
+    char names[128];
+    size_t calls;
+    size_t stop_at; /* list_group stops the walk on this call (0: never) */
+};
+
+/* The groups of test_groups_cases and their heads; "d" is deleted. */
+static const struct {
+    const char *name;
+    uint64_t head;
+} group_heads[] = {{"a", 3}, {"aa", 1}, {"b", 2}, {"c", 5}, {"d", 2}};
+
+static int list_group(void *ctx, const char *group, uint64_t head)
+{
+    struct listing *l = ctx;
+    bool known = false;
+
+    for (size_t i = 0; i < sizeof(group_heads) / sizeof(group_heads[0]); i++) {
+        if (strcmp(group, group_heads[i].name) == 0) {
+            assert_int_equal(head, group_heads[i].head);
+            known = true;
+        }
+    }
+    assert_true(known);
+    snprintf(l->names + strlen(l->names), sizeof(l->names) - strlen(l->names), "%s%s",
+             l->calls ? " " : "", group);
+    l->calls++;
+    return l->stop_at != 0 && l->calls == l->stop_at;
+}
+
+static const struct groups_case {
+    const char *name;
+    const char *after; /* NULL: from the first */
+    size_t max;
+    size_t stop_at; /* the callback stops the walk on this call (0: never) */
+    const char *want;
+    bool done;
+} groups_cases[] = {
+    {"all of them, shorter names first", NULL, 10, 0, "a b c d aa", true},
+    {"a first run", NULL, 2, 0, "a b", false},
+    {"the next run", "b", 2, 0, "c d", false},
+    {"exactly the rest", "c", 2, 0, "d aa", true},
+    {"after the last", "aa", 5, 0, "", true},
+    {"after a name that is no group", "e", 10, 0, "aa", true},
+    {"max 0", NULL, 0, 0, "", false},
+    {"fn stops on the second", NULL, 10, 2, "a b", false},
+    {"fn stops on the last", "d", 10, 1, "aa", false},
+};
+
+static void test_groups_cases(void **state)
+{
+    struct fixture *fx = *state;
+    bool done = false;
+
+    for (size_t i = 0; i < sizeof(group_heads) / sizeof(group_heads[0]); i++)
+        fill(fx->st, group_heads[i].name, (unsigned)group_heads[i].head);
+    /* a group deletion leaves the head: the group is still listed */
+    ASSERT_OK(chat_store_group_delete(fx->st, "d", 100, &done));
+    assert_true(done);
+    ASSERT_OK(chat_store_member_add(fx->st, "b", "alice", NULL));
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "b", "alice", "d1", 1, NULL));
+    for (size_t i = 0; i < sizeof(groups_cases) / sizeof(groups_cases[0]); i++) {
+        const struct groups_case *c = &groups_cases[i];
+        struct listing l = {"", 0, c->stop_at};
+        done = !c->done;
+        chat_err rc = chat_store_groups(fx->st, c->after, c->max, list_group, &l, &done);
+
+        if (rc != CHAT_OK || strcmp(l.names, c->want) != 0 || done != c->done)
+            fail_msg("%s: %s, listed \"%s\" (want \"%s\"), done %d", c->name, chat_strerror(rc),
+                     l.names, c->want, (int)done);
+    }
+}
+
+static void test_groups_empty_store(void **state)
+{
+    struct fixture *fx = *state;
+    struct listing l = {"", 0, 0};
+    bool done = false;
+
+    /* records of other kinds only: none is a group */
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alice", NULL));
+    ASSERT_OK(chat_store_groups(fx->st, NULL, 10, list_group, &l, &done));
+    assert_int_equal(l.calls, 0);
+    assert_true(done);
+}
+
+static void test_groups_bad_arguments(void **state)
+{
+    struct fixture *fx = *state;
+    struct listing l = {"", 0, 0};
+    const char *long_name = too_long_name();
+    bool done = true;
+
+    fill(fx->st, "a", 1);
+    assert_int_equal(chat_store_groups(fx->st, NULL, 10, NULL, NULL, &done), CHAT_EINVAL);
+    assert_false(done);
+    assert_int_equal(chat_store_groups(fx->st, long_name, 10, list_group, &l, &done), CHAT_EINVAL);
+    assert_int_equal(l.calls, 0);
+}
+
+/* ------------------------------------------------------------------------
  * Table
  * --------------------------------------------------------------------- */
 
@@ -375,13 +284,10 @@ int main(void)
         CASE(test_append_dense_ids),
         CASE(test_append_wrong_id_conflict),
         CASE(test_groups_isolated),
-        CASE(test_read_forward_by_count),
-        CASE(test_read_forward_by_bytes),
-        CASE(test_read_forward_oversized_message),
-        CASE(test_read_forward_after_head),
-        CASE(test_read_backward),
-        CASE(test_get_found_and_not_found),
         CASE(test_cid_index),
+        CASE(test_groups_cases),
+        CASE(test_groups_empty_store),
+        CASE(test_groups_bad_arguments),
     };
 
     return cmocka_run_group_tests_name("store_log", tests, NULL, NULL);
