@@ -477,7 +477,7 @@ int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev)
                                    false);
     sbuf_puts(&out, "{\"responses\":[");
     if (budget == CHAT_BUDGET_SLOW_DOWN) {
-        fail(&r, "too many requests: answers to one client are limited to about 1 MiB per "
+        fail(&r, "too many requests: answers to one client are limited to about 2 MiB per "
                  "second; wait and retry");
         goto done;
     }

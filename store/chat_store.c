@@ -85,36 +85,51 @@ void chat_store_close(chat_store *st)
 
 const char *chat_store_incarnation(const chat_store *st)
 {
-    return st->incarnation;
+    return st ? st->incarnation : "";
 }
 
 bool chat_store_recovered(const chat_store *st)
 {
-    return st->recovered;
+    return st && st->recovered;
 }
 
 chat_err chat_store_stats(chat_store *st, uint64_t *groups, uint64_t *approx_bytes)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     return st ? st->ops->stats(st, groups, approx_bytes) : CHAT_EINVAL;
 }
 
 chat_err chat_store_compact(chat_store *st)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     return st ? st->ops->compact(st) : CHAT_EINVAL;
 }
 
 chat_err chat_store_sync(chat_store *st)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     return st->ops->sync(st);
 }
 
 chat_err chat_store_sync_async(chat_store *st)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     return st->ops->sync_async(st);
 }
 
 chat_err chat_store_sync_state(chat_store *st, chat_sync_state *out)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     return st && out ? st->ops->sync_state(st, out) : CHAT_EINVAL;
 }
 
@@ -129,17 +144,26 @@ void chat_store_set_clock(chat_store *st, chat_clock_fn fn, void *ctx)
 
 chat_err chat_store_head(chat_store *st, const char *group, uint64_t *head)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     return st->ops->head(st, group, head);
 }
 
 chat_err chat_store_first(chat_store *st, const char *group, uint64_t *first)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     return st->ops->first(st, group, first);
 }
 
 chat_err chat_store_append(chat_store *st, const char *group, uint64_t id, const char *from,
                            const char *cid, const void *env, size_t env_len)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     if (!group || !from || (!env && env_len)) {
         return CHAT_EINVAL;
     }
@@ -149,11 +173,17 @@ chat_err chat_store_append(chat_store *st, const char *group, uint64_t id, const
 chat_err chat_store_cid_find(chat_store *st, const char *group, const char *from, const char *cid,
                              uint64_t *id, bool *found)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     return st->ops->cid_find(st, group, from, cid, id, found);
 }
 
 chat_err chat_store_get(chat_store *st, const char *group, uint64_t id, chat_msg *msg, bool *found)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     return st->ops->get(st, group, id, msg, found);
 }
 
@@ -161,6 +191,9 @@ chat_err chat_store_scan_forward(chat_store *st, const char *group, uint64_t aft
                                  size_t max_count, size_t max_bytes, chat_msg_fn fn, void *ctx,
                                  bool *more)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     *more = false;
     if (max_count == 0 || !fn) {
         return CHAT_EINVAL;
@@ -247,18 +280,27 @@ static chat_err read_page(chat_store *st, const char *group, uint64_t from_id, b
 chat_err chat_store_read_forward(chat_store *st, const char *group, uint64_t after,
                                  size_t max_count, size_t max_bytes, chat_page **out)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     return read_page(st, group, after, true, max_count, max_bytes, out);
 }
 
 chat_err chat_store_read_backward(chat_store *st, const char *group, uint64_t before,
                                   size_t max_count, size_t max_bytes, chat_page **out)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     return read_page(st, group, before, false, max_count, max_bytes, out);
 }
 
 chat_err chat_store_trim(chat_store *st, const char *group, uint64_t before, size_t max_keys,
                          uint64_t *first_now)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     if (!group || max_keys == 0) {
         return CHAT_EINVAL;
     }
@@ -268,6 +310,9 @@ chat_err chat_store_trim(chat_store *st, const char *group, uint64_t before, siz
 chat_err chat_store_groups(chat_store *st, const char *after, size_t max, chat_head_fn fn,
                            void *ctx, bool *done)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     *done = false;
     if (!fn) {
         return CHAT_EINVAL;
@@ -282,42 +327,63 @@ chat_err chat_store_groups(chat_store *st, const char *after, size_t max, chat_h
 chat_err chat_store_cursor_info(chat_store *st, const char *group, const char *member,
                                 const char *device, uint64_t *id, int64_t *last_used, bool *found)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     return st->ops->cursor_info(st, group, member, device, id, last_used, found);
 }
 
 chat_err chat_store_cursor_get(chat_store *st, const char *group, const char *member,
                                const char *device, uint64_t *id, bool *found)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     return st->ops->cursor_info(st, group, member, device, id, NULL, found);
 }
 
 chat_err chat_store_cursor_advance(chat_store *st, const char *group, const char *member,
                                    const char *device, uint64_t id, uint64_t *now)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     return st->ops->cursor_advance(st, group, member, device, id, now);
 }
 
 chat_err chat_store_cursor_max(chat_store *st, const char *group, const char *member, uint64_t *id,
                                bool *found)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     return st->ops->cursor_max(st, group, member, id, found);
 }
 
 chat_err chat_store_cursor_start(chat_store *st, const char *group, const char *member,
                                  const char *device, uint64_t *id, bool *found)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     return st->ops->cursor_start(st, group, member, device, id, found);
 }
 
 chat_err chat_store_cursor_touch(chat_store *st, const char *group, const char *member,
                                  const char *device, int64_t now_ms)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     return st->ops->cursor_touch(st, group, member, device, now_ms);
 }
 
 chat_err chat_store_expire_devices(chat_store *st, int64_t older_than_ms, size_t max_keys,
                                    char *resume, size_t resume_cap, size_t *removed, bool *done)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     *removed = 0;
     *done = false;
     if (!resume || resume_cap < CHAT_STORE_RESUME_MAX || max_keys == 0) {
@@ -333,27 +399,42 @@ chat_err chat_store_expire_devices(chat_store *st, int64_t older_than_ms, size_t
 chat_err chat_store_member_add(chat_store *st, const char *group, const char *member,
                                uint64_t *joined)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     return st->ops->member_add(st, group, member, joined);
 }
 
 chat_err chat_store_member_get(chat_store *st, const char *group, const char *member,
                                uint64_t *joined, bool *found)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     return st->ops->member_get(st, group, member, joined, found);
 }
 
 chat_err chat_store_member_remove(chat_store *st, const char *group, const char *member)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     return st->ops->member_remove(st, group, member);
 }
 
 chat_err chat_store_member_groups(chat_store *st, const char *member, chat_group_fn fn, void *ctx)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     return fn ? st->ops->member_groups(st, member, fn, ctx) : CHAT_EINVAL;
 }
 
 chat_err chat_store_group_delete(chat_store *st, const char *group, size_t max_keys, bool *done)
 {
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
     *done = false;
     if (!group || max_keys == 0) {
         return CHAT_EINVAL;

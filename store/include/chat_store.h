@@ -174,7 +174,12 @@ chat_err chat_store_open_opts(const char *path, const chat_store_opts *opts, cha
 
 /* Closes the store and frees it. Accepts NULL. Unless a write failed, it
  * first forces everything to disk and removes the run marker: the next open
- * sees a clean close. */
+ * sees a clean close.
+ *
+ * A NULL store stands for one that is closed while its owner waits to open
+ * it again (the plugin after a disk filled up): every function that takes
+ * a store answers CHAT_EIO for it, chat_store_incarnation "" and
+ * chat_store_last_error "". */
 void chat_store_close(chat_store *st);
 
 /* The store's incarnation: 32 hex digits (128 random bits) drawn when the
