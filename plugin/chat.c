@@ -20,6 +20,10 @@ int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char 
     chat_err rc = chat_store_cursor_advance(pl->store, group, member, device, id, &cursor);
     if (rc != CHAT_OK) {
         chat_log_store_error(pl, rc, "ack of %s in %s", device, group);
+        /* The device holds what it acked even if the store cannot say so
+         * (a full disk): its catch-up goes on; after a reconnect it resumes
+         * from the stored cursor, and shows nothing twice (ids). */
+        chat_replay_acked(pl, client, group, id);
         *why = "storage error";
         return MOSQ_ERR_UNKNOWN;
     }

@@ -12,6 +12,7 @@ void chat_chores(struct chat_plugin *pl)
         }
     }
     time_t now = time(NULL);
+    chat_storage_chores(pl, now);
     chat_replay_tick(pl, now);
     chat_retention_tick(pl, now);
 }

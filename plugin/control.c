@@ -313,7 +313,7 @@ static void cmd_sync(struct req *r, const cJSON *c)
     sbuf_json_str(r->out, chat_store_incarnation(r->pl->store));
     sbuf_puts(r->out, ",\"groups\":[");
     chat_err rc = chat_store_member_groups(r->pl->store, r->member, sync_group, &w);
-    if (w.rc != CHAT_OK || (rc != CHAT_OK && !w.more)) {
+    if (w.rc != CHAT_OK || rc != CHAT_OK) {
         r->out->len = mark; /* drop the half-written entry */
         storage_ok(r, w.rc != CHAT_OK ? w.rc : rc);
         return;
@@ -477,7 +477,7 @@ int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev)
                                    false);
     sbuf_puts(&out, "{\"responses\":[");
     if (budget == CHAT_BUDGET_SLOW_DOWN) {
-        fail(&r, "too many requests: answers to one client are limited to about 1 MiB per "
+        fail(&r, "too many requests: answers to one client are limited to about 2 MiB per "
                  "second; wait and retry");
         goto done;
     }

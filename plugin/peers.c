@@ -22,8 +22,8 @@
 
 #define MAX_PENDING 1024u       /* pending subscriptions of one client */
 #define MAX_GONE 10000u         /* disconnected persistent sessions remembered */
-#define BUDGET_BYTES (4u << 20) /* answers one client may have unread at once */
-#define BUDGET_RATE (1u << 20)  /* bytes per second the budget comes back */
+#define BUDGET_BYTES (8u << 20) /* answers one client may have unread at once */
+#define BUDGET_RATE (2u << 20)  /* bytes per second the budget comes back */
 #define ERRORS_PER_SECOND 10u   /* "slow down" answers while over budget */
 #define DROP_LOG_EVERY_MS 10000 /* one log line per client per period */
 

@@ -166,11 +166,7 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
     if (!chat_peers_init(pl) || !chat_replay_init(pl)) {
         goto fail;
     }
-    chat_store_opts so = CHAT_STORE_OPTS_INIT;
-    so.sync = pl->cfg.fsync;
-    /* Tests fake a reboot (see chat_store_recovered) with another boot id. */
-    so.boot_id = getenv("MOSQUITTO_CHAT_TEST_BOOT_ID");
-    chat_err err = chat_store_open_opts(pl->cfg.db_path, &so, &pl->store, &errmsg);
+    chat_err err = chat_storage_open(pl, &errmsg);
     if (err != CHAT_OK) {
         mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: cannot open store \"%s\": %s",
                              pl->cfg.db_path, errmsg ? errmsg : chat_strerror(err));

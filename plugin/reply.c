@@ -77,7 +77,7 @@ static void answer(struct chat_plugin *pl, const char *client_id, const char *to
         sbuf_free(b);
         sbuf_puts(b, "{\"responses\":[");
         chat_entry_error(b, "request", NULL, NULL,
-                         "too many requests: answers to one client are limited to about 1 MiB "
+                         "too many requests: answers to one client are limited to about 2 MiB "
                          "per second; wait and retry");
         sbuf_puts(b, "]}");
         break;

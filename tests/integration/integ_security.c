@@ -85,6 +85,29 @@ static void expect_error_prefix(harness_client *c, const cJSON *resp, const char
             "error \"%s\", expected one starting \"%s\"", err ? err : "(none)", prefix);
 }
 
+/* Mosquitto 2.0.11 leaks what config__read allocates in two cases these
+ * tests make on purpose: the plugin lines inside a listener with
+ * per_listener_settings, and a reload it refuses. Not ours, so suppressed by
+ * name for the sanitizer run (which sees the name only with the full
+ * unwinder); the plugin's own allocations stay checked. */
+static void suppress_config_leaks(harness_broker *b)
+{
+    char supp[512], opts[1024];
+    const char *asan = getenv("ASAN_OPTIONS");
+    if (getenv("CHAT_BROKER_PRELOAD") == NULL) {
+        return;
+    }
+    snprintf(supp, sizeof supp, "%s/lsan.supp", harness_broker_dir(b));
+    harness_write_file(supp, "leak:config__read\n", 18);
+    snprintf(opts, sizeof opts, "suppressions=%s", supp);
+    setenv("LSAN_OPTIONS", opts, 1);
+    if (asan == NULL || strstr(asan, "fast_unwind_on_malloc=0") == NULL) {
+        snprintf(opts, sizeof opts, "%s%sfast_unwind_on_malloc=0", asan ? asan : "",
+                 asan ? ":" : "");
+        setenv("ASAN_OPTIONS", opts, 1);
+    }
+}
+
 static bool on_topic(const harness_msg *m, void *arg)
 {
     return strcmp(m->topic, (const char *)arg) == 0;
@@ -913,6 +936,22 @@ static void deaf_subscribe(int fd, uint16_t mid, const char *filter)
     send_all(fd, pkt, n);
 }
 
+static void deaf_unsubscribe(int fd, uint16_t mid, const char *filter)
+{
+    size_t flen = strlen(filter), n = 0;
+    unsigned char pkt[300];
+    ASSERT(flen < 256);
+    pkt[n++] = 0xA2;
+    n += put_varint(pkt + n, 2 + 2 + flen);
+    pkt[n++] = (unsigned char)(mid >> 8);
+    pkt[n++] = (unsigned char)mid;
+    pkt[n++] = (unsigned char)(flen >> 8);
+    pkt[n++] = (unsigned char)flen;
+    memcpy(pkt + n, filter, flen);
+    n += flen;
+    send_all(fd, pkt, n);
+}
+
 /* Each subscribe (or sync) restarts a catch-up; a client that never reads
  * must not get a new window of pages queued for every one of them. */
 static void case_restart_flood(void)
@@ -933,8 +972,12 @@ static void case_restart_flood(void)
     harness_client_disconnect(mallory);
     before = rss_kb(harness_broker_pid(b));
     fd = deaf_client(b, "mallory");
-    for (int i = 0; i < 400; i++)
-        deaf_subscribe(fd, (uint16_t)(i + 1), "chat/hoard");
+    /* An unsubscribe between two subscribes: Mosquitto 2.0.11 leaks a
+     * subscription made twice to one filter, which the sanitizer run sees. */
+    for (int i = 0; i < 400; i++) {
+        deaf_subscribe(fd, (uint16_t)(2 * i + 1), "chat/hoard");
+        deaf_unsubscribe(fd, (uint16_t)(2 * i + 2), "chat/hoard");
+    }
     deaf_publish(fd, "$CONTROL/chat/v1",
                  "{\"commands\":[{\"command\":\"sync\"},{\"command\":\"sync\"}]}");
     harness_sleep_ms(1500);
@@ -957,6 +1000,7 @@ static void case_reload_rejected(void)
     harness_client *spy, *boss;
 
     write_in(b, "acl", acl_public);
+    suppress_config_leaks(b);
     harness_broker_launch(b);
     spy = harness_client_connect(b, "spy", NULL);
     boss = harness_client_connect(b, "boss", NULL);
@@ -1120,21 +1164,7 @@ static void case_no_ticks(void)
     harness_page p;
     int pages = 0;
 
-    if (getenv("CHAT_BROKER_PRELOAD") != NULL) {
-        /* Mosquitto 2.0.11 never frees the plugin lines it reads inside a
-         * listener with per_listener_settings (config__read): not ours, so
-         * suppressed by name, which LeakSanitizer sees only with the full
-         * unwinder. The plugin's own allocations stay checked. */
-        char supp[512], opts[1024];
-        const char *asan = getenv("ASAN_OPTIONS");
-        snprintf(supp, sizeof supp, "%s/lsan.supp", harness_broker_dir(b));
-        harness_write_file(supp, "leak:config__read\n", 18);
-        snprintf(opts, sizeof opts, "suppressions=%s", supp);
-        setenv("LSAN_OPTIONS", opts, 1);
-        snprintf(opts, sizeof opts, "%s%sfast_unwind_on_malloc=0", asan ? asan : "",
-                 asan ? ":" : "");
-        setenv("ASAN_OPTIONS", opts, 1);
-    }
+    suppress_config_leaks(b);
     harness_broker_launch(b);
     alice = harness_client_connect(b, "alice", NULL);
     bob = harness_client_connect(b, "bob", NULL);

@@ -252,15 +252,20 @@ static void test_persistent_cap(void **state)
  * Answer budget
  * ========================================================================= */
 
+/* As peers.c's BUDGET_BYTES and BUDGET_RATE: what one client may have
+ * unread at once, and how fast that comes back (bytes a second). */
+#define BUDGET (8u << 20)
+#define RATE (2u << 20)
+
 static void test_budget(void **state)
 {
     struct chat_plugin *pl = *state;
 
-    /* 4 MiB to start with; an answer may take it below zero once. */
+    /* The whole budget to start with; an answer may take it below zero. */
     assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_OK);
-    chat_budget_spend(pl, "c1", 4 * MIB - 1);
+    chat_budget_spend(pl, "c1", BUDGET - 1);
     assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_OK);
-    chat_budget_spend(pl, "c1", 3 * MIB);
+    chat_budget_spend(pl, "c1", 2 * RATE); /* 1 - 2 RATE left */
     /* Over it: ten "slow down" answers a second, then nothing. */
     for (int i = 0; i < 10; i++) {
         assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_SLOW_DOWN);
@@ -276,21 +281,22 @@ static void test_budget(void **state)
     /* Another client is not concerned. */
     assert_int_equal(chat_budget_check(pl, "c2"), CHAT_BUDGET_OK);
 
-    /* It comes back at 1 MiB a second: 3 MiB - 1 byte below zero now. */
+    /* It comes back at RATE a second, to the millisecond: two seconds to
+     * cover 2 RATE - 1 bytes. */
     fake_now += 1000;
     assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_SLOW_DOWN); /* a new second */
-    fake_now += 1999;
-    assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_SLOW_DOWN); /* -1048 bytes */
+    fake_now += 999;
+    assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_SLOW_DOWN); /* a ms short */
     fake_now += 2;
     assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_OK);
-    /* After a long pause it is full again, but never more than 4 MiB. */
-    chat_budget_spend(pl, "c1", 4 * MIB);
+    /* After a long pause it is full again, but never more than BUDGET. */
+    chat_budget_spend(pl, "c1", BUDGET);
     for (int i = 0; i < 10; i++) {
         assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_SLOW_DOWN);
     }
-    fake_now += 60000;
+    fake_now += 600000;
     assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_OK);
-    chat_budget_spend(pl, "c1", 4 * MIB);
+    chat_budget_spend(pl, "c1", BUDGET);
     for (int i = 0; i < 10; i++) {
         assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_SLOW_DOWN);
     }
