@@ -94,7 +94,8 @@ struct chat_request *chat_requests_new(chat_requests *rq, enum req_kind kind, co
     if (r == NULL)
         return NULL;
     r->kind = kind;
-    r->command = command;
+    snprintf(r->command_buf, sizeof r->command_buf, "%s", command);
+    r->command = r->command_buf;
     r->call = call;
     if ((group != NULL && (r->group = strdup(group)) == NULL) || (r->cmd = strdup(cmd)) == NULL) {
         chat_request_free(r);
