@@ -597,8 +597,8 @@ void chat_admin_run(const struct chat_admin_req *r, const cJSON *c)
 {
     if (!chat_config_is_admin(&r->pl->cfg, mosquitto_client_username(r->client))) {
         const cJSON *g = cJSON_GetObjectItemCaseSensitive(c, "group");
-        bool named = cJSON_IsString(g) &&
-                     !chat_proto_group_error(g->valuestring, strlen(g->valuestring));
+        bool named =
+            cJSON_IsString(g) && !chat_proto_group_error(g->valuestring, strlen(g->valuestring));
         char why[64];
         snprintf(why, sizeof(why), "only an admin may %s", r->cmd);
         fail(r, named ? g->valuestring : NULL, why);
