@@ -250,6 +250,9 @@ static void cmd_groups(const struct chat_admin_req *r, const cJSON *c)
             storage_ok(r, NULL, rc);
             return;
         }
+        if (!all && budget < MEMBERS_COUNTED && listed > 0) {
+            break; /* the request's budget ran short: this group opens the next page */
+        }
         (void)spend(r, members);
         sbuf_puts(r->out, listed++ ? ",{\"group\":" : "{\"group\":");
         sbuf_json_str(r->out, l.name[i]);
@@ -340,7 +343,8 @@ static void cmd_members(const struct chat_admin_req *r, const cJSON *c)
             break;
         }
         budget = budget < DEVICES_LISTED ? budget : DEVICES_LISTED;
-        sbuf_puts(r->out, listed++ ? ",{\"member\":" : "{\"member\":");
+        size_t entry_mark = r->out->len;
+        sbuf_puts(r->out, listed ? ",{\"member\":" : "{\"member\":");
         sbuf_json_str(r->out, l.name[i]);
         sbuf_puts(r->out, ",\"joined\":");
         sbuf_u64(r->out, l.num[i]);
@@ -355,6 +359,11 @@ static void cmd_members(const struct chat_admin_req *r, const cJSON *c)
             storage_ok(r, group, rc);
             return;
         }
+        if (!all && budget < DEVICES_LISTED && listed > 0) {
+            r->out->len = entry_mark; /* out of budget: this member opens the next page */
+            break;
+        }
+        listed++;
         (void)spend(r, dl.count);
         sbuf_add(r->out, "]", 1);
         if (!all) {

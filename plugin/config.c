@@ -450,7 +450,8 @@ void chat_config_log(const struct chat_plugin *pl)
         "members without a username: %s; page_size %zu, page_bytes %zu, page_qos %d, "
         "replay_window %u, replay_timeout %u, max_payload %zu, fsync %s, replay %s, "
         "open_groups %s, admins \"%s\", retention_count %llu, retention_days %llu, "
-        "device_expiry_days %llu, backup_dir %s, figures every %d s (sys_interval)",
+        "device_expiry_days %llu, backup_dir %s, figures under $SYS every %d s (sys_interval; 0: "
+        "none)",
         c->db_path, c->topic_prefix,
         c->acl_mode == CHAT_ACL_ALLOW ? "allow outside chat" : "defer to the broker's",
         c->acl_mode == CHAT_ACL_ALLOW        ? "to members"
