@@ -342,8 +342,12 @@ static bool is_stored_envelope(struct chat_plugin *pl, const char *group, const 
     }
     chat_msg m = {0};
     bool found = false;
-    bool same = chat_store_get(pl->store, group, id, &m, &found) == CHAT_OK && found &&
-                m.len == len && memcmp(m.data, p, len) == 0;
+    chat_err rc = chat_store_get(pl->store, group, id, &m, &found);
+    if (rc != CHAT_OK) {
+        chat_log_store_error(pl, rc, "reading message %llu of %s for a delivery",
+                             (unsigned long long)id, group);
+    }
+    bool same = rc == CHAT_OK && found && m.len == len && memcmp(m.data, p, len) == 0;
     free(m.data);
     return same;
 }
