@@ -24,6 +24,8 @@ static void check_accepted(const struct chat_config *c)
     FUZZ_CHECK(c->replay_timeout >= 1 && c->replay_timeout <= 86400, "replay_timeout");
     FUZZ_CHECK(c->max_payload >= 16 && c->max_payload <= 44000000, "max_payload");
     FUZZ_CHECK(c->retention_count <= UINT64_MAX / 2 && c->retention_days <= 1000000, "retention");
+    FUZZ_CHECK(c->device_expiry_days <= 1000000, "device_expiry_days");
+    FUZZ_CHECK(!c->backup_dir || c->backup_dir[0] == '/', "backup_dir \"%s\"", c->backup_dir);
     FUZZ_CHECK(c->admins, "admins");
     for (char **a = c->admins; *a; a++) {
         FUZZ_CHECK((*a)[0] && (*a)[0] != ' ' && (*a)[strlen(*a) - 1] != ' ' && !strchr(*a, ','),

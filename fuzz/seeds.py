@@ -117,6 +117,12 @@ control = [
     req(cmd("fetch", group='"' + "g" * 129 + '"')),
     b'{"commands":[{"command":"fetch","group":"\xc3\x28"}]}',
     req(cmd("sync"), cmd("sync")), req(cmd("join", group='"fat"')),
+    # the admins' commands (the admin is "admin": flags byte 2)
+    req(cmd("groups")), req(cmd("groups", after='"room1"', limit=1)),
+    req(cmd("groups", limit=0)), req(cmd("groups", limit=1001)),
+    req(cmd("members", group=g)), req(cmd("members", group=g, after='"alice"', limit=1)),
+    req(cmd("members")), req(cmd("stats")), req(cmd("delete", group='"room2"')),
+    req(cmd("delete")), req(cmd("compact")), req(cmd("backup")),
     req(*[cmd("history", group=g, limit=1)] * 50),
     req(*[cmd("fetch", group=g, after=0)] * 20),
 ]
@@ -182,6 +188,8 @@ bad_options = ["page_size 0", "page_size 100001", "page_size 12x", "page_bytes 1
 good_options = ["page_size 7", "db_path /var/lib/mosquitto/chat\ntopic_prefix team",
                 "admins a, b ,,c\nadmins admin", "fsync batch\nreplay false\nopen_groups false",
                 "acl defer\nread_check members", "acl allow", "acl auto",
+                "device_expiry_days 30\nbackup_dir /var/backups/chat", "device_expiry_days 1000001",
+                "backup_dir relative", "backup_dir",
                 "retention_count 9223372036854775807\nretention_days 1000000",
                 "page_bytes 268369920\nmax_payload 44000000\nreplay_window 64\n"
                 "replay_timeout 86400\npage_qos 2", "topic_prefix " + "p" * 128]

@@ -30,6 +30,7 @@ int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char 
     if (now) {
         *now = cursor;
     }
+    pl->stats.acks++;
     chat_replay_acked(pl, client, group, cursor);
     return MOSQ_ERR_SUCCESS;
 }
@@ -81,7 +82,9 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         goto fail;
     }
     from = chat_member(pl, ev->client, from_buf, &why);
-    if (chat_store_head(pl->store, group, &head) != CHAT_OK) {
+    chat_err serr = chat_store_head(pl->store, group, &head);
+    if (serr != CHAT_OK) {
+        chat_log_store_error(pl, serr, "head of %s", group);
         why = "storage error";
         goto fail;
     }
@@ -90,7 +93,8 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
     if (!env) {
         goto fail;
     }
-    if (cid && chat_store_cid_find(pl->store, group, from, cid, &id, &dup) != CHAT_OK) {
+    if (cid && (serr = chat_store_cid_find(pl->store, group, from, cid, &id, &dup)) != CHAT_OK) {
+        chat_log_store_error(pl, serr, "cid lookup in %s", group);
         why = "storage error";
         goto fail;
     }
@@ -98,7 +102,9 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         /* A retry of a message already stored: deliver the stored copy, with
          * its original id, which receivers that hold it drop. */
         bool found = false;
-        if (chat_store_get(pl->store, group, id, &stored, &found) != CHAT_OK) {
+        if ((serr = chat_store_get(pl->store, group, id, &stored, &found)) != CHAT_OK) {
+            chat_log_store_error(pl, serr, "reading message %llu of %s", (unsigned long long)id,
+                                 group);
             why = "storage error";
             goto fail;
         }
@@ -108,7 +114,12 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         }
         rc = set_payload(ev, stored.data, stored.len);
     } else {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         chat_err err = chat_store_append(pl->store, group, head + 1, from, cid, env, strlen(env));
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        chat_stats_write(&pl->stats, (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL +
+                                                (t1.tv_nsec - t0.tv_nsec)));
         if (err != CHAT_OK) {
             chat_log_store_error(pl, err, "append to %s", group);
             why = "storage error";
@@ -121,6 +132,7 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
             why = "storage error";
             goto fail;
         }
+        pl->stats.stored++;
         rc = set_payload(ev, env, strlen(env));
         chat_retention_count(pl, group, head + 1);
     }
@@ -145,6 +157,7 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
     return MOSQ_ERR_SUCCESS;
 
 fail:
+    pl->stats.refused++;
     if (!cid) {
         /* Refused before the envelope was built: still name the message. */
         cid = chat_payload_cid(ev->payload, ev->payloadlen, 4 * pl->cfg.max_payload);
@@ -195,10 +208,12 @@ int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev)
         snprintf(why, sizeof(why), "not a chat topic: publish to %s/<group> or %s/<group>/ack",
                  pl->cfg.topic_prefix, pl->cfg.topic_prefix);
         chat_respond_error(pl, ev->client, "publish", NULL, NULL, why);
+        pl->stats.refused++;
         return MOSQ_ERR_ACL_DENIED;
     }
     const char *why = chat_proto_group_error(g, glen);
     if (why) {
+        pl->stats.refused += kind == CHAT_TOPIC_GROUP;
         chat_respond_error(pl, ev->client, kind == CHAT_TOPIC_ACK ? "ack" : "publish", NULL, NULL,
                            why);
         return MOSQ_ERR_ACL_DENIED;
@@ -331,8 +346,12 @@ static bool is_stored_envelope(struct chat_plugin *pl, const char *group, const 
     }
     chat_msg m = {0};
     bool found = false;
-    bool same = chat_store_get(pl->store, group, id, &m, &found) == CHAT_OK && found &&
-                m.len == len && memcmp(m.data, p, len) == 0;
+    chat_err rc = chat_store_get(pl->store, group, id, &m, &found);
+    if (rc != CHAT_OK) {
+        chat_log_store_error(pl, rc, "reading message %llu of %s for a delivery",
+                             (unsigned long long)id, group);
+    }
+    bool same = rc == CHAT_OK && found && m.len == len && memcmp(m.data, p, len) == 0;
     free(m.data);
     return same;
 }

@@ -10,7 +10,11 @@
  *   plugin.c     the entry points and the dispatch of broker events
  *   control.c    requests on $CONTROL/chat/v1
  *   chat.c       the chat topics: publishes, acks, access checks
- *   chores.c     periodic work: fsync batch, replay timeouts, retention
+ *   chores.c     periodic work: fsync batch, replay timeouts, retention,
+ *                figures, device expiry, deletions and jobs
+ *   admin.c      the admin commands, and the deletions and jobs they leave
+ *   stats.c      the figures under $SYS/broker/chat/
+ *   expiry.c     dropping device cursors unused for device_expiry_days
  *   replay.c     catch-up pages with a window of pages in flight
  *   retention.c  deleting old messages in bounded steps
  *   access.c     membership, and the broker's answer on read rights
@@ -89,6 +93,8 @@ struct chat_config {
      * username is named "~<client id>", and usernames that start with "~"
      * may not chat, so that no client id can pass for a user. */
     bool names_verified;
+    uint64_t device_expiry_days; /* 0: never */
+    char *backup_dir;            /* NULL: backups refused */
 };
 
 /* What the broker's own configuration says (config.c). */
@@ -99,8 +105,26 @@ struct chat_broker_conf {
     bool per_listener;   /* per_listener_settings true */
     bool first_is_other; /* another plugin is loaded before ours */
     int plugins;         /* plugin and auth_plugin lines, ours included */
+    int sys_interval;    /* the broker's sys_interval (10 unless set); 0: no $SYS */
     int err;             /* errno of the first unreadable file */
     char unreadable[4096];
+};
+
+/* The figures under $SYS/broker/chat/ (stats.c). Counters are bumped in
+ * place where things happen (a field increment: nothing measurable per
+ * message); stats.c reads them from the tick. */
+#define CHAT_STATS_BUCKETS 320 /* of the write latency histogram, see chat_stats_write */
+struct chat_stats {
+    uint64_t stored;  /* messages stored since start */
+    uint64_t refused; /* publishes refused since start */
+    uint64_t acks;    /* acks applied since start */
+    uint64_t pages;   /* replay pages sent since start */
+    uint64_t expired; /* device cursors dropped by device_expiry_days since start */
+    uint32_t writes[CHAT_STATS_BUCKETS]; /* store append latency, this interval */
+    uint64_t nwrites;                    /* appends timed this interval */
+    uint64_t p50_us, p99_us;             /* of the last interval */
+    time_t interval_start;               /* when this interval began */
+    time_t last_sys;                     /* when the figures were last published */
 };
 
 /* The broker's own access check (src/security.c), when the broker exports it
@@ -118,8 +142,8 @@ struct chat_plugin {
     chat_acl_check_fn broker_acl_check; /* NULL when the broker does not export it */
     bool probing;                       /* inside our own call of broker_acl_check */
     bool ticks_seen;                    /* the broker sends us ticks (see plugin.c) */
-    bool disk_full;        /* the store's disk filled up: see storage.c */
-    time_t disk_next_look; /* when storage.c looks at the disk again */
+    bool disk_full;                     /* the store's disk filled up: see storage.c */
+    time_t disk_next_look;              /* when storage.c looks at the disk again */
     int64_t last_chores_ms;             /* housekeeping run from events, without ticks */
     /* The envelope stored last: the deliveries of one publish all read it. */
     char last_group[CHAT_GROUP_MAX + 1];
@@ -130,6 +154,16 @@ struct chat_plugin {
     time_t next_sweep;                         /* retention_days: next sweep start */
     bool sweeping;                             /* a sweep is under way */
     char sweep_after[CHAT_STORE_MAX_NAME + 1]; /* last group swept ("" at start) */
+    int sys_interval;                          /* the broker's, see chat_broker_conf */
+    struct chat_stats stats;
+    time_t next_expiry;                        /* device expiry: next sweep start */
+    bool expiring;                             /* a sweep is under way */
+    uint64_t expiring_removed;                 /* cursors dropped by this sweep so far */
+    char expire_resume[CHAT_STORE_RESUME_MAX]; /* its resume point */
+    char **deleting;                           /* groups whose deletion the tick goes on with */
+    size_t n_deleting;
+    bool deletions_loaded; /* those a previous run left were queued */
+    bool job_running;      /* a store job (backup, compact) is being watched */
 };
 
 /* What a topic under the prefix names. */
@@ -148,6 +182,10 @@ enum chat_topic_kind {
 int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int count);
 void chat_config_free(struct chat_config *cfg);
 bool chat_config_is_admin(const struct chat_config *cfg, const char *username);
+
+/* Logs, at info level, one line with every option in force (and what was
+ * read from the broker's configuration). */
+void chat_config_log(const struct chat_plugin *pl);
 
 /* Reads the broker's configuration (named by -c on its command line, and
  * the files it includes) into bc. Returns false when some file could not be
@@ -253,6 +291,9 @@ bool chat_pending_has(struct chat_plugin *pl, const char *client_id, const char 
 void chat_pending_add(struct chat_plugin *pl, const char *client_id, const char *group);
 void chat_pending_remove(struct chat_plugin *pl, const char *client_id, const char *group);
 
+/* Forgets every client's pending subscription to group (its deletion). */
+void chat_pending_forget_group(struct chat_plugin *pl, const char *group);
+
 /* The client disconnected: forget it, but keep the pending subscriptions of
  * a persistent session, which it resumes without subscribing again. */
 void chat_peer_disconnected(struct chat_plugin *pl, const struct mosquitto *client);
@@ -267,6 +308,69 @@ void chat_budget_spend(struct chat_plugin *pl, const char *client_id, size_t byt
 
 /* control.c: $CONTROL/chat/v1 */
 int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev);
+
+/* admin.c: the admin commands (groups, members, stats, delete, compact,
+ * backup) and the work they leave to the tick */
+
+/* One admin command being answered: what control.c hands admin.c. */
+struct cJSON;
+struct chat_admin_req {
+    struct chat_plugin *pl;
+    struct mosquitto *client;
+    const char *device;
+    const char *cmd;  /* the command's name */
+    const char *corr; /* its correlationData, or NULL */
+    sbuf *out;        /* the response being written: one entry is appended */
+    size_t *work;     /* store records the request has visited, raised here */
+    size_t work_max;  /* at most this many */
+    size_t cap;       /* bytes the whole answer may take */
+};
+
+/* Whether cmd names an admin command. */
+bool chat_admin_is_command(const char *cmd);
+
+/* Answers one admin command c (a JSON object): an entry in r->out, an error
+ * entry for a client that is not an admin. */
+void chat_admin_run(const struct chat_admin_req *r, const struct cJSON *c);
+
+/* From the tick: goes on with deletions (a bounded slice) and reports the
+ * end of a store job in the log. */
+void chat_admin_tick(struct chat_plugin *pl);
+
+/* Frees the deletion queue (cleanup). */
+void chat_admin_free(struct chat_plugin *pl);
+
+/* stats.c: the figures */
+
+/* Records one store append that took ns nanoseconds: a log-linear bucket
+ * (16 linear ones, then 8 per power of two) of the microseconds. */
+static inline void chat_stats_write(struct chat_stats *s, uint64_t ns)
+{
+    uint64_t us = ns / 1000;
+    unsigned b;
+    if (us < 16) {
+        b = (unsigned)us;
+    } else {
+        unsigned e = 63u - (unsigned)__builtin_clzll(us); /* >= 4 */
+        b = 16u + (e - 4u) * 8u + (unsigned)((us >> (e - 3u)) & 7u);
+    }
+    s->writes[b < CHAT_STATS_BUCKETS ? b : CHAT_STATS_BUCKETS - 1]++;
+    s->nwrites++;
+}
+
+/* From the tick: ends an interval every sys_interval seconds (10 when the
+ * broker publishes no $SYS) and, unless sys_interval is 0, publishes the
+ * figures, retained, under $SYS/broker/chat/. */
+void chat_stats_tick(struct chat_plugin *pl, time_t now);
+
+/* Appends the figures to b as the members of a JSON object, without the
+ * braces: "messages/stored":N,... */
+void chat_stats_json(struct chat_plugin *pl, sbuf *b);
+
+/* expiry.c */
+
+/* Advances the device expiry sweep by a bounded slice; from the tick. */
+void chat_expiry_tick(struct chat_plugin *pl, time_t now);
 
 /* reply.c: what the plugin sends a client */
 
@@ -344,6 +448,12 @@ void chat_replay_stop(struct chat_plugin *pl, const char *client_id, const char 
 /* Drops the replay state of every device of member in group (leave). */
 void chat_replay_stop_member(struct chat_plugin *pl, const char *member, const char *group);
 
+/* Drops the replay state of every device in group (its deletion). */
+void chat_replay_stop_group(struct chat_plugin *pl, const char *group);
+
+/* Devices with replay pages in flight. */
+unsigned chat_replay_active(struct chat_plugin *pl);
+
 /* Resends stalled pages; called from the tick. */
 void chat_replay_tick(struct chat_plugin *pl, time_t now);
 
@@ -373,8 +483,16 @@ void chat_storage_chores(struct chat_plugin *pl, time_t now);
 
 /* util.c */
 
-/* Milliseconds since the epoch, for envelopes. */
+/* Milliseconds since the epoch, for envelopes, retention, device expiry
+ * and the store's last-use stamps: the real time, shifted by the seconds in
+ * the environment variable MOSQUITTO_CHAT_TEST_CLOCK_SHIFT (a test hook,
+ * read once by chat_clock_init at init; tests move the plugin into the
+ * future to see devices expire). */
 int64_t chat_now_ms(void);
+void chat_clock_init(void);
+
+/* chat_now_ms as a chat_clock_fn, for chat_store_set_clock. */
+int64_t chat_store_clock(void *ctx);
 
 /* Logs a store error at error level: "mosquitto-chat: <fmt...>: <error>
  * (<what the store said, with the keys concerned>)". */

@@ -43,7 +43,12 @@ static int64_t stored_ts(struct chat_plugin *pl, const char *group, uint64_t id)
     chat_msg m = {0};
     bool found = false;
     int64_t ts = -1;
-    if (chat_store_get(pl->store, group, id, &m, &found) != CHAT_OK || !found) {
+    chat_err rc = chat_store_get(pl->store, group, id, &m, &found);
+    if (rc != CHAT_OK) {
+        chat_log_store_error(pl, rc, "retention in %s: reading message %llu", group,
+                             (unsigned long long)id);
+    }
+    if (rc != CHAT_OK || !found) {
         return -1;
     }
     cJSON *env = cJSON_ParseWithLength(m.data, m.len);
@@ -91,7 +96,11 @@ static int sweep_group(void *ctx, const char *group, uint64_t head)
     struct chat_plugin *pl = sw->pl;
     uint64_t first = 1, before = 1;
 
-    if (chat_store_first(pl->store, group, &first) != CHAT_OK || first > head) {
+    chat_err rc = chat_store_first(pl->store, group, &first);
+    if (rc != CHAT_OK) {
+        chat_log_store_error(pl, rc, "retention in %s", group);
+    }
+    if (rc != CHAT_OK || first > head) {
         snprintf(pl->sweep_after, sizeof(pl->sweep_after), "%s", group);
         return 0;
     }

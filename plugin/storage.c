@@ -31,6 +31,9 @@ chat_err chat_storage_open(struct chat_plugin *pl, char **errmsg)
     /* Tests fake a reboot (see chat_store_recovered) with another boot id. */
     so.boot_id = getenv("MOSQUITTO_CHAT_TEST_BOOT_ID");
     chat_err rc = chat_store_open_opts(pl->cfg.db_path, &so, &pl->store, errmsg);
+    /* Device cursors are stamped with the plugin's clock (a test may shift
+     * it: see chat_clock_init). */
+    chat_store_set_clock(pl->store, chat_store_clock, NULL);
     if (rc != CHAT_OK && errmsg && disk_full(*errmsg)) {
         mosquitto_log_printf(MOSQ_LOG_ERR,
                              "mosquitto-chat: cannot open store \"%s\": %s; running without it "

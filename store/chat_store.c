@@ -4,6 +4,7 @@
  * ops. The design note of chat_store.h describes the LevelDB backend's keys
  * and the invariants every backend keeps. */
 #include "chat_store.h"
+#include "ldb_job.h"
 #include "ldb_store.h"
 #include "store_backend.h"
 #include "store_text.h"
@@ -47,8 +48,9 @@ const char *chat_store_last_error(const chat_store *st)
 static const struct backend {
     const char *name;
     store_open_fn *open;
+    store_repair_fn *repair;
 } backends[] = {
-    {LDB_NAME, ldb_open},
+    {LDB_NAME, ldb_open, ldb_repair},
 };
 
 chat_err chat_store_open(const char *path, chat_sync sync, chat_store **out, char **errmsg)
@@ -135,6 +137,9 @@ chat_err chat_store_sync_state(chat_store *st, chat_sync_state *out)
 
 void chat_store_set_clock(chat_store *st, chat_clock_fn fn, void *ctx)
 {
+    if (!st) {
+        return;
+    }
     store_set_clock(st, fn, ctx);
 }
 
@@ -440,4 +445,101 @@ chat_err chat_store_group_delete(chat_store *st, const char *group, size_t max_k
         return CHAT_EINVAL;
     }
     return st->ops->group_delete(st, group, max_keys, done);
+}
+
+/* ------------------------------------------------------------------------
+ * Operations
+ * --------------------------------------------------------------------- */
+
+chat_err chat_store_group_members(chat_store *st, const char *group, const char *after, size_t max,
+                                  chat_member_fn fn, void *ctx, bool *done)
+{
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    *done = false;
+    if (!group || !fn || max == 0) {
+        return CHAT_EINVAL;
+    }
+    return st->ops->group_members(st, group, after, max, fn, ctx, done);
+}
+
+chat_err chat_store_member_devices(chat_store *st, const char *group, const char *member,
+                                   size_t max, chat_device_fn fn, void *ctx, bool *done)
+{
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    *done = false;
+    if (!group || !member || !fn || max == 0) {
+        return CHAT_EINVAL;
+    }
+    return st->ops->member_devices(st, group, member, max, fn, ctx, done);
+}
+
+chat_err chat_store_deletions(chat_store *st, chat_head_fn fn, void *ctx)
+{
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    return fn ? st->ops->deletions(st, fn, ctx) : CHAT_EINVAL;
+}
+
+chat_err chat_store_group_init(chat_store *st, const char *group, uint64_t head)
+{
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    return group ? st->ops->group_init(st, group, head) : CHAT_EINVAL;
+}
+
+chat_err chat_store_check(chat_store *st, chat_problem_fn fn, void *ctx, uint64_t *groups,
+                          uint64_t *problems)
+{
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    if (!fn || !groups || !problems) {
+        return CHAT_EINVAL;
+    }
+    *groups = 0;
+    *problems = 0;
+    return st->ops->check(st, fn, ctx, groups, problems);
+}
+
+chat_err chat_store_job_start(chat_store *st, chat_job_kind kind, const char *dest)
+{
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    if (!st || (kind != CHAT_JOB_BACKUP && kind != CHAT_JOB_COMPACT) ||
+        (kind == CHAT_JOB_BACKUP && (!dest || !dest[0]))) {
+        return CHAT_EINVAL;
+    }
+    return st->ops->job_start(st, kind, dest);
+}
+
+chat_err chat_store_job_state(chat_store *st, chat_job_state *out)
+{
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    return st && out ? st->ops->job_state(st, out) : CHAT_EINVAL;
+}
+
+chat_err chat_store_repair(const char *path, const char *backend, char **errmsg)
+{
+    if (errmsg) {
+        *errmsg = NULL;
+    }
+    if (!path) {
+        return CHAT_EINVAL;
+    }
+    for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
+        if (!backend || strcmp(backend, backends[i].name) == 0) {
+            return backends[i].repair(path, errmsg);
+        }
+    }
+    store_open_error(errmsg, "unknown store backend", backend);
+    return CHAT_EINVAL;
 }

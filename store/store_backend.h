@@ -105,6 +105,21 @@ typedef chat_err store_member_groups_fn(chat_store *st, const char *member, chat
 typedef chat_err store_group_delete_fn(chat_store *st, const char *group, size_t max_keys,
                                        bool *done);
 
+/* Operations (chat_store.h, "Operations"). group_members, member_devices:
+ * fn is not NULL, max is not 0, *done is false. deletions, check: fn is not
+ * NULL; check: *groups and *problems are 0. job_start: kind is a known
+ * kind, dest is not NULL for a backup. job_state: out is not NULL. */
+typedef chat_err store_group_members_fn(chat_store *st, const char *group, const char *after,
+                                        size_t max, chat_member_fn fn, void *ctx, bool *done);
+typedef chat_err store_member_devices_fn(chat_store *st, const char *group, const char *member,
+                                         size_t max, chat_device_fn fn, void *ctx, bool *done);
+typedef chat_err store_deletions_fn(chat_store *st, chat_head_fn fn, void *ctx);
+typedef chat_err store_group_init_fn(chat_store *st, const char *group, uint64_t head);
+typedef chat_err store_check_fn(chat_store *st, chat_problem_fn fn, void *ctx, uint64_t *groups,
+                                uint64_t *problems);
+typedef chat_err store_job_start_fn(chat_store *st, chat_job_kind kind, const char *dest);
+typedef chat_err store_job_state_fn(chat_store *st, chat_job_state *out);
+
 /* What a backend implements: every op is required. */
 typedef struct chat_store_ops {
     const char *name; /* what chat_store_opts.backend names it by */
@@ -133,6 +148,13 @@ typedef struct chat_store_ops {
     store_member_remove_fn *member_remove;
     store_member_groups_fn *member_groups;
     store_group_delete_fn *group_delete;
+    store_group_members_fn *group_members;
+    store_member_devices_fn *member_devices;
+    store_deletions_fn *deletions;
+    store_group_init_fn *group_init;
+    store_check_fn *check;
+    store_job_start_fn *job_start;
+    store_job_state_fn *job_state;
 } chat_store_ops;
 
 /* The part of every backend's handle that chat_store.c reads. */
@@ -164,5 +186,9 @@ static inline int64_t store_now_ms(const chat_store *st)
  * reason (chat_store_open_opts has set it to NULL). */
 typedef chat_err store_open_fn(const char *path, const chat_store_opts *opts, chat_store **out,
                                char **errmsg);
+
+/* A backend's chat_store_repair: path is not NULL, *errmsg (when errmsg is
+ * not NULL) is NULL. */
+typedef chat_err store_repair_fn(const char *path, char **errmsg);
 
 #endif

@@ -74,6 +74,8 @@ static void test_defaults(void **state)
     assert_null(cfg.admins[0]);
     assert_int_equal(cfg.retention_count, 0);
     assert_int_equal(cfg.retention_days, 0);
+    assert_int_equal(cfg.device_expiry_days, 90);
+    assert_null(cfg.backup_dir);
     assert_int_equal(cfg.acl_mode, CHAT_ACL_AUTO);
     assert_true(cfg.acl_auto);
     assert_int_equal(cfg.read_check, CHAT_READ_BROKER);
@@ -102,6 +104,7 @@ static uint64_t field(const struct chat_config *cfg, const char *key)
         F("open_groups", open_groups),
         F("retention_count", retention_count),
         F("retention_days", retention_days),
+        F("device_expiry_days", device_expiry_days),
         F("read_check", read_check),
         F("acl", acl_mode),
 #undef F
@@ -184,6 +187,10 @@ static void test_numbers_and_words(void **state)
         {"retention_days", "0", true, 0, NULL},
         {"retention_days", "1000000", true, 1000000, NULL},
         {"retention_days", "1000001", false, 0, "a number of days, 0 for ever"},
+        {"device_expiry_days", "0", true, 0, NULL},
+        {"device_expiry_days", "1000000", true, 1000000, NULL},
+        {"device_expiry_days", "1000001", false, 0, "a number of days, 0 for never"},
+        {"device_expiry_days", "-1", false, 0, "a number of days, 0 for never"},
         {"read_check", "broker", true, CHAT_READ_BROKER, NULL},
         {"read_check", "members", true, CHAT_READ_MEMBERS, NULL},
         {"read_check", "Members", false, 0, "broker or members"},
@@ -277,6 +284,20 @@ static void test_strings(void **state)
     assert_int_equal(parse(&cfg, db_empty), MOSQ_ERR_INVAL);
     assert_true(stub_log_has(MOSQ_LOG_ERR, "plugin_opt_db_path: expected a directory path"));
     chat_config_free(&cfg);
+
+    const char *backup[] = {"backup_dir=/var/backups/chat", NULL};
+    assert_int_equal(parse(&cfg, backup), MOSQ_ERR_SUCCESS);
+    assert_string_equal(cfg.backup_dir, "/var/backups/chat");
+    chat_config_free(&cfg);
+    static const char *const bad_backups[] = {"backup_dir=backups", "backup_dir=", "backup_dir"};
+    for (size_t i = 0; i < 3; i++) {
+        const char *opts[] = {bad_backups[i], NULL};
+        stub_log_clear();
+        assert_int_equal(parse(&cfg, opts), MOSQ_ERR_INVAL);
+        assert_true(stub_log_has(MOSQ_LOG_ERR, "plugin_opt_backup_dir: expected an absolute "
+                                               "directory path"));
+        chat_config_free(&cfg);
+    }
 }
 
 static void test_admins(void **state)
