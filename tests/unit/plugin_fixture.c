@@ -98,6 +98,7 @@ void plugin_fixture_close(struct plugin_fixture *fx)
 {
     chat_replay_free_all(&fx->pl);
     chat_peers_free(&fx->pl);
+    chat_admin_free(&fx->pl);
     free(fx->pl.last_env);
     fx->pl.last_env = NULL;
     chat_store_close(fx->pl.store);
