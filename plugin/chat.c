@@ -64,9 +64,8 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
     char from_buf[CHAT_MEMBER_BUF];
     const char *from = NULL;
     char *env = NULL, *cid = NULL;
-    uint64_t head = 0, id = 0;
-    bool dup = false;
-    chat_msg stored = {0};
+    chat_envelope tpl;
+    chat_appended ap = {0};
     int rc = MOSQ_ERR_ACL_DENIED;
 
     if (ev->payloadlen > pl->cfg.max_payload) {
@@ -77,65 +76,39 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         goto fail;
     }
     from = chat_member(pl, ev->client, from_buf, &why);
-    if (chat_store_head(pl->store, group, &head) != CHAT_OK) {
-        why = "storage error";
-        goto fail;
-    }
-    chat_envelope_build(ev->payload, ev->payloadlen, head + 1, group, from, chat_now_ms(), &env,
-                        &cid, &why);
+    chat_envelope_build(ev->payload, ev->payloadlen, group, from, &env, &tpl, &cid, &why);
     if (!env) {
         goto fail;
     }
-    if (cid && chat_store_cid_find(pl->store, group, from, cid, &id, &dup) != CHAT_OK) {
+    /* The store takes the id and the time, and finds a retry by its cid
+     * (delivered again as the stored copy, with its original id, which
+     * receivers that hold it drop): one write, which with PostgreSQL is
+     * one transaction that several brokers' appends to the group queue on. */
+    chat_err err = chat_store_append(pl->store, group, from, cid, &tpl, &ap);
+    if (err != CHAT_OK) {
+        chat_log_store_error(pl, err, "append to %s", group);
         why = "storage error";
         goto fail;
     }
-    if (dup) {
-        /* A retry of a message already stored: deliver the stored copy, with
-         * its original id, which receivers that hold it drop. */
-        bool found = false;
-        if (chat_store_get(pl->store, group, id, &stored, &found) != CHAT_OK) {
-            why = "storage error";
-            goto fail;
-        }
-        if (!found) {
-            why = "duplicate cid of a message since removed by retention";
-            goto fail;
-        }
-        rc = set_payload(ev, stored.data, stored.len);
-    } else {
-        chat_err err = chat_store_append(pl->store, group, head + 1, from, cid, env, strlen(env));
-        if (err != CHAT_OK) {
-            chat_log_store_error(pl, err, "append to %s", group);
-            why = "storage error";
-            goto fail;
-        }
-        if (pl->cfg.fsync == CHAT_SYNC_BATCH && !pl->ticks_seen &&
+    if (!ap.duplicate) {
+        if (pl->cfg.fsync == CHAT_SYNC_BATCH && !pl->ticks_seen && !chat_store_shared(pl->store) &&
             (err = chat_store_sync(pl->store)) != CHAT_OK) {
             /* No tick syncs for us (see chat_chores_without_ticks). */
             chat_log_store_error(pl, err, "sync after an append to %s", group);
             why = "storage error";
             goto fail;
         }
-        rc = set_payload(ev, env, strlen(env));
-        chat_retention_count(pl, group, head + 1);
+        chat_retention_count(pl, group, ap.id);
     }
-    if (rc != MOSQ_ERR_SUCCESS) {
+    if (set_payload(ev, ap.env, ap.len) != MOSQ_ERR_SUCCESS) {
         /* Stored but not deliverable now: receivers get it by catch-up. */
         why = "out of memory";
-        rc = MOSQ_ERR_ACL_DENIED;
         goto fail;
     }
-    if (dup) {
-        remember(pl, group, id, stored.data, stored.len);
-        stored.data = NULL;
-    } else {
-        remember(pl, group, head + 1, env, strlen(env));
-        env = NULL;
-    }
+    remember(pl, group, ap.id, ap.env, ap.len);
+    ap.env = NULL;
     /* The log is the history; a retained envelope would be a second one. */
     ev->retain = false;
-    free(stored.data);
     free(env);
     free(cid);
     return MOSQ_ERR_SUCCESS;
@@ -146,7 +119,7 @@ fail:
         cid = chat_payload_cid(ev->payload, ev->payloadlen, 4 * pl->cfg.max_payload);
     }
     chat_respond_error(pl, ev->client, "publish", group, cid, why);
-    free(stored.data);
+    free(ap.env);
     free(env);
     free(cid);
     return rc;

@@ -182,12 +182,14 @@ const char *chat_member(const struct chat_plugin *pl, const struct mosquitto *cl
 
 /* envelope.c */
 
-/* Builds the stored envelope for a publish. On success *env is a malloc'd,
- * NUL-terminated JSON object and *cid (if the payload had one) a malloc'd
- * string; the caller frees both. On a bad payload returns NULL in *env and a
+/* Builds the envelope for a publish as the store's template (chat_envelope:
+ * the store fills in the id and the time). On success *env is the malloc'd,
+ * NUL-terminated text that *tpl points into (an envelope with 0 for both),
+ * and *cid (if the payload had one) a malloc'd string; the caller frees
+ * both, after the append. On a bad payload returns NULL in *env and a
  * static reason in *why; *cid may still be set, to echo it in the error. */
-void chat_envelope_build(const void *payload, size_t len, uint64_t id, const char *group,
-                         const char *from, int64_t ts_ms, char **env, char **cid, const char **why);
+void chat_envelope_build(const void *payload, size_t len, const char *group, const char *from,
+                         char **env, chat_envelope *tpl, char **cid, const char **why);
 
 /* The cid of a payload that is a JSON object of at most max_len bytes with a
  * string cid, malloc'd (caller frees), else NULL. For error entries of

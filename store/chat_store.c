@@ -137,13 +137,23 @@ chat_err chat_store_first(chat_store *st, const char *group, uint64_t *first)
     return st->ops->first(st, group, first);
 }
 
-chat_err chat_store_append(chat_store *st, const char *group, uint64_t id, const char *from,
-                           const char *cid, const void *env, size_t env_len)
+chat_err chat_store_append(chat_store *st, const char *group, const char *from, const char *cid,
+                           const chat_envelope *env, chat_appended *out)
 {
-    if (!group || !from || (!env && env_len)) {
+    if (!out) {
         return CHAT_EINVAL;
     }
-    return st->ops->append(st, group, id, from, cid, env, env_len);
+    memset(out, 0, sizeof(*out));
+    if (!group || !from || !env || (!env->head && env->head_len) || (!env->mid && env->mid_len) ||
+        (!env->tail && env->tail_len)) {
+        return CHAT_EINVAL;
+    }
+    chat_err rc = st->ops->append(st, group, from, cid, env, out);
+    if (rc != CHAT_OK) {
+        free(out->env);
+        out->env = NULL;
+    }
+    return rc;
 }
 
 chat_err chat_store_cid_find(chat_store *st, const char *group, const char *from, const char *cid,
@@ -359,4 +369,23 @@ chat_err chat_store_group_delete(chat_store *st, const char *group, size_t max_k
         return CHAT_EINVAL;
     }
     return st->ops->group_delete(st, group, max_keys, done);
+}
+
+/* ------------------------------------------------------------------------
+ * Messages of other processes
+ * --------------------------------------------------------------------- */
+
+bool chat_store_shared(const chat_store *st)
+{
+    return st->ops->shared;
+}
+
+chat_err chat_store_follow(chat_store *st, const char *group, uint64_t after)
+{
+    return group ? st->ops->follow(st, group, after) : CHAT_EINVAL;
+}
+
+size_t chat_store_feed(chat_store *st, size_t max, chat_feed_fn fn, void *ctx)
+{
+    return fn && max ? st->ops->feed(st, max, fn, ctx) : 0;
 }
