@@ -5,6 +5,7 @@
  * and the invariants every backend keeps. */
 #include "chat_store.h"
 #include "ldb_store.h"
+#include "pg_store.h"
 #include "store_backend.h"
 #include "store_text.h"
 
@@ -49,6 +50,7 @@ static const struct backend {
     store_open_fn *open;
 } backends[] = {
     {LDB_NAME, ldb_open},
+    {PG_NAME, pg_open},
 };
 
 chat_err chat_store_open(const char *path, chat_sync sync, chat_store **out, char **errmsg)
