@@ -241,6 +241,7 @@ static int on_subscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check *
             if (id) {
                 chat_pending_add(pl, id, group);
             }
+            chat_relay_follow(pl, group, 0);
             return pass;
         }
         final = true;
@@ -253,6 +254,8 @@ static int on_subscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check *
      * one of them up on the group's history would be nobody's catch-up. */
     if (pl->cfg.replay && !shared) {
         chat_replay_start(pl, ev->client, group);
+    } else {
+        chat_relay_follow(pl, group, 0);
     }
     return pass;
 }
@@ -297,6 +300,11 @@ static bool is_stored_envelope(struct chat_plugin *pl, const char *group, const 
     /* Every delivery of a fresh publish asks about the envelope just stored. */
     if (pl->last_env && id == pl->last_id && !strcmp(group, pl->last_group)) {
         return len == pl->last_len && memcmp(p, pl->last_env, len) == 0;
+    }
+    /* ... and of a message another broker stored, the relayed envelope. */
+    bool relayed = false;
+    if (chat_relay_lookup(pl, group, id, payload, len, &relayed)) {
+        return relayed;
     }
     chat_msg m = {0};
     bool found = false;

@@ -298,7 +298,8 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
     int rc = MOSQ_ERR_SUCCESS;
 
     memset(cfg, 0, sizeof(*cfg));
-    if (set_string(&cfg->db_path, "mosquitto-chat.db") || set_string(&cfg->topic_prefix, "chat")) {
+    if (set_string(&cfg->db_path, "mosquitto-chat.db") || set_string(&cfg->topic_prefix, "chat") ||
+        set_string(&cfg->store, "leveldb") || set_string(&cfg->pg_conninfo, "")) {
         return MOSQ_ERR_NOMEM;
     }
     cfg->page_size = 100;
@@ -317,6 +318,12 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
         const char *val = opts[i].value ? opts[i].value : "";
         if (!strcmp(k, "db_path")) {
             rc = val[0] ? set_string(&cfg->db_path, val) : bad(k, val, "a directory path");
+        } else if (!strcmp(k, "store")) {
+            rc = !strcmp(val, "leveldb") || !strcmp(val, "postgresql")
+                     ? set_string(&cfg->store, val)
+                     : bad(k, val, "leveldb or postgresql");
+        } else if (!strcmp(k, "pg_conninfo")) {
+            rc = set_string(&cfg->pg_conninfo, val);
         } else if (!strcmp(k, "topic_prefix")) {
             if (chat_proto_group_error(val, strlen(val)) != NULL) {
                 rc = bad(k, val, "one topic level without / + # $ or control characters");
@@ -393,6 +400,11 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
             rc = MOSQ_ERR_INVAL;
         }
     }
+    if (rc == MOSQ_ERR_SUCCESS && !strcmp(cfg->store, "postgresql") && !cfg->pg_conninfo[0]) {
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: plugin_opt_store postgresql needs "
+                                           "plugin_opt_pg_conninfo, a libpq connection string");
+        rc = MOSQ_ERR_INVAL;
+    }
     if (rc == MOSQ_ERR_SUCCESS && !cfg->admins) {
         rc = parse_admins(cfg, "");
     }
@@ -404,6 +416,8 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
 void chat_config_free(struct chat_config *cfg)
 {
     free(cfg->db_path);
+    free(cfg->store);
+    free(cfg->pg_conninfo);
     free(cfg->topic_prefix);
     free_admins(cfg->admins);
     memset(cfg, 0, sizeof(*cfg));

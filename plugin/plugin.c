@@ -111,6 +111,7 @@ static void plugin_free(struct chat_plugin *pl)
         return;
     }
     chat_replay_free_all(pl);
+    chat_relay_free(pl);
     chat_peers_free(pl);
     free(pl->last_env);
     if (pl->store) {
@@ -168,14 +169,23 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
     }
     chat_store_opts so = CHAT_STORE_OPTS_INIT;
     so.sync = pl->cfg.fsync;
+    so.backend = pl->cfg.store;
     /* Tests fake a reboot (see chat_store_recovered) with another boot id. */
     so.boot_id = getenv("MOSQUITTO_CHAT_TEST_BOOT_ID");
-    chat_err err = chat_store_open_opts(pl->cfg.db_path, &so, &pl->store, &errmsg);
+    bool pg = !strcmp(pl->cfg.store, "postgresql");
+    /* The connection string may hold a password: it is never logged. */
+    const char *where = pg ? "in PostgreSQL" : pl->cfg.db_path;
+    chat_err err =
+        chat_store_open_opts(pg ? pl->cfg.pg_conninfo : pl->cfg.db_path, &so, &pl->store, &errmsg);
     if (err != CHAT_OK) {
-        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: cannot open store \"%s\": %s",
-                             pl->cfg.db_path, errmsg ? errmsg : chat_strerror(err));
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: cannot open store \"%s\": %s", where,
+                             errmsg ? errmsg : chat_strerror(err));
         free(errmsg);
         rc = MOSQ_ERR_UNKNOWN;
+        goto fail;
+    }
+    if (!chat_relay_init(pl)) {
+        rc = MOSQ_ERR_NOMEM;
         goto fail;
     }
     if (chat_store_recovered(pl->store)) {
@@ -200,7 +210,7 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
         MOSQ_LOG_INFO,
         "mosquitto-chat: store \"%s\", topics \"%s/<group>\", access checks: %s, history: %s, "
         "members without a username: %s",
-        pl->cfg.db_path, pl->cfg.topic_prefix,
+        where, pl->cfg.topic_prefix,
         pl->cfg.acl_mode == CHAT_ACL_ALLOW ? "allow outside chat" : "defer to the broker's",
         pl->cfg.acl_mode == CHAT_ACL_ALLOW        ? "to members"
         : pl->cfg.read_check == CHAT_READ_MEMBERS ? "to members (plugin_opt_read_check members)"

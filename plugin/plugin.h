@@ -10,7 +10,8 @@
  *   plugin.c     the entry points and the dispatch of broker events
  *   control.c    requests on $CONTROL/chat/v1
  *   chat.c       the chat topics: publishes, acks, access checks
- *   chores.c     periodic work: fsync batch, replay timeouts, retention
+ *   chores.c     periodic work: fsync batch, replay timeouts, retention, relay
+ *   relay.c      other brokers' messages to local subscribers (shared store)
  *   replay.c     catch-up pages with a window of pages in flight
  *   retention.c  deleting old messages in bounded steps
  *   access.c     membership, and the broker's answer on read rights
@@ -68,6 +69,8 @@ enum chat_read_check {
 
 struct chat_config {
     char *db_path;
+    char *store;       /* "leveldb" or "postgresql" (plugin_opt_store) */
+    char *pg_conninfo; /* libpq connection string, with store postgresql */
     char *topic_prefix;
     size_t prefix_len;
     size_t page_size;
@@ -124,6 +127,9 @@ struct chat_plugin {
     uint64_t last_id;
     char *last_env; /* malloc'd, NULL when none */
     size_t last_len;
+    /* Envelopes relayed from other brokers by the last two ticks (relay.c);
+     * NULL unless the store is shared. */
+    chat_hmap *relay_now, *relay_prev;
     time_t last_timeout_scan;
     time_t next_sweep;                         /* retention_days: next sweep start */
     bool sweeping;                             /* a sweep is under way */
@@ -348,6 +354,24 @@ void chat_retention_count(struct chat_plugin *pl, const char *group, uint64_t he
 
 /* Advances the retention_days sweep by a bounded step; from the tick. */
 void chat_retention_tick(struct chat_plugin *pl, time_t now);
+
+/* relay.c: a shared store's messages from other brokers */
+
+/* Creates the relay's state when the store is shared; false when out of
+ * memory. chat_relay_free frees it. */
+bool chat_relay_init(struct chat_plugin *pl);
+void chat_relay_free(struct chat_plugin *pl);
+
+/* Publishes what other brokers stored in followed groups; from the tick. */
+void chat_relay_tick(struct chat_plugin *pl);
+
+/* Follows group (a local client subscribed to it) from head on. */
+void chat_relay_follow(struct chat_plugin *pl, const char *group, uint64_t head);
+
+/* When (group, id) was relayed by the last two ticks: true, and *same says
+ * whether payload is that envelope byte for byte. */
+bool chat_relay_lookup(struct chat_plugin *pl, const char *group, uint64_t id, const void *payload,
+                       size_t len, bool *same);
 
 /* util.c */
 
