@@ -26,9 +26,9 @@ static void trim_failed(struct chat_plugin *pl, const char *group, chat_err rc)
 void chat_retention_count(struct chat_plugin *pl, const char *group, uint64_t head)
 {
     uint64_t keep = pl->cfg.retention_count, first = 0;
-    /* A shared store's publish waits for one database round trip, not two:
-     * its groups are trimmed by the sweep (every SWEEP_EVERY seconds). */
-    if (keep == 0 || head <= keep || chat_store_shared(pl->store)) {
+    /* With PostgreSQL this is a second round trip on the publish: a retry
+     * of a cid that retention removed must be stored anew at once. */
+    if (keep == 0 || head <= keep) {
         return;
     }
     chat_err rc = chat_store_trim(pl->store, group, head - keep + 1, TRIM_STEP, &first);
