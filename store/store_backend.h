@@ -1,7 +1,9 @@
 /* store_backend: the boundary between chat_store.c, which implements the
  * public interface of chat_store.h, and a backend that keeps the data:
- * leveldb/ today, a PostgreSQL one shared by several brokers next (issue
- * 15). Private to store/.
+ * leveldb/ (embedded) and pg/ (PostgreSQL, shared by several brokers).
+ * Private to store/. Adding an op: its function type here, its pointer in
+ * chat_store_ops, the front in chat_store.c, and one function in each
+ * backend (for pg/, an SQL function or statement in pg_schema.c).
  *
  * A backend's handle begins with a struct chat_store, the part that every
  * backend has and chat_store.c reads (the error text, the clock, the
@@ -25,7 +27,8 @@
  * memberships in memory (chat_cache), which is right only while its
  * process is the store's only writer. A backend whose database other
  * processes write too (PostgreSQL, several brokers) must not take that
- * shortcut: see the list in leveldb/ldb_db.h of what relies on it.
+ * shortcut: see the list in leveldb/ldb_db.h of what relies on it. pg/
+ * caches memberships only, invalidated by notification (pg/pg_db.h).
  */
 #ifndef STORE_BACKEND_H
 #define STORE_BACKEND_H

@@ -1,8 +1,9 @@
 /* chat_store: the log of group messages, member cursors and membership
  * that mosquitto-chat keeps; it knows nothing of MQTT. Behind these
  * functions a backend keeps the data, chosen at open
- * (chat_store_opts.backend): LevelDB, embedded in the process, is the only
- * one so far.
+ * (chat_store_opts.backend): LevelDB, embedded in the process (the
+ * default), or PostgreSQL, which several brokers share (store/pg; its
+ * schema and failure modes are in docs/postgresql.md).
  *
  * Ownership: a chat_store is created by chat_store_open and freed by
  * chat_store_close. Bytes go in as (pointer, length) and are copied; bytes
@@ -21,10 +22,13 @@
  * ctx.
  *
  * Threading: one thread (the broker's) owns a store; calls must not overlap.
- * With CHAT_SYNC_BATCH the store runs one thread of its own that only
- * fdatasyncs LevelDB's logs (or, when it cannot open them, writes a synced
- * empty batch). The LevelDB backend also takes its process for the store's
- * only writer: it answers heads, cursors and memberships from memory.
+ * With CHAT_SYNC_BATCH the LevelDB store runs one thread of its own that
+ * only fdatasyncs LevelDB's logs (or, when it cannot open them, writes a
+ * synced empty batch). The LevelDB backend also takes its process for the
+ * store's only writer: it answers heads, cursors and memberships from
+ * memory. The PostgreSQL backend runs one thread that listens for other
+ * brokers' messages and makes new connections (chat_store_feed); it caches
+ * memberships only, and empties that cache whenever any broker changes one.
  *
  * Design note: the LevelDB backend's key layout (store/leveldb/ldb_keys.h;
  * every integer is 8 bytes big-endian, so that byte order is id order and a
@@ -56,7 +60,9 @@
  *
  * Invariants (1 to 4 and 6 hold for the data whatever keeps it; 5 and 7
  * are how the LevelDB backend deals with its files; the modules of
- * store/leveldb/ that keep each one are named in brackets):
+ * store/leveldb/ that keep each one are named in brackets; PostgreSQL keeps
+ * 1 to 4 and 6 in transactions, 1 by the group's counter row lock, and
+ * has no files of its own to deal with):
  *   1. Ids of a group are 1..head with no gap: message id and the new head
  *      are written in one WriteBatch, so a crash leaves neither a hole nor a
  *      reused id. [ldb_log]
@@ -139,7 +145,8 @@ typedef struct chat_page {
  * I/O error or a damaged record, see chat_store_last_error). */
 const char *chat_strerror(chat_err err);
 
-/* Opens (creating if missing) the store at directory path. On success *out
+/* Opens (creating if missing) the store at directory path (for PostgreSQL,
+ * chat_store_open_opts: a connection string). On success *out
  * owns the store; free it with chat_store_close. On failure, *errmsg (if not
  * NULL) receives a malloc'd description to free().
  *
@@ -160,8 +167,9 @@ typedef struct chat_store_opts {
                                  write-ahead log starts each time it fills */
     const char *boot_id;      /* test hook: the boot id this run records and compares
                                  (NULL: /proc/sys/kernel/random/boot_id) */
-    const char *backend;      /* what keeps the data: "leveldb" (NULL: the same), the only
-                                 one so far; another name fails the open with CHAT_EINVAL */
+    const char *backend;      /* what keeps the data: "leveldb" (NULL: the same) or
+                                 "postgresql" (path is then a libpq connection string);
+                                 another name fails the open with CHAT_EINVAL */
 } chat_store_opts;
 
 #define CHAT_STORE_OPTS_INIT                                                                       \
