@@ -95,14 +95,25 @@ static void test_open_backend_option(void **state)
 
     /* another name is refused with a reason, before anything is made */
     snprintf(dir, sizeof(dir), "%s/other", fx->dir);
-    opts.backend = "postgresql";
+    opts.backend = "mysql";
     assert_int_equal(chat_store_open_opts(dir, &opts, &st, &errmsg), CHAT_EINVAL);
     assert_null(st);
     assert_non_null(errmsg);
     assert_non_null(strstr(errmsg, "unknown store backend"));
-    assert_non_null(strstr(errmsg, "postgresql"));
+    assert_non_null(strstr(errmsg, "mysql"));
     free(errmsg);
     assert_int_equal(stat(dir, &sb), -1);
+
+    /* PostgreSQL takes a connection string; a database that cannot be
+     * reached fails the open with the reason, and nothing is left behind */
+    opts.backend = "postgresql";
+    assert_int_equal(
+        chat_store_open_opts("host=127.0.0.1 port=1 connect_timeout=2", &opts, &st, &errmsg),
+        CHAT_EIO);
+    assert_null(st);
+    assert_non_null(errmsg);
+    assert_non_null(strstr(errmsg, "cannot connect to PostgreSQL"));
+    free(errmsg);
 }
 
 static void test_null_destructors(void **state)
