@@ -24,7 +24,7 @@
 #include "pg_schema.h"
 #include "store_backend.h"
 
-#include <libpq-fe.h>
+#include "pg_lib.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>

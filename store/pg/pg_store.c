@@ -176,6 +176,11 @@ static chat_err setup(pg *st, char **errmsg)
 chat_err pg_open(const char *path, const chat_store_opts *opts, chat_store **out, char **errmsg)
 {
     char err[CHAT_STORE_ERROR_MAX];
+    const char *why = NULL;
+    if (!pg_lib_load(&why)) {
+        store_open_error(errmsg, "PostgreSQL store", why);
+        return CHAT_EIO;
+    }
     pg *st = calloc(1, sizeof(*st));
     chat_err rc = CHAT_ENOMEM;
     if (!st) {
