@@ -48,9 +48,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (!seeded) {
         FUZZ_CHECK(chat_store_member_add(fx->pl.store, "room1", "bob", NULL) == CHAT_OK, "join");
-        for (uint64_t i = 1; i <= 5; i++) {
-            FUZZ_CHECK(chat_store_append(fx->pl.store, "room1", i, "alice", NULL, "{}", 2) ==
-                           CHAT_OK,
+        for (int i = 0; i < 5; i++) {
+            FUZZ_CHECK(plugin_append(fx->pl.store, "room1", "alice", 60, NULL) == CHAT_OK,
                        "append");
         }
         seeded = true;

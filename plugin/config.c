@@ -303,7 +303,8 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
     int rc = MOSQ_ERR_SUCCESS;
 
     memset(cfg, 0, sizeof(*cfg));
-    if (set_string(&cfg->db_path, "mosquitto-chat.db") || set_string(&cfg->topic_prefix, "chat")) {
+    if (set_string(&cfg->db_path, "mosquitto-chat.db") || set_string(&cfg->topic_prefix, "chat") ||
+        set_string(&cfg->store, "leveldb") || set_string(&cfg->pg_conninfo, "")) {
         return MOSQ_ERR_NOMEM;
     }
     cfg->page_size = 100;
@@ -323,6 +324,12 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
         const char *val = opts[i].value ? opts[i].value : "";
         if (!strcmp(k, "db_path")) {
             rc = val[0] ? set_string(&cfg->db_path, val) : bad(k, val, "a directory path");
+        } else if (!strcmp(k, "store")) {
+            rc = !strcmp(val, "leveldb") || !strcmp(val, "postgresql")
+                     ? set_string(&cfg->store, val)
+                     : bad(k, val, "leveldb or postgresql");
+        } else if (!strcmp(k, "pg_conninfo")) {
+            rc = set_string(&cfg->pg_conninfo, val);
         } else if (!strcmp(k, "topic_prefix")) {
             if (chat_proto_group_error(val, strlen(val)) != NULL) {
                 rc = bad(k, val, "one topic level without / + # $ or control characters");
@@ -406,6 +413,11 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
             rc = MOSQ_ERR_INVAL;
         }
     }
+    if (rc == MOSQ_ERR_SUCCESS && !strcmp(cfg->store, "postgresql") && !cfg->pg_conninfo[0]) {
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: plugin_opt_store postgresql needs "
+                                           "plugin_opt_pg_conninfo, a libpq connection string");
+        rc = MOSQ_ERR_INVAL;
+    }
     if (rc == MOSQ_ERR_SUCCESS && !cfg->admins) {
         rc = parse_admins(cfg, "");
     }
@@ -417,6 +429,8 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
 void chat_config_free(struct chat_config *cfg)
 {
     free(cfg->db_path);
+    free(cfg->store);
+    free(cfg->pg_conninfo);
     free(cfg->topic_prefix);
     free(cfg->backup_dir);
     free_admins(cfg->admins);
@@ -453,7 +467,7 @@ void chat_config_log(const struct chat_plugin *pl)
         "open_groups %s, admins \"%s\", retention_count %llu, retention_days %llu, "
         "device_expiry_days %llu, backup_dir %s, figures under $SYS every %d s (sys_interval; 0: "
         "none)",
-        c->db_path, c->topic_prefix,
+        chat_storage_where(pl), c->topic_prefix,
         c->acl_mode == CHAT_ACL_ALLOW ? "allow outside chat" : "defer to the broker's",
         c->acl_mode == CHAT_ACL_ALLOW        ? "to members"
         : c->read_check == CHAT_READ_MEMBERS ? "to members (plugin_opt_read_check members)"

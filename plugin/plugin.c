@@ -112,6 +112,7 @@ static void plugin_free(struct chat_plugin *pl)
         return;
     }
     chat_replay_free_all(pl);
+    chat_relay_free(pl);
     chat_peers_free(pl);
     chat_admin_free(pl);
     free(pl->last_env);
@@ -173,12 +174,16 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
     chat_err err = chat_storage_open(pl, &errmsg);
     if (err != CHAT_OK) {
         mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: cannot open store \"%s\": %s",
-                             pl->cfg.db_path, errmsg ? errmsg : chat_strerror(err));
+                             chat_storage_where(pl), errmsg ? errmsg : chat_strerror(err));
         free(errmsg);
         rc = MOSQ_ERR_UNKNOWN;
         goto fail;
     }
     /* Last-use stamps of devices follow the plugin's clock (device expiry). */
+    if (!chat_relay_init(pl)) {
+        rc = MOSQ_ERR_NOMEM;
+        goto fail;
+    }
     if (chat_store_recovered(pl->store)) {
         mosquitto_log_printf(MOSQ_LOG_WARNING,
                              "mosquitto-chat: the store \"%s\" was not closed cleanly and the "

@@ -11,10 +11,11 @@
  *   control.c    requests on $CONTROL/chat/v1
  *   chat.c       the chat topics: publishes, acks, access checks
  *   chores.c     periodic work: fsync batch, replay timeouts, retention,
- *                figures, device expiry, deletions and jobs
+ *                figures, device expiry, deletions and jobs, relay
  *   admin.c      the admin commands, and the deletions and jobs they leave
  *   stats.c      the figures under $SYS/broker/chat/
  *   expiry.c     dropping device cursors unused for device_expiry_days
+ *   relay.c      other brokers' messages to local subscribers (shared store)
  *   replay.c     catch-up pages with a window of pages in flight
  *   retention.c  deleting old messages in bounded steps
  *   access.c     membership, and the broker's answer on read rights
@@ -72,6 +73,8 @@ enum chat_read_check {
 
 struct chat_config {
     char *db_path;
+    char *store;       /* "leveldb" or "postgresql" (plugin_opt_store) */
+    char *pg_conninfo; /* libpq connection string, with store postgresql */
     char *topic_prefix;
     size_t prefix_len;
     size_t page_size;
@@ -150,6 +153,9 @@ struct chat_plugin {
     uint64_t last_id;
     char *last_env; /* malloc'd, NULL when none */
     size_t last_len;
+    /* Envelopes relayed from other brokers by the last two ticks (relay.c);
+     * NULL unless the store is shared. */
+    chat_hmap *relay_now, *relay_prev;
     time_t last_timeout_scan;
     time_t next_sweep;                         /* retention_days: next sweep start */
     bool sweeping;                             /* a sweep is under way */
@@ -222,18 +228,22 @@ const char *chat_member(const struct chat_plugin *pl, const struct mosquitto *cl
 
 /* envelope.c */
 
-/* Builds the stored envelope for a publish. On success *env is a malloc'd,
- * NUL-terminated JSON object and *cid (if the payload had one) a malloc'd
- * string; the caller frees both. On a bad payload returns NULL in *env and a
+/* Builds the envelope for a publish as the store's template (chat_envelope:
+ * the store fills in the id and the time). On success *env is the malloc'd,
+ * NUL-terminated text that *tpl points into (an envelope with 0 for both),
+ * and *cid (if the payload had one) a malloc'd string; the caller frees
+ * both, after the append. On a bad payload returns NULL in *env and a
  * static reason in *why; *cid may still be set, to echo it in the error. */
-void chat_envelope_build(const void *payload, size_t len, uint64_t id, const char *group,
-                         const char *from, int64_t ts_ms, char **env, char **cid, const char **why);
+void chat_envelope_build(const void *payload, size_t len, const char *group, const char *from,
+                         char **env, chat_envelope *tpl, char **cid, const char **why);
 
-/* How chat_envelope_build builds an object's envelope: by splicing the
- * payload's members after the plugin's fields where it can (ANY, what the
- * broker runs), else by printing cJSON's tree of it. SPLICE and TREE take
- * one way only, for the tests and fuzzers that check both give the same
- * envelope; where SPLICE cannot splice, *env and *why stay NULL. */
+/* The envelope as chat_envelope_build prints it, with id and ts_ms in place
+ * of its zeros (*env malloc'd, the rest as there), built the way given: by
+ * splicing the payload's members after the plugin's fields where it can
+ * (ANY, what the broker runs), else by printing cJSON's tree of it. SPLICE
+ * and TREE take one way only, for the tests and fuzzers that check both
+ * give the same envelope; where SPLICE cannot splice, *env and *why stay
+ * NULL. */
 enum chat_envelope_way { CHAT_ENVELOPE_ANY = 0, CHAT_ENVELOPE_SPLICE, CHAT_ENVELOPE_TREE };
 void chat_envelope_build_way(enum chat_envelope_way way, const void *payload, size_t len,
                              uint64_t id, const char *group, const char *from, int64_t ts_ms,
@@ -475,11 +485,33 @@ void chat_retention_tick(struct chat_plugin *pl, time_t now);
  * NULL (every store call fails) until the chores can open it. */
 chat_err chat_storage_open(struct chat_plugin *pl, char **errmsg);
 
+/* Where the store is, for log lines: db_path, or "in PostgreSQL" (never the
+ * connection string, which may hold a password). */
+const char *chat_storage_where(const struct chat_plugin *pl);
+
 /* A store call failed for why (chat_store_last_error): notes a full disk. */
 void chat_storage_failed(struct chat_plugin *pl, const char *why);
 
 /* From the chores: opens the store again once its full disk has room. */
 void chat_storage_chores(struct chat_plugin *pl, time_t now);
+
+/* relay.c: a shared store's messages from other brokers */
+
+/* Creates the relay's state when the store is shared; false when out of
+ * memory. chat_relay_free frees it. */
+bool chat_relay_init(struct chat_plugin *pl);
+void chat_relay_free(struct chat_plugin *pl);
+
+/* Publishes what other brokers stored in followed groups; from the tick. */
+void chat_relay_tick(struct chat_plugin *pl);
+
+/* Follows group (a local client subscribed to it) from head on. */
+void chat_relay_follow(struct chat_plugin *pl, const char *group, uint64_t head);
+
+/* When (group, id) was relayed by the last two ticks: true, and *same says
+ * whether payload is that envelope byte for byte. */
+bool chat_relay_lookup(struct chat_plugin *pl, const char *group, uint64_t id, const void *payload,
+                       size_t len, bool *same);
 
 /* util.c */
 

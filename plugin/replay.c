@@ -282,8 +282,11 @@ void chat_replay_start(struct chat_plugin *pl, struct mosquitto *client, const c
     }
     if (rc != CHAT_OK) {
         chat_log_store_error(pl, rc, "catch-up of %s in %s", client_id, group);
+        chat_relay_follow(pl, group, 0);
         return;
     }
+    /* Live from the head on, caught up to it: nothing falls in between. */
+    chat_relay_follow(pl, group, head);
     struct chat_device *d = device_find(pl, client_id);
     if (!found || head <= cursor) {
         if (d) {

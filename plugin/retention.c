@@ -26,6 +26,8 @@ static void trim_failed(struct chat_plugin *pl, const char *group, chat_err rc)
 void chat_retention_count(struct chat_plugin *pl, const char *group, uint64_t head)
 {
     uint64_t keep = pl->cfg.retention_count, first = 0;
+    /* With PostgreSQL this is a second round trip on the publish: a retry
+     * of a cid that retention removed must be stored anew at once. */
     if (keep == 0 || head <= keep) {
         return;
     }

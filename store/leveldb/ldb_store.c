@@ -118,6 +118,20 @@ static chat_err op_compact(chat_store *cs)
     return CHAT_OK;
 }
 
+/* One writer: nobody else stores messages, so there is nothing to follow
+ * or feed. */
+static chat_err op_follow(chat_store *cs, const char *group, uint64_t after)
+{
+    (void)cs, (void)group, (void)after;
+    return CHAT_OK;
+}
+
+static size_t op_feed(chat_store *cs, size_t max, chat_feed_fn fn, void *ctx)
+{
+    (void)cs, (void)max, (void)fn, (void)ctx;
+    return 0;
+}
+
 static const chat_store_ops ldb_ops = {
     .name = LDB_NAME,
     .close = op_close,
@@ -152,6 +166,9 @@ static const chat_store_ops ldb_ops = {
     .check = ldb_check,
     .job_start = ldb_job_start,
     .job_state = ldb_job_state,
+    .follow = op_follow,
+    .feed = op_feed,
+    .shared = false,
 };
 
 chat_err ldb_open(const char *path, const chat_store_opts *opts, chat_store **out, char **errmsg)

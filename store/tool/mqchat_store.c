@@ -270,6 +270,31 @@ static int64_t import_clock(void *ctx)
     return ((struct import *)ctx)->used;
 }
 
+/* An exported envelope as a template for chat_store_append: the bytes
+ * around its id (which leads it, as the plugin writes every envelope) and
+ * around its "ts" value. False when it has no such shape. */
+static bool split_envelope(const char *text, chat_envelope *tpl)
+{
+    static const char lead[] = "{\"id\":", ts_key[] = ",\"ts\":";
+    const char *p = text + sizeof(lead) - 1, *t;
+    if (strncmp(text, lead, sizeof(lead) - 1) != 0) {
+        return false;
+    }
+    tpl->head = text;
+    tpl->head_len = sizeof(lead) - 1;
+    p += strspn(p, "0123456789");
+    if (!(t = strstr(p, ts_key))) {
+        return false;
+    }
+    t += sizeof(ts_key) - 1;
+    tpl->mid = p;
+    tpl->mid_len = (size_t)(t - p);
+    t += strspn(t, "0123456789");
+    tpl->tail = t;
+    tpl->tail_len = strlen(t);
+    return true;
+}
+
 static int bad_line(struct import *im, const char *why)
 {
     fprintf(stderr, "mqchat-store: import: line %lu: %s\n", im->line, why);
@@ -403,13 +428,29 @@ static int import_line(struct import *im, const cJSON *o)
         char *text = cJSON_PrintUnformatted(env);
         const char *from = json_str(env, "from");
         const char *cid = json_str(env, "cid");
+        uint64_t ts = 0;
+        chat_envelope tpl;
+        chat_appended ap;
         if (!text) {
             return bad_line(im, "out of memory");
         }
-        rc = chat_store_append(im->st, im->group, id, from ? from : "", cid, text, strlen(text));
+        if (!json_u64(env, "ts", &ts) || !split_envelope(text, &tpl)) {
+            cJSON_free(text);
+            return bad_line(im, "an envelope must begin {\"id\":...} and hold \"ts\"");
+        }
+        /* The store fills in the id (head + 1, which is this one) and its
+         * clock's time: the envelope's own. */
+        im->used = (int64_t)ts;
+        chat_store_set_clock(im->st, import_clock, im);
+        rc = chat_store_append(im->st, im->group, from ? from : "", cid, &tpl, &ap);
+        chat_store_set_clock(im->st, NULL, NULL);
         cJSON_free(text);
+        free(ap.env);
         if (rc != CHAT_OK) {
             return store_failed(im->st, "appending a message", rc);
+        }
+        if (ap.duplicate || ap.id != id) {
+            return bad_line(im, "a message repeats an earlier cid, or its id does not follow");
         }
         im->head = id;
         return 0;

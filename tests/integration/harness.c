@@ -52,22 +52,23 @@ extern char **environ;
  * ========================================================================= */
 
 struct harness_broker {
-    char dir[64];        /* the temporary directory (a fixed short template) */
-    char db[PATH_LEN];   /* <dir>/db: the plugin's LevelDB store */
-    char conf[PATH_LEN]; /* <dir>/mosquitto.conf */
-    char log[PATH_LEN];  /* <dir>/mosquitto.log: log_dest file */
-    char out[PATH_LEN];  /* <dir>/broker.out: the broker's stdout and stderr */
-    char **opts;         /* plugin_opt_* lines without the prefix, NULL-terminated */
-    char **lines;        /* extra global lines before the plugin line, NULL-terminated */
-    char **after;        /* extra lines after the chat plugin's options, NULL-terminated */
-    char **top;          /* lines before the listener, NULL-terminated */
-    bool without_chat;   /* the chat plugin is left out of the configuration */
-    bool no_anonymous;   /* allow_anonymous false */
-    char run_as[64];     /* the `user` line */
-    bool private_conf;   /* mosquitto.conf mode 0600 */
-    int port;            /* 127.0.0.1 port of the listener */
-    pid_t pid;           /* running broker, 0 when stopped */
-    int starts;          /* successful starts, for messages */
+    char dir[64];          /* the temporary directory (a fixed short template) */
+    char db[PATH_LEN];     /* <dir>/db: the plugin's LevelDB store */
+    char conf[PATH_LEN];   /* <dir>/mosquitto.conf */
+    char log[PATH_LEN];    /* <dir>/mosquitto.log: log_dest file */
+    char out[PATH_LEN];    /* <dir>/broker.out: the broker's stdout and stderr */
+    char **opts;           /* plugin_opt_* lines without the prefix, NULL-terminated */
+    char **lines;          /* extra global lines before the plugin line, NULL-terminated */
+    char **after;          /* extra lines after the chat plugin's options, NULL-terminated */
+    char **top;            /* lines before the listener, NULL-terminated */
+    bool without_chat;     /* the chat plugin is left out of the configuration */
+    bool no_anonymous;     /* allow_anonymous false */
+    char run_as[64];       /* the `user` line */
+    bool private_conf;     /* mosquitto.conf mode 0600 */
+    int port;              /* 127.0.0.1 port of the listener */
+    pid_t pid;             /* running broker, 0 when stopped */
+    int starts;            /* successful starts, for messages */
+    char pg_conninfo[160]; /* CHAT_TEST_PG_PORT: the broker's own database, "" for LevelDB */
 };
 
 static char g_name[128] = "integration test";
@@ -523,9 +524,14 @@ static void write_config(const harness_broker *b)
     for (size_t i = 0; b->lines != NULL && b->lines[i] != NULL; i++)
         put_line(f, b, b->lines[i]);
     if (!b->without_chat) {
+        bool store_named = false;
         fprintf(f, "plugin %s\nplugin_opt_db_path %s\n", CHAT_PLUGIN_PATH, b->db);
-        for (size_t i = 0; b->opts != NULL && b->opts[i] != NULL; i++)
+        for (size_t i = 0; b->opts != NULL && b->opts[i] != NULL; i++) {
             fprintf(f, "plugin_opt_%s\n", b->opts[i]);
+            store_named = store_named || strncmp(b->opts[i], "store ", 6) == 0;
+        }
+        if (b->pg_conninfo[0] != '\0' && !store_named)
+            fprintf(f, "plugin_opt_store postgresql\nplugin_opt_pg_conninfo %s\n", b->pg_conninfo);
     } else {
         fputs("# The same broker without mosquitto-chat.\n", f);
     }
@@ -758,6 +764,24 @@ static void free_lines(char **lines)
     free(lines);
 }
 
+/* With CHAT_TEST_PG_PORT set (scripts/test's pg stage), the broker keeps
+ * its data in a new database of its own on that PostgreSQL cluster,
+ * unless its options name a store: the same tests against the postgresql
+ * backend. */
+static void pg_database(harness_broker *b)
+{
+    static int n;
+    const char *port = getenv("CHAT_TEST_PG_PORT");
+    char db[64];
+
+    if (port == NULL || port[0] == '\0' || b->without_chat)
+        return;
+    snprintf(db, sizeof db, "integ_%d_%d", (int)getpid(), n++);
+    harness_run((const char *const[]){CHAT_PGCLUSTER, "createdb", port, db, NULL});
+    snprintf(b->pg_conninfo, sizeof b->pg_conninfo,
+             "host=127.0.0.1 port=%s user=postgres dbname=%s", port, db);
+}
+
 harness_broker *harness_broker_create(const harness_conf *conf)
 {
     harness_broker *b = calloc(1, sizeof *b);
@@ -790,6 +814,7 @@ harness_broker *harness_broker_create(const harness_conf *conf)
     b->private_conf = conf != NULL && conf->private_conf;
     g_brokers[slot] = b;
     hand_over(b);
+    pg_database(b);
     return b;
 }
 

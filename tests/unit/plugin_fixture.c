@@ -110,6 +110,43 @@ void plugin_fixture_close(struct plugin_fixture *fx)
     }
 }
 
+chat_err plugin_append(chat_store *st, const char *group, const char *from, size_t size,
+                       uint64_t *id)
+{
+    static const char head[] = "{\"id\":", pre[] = ",\"b\":\"", post[] = "\",\"ts\":";
+    uint64_t last = 0;
+    char next[24], mid[4096];
+    chat_err rc = chat_store_head(st, group, &last);
+    if (rc != CHAT_OK) {
+        return rc;
+    }
+    /* The id is the store's to give: the group's head + 1 in one process. */
+    int digits = snprintf(next, sizeof(next), "%llu", (unsigned long long)last + 1);
+    size_t fixed =
+        (sizeof(head) - 1) + (size_t)digits + (sizeof(pre) - 1) + (sizeof(post) - 1) + 13 + 1;
+    if (size < fixed || size - fixed + sizeof(pre) + sizeof(post) > sizeof(mid)) {
+        return CHAT_EINVAL;
+    }
+    size_t pad = size - fixed, n = 0;
+    memcpy(mid, pre, sizeof(pre) - 1);
+    n += sizeof(pre) - 1;
+    memset(mid + n, 'x', pad);
+    n += pad;
+    memcpy(mid + n, post, sizeof(post) - 1);
+    n += sizeof(post) - 1;
+    chat_envelope env = {head, sizeof(head) - 1, mid, n, "}", 1};
+    chat_appended out = {0};
+    rc = chat_store_append(st, group, from, NULL, &env, &out);
+    if (rc == CHAT_OK && out.len != size) {
+        rc = CHAT_EINVAL; /* a time of other than 13 digits */
+    }
+    if (rc == CHAT_OK && id) {
+        *id = out.id;
+    }
+    free(out.env);
+    return rc;
+}
+
 struct mosquitto plugin_client(const char *id, const char *username)
 {
     struct mosquitto c = {.id = id,

@@ -32,6 +32,12 @@ void plugin_fixture_close(struct plugin_fixture *fx);
 /* Removes path and everything below it (symlinks are not followed). */
 void plugin_rm_tree(const char *path);
 
+/* Appends a message to group as from: the envelope {"id":<id>,"b":"x...x",
+ * "ts":<ts>}, padded to exactly size bytes (at least 48) while ts has 13
+ * digits (until the year 2286). *id (may be NULL) receives its id. */
+chat_err plugin_append(chat_store *st, const char *group, const char *from, size_t size,
+                       uint64_t *id);
+
 /* A connected client with that id and username (either may be NULL), clean
  * session, MQTT 5. */
 struct mosquitto plugin_client(const char *id, const char *username);

@@ -47,6 +47,16 @@ struct ct_broker {
     pid_t pid; /* 0 when not running */
 };
 
+/* A PostgreSQL cluster of the test's (tests/pg/pgcluster.sh). */
+#define MAX_PGS 2
+struct ct_pg {
+    char dir[64]; /* /tmp/mqchat-pg-XXXXXX, the postgres user's */
+    int port;
+    bool running;
+};
+static ct_pg *g_pgs[MAX_PGS];
+static int g_ndbs;
+
 static char g_name[128] = "client test";
 static char g_dir[64]; /* /tmp/mqchat-test-XXXXXX */
 static int64_t g_t0;
@@ -162,6 +172,21 @@ _Noreturn void ct_fail(const char *file, int line, const char *fmt, ...)
             fprintf(stderr, "broker on 127.0.0.1:%d, config %s\n", b->port, b->conf);
             print_tail(b->out);
             print_tail(b->log);
+        }
+        for (int i = 0; i < MAX_PGS; i++) {
+            if (g_pgs[i] != NULL && g_pgs[i]->running) {
+                char *argv[] = {(char *)CHAT_PGCLUSTER, (char *)"stop", g_pgs[i]->dir,
+                                (char *)"immediate", NULL};
+                pid_t pid = fork();
+                if (pid == 0) {
+                    execv(argv[0], argv);
+                    _exit(127);
+                }
+                if (pid > 0)
+                    waitpid(pid, NULL, 0);
+                fprintf(stderr, "PostgreSQL cluster %s (port %d) kept\n", g_pgs[i]->dir,
+                        g_pgs[i]->port);
+            }
         }
         fprintf(stderr, "kept %s for inspection\n", g_dir);
     }
@@ -534,6 +559,139 @@ static void free_list(char **list)
     free(list);
 }
 
+/* Runs pgcluster.sh with args (NULL-terminated), its output in the test's
+ * directory; fails the test when it fails. */
+static void pgcluster(const char *const *args)
+{
+    char *argv[8];
+    char out[PATH_LEN];
+    size_t n = 0;
+
+    argv[n++] = (char *)CHAT_PGCLUSTER;
+    for (size_t i = 0; args[i] != NULL && n < 7; i++)
+        argv[n++] = (char *)args[i];
+    argv[n] = NULL;
+    ct_path(out, sizeof out, "pgcluster.out");
+    if (ct_run(argv, NULL, out, out, 120000) != 0) {
+        print_tail(out);
+        FAIL("pgcluster.sh %s failed", args[0]);
+    }
+}
+
+/* With CHAT_TEST_PG_PORT set (scripts/test's pg stage), every broker whose
+ * options do not name a store keeps its data in a database of its own on
+ * that cluster: the same tests, against the postgresql backend. */
+static void pg_switch(ct_broker *b)
+{
+    const char *port = getenv("CHAT_TEST_PG_PORT");
+    char db[64], conninfo[256];
+    size_t n = 0;
+
+    if (port == NULL || port[0] == '\0')
+        return;
+    for (n = 0; b->opts[n] != NULL; n++)
+        if (strncmp(b->opts[n], "store ", 6) == 0)
+            return;
+    snprintf(db, sizeof db, "ct_%d_%d", (int)getpid(), g_ndbs++);
+    pgcluster((const char *const[]){"createdb", port, db, NULL});
+    snprintf(conninfo, sizeof conninfo,
+             "pg_conninfo host=127.0.0.1 port=%s user=postgres dbname=%s", port, db);
+    char **more = realloc(b->opts, (n + 3) * sizeof *more);
+    if (more == NULL || (more[n] = strdup("store postgresql")) == NULL ||
+        (more[n + 1] = strdup(conninfo)) == NULL)
+        FAIL("out of memory");
+    more[n + 2] = NULL;
+    b->opts = more;
+}
+
+ct_pg *ct_pg_start(bool sync_standby)
+{
+    ct_pg *pg = calloc(1, sizeof *pg);
+    char port[16];
+    int slot = -1;
+
+    if (pg == NULL)
+        FAIL("out of memory");
+    for (int i = 0; i < MAX_PGS && slot < 0; i++)
+        if (g_pgs[i] == NULL)
+            slot = i;
+    if (slot < 0)
+        FAIL("more than %d PostgreSQL clusters", MAX_PGS);
+    snprintf(pg->dir, sizeof pg->dir, "/tmp/mqchat-pg-XXXXXX");
+    if (mkdtemp(pg->dir) == NULL)
+        FAIL("mkdtemp: %s", strerror(errno));
+    g_pgs[slot] = pg;
+    pg->port = ct_free_port();
+    snprintf(port, sizeof port, "%d", pg->port);
+    pgcluster((const char *const[]){"init", pg->dir, port, sync_standby ? "sync" : NULL, NULL});
+    pg->running = true;
+    ct_log("PostgreSQL on 127.0.0.1:%d in %s", pg->port, pg->dir);
+    return pg;
+}
+
+ct_pg *ct_pg_standby(const ct_pg *primary)
+{
+    ct_pg *pg = calloc(1, sizeof *pg);
+    char pport[16], port[16];
+    int slot = -1;
+
+    if (pg == NULL)
+        FAIL("out of memory");
+    for (int i = 0; i < MAX_PGS && slot < 0; i++)
+        if (g_pgs[i] == NULL)
+            slot = i;
+    if (slot < 0)
+        FAIL("more than %d PostgreSQL clusters", MAX_PGS);
+    snprintf(pg->dir, sizeof pg->dir, "/tmp/mqchat-pg-XXXXXX");
+    if (mkdtemp(pg->dir) == NULL)
+        FAIL("mkdtemp: %s", strerror(errno));
+    g_pgs[slot] = pg;
+    pg->port = ct_free_port();
+    snprintf(pport, sizeof pport, "%d", primary->port);
+    snprintf(port, sizeof port, "%d", pg->port);
+    pgcluster((const char *const[]){"standby", pport, pg->dir, port, NULL});
+    pg->running = true;
+    ct_log("PostgreSQL standby on 127.0.0.1:%d in %s", pg->port, pg->dir);
+    return pg;
+}
+
+void ct_pg_stop(ct_pg *pg, const char *mode)
+{
+    if (pg->running)
+        pgcluster((const char *const[]){"stop", pg->dir, mode ? mode : "fast", NULL});
+    pg->running = false;
+}
+
+void ct_pg_promote(ct_pg *pg)
+{
+    pgcluster((const char *const[]){"promote", pg->dir, NULL});
+}
+
+void ct_pg_createdb(const ct_pg *pg, const char *name)
+{
+    char port[16];
+    snprintf(port, sizeof port, "%d", pg->port);
+    pgcluster((const char *const[]){"createdb", port, name, NULL});
+}
+
+int ct_pg_port(const ct_pg *pg)
+{
+    return pg->port;
+}
+
+void ct_pg_destroy(ct_pg *pg)
+{
+    if (pg == NULL)
+        return;
+    ct_pg_stop(pg, "immediate");
+    for (int i = 0; i < MAX_PGS; i++)
+        if (g_pgs[i] == pg)
+            g_pgs[i] = NULL;
+    if (getenv("CT_KEEP") == NULL)
+        remove_tree(pg->dir, 8);
+    free(pg);
+}
+
 ct_broker *ct_broker_start(const char *const *opts)
 {
     return ct_broker_start_with(opts, NULL);
@@ -561,6 +719,7 @@ ct_broker *ct_broker_start_with(const char *const *opts, const char *const *line
         FAIL("mkdir %s: %s", b->dir, strerror(errno));
     b->opts = dup_list(opts);
     b->lines = dup_list(lines);
+    pg_switch(b);
     for (int attempt = 0; attempt < START_ATTEMPTS; attempt++) {
         b->port = ct_free_port();
         write_config(b);

@@ -98,6 +98,31 @@ const char *ct_broker_db(const ct_broker *b);
 int ct_broker_version(void);
 
 /* ---------------------------------------------------------------------------
+ * PostgreSQL (tests/pg/pgcluster.sh): a cluster of the test's own on a free
+ * 127.0.0.1 port, in a temporary directory of the postgres user's. With
+ * CHAT_TEST_PG_PORT set, ct_broker_start puts every broker that names no
+ * store in a new database on that cluster instead of LevelDB.
+ * ------------------------------------------------------------------------- */
+
+typedef struct ct_pg ct_pg;
+
+/* initdb and start; sync_standby: commits wait for a standby named
+ * "standby" (ct_pg_standby) to have them. ct_pg_destroy stops and removes
+ * it; a failing test stops it (immediate) and keeps its directory. */
+ct_pg *ct_pg_start(bool sync_standby);
+
+/* A streaming standby of primary (pg_basebackup), started. */
+ct_pg *ct_pg_standby(const ct_pg *primary);
+
+/* pg_ctl stop -m mode ("fast", "immediate"); pg_ctl promote. */
+void ct_pg_stop(ct_pg *pg, const char *mode);
+void ct_pg_promote(ct_pg *pg);
+
+void ct_pg_createdb(const ct_pg *pg, const char *name);
+int ct_pg_port(const ct_pg *pg);
+void ct_pg_destroy(ct_pg *pg);
+
+/* ---------------------------------------------------------------------------
  * Processes
  * ------------------------------------------------------------------------- */
 
