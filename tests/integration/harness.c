@@ -951,6 +951,11 @@ const char *harness_broker_db_path(const harness_broker *b)
     return b->db;
 }
 
+const char *harness_broker_pg_conninfo(const harness_broker *b)
+{
+    return b->pg_conninfo;
+}
+
 const char *harness_broker_dir(const harness_broker *b)
 {
     return b->dir;

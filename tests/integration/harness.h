@@ -203,6 +203,11 @@ int harness_broker_port(const harness_broker *b);
 /* The LevelDB directory of the broker's store, owned by b. */
 const char *harness_broker_db_path(const harness_broker *b);
 
+/* The libpq connection string of the database made for the broker
+ * (CHAT_TEST_PG_PORT set: its store is PostgreSQL unless its options name
+ * another), or "" when there is none; owned by b. */
+const char *harness_broker_pg_conninfo(const harness_broker *b);
+
 /* ---------------------------------------------------------------------------
  * Clients
  * ------------------------------------------------------------------------- */

@@ -11,8 +11,18 @@
  *             device and keeps the member's place
  *   backup    admin backup, then a restore: the same messages, ids and
  *             cursors, a new incarnation
+ *   backup_live  a backup while a member publishes: one moment of the
+ *             store, which checks clean
  *   offline   mqchat-store check on a good store, on a running broker's, on
  *             a damaged one; repair; export and import give the same group
+ *
+ * With CHAT_TEST_PG_PORT (scripts/test's pg stage) the broker's store is
+ * PostgreSQL and every case runs against it, mqchat-store with --store
+ * postgresql and the broker's connection string. Where the backends differ
+ * by design the case says so: a backup of PostgreSQL is a LevelDB store,
+ * restored by starting the broker on it with `store leveldb`; check may run
+ * while the broker does (it reads one snapshot); the damage is a row
+ * changed behind the store's back, and repair and import are refused.
  */
 #include "harness.h"
 
@@ -69,6 +79,30 @@ static int store_tool(const char *cmd, const char *db, const char *arg, const ch
 {
     const char *argv[] = {MQCHAT_STORE_BIN, cmd, db, arg, NULL};
     return run(argv, in, out);
+}
+
+/* Whether the broker's store is PostgreSQL (CHAT_TEST_PG_PORT). */
+static bool on_pg(const harness_broker *b)
+{
+    return harness_broker_pg_conninfo(b)[0] != '\0';
+}
+
+/* mqchat-store <cmd> on the broker's store: its directory, or with
+ * PostgreSQL --store postgresql and its connection string. */
+static int broker_store_tool(const harness_broker *b, const char *cmd, const char *arg,
+                             const char *in, const char *out)
+{
+    if (on_pg(b)) {
+        const char *argv[] = {MQCHAT_STORE_BIN,
+                              "--store",
+                              "postgresql",
+                              cmd,
+                              harness_broker_pg_conninfo(b),
+                              arg,
+                              NULL};
+        return run(argv, in, out);
+    }
+    return store_tool(cmd, harness_broker_db_path(b), arg, in, out);
 }
 
 static harness_client *user(harness_broker *b, const char *id, const char *name)
@@ -398,8 +432,11 @@ static void case_delete(void)
     harness_broker_stop(b);
     char out[600];
     snprintf(out, sizeof out, "%s/check.out", harness_broker_dir(b));
-    ASSERTF(store_tool("check", harness_broker_db_path(b), NULL, NULL, out) == 0,
+    ASSERTF(broker_store_tool(b, "check", NULL, NULL, out) == 0,
             "the store does not check clean after a deletion");
+    char *said = harness_read_file(out, NULL);
+    ASSERTF(strstr(said, "1 groups checked, 0 problems") != NULL, "check said: %s", said);
+    free(said);
     harness_broker_destroy(b);
 }
 
@@ -518,11 +555,16 @@ static void case_backup(void)
     harness_broker_stop(b);
 
     ASSERTF(store_tool("check", path, NULL, NULL, NULL) == 0, "the backup does not check clean");
-    /* Restore: the backup becomes the store. */
+    /* Restore: the backup becomes the store. A PostgreSQL store's backup
+     * is a LevelDB store too (pg_job.h): the broker starts on it. */
     snprintf(db, sizeof db, "%s", harness_broker_db_path(b));
     char cmd[2000];
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && mv '%s' '%s'", db, path, db);
     ASSERT(system(cmd) == 0);
+    if (on_pg(b)) {
+        harness_log("the PostgreSQL store's backup restored into a broker on LevelDB");
+        harness_broker_set_opts(b, (const char *const[]){"admins alice", "store leveldb", NULL});
+    }
     harness_broker_restart(b);
     bob = user(b, "bob-phone", "bob");
     carol = user(b, "carol-phone", "carol");
@@ -535,6 +577,54 @@ static void case_backup(void)
     harness_expect_store(bob, "room1", 21);
     harness_client_disconnect(bob);
     harness_client_disconnect(carol);
+    harness_broker_destroy(b);
+}
+
+#define LIVE 3000
+
+static void case_backup_live(void)
+{
+    harness_conf conf = {.plugin_opts = (const char *const[]){"admins alice", NULL},
+                         .after =
+                             (const char *const[]){"plugin_opt_backup_dir @DIR@/backups", NULL}};
+    harness_broker *b = harness_broker_start_conf(&conf);
+    harness_client *alice = user(b, "alice-cli", "alice");
+    harness_client *bob = user(b, "bob-phone", "bob");
+    harness_ticket last = {0};
+    char body[64], path[600], out[700];
+    cJSON *resp = NULL;
+
+    harness_client_set_window(bob, 200);
+    for (int i = 1; i <= LIVE; i++) {
+        snprintf(body, sizeof body, "{\"body\":\"m%d\",\"cid\":\"c%d\"}", i, i);
+        ASSERT(harness_client_publish_async(bob, "chat/room1", body, 1, &last) == 0);
+        if (i == LIVE / 3) {
+            /* at least LIVE / 3 - 200 are stored: the rest of the window */
+            const cJSON *e = ask(alice, "{\"command\":\"backup\"}", &resp);
+            harness_expect_ok(e, "backup", NULL);
+            snprintf(path, sizeof path, "%s", harness_json_str(e, "path"));
+            cJSON_Delete(resp);
+        }
+    }
+    ASSERT(!strcmp(wait_job(alice), "done"));
+    harness_client_wait_acked(bob, last, 30000);
+    harness_client_disconnect(alice);
+    harness_client_disconnect(bob);
+    harness_broker_stop(b);
+
+    /* Dense ids up to a head that is the highest id stored: no message read
+     * after the head was, none missing below it. */
+    snprintf(out, sizeof out, "%s/check.out", harness_broker_dir(b));
+    ASSERTF(store_tool("check", path, NULL, NULL, out) == 0, "the backup does not check clean");
+    snprintf(out, sizeof out, "%s/room1.jsonl", harness_broker_dir(b));
+    ASSERT(store_tool("export", path, "room1", NULL, out) == 0);
+    char *text = harness_read_file(out, NULL);
+    const char *h = strstr(text, "\"head\":");
+    long long head = h ? strtoll(h + 7, NULL, 10) : -1;
+    ASSERTF(head >= LIVE / 3 - 200 && head <= LIVE, "the backup's head is %lld", head);
+    free(text);
+    ASSERT(broker_store_tool(b, "check", NULL, NULL, NULL) == 0);
+    harness_log("a backup taken mid-stream holds ids 1..%lld and checks clean", head);
     harness_broker_destroy(b);
 }
 
@@ -563,6 +653,34 @@ static void corrupt_log(const char *db)
     free(bytes);
 }
 
+static void expect_checked(const char *out, const char *line)
+{
+    char *text = harness_read_file(out, NULL);
+    ASSERTF(strstr(text, line) != NULL, "check said: %s", text);
+    free(text);
+}
+
+/* Rows changed behind the store's back: check names each problem; repair
+ * and import are refused with PostgreSQL's tools named. */
+static void damage_pg(const harness_broker *b, const char *out, const char *jsonl)
+{
+    const char *ci = harness_broker_pg_conninfo(b);
+    harness_run((const char *const[]){CHAT_PGCLUSTER, "sql", ci,
+                                      "DELETE FROM chat_messages WHERE grp = 'room2' AND id = 5; "
+                                      "UPDATE chat_cursors SET acked = 99 WHERE grp = 'room1'; "
+                                      "UPDATE chat_groups SET first = 40 WHERE grp = 'room1'",
+                                      NULL});
+    ASSERT(broker_store_tool(b, "check", NULL, NULL, out) == 1);
+    expect_checked(out, "group room2: messages 5 to 5 are missing");
+    expect_checked(out, "group room1: the cursor of alice/alice is 99, above head 1");
+    expect_checked(out, "group room1: the cursor of alice/alice (99) is above the maximum cursor");
+    expect_checked(out, "group room1: first (40) is above head + 1 (2)");
+    expect_checked(out, "2 groups checked, 5 problems");
+    ASSERT(broker_store_tool(b, "repair", NULL, NULL, NULL) == 1);
+    ASSERT(broker_store_tool(b, "import", NULL, jsonl, NULL) == 1);
+    harness_log("check on PostgreSQL found the damage; repair and import refused");
+}
+
 static void case_offline(void)
 {
     harness_broker *b = harness_broker_start(NULL);
@@ -577,22 +695,26 @@ static void case_offline(void)
     }
     harness_ack(alice, "room1", 1, 1);
     ASSERT(synced(alice, "room1", before, sizeof before) == 1);
-    /* While the broker runs, the tool is refused. */
-    ASSERT(store_tool("check", db, NULL, NULL, NULL) == 1);
+    snprintf(out, sizeof out, "%s/check.out", harness_broker_dir(b));
+    if (on_pg(b)) {
+        /* A database: check reads one snapshot while the broker runs. */
+        ASSERT(broker_store_tool(b, "check", NULL, NULL, out) == 0);
+        expect_checked(out, "2 groups checked, 0 problems");
+    } else {
+        /* While the broker runs, the tool is refused. */
+        ASSERT(store_tool("check", db, NULL, NULL, NULL) == 1);
+    }
     harness_client_disconnect(alice);
     harness_broker_stop(b);
 
-    snprintf(out, sizeof out, "%s/check.out", harness_broker_dir(b));
-    ASSERT(store_tool("check", db, NULL, NULL, out) == 0);
-    char *text = harness_read_file(out, NULL);
-    ASSERTF(strstr(text, "2 groups checked, 0 problems") != NULL, "check said: %s", text);
-    free(text);
+    ASSERT(broker_store_tool(b, "check", NULL, NULL, out) == 0);
+    expect_checked(out, "2 groups checked, 0 problems");
 
     /* export, import into a new store, export again: the same lines. */
     snprintf(in, sizeof in, "%s/room1.jsonl", harness_broker_dir(b));
     snprintf(copy, sizeof copy, "%s/copy", harness_broker_dir(b));
     snprintf(out2, sizeof out2, "%s/room1-copy.jsonl", harness_broker_dir(b));
-    ASSERT(store_tool("export", db, "room1", NULL, in) == 0);
+    ASSERT(broker_store_tool(b, "export", "room1", NULL, in) == 0);
     ASSERT(store_tool("import", copy, NULL, in, NULL) == 0);
     ASSERT(store_tool("import", copy, NULL, in, NULL) == 1); /* the group is there */
     ASSERT(store_tool("export", copy, "room1", NULL, out2) == 0);
@@ -603,6 +725,11 @@ static void case_offline(void)
     free(a);
     free(c);
     ASSERT(store_tool("check", copy, NULL, NULL, NULL) == 0);
+    if (on_pg(b)) {
+        damage_pg(b, out, in);
+        harness_broker_destroy(b);
+        return;
+    }
 
     /* A damaged store: check says so; repair; check clean; new incarnation. */
     harness_broker_restart(b);
@@ -631,7 +758,8 @@ int main(int argc, char **argv)
         void (*fn)(void);
     } cases[] = {
         {"figures", case_figures}, {"admin", case_admin},   {"delete", case_delete},
-        {"expiry", case_expiry},   {"backup", case_backup}, {"offline", case_offline},
+        {"expiry", case_expiry},   {"backup", case_backup}, {"backup_live", case_backup_live},
+        {"offline", case_offline},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: integ_ops <case>\n");
