@@ -88,7 +88,7 @@ typedef struct variant {
 } variant;
 
 typedef struct fixture {
-    harness_broker *b;
+    ts_broker *b;
     harness_client *c[ACTORS]; /* the senders of bad input (NULL: not in this case) */
     harness_client *alice;     /* member: publishes a message after each variant */
     harness_client *carol;     /* member subscribed to chat/room1: must receive it */
@@ -172,7 +172,7 @@ static void setup(fixture *fx, const char *const *opts, bool closed, bool with_e
     static const char *const closed_opts[] = {"open_groups false", "admins admin", NULL};
 
     fx->closed = closed;
-    fx->b = harness_broker_start(closed ? closed_opts : opts);
+    fx->b = ts_broker_start(closed ? closed_opts : opts);
     if (closed) {
         fx->admin = connect_as(fx, "admin", "admin", 4);
         join(fx->admin, "alice");
@@ -208,7 +208,7 @@ static void teardown(fixture *fx)
     harness_client_disconnect(fx->carol);
     if (fx->admin != NULL)
         harness_client_disconnect(fx->admin);
-    harness_broker_destroy(fx->b);
+    ts_broker_destroy(fx->b);
 }
 
 /* After a variant: the sender is still connected and answered, with
@@ -243,7 +243,7 @@ static bool selected(fixture *fx, const char *name)
     if (fx->only != NULL && strcmp(fx->only, name) != 0)
         return false;
     fx->ran++;
-    harness_log("variant %s", name);
+    ts_log("variant %s", name);
     return true;
 }
 
@@ -938,9 +938,9 @@ static int64_t round_trip_during(fixture *fx, const char *request, harness_ticke
     int rc = harness_client_publish_async(fx->c[BOB], HARNESS_CONTROL_TOPIC, request, 1, t);
 
     ASSERTF(rc == 0, "flood publish failed with Paho code %d", rc);
-    t0 = harness_now_ms();
+    t0 = ts_now_ms();
     alice_sends(fx, "flood");
-    return harness_now_ms() - t0;
+    return ts_now_ms() - t0;
 }
 
 static char *many_commands(size_t n, const char *command)
@@ -964,14 +964,14 @@ static void case_flood(fixture *fx)
         char *req =
             many_commands(10000, "{\"command\":\"history\",\"group\":\"" GROUP "\",\"limit\":1}");
         harness_ticket t;
-        int64_t t0 = harness_now_ms(), rtt, answer_ms;
+        int64_t t0 = ts_now_ms(), rtt, answer_ms;
         cJSON *resp;
         rtt = round_trip_during(fx, req, &t);
         resp = harness_client_response(fx->c[BOB], 30000);
-        answer_ms = harness_now_ms() - t0;
-        harness_log("10000 commands (%zu bytes): answered in %lld ms; another client's round "
-                    "trip meanwhile %lld ms",
-                    strlen(req), (long long)answer_ms, (long long)rtt);
+        answer_ms = ts_now_ms() - t0;
+        ts_log("10000 commands (%zu bytes): answered in %lld ms; another client's round "
+               "trip meanwhile %lld ms",
+               strlen(req), (long long)answer_ms, (long long)rtt);
         printf("TIMING 10000-command request: answer %lld ms, other client's round trip %lld ms\n",
                (long long)answer_ms, (long long)rtt);
         harness_client_wait_acked(fx->c[BOB], t, WAIT_MS);
@@ -1021,10 +1021,10 @@ static void case_flood(fixture *fx)
         }
         harness_client_wait_acked(fx->c[BOB], t, WAIT_MS);
         req = many_commands(1000, "{\"command\":\"fetch\",\"group\":\"fat\",\"after\":0}");
-        t0 = harness_now_ms();
+        t0 = ts_now_ms();
         rtt = round_trip_during(fx, req, &t);
         resp = harness_client_response(fx->c[BOB], 60000);
-        answer_ms = harness_now_ms() - t0;
+        answer_ms = ts_now_ms() - t0;
         harness_client_wait_acked(fx->c[BOB], t, WAIT_MS);
         ASSERTF(harness_response_count(resp) == 1000, "1000 fetches got %d entries",
                 harness_response_count(resp));
@@ -1040,9 +1040,9 @@ static void case_flood(fixture *fx)
                 refused++;
             }
         }
-        harness_log("1000 fat fetches: %d answered, %d refused (1 MiB), answer in %lld ms; "
-                    "another client's round trip meanwhile %lld ms",
-                    ok, refused, (long long)answer_ms, (long long)rtt);
+        ts_log("1000 fat fetches: %d answered, %d refused (1 MiB), answer in %lld ms; "
+               "another client's round trip meanwhile %lld ms",
+               ok, refused, (long long)answer_ms, (long long)rtt);
         printf("TIMING 1000 fetches of 100 x 2 KB: answer %lld ms (%d pages, %d refused), other "
                "client's round trip %lld ms\n",
                (long long)answer_ms, ok, refused, (long long)rtt);
@@ -1112,11 +1112,11 @@ int main(int argc, char **argv)
         return 0;
     }
     snprintf(name, sizeof name, "integ_bad_%s", tc->name);
-    harness_init(name);
+    ts_init(name);
     setup(&fx, NULL, tc->closed, tc->closed);
     tc->fn(&fx);
     ASSERTF(fx.ran > 0, "no variant named \"%s\"", fx.only != NULL ? fx.only : "");
-    harness_log("%d variant(s) passed", fx.ran);
+    ts_log("%d variant(s) passed", fx.ran);
     teardown(&fx);
-    return harness_pass();
+    return ts_pass();
 }

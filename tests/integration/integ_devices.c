@@ -16,7 +16,7 @@
 #define CATCHUP_MS 20000
 #define NO_PAGE_MS 1500
 
-static void send_n(harness_broker *b, int from, int to)
+static void send_n(ts_broker *b, int from, int to)
 {
     harness_client *snd = harness_client_connect(b, "devices-sender", NULL);
     char payload[64];
@@ -29,7 +29,7 @@ static void send_n(harness_broker *b, int from, int to)
 
 /* Connects device, subscribes, and expects exactly ids from..to by replay
  * (from > to: no page at all), acking as it goes. */
-static void catch_up(harness_broker *b, const char *device, int64_t from, int64_t to)
+static void catch_up(ts_broker *b, const char *device, int64_t from, int64_t to)
 {
     harness_client *c = harness_client_connect(b, device, MEMBER);
     harness_client_subscribe(c, TOPIC, 1);
@@ -38,16 +38,16 @@ static void catch_up(harness_broker *b, const char *device, int64_t from, int64_
     } else {
         harness_catchup g = {.group = GROUP, .from = from, .to = to};
         harness_catch_up(c, &g, 1, PAGE_SIZE, CATCHUP_MS, NULL, NULL);
-        harness_log("%s caught up on %lld..%lld in %zu pages", device, (long long)from,
-                    (long long)to, g.pages);
+        ts_log("%s caught up on %lld..%lld in %zu pages", device, (long long)from, (long long)to,
+               g.pages);
     }
     harness_client_disconnect(c);
 }
 
 int main(void)
 {
-    harness_init("integ_devices");
-    harness_broker *b = harness_broker_start(NULL);
+    ts_init("integ_devices");
+    ts_broker *b = ts_broker_start(NULL);
 
     /* Messages before carol joins are not pushed to her. */
     send_n(b, 1, 5);
@@ -83,6 +83,6 @@ int main(void)
     harness_msg_free(m);
     harness_client_disconnect(dave);
 
-    harness_broker_destroy(b);
-    return harness_pass();
+    ts_broker_destroy(b);
+    return ts_pass();
 }

@@ -57,7 +57,7 @@ int main(void)
     static int id_of_n[MAX_SEND + 1];
     seen s = {.id_of_n = id_of_n};
     harness_catchup g = {.group = GROUP, .from = 1, .to = -1};
-    harness_broker *b;
+    ts_broker *b;
     harness_client *reader, *snd;
     char payload[128];
     int sent = 0, nacked = 0;
@@ -65,8 +65,8 @@ int main(void)
     harness_msg *m;
     cJSON *env;
 
-    harness_init("integ_kill9");
-    b = harness_broker_start(NULL);
+    ts_init("integ_kill9");
+    b = ts_broker_start(NULL);
 
     /* The reader joins before the stream, then goes offline. */
     reader = harness_client_connect(b, READER, NULL);
@@ -86,7 +86,7 @@ int main(void)
         ASSERTF(rc == 0, "publish %d failed with Paho code %d before the kill", k, rc);
         sent = k;
         if (k > KILL_AFTER && harness_client_acked(snd, tickets[KILL_AFTER])) {
-            harness_broker_kill(b);
+            ts_broker_kill(b);
             killed = true;
         }
     }
@@ -98,17 +98,17 @@ int main(void)
         acked[k] = harness_client_acked(snd, tickets[k]);
         nacked += acked[k];
     }
-    harness_log("killed the broker with %d sent, %d acknowledged, %d in flight", sent, nacked,
-                sent - nacked);
+    ts_log("killed the broker with %d sent, %d acknowledged, %d in flight", sent, nacked,
+           sent - nacked);
     harness_client_destroy(snd);
 
-    harness_broker_restart(b);
+    ts_broker_restart(b);
     s.sent = sent;
     reader = harness_client_connect(b, READER, NULL);
     harness_client_subscribe(reader, TOPIC, 1);
     harness_catch_up(reader, &g, 1, PAGE_SIZE, CATCHUP_MS, check_envelope, &s);
-    harness_log("after the restart: head %lld, %lld messages stored, %lld acknowledged",
-                (long long)g.head, (long long)s.count, (long long)nacked);
+    ts_log("after the restart: head %lld, %lld messages stored, %lld acknowledged",
+           (long long)g.head, (long long)s.count, (long long)nacked);
     ASSERT(s.count == g.head);
     for (int k = 1; k <= sent; k++)
         ASSERTF(!acked[k] || id_of_n[k] != 0,
@@ -130,6 +130,6 @@ int main(void)
     harness_msg_free(m);
 
     harness_client_disconnect(reader);
-    harness_broker_destroy(b);
-    return harness_pass();
+    ts_broker_destroy(b);
+    return ts_pass();
 }

@@ -66,13 +66,13 @@ int main(void)
     rec pages[MAX_PAGES];
     int npages = 0, rounds = 0, in_round = 0;
     int64_t t0, prev_last = 0, round_end_at = 0, last_of_round = 0;
-    harness_broker *b;
+    ts_broker *b;
     harness_client *dev, *snd;
     char payload[64];
     rec r;
 
-    harness_init("integ_noack");
-    b = harness_broker_start(opts);
+    ts_init("integ_noack");
+    b = ts_broker_start(opts);
 
     dev = harness_client_connect(b, DEVICE, NULL);
     harness_client_subscribe(dev, TOPIC, 1);
@@ -85,19 +85,19 @@ int main(void)
     harness_client_disconnect(snd);
 
     dev = harness_client_connect(b, DEVICE, NULL);
-    t0 = harness_now_ms();
+    t0 = ts_now_ms();
     harness_client_subscribe(dev, TOPIC, 1);
 
     /* Watch without acking. A round starts with a page from the cursor (id
      * 1); within a round pages are consecutive and at most WINDOW. */
     for (int i = 0; i < MAX_PAGES; i++) {
-        int64_t left = t0 + OBSERVE_MS - harness_now_ms();
+        int64_t left = t0 + OBSERVE_MS - ts_now_ms();
         if (left <= 0 || !next_page(dev, (int)left, &r))
             break;
         ASSERTF(npages < MAX_PAGES - 1, "more than %d pages in %d ms", MAX_PAGES, OBSERVE_MS);
         pages[npages++] = r;
-        harness_log("page %lld..%lld at +%lld ms", (long long)r.first, (long long)r.last,
-                    (long long)(r.at_ms - t0));
+        ts_log("page %lld..%lld at +%lld ms", (long long)r.first, (long long)r.last,
+               (long long)(r.at_ms - t0));
         if (r.first == 1) {
             if (rounds == 0) {
                 ASSERTF(r.at_ms - t0 <= SLACK_MS, "first page only %lld ms after the subscribe",
@@ -143,7 +143,7 @@ int main(void)
                     (long long)pages[i].first, (long long)pages[i].last, (long long)same->first,
                     (long long)same->last);
         }
-        harness_log("%d rounds of %d page(s) without acks", rounds, first_round_pages);
+        ts_log("%d rounds of %d page(s) without acks", rounds, first_round_pages);
     }
 
     /* Wait for the start of the next round and let it finish, then ack it:
@@ -153,7 +153,7 @@ int main(void)
     last_of_round = r.last;
     for (int i = 0; i < WINDOW && next_page(dev, QUIET_MS, &r); i++)
         last_of_round = r.last;
-    harness_log("acking %lld", (long long)last_of_round);
+    ts_log("acking %lld", (long long)last_of_round);
     harness_ack(dev, GROUP, last_of_round, 1);
     ASSERTF(next_page(dev, SLACK_MS, &r), "no page within %d ms of acking %lld", SLACK_MS,
             (long long)last_of_round);
@@ -161,6 +161,6 @@ int main(void)
             (long long)last_of_round, (long long)r.first);
 
     harness_client_disconnect(dev);
-    harness_broker_destroy(b);
-    return harness_pass();
+    ts_broker_destroy(b);
+    return ts_pass();
 }

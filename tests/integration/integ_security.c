@@ -35,26 +35,26 @@
  * Helpers
  * ========================================================================= */
 
-static void write_in(harness_broker *b, const char *name, const char *text)
+static void write_in(ts_broker *b, const char *name, const char *text)
 {
     char path[512];
-    snprintf(path, sizeof path, "%s/%s", harness_broker_dir(b), name);
-    harness_write_file(path, text, strlen(text));
+    snprintf(path, sizeof path, "%s/%s", ts_broker_dir(b), name);
+    ts_write_text(path, text);
 }
 
 /* A password file in the broker's directory with user:password pairs. */
-static void make_passwd(harness_broker *b, const char *const *users)
+static void make_passwd(ts_broker *b, const char *const *users)
 {
     char path[512];
-    snprintf(path, sizeof path, "%s/passwd", harness_broker_dir(b));
-    harness_write_file(path, "", 0);
+    snprintf(path, sizeof path, "%s/passwd", ts_broker_dir(b));
+    ts_write_file(path, "", 0);
     for (size_t i = 0; users[i] != NULL; i += 2) {
         const char *argv[] = {"mosquitto_passwd", "-b", path, users[i], users[i + 1], NULL};
-        harness_run(argv);
+        ts_run_ok(argv);
     }
 }
 
-static harness_client *connect_user(harness_broker *b, const char *id, const char *user,
+static harness_client *connect_user(ts_broker *b, const char *id, const char *user,
                                     const char *password)
 {
     harness_client_opts o = {.client_id = id, .username = user, .password = password};
@@ -104,15 +104,15 @@ static const char acl_public[] = "topic readwrite public/#\n"
  * never asked. */
 static void case_unreadable_config(void)
 {
-    harness_conf conf = {.lines = (const char *const[]){"acl_file @DIR@/acl", NULL},
-                         .run_as = "nobody",
-                         .private_conf = true};
-    harness_broker *b = harness_broker_create(&conf);
+    ts_broker_conf conf = {.lines = (const char *const[]){"acl_file @DIR@/acl", NULL},
+                           .run_as = "nobody",
+                           .private_conf = true};
+    ts_broker *b = ts_broker_create(&conf);
     harness_client *spy, *boss, *bob;
     harness_msg *m;
 
     write_in(b, "acl", acl_public);
-    harness_broker_launch(b);
+    ts_broker_launch(b);
     spy = harness_client_connect(b, "spy", NULL);
     boss = harness_client_connect(b, "boss", NULL);
     harness_client_subscribe(spy, "private/#", 0);
@@ -132,19 +132,19 @@ static void case_unreadable_config(void)
     ASSERTF(m != NULL && strstr(m->payload, "\"body\":\"hi bob\"") != NULL,
             "bob got no chat message");
     harness_msg_free(m);
-    ASSERTF(harness_broker_log_count(b, "cannot read the broker's configuration") == 1,
+    ASSERTF(ts_broker_log_count(b, "cannot read the broker's configuration") == 1,
             "no log line about the unreadable configuration");
     harness_client_disconnect(spy);
     harness_client_disconnect(boss);
     harness_client_disconnect(bob);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 /* The plugin started alone (allowing outside chat); an acl_file added with
  * SIGHUP must be obeyed from the reload on. */
 static void case_reload_acl(void)
 {
-    harness_broker *b = harness_broker_start(NULL);
+    ts_broker *b = ts_broker_start(NULL);
     harness_client *spy = harness_client_connect(b, "spy", NULL);
     harness_client *boss = harness_client_connect(b, "boss", NULL);
     harness_client *bob;
@@ -157,11 +157,11 @@ static void case_reload_acl(void)
             "without an acl_file private/before should arrive");
     harness_msg_free(m);
     write_in(b, "acl", acl_public);
-    harness_broker_set_lines(b, (const char *const[]){"acl_file @DIR@/acl", NULL});
-    harness_broker_reload(b);
+    ts_broker_set_lines(b, (const char *const[]){"acl_file @DIR@/acl", NULL});
+    ts_broker_reload(b);
     harness_client_publish(boss, "private/payroll", "salaries", 1);
     harness_client_expect_none(spy, QUIET_MS, "nothing from private/# after the acl_file");
-    ASSERTF(harness_broker_log_count(b, "after reload, access checks: defer") == 1,
+    ASSERTF(ts_broker_log_count(b, "after reload, access checks: defer") == 1,
             "the plugin did not log that it defers after the reload");
     bob = harness_client_connect(b, "bob", NULL);
     harness_client_subscribe(bob, "chat/room1", 1);
@@ -172,7 +172,7 @@ static void case_reload_acl(void)
     harness_client_disconnect(spy);
     harness_client_disconnect(boss);
     harness_client_disconnect(bob);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 /* ===========================================================================
@@ -186,16 +186,16 @@ static const char acl_rw[] = "user r\n"
                              "topic write chat/room1\n"
                              "topic write $CONTROL/chat/v1\n";
 
-static harness_broker *start_rw_broker(const char *const *opts)
+static ts_broker *start_rw_broker(const char *const *opts)
 {
-    harness_conf conf = {
+    ts_broker_conf conf = {
         .plugin_opts = opts,
         .lines = (const char *const[]){"password_file @DIR@/passwd", "acl_file @DIR@/acl", NULL},
         .no_anonymous = true};
-    harness_broker *b = harness_broker_create(&conf);
+    ts_broker *b = ts_broker_create(&conf);
     make_passwd(b, (const char *const[]){"r", "rpw", "w", "wpw", NULL});
     write_in(b, "acl", acl_rw);
-    harness_broker_launch(b);
+    ts_broker_launch(b);
     return b;
 }
 
@@ -203,7 +203,7 @@ static harness_broker *start_rw_broker(const char *const *opts)
  * still never read the group: no history, no fetch, no counts, no replay. */
 static void case_read_check(void)
 {
-    harness_broker *b = start_rw_broker(NULL);
+    ts_broker *b = start_rw_broker(NULL);
     harness_client *r = connect_user(b, "r-phone", "r", "rpw");
     harness_client *w = connect_user(b, "w-sensor", "w", "wpw");
     cJSON *resp;
@@ -245,7 +245,7 @@ static void case_read_check(void)
     cJSON_Delete(resp);
     harness_client_disconnect(r);
     harness_client_disconnect(w);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 /* As on an upstream build, which does not export mosquitto_acl_check: the
@@ -253,7 +253,7 @@ static void case_read_check(void)
  * may say that membership is enough. */
 static void case_read_fallback(void)
 {
-    harness_broker *b;
+    ts_broker *b;
     harness_client *r;
     cJSON *resp;
 
@@ -265,10 +265,10 @@ static void case_read_fallback(void)
                            WAIT_MS);
     expect_error_prefix(r, resp, "history", "history is unavailable");
     cJSON_Delete(resp);
-    ASSERTF(harness_broker_log_count(b, "history: refused") == 1,
+    ASSERTF(ts_broker_log_count(b, "history: refused") == 1,
             "no start line saying that history is refused");
     harness_client_disconnect(r);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 
     b = start_rw_broker((const char *const[]){"read_check members", NULL});
     r = connect_user(b, "r-phone", "r", "rpw");
@@ -278,7 +278,7 @@ static void case_read_fallback(void)
     harness_expect_ok(harness_response_only(resp), "history", "room1");
     cJSON_Delete(resp);
     harness_client_disconnect(r);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
     unsetenv("MOSQUITTO_CHAT_TEST_NO_ACL_CHECK");
 }
 
@@ -292,7 +292,7 @@ static const char forged[] = "{\"responses\":[{\"command\":\"history\",\"group\"
 
 static void case_forged_answers(void)
 {
-    harness_broker *b = harness_broker_start(NULL);
+    ts_broker *b = ts_broker_start(NULL);
     harness_client_opts fo = {.client_id = "forger",
                               .mqtt_version = 5,
                               .will_topic = HARNESS_RESPONSE_TOPIC,
@@ -335,7 +335,7 @@ static void case_forged_answers(void)
     harness_client_expect_none(victim, QUIET_MS, "nothing after the genuine answer");
     harness_client_disconnect(watcher);
     harness_client_disconnect(victim);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 /* ===========================================================================
@@ -344,14 +344,14 @@ static void case_forged_answers(void)
 
 static void case_namespaces(void)
 {
-    harness_conf conf = {.lines = (const char *const[]){"password_file @DIR@/passwd", NULL}};
-    harness_broker *b = harness_broker_create(&conf);
+    ts_broker_conf conf = {.lines = (const char *const[]){"password_file @DIR@/passwd", NULL}};
+    ts_broker *b = ts_broker_create(&conf);
     harness_client *alice, *fake, *bob, *tilde;
     harness_msg *m;
     cJSON *resp, *env;
 
     make_passwd(b, (const char *const[]){"alice", "apw", "~eve", "epw", NULL});
-    harness_broker_launch(b);
+    ts_broker_launch(b);
     alice = connect_user(b, "alice-phone", "alice", "apw");
     fake = harness_client_connect(b, "alice", NULL); /* anonymous, client id "alice" */
     bob = harness_client_connect(b, "bob", NULL);
@@ -391,7 +391,7 @@ static void case_namespaces(void)
     harness_client_disconnect(fake);
     harness_client_disconnect(bob);
     harness_client_disconnect(tilde);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 /* ===========================================================================
@@ -427,13 +427,13 @@ static size_t put_varint(unsigned char *p, size_t v)
 static void send_all(int fd, const void *buf, size_t len)
 {
     const char *p = buf;
-    int64_t deadline = harness_now_ms() + WAIT_MS;
+    int64_t deadline = ts_now_ms() + WAIT_MS;
     while (len > 0) {
         ssize_t n = send(fd, p, len, MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (harness_now_ms() > deadline)
+            if (ts_now_ms() > deadline)
                 FAILF("the broker stopped reading our requests");
-            harness_sleep_ms(5);
+            ts_sleep_ms(5);
             continue;
         }
         if (n <= 0)
@@ -444,7 +444,7 @@ static void send_all(int fd, const void *buf, size_t len)
 }
 
 /* An MQTT 3.1.1 client on a raw socket that never reads what it is sent. */
-static int deaf_client(const harness_broker *b, const char *id)
+static int deaf_client(const ts_broker *b, const char *id)
 {
     struct sockaddr_in a;
     unsigned char pkt[256];
@@ -456,7 +456,7 @@ static int deaf_client(const harness_broker *b, const char *id)
     memset(&a, 0, sizeof a);
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons((uint16_t)harness_broker_port(b));
+    a.sin_port = htons((uint16_t)ts_broker_port(b));
     ASSERTF(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "connect: %s", strerror(errno));
     pkt[n++] = 0x10;
     n += put_varint(pkt + n, 12 + idlen);
@@ -489,7 +489,7 @@ static void deaf_publish(int fd, const char *topic, const char *payload)
 
 static void case_unbounded_answers(void)
 {
-    harness_broker *b = harness_broker_start(NULL);
+    ts_broker *b = ts_broker_start(NULL);
     harness_client *bob = harness_client_connect(b, "bob", NULL);
     harness_ticket t;
     char body[2100];
@@ -533,8 +533,8 @@ static void case_unbounded_answers(void)
             else
                 listed++;
         }
-        harness_log("1000 syncs of 2000 groups: %zu bytes, %d answered, %d refused", len, listed,
-                    refused);
+        ts_log("1000 syncs of 2000 groups: %zu bytes, %d answered, %d refused", len, listed,
+               refused);
         ASSERTF(len < 1200000, "the answer to one request took %zu bytes", len);
         ASSERTF(refused > 900, "only %d of 1000 syncs refused", refused);
         ASSERTF(listed >= 1, "no sync answered");
@@ -554,7 +554,7 @@ static void case_unbounded_answers(void)
     }
     harness_client_wait_acked(bob, t, WAIT_MS);
     {
-        int pid = harness_broker_pid(b);
+        int pid = ts_broker_pid(b);
         long before = rss_kb(pid), after;
         int fd = deaf_client(b, "deaf");
         char request[2100];
@@ -564,19 +564,19 @@ static void case_unbounded_answers(void)
                                     "%s{\"command\":\"fetch\",\"group\":\"fat\",\"after\":0}",
                                     i ? "," : "");
         snprintf(request + off, sizeof request - off, "]}");
-        harness_sleep_ms(200);
+        ts_sleep_ms(200);
         for (int i = 0; i < 200; i++)
             deaf_publish(fd, "$CONTROL/chat/v1",
                          i == 0 ? "{\"commands\":[{\"command\":\"join\",\"group\":\"fat\"}]}"
                                 : request);
-        harness_sleep_ms(1500);
+        ts_sleep_ms(1500);
         after = rss_kb(pid);
-        harness_log("broker RSS %ld kB before, %ld kB after 200 requests from a client that "
-                    "never reads",
-                    before, after);
+        ts_log("broker RSS %ld kB before, %ld kB after 200 requests from a client that "
+               "never reads",
+               before, after);
         ASSERTF(after - before < 64 * 1024, "the broker grew by %ld kB for one deaf client",
                 after - before);
-        ASSERTF(harness_broker_log_count(b, "faster than it reads them") >= 1,
+        ASSERTF(ts_broker_log_count(b, "faster than it reads them") >= 1,
                 "no log line about the client over its budget");
         close(fd);
     }
@@ -586,7 +586,7 @@ static void case_unbounded_answers(void)
     harness_expect_ok(harness_response_only(resp), "fetch", "fat");
     cJSON_Delete(resp);
     harness_client_disconnect(bob);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 /* ===========================================================================
@@ -595,7 +595,7 @@ static void case_unbounded_answers(void)
 
 static void case_max_packet_size(void)
 {
-    harness_broker *b = harness_broker_start((const char *const[]){"replay_timeout 1", NULL});
+    ts_broker *b = ts_broker_start((const char *const[]){"replay_timeout 1", NULL});
     harness_client *alice = harness_client_connect(b, "alice", NULL);
     harness_client_opts bo = {.client_id = "bob", .mqtt_version = 5, .max_packet_size = 2048};
     harness_client *bob;
@@ -615,7 +615,7 @@ static void case_max_packet_size(void)
     harness_client_subscribe(bob, HARNESS_RESPONSE_TOPIC, 1);
     harness_client_subscribe(bob, "chat/room1", 1);
     harness_catch_up(bob, &g, 1, 100, 30000, NULL, NULL);
-    harness_log("30 messages caught up through a 2 KB packet limit in %zu pages", g.pages);
+    ts_log("30 messages caught up through a 2 KB packet limit in %zu pages", g.pages);
     ASSERTF(g.largest < 10, "a page of %zu messages got through a 2 KB limit", g.largest);
 
     /* One message that can never fit is reported, not resent in silence. */
@@ -631,7 +631,7 @@ static void case_max_packet_size(void)
     cJSON_Delete(resp);
     harness_client_disconnect(bob);
     harness_client_disconnect(alice);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 /* ===========================================================================
@@ -639,11 +639,11 @@ static void case_max_packet_size(void)
  * ========================================================================= */
 
 /* The largest LevelDB table file of the store, or "" when none. */
-static void largest_table(const harness_broker *b, char *out, size_t cap)
+static void largest_table(const ts_broker *b, char *out, size_t cap)
 {
     char cmd[600];
     FILE *p;
-    snprintf(cmd, sizeof cmd, "ls -S %s/*.ldb 2>/dev/null | head -1", harness_broker_db_path(b));
+    snprintf(cmd, sizeof cmd, "ls -S %s/*.ldb 2>/dev/null | head -1", ts_broker_db_path(b));
     out[0] = '\0';
     if ((p = popen(cmd, "r")) != NULL) {
         if (fgets(out, (int)cap, p) == NULL)
@@ -655,7 +655,7 @@ static void largest_table(const harness_broker *b, char *out, size_t cap)
 
 static void case_bad_block(void)
 {
-    harness_broker *b = harness_broker_start(NULL);
+    ts_broker *b = ts_broker_start(NULL);
     harness_client *alice = harness_client_connect(b, "alice", NULL);
     harness_ticket t;
     char msg[2200], table[512];
@@ -677,21 +677,21 @@ static void case_bad_block(void)
         harness_client_publish(alice, "chat/good", "fine", 1);
     harness_client_disconnect(alice);
     /* LevelDB writes its log into a table file when it reopens. */
-    harness_broker_stop(b);
-    harness_broker_restart(b);
-    harness_broker_stop(b);
+    ts_broker_stop(b);
+    ts_broker_restart(b);
+    ts_broker_stop(b);
     largest_table(b, table, sizeof table);
-    ASSERTF(table[0] != '\0', "no table file in %s", harness_broker_db_path(b));
+    ASSERTF(table[0] != '\0', "no table file in %s", ts_broker_db_path(b));
     {
         size_t len = 0;
-        char *bytes = harness_read_file(table, &len);
+        char *bytes = ts_read_file(table, &len);
         ASSERT(len > 100000);
         for (size_t i = len / 3; i < len / 3 + 64; i++)
             bytes[i] = (char)~bytes[i];
-        harness_write_file(table, bytes, len);
+        ts_write_file(table, bytes, len);
         free(bytes);
     }
-    harness_broker_restart(b);
+    ts_broker_restart(b);
     alice = harness_client_connect(b, "alice", NULL);
     harness_client_subscribe(alice, HARNESS_RESPONSE_TOPIC, 1);
     /* Read the damaged group page by page; a page that fails is skipped. */
@@ -714,11 +714,10 @@ static void case_bad_block(void)
         }
         cJSON_Delete(resp);
     }
-    harness_log("damaged group: %d messages read, %d refused", read, errors);
+    ts_log("damaged group: %d messages read, %d refused", read, errors);
     ASSERTF(errors >= 1, "no read of the damaged group failed");
     ASSERTF(read >= 100, "only %d messages of the damaged group could be read", read);
-    ASSERTF(harness_broker_log_count(b, "of group \"bad\"") >= 1,
-            "no log line names the damaged keys");
+    ASSERTF(ts_broker_log_count(b, "of group \"bad\"") >= 1, "no log line names the damaged keys");
     /* Writes go on, to both groups. */
     harness_client_publish(alice, "chat/good", "still fine", 1);
     harness_client_publish(alice, "chat/bad", "new message", 1);
@@ -732,7 +731,7 @@ static void case_bad_block(void)
     ASSERT(harness_json_int(harness_response_only(resp), "last") == 201);
     cJSON_Delete(resp);
     harness_client_disconnect(alice);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 /* ===========================================================================
@@ -741,7 +740,7 @@ static void case_bad_block(void)
 
 static void case_cid_expiry(void)
 {
-    harness_broker *b = harness_broker_start((const char *const[]){"retention_count 10", NULL});
+    ts_broker *b = ts_broker_start((const char *const[]){"retention_count 10", NULL});
     harness_client *alice = harness_client_connect(b, "alice", NULL);
     char msg[64];
     cJSON *resp;
@@ -767,7 +766,7 @@ static void case_cid_expiry(void)
     ASSERT(strcmp(harness_json_str(cJSON_GetArrayItem(msgs, 0), "cid"), "c1") == 0);
     cJSON_Delete(resp);
     harness_client_disconnect(alice);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 /* ===========================================================================
@@ -776,7 +775,7 @@ static void case_cid_expiry(void)
 
 static void case_retention_steps(void)
 {
-    harness_broker *b = harness_broker_start(NULL);
+    ts_broker *b = ts_broker_start(NULL);
     harness_client *alice = harness_client_connect(b, "alice", NULL);
     harness_client *pinger;
     harness_ticket t;
@@ -789,22 +788,22 @@ static void case_retention_steps(void)
         ASSERT(harness_client_publish_async(alice, "chat/long", "old", 1, &t) == 0);
     harness_client_wait_acked(alice, t, 30000);
     harness_client_disconnect(alice);
-    harness_broker_stop(b);
-    harness_broker_set_opts(b, (const char *const[]){"retention_count 10", NULL});
-    harness_broker_restart(b);
+    ts_broker_stop(b);
+    ts_broker_set_opts(b, (const char *const[]){"retention_count 10", NULL});
+    ts_broker_restart(b);
     alice = harness_client_connect(b, "alice", NULL);
     pinger = harness_client_connect(b, "pinger", NULL);
-    start = harness_now_ms();
+    start = ts_now_ms();
     harness_client_publish(alice, "chat/long", "new", 1);
-    worst = harness_now_ms() - start; /* the publish that crossed the limit */
+    worst = ts_now_ms() - start; /* the publish that crossed the limit */
     /* The publish deleted one step; the ticks delete the rest, while other
      * clients keep being served. */
-    while (harness_now_ms() - start < 30000 && !trimmed) {
-        int64_t t0 = harness_now_ms(), rtt;
+    while (ts_now_ms() - start < 30000 && !trimmed) {
+        int64_t t0 = ts_now_ms(), rtt;
         cJSON *resp = harness_request(
             pinger, "{\"commands\":[{\"command\":\"sync\",\"replay\":false}]}", WAIT_MS);
         cJSON_Delete(resp);
-        rtt = harness_now_ms() - t0;
+        rtt = ts_now_ms() - t0;
         worst = rtt > worst ? rtt : worst;
         resp = harness_request(
             alice, "{\"commands\":[{\"command\":\"fetch\",\"group\":\"long\",\"after\":0}]}",
@@ -812,15 +811,15 @@ static void case_retention_steps(void)
         trimmed = harness_json_int(harness_response_only(resp), "first") == total + 1 - 9;
         cJSON_Delete(resp);
     }
-    harness_log("retention of %d messages done in %lld ms; longest publish or request round "
-                "trip meanwhile %lld ms",
-                total, (long long)(harness_now_ms() - start), (long long)worst);
+    ts_log("retention of %d messages done in %lld ms; longest publish or request round "
+           "trip meanwhile %lld ms",
+           total, (long long)(ts_now_ms() - start), (long long)worst);
     printf("MEASURE retention of %d messages: longest round trip meanwhile %lld ms\n", total,
            (long long)worst);
     ASSERTF(trimmed, "retention did not reach the last 10 messages");
     harness_client_disconnect(alice);
     harness_client_disconnect(pinger);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 /* ===========================================================================
@@ -840,42 +839,42 @@ static char *sync_incarnation(harness_client *c)
 
 static void case_incarnation(void)
 {
-    harness_broker *b;
+    ts_broker *b;
     harness_client *alice;
     char *first, *after_crash, *after_reboot, *after_clean;
 
     setenv("MOSQUITTO_CHAT_TEST_BOOT_ID", "boot-one", 1);
-    b = harness_broker_start(NULL);
+    b = ts_broker_start(NULL);
     alice = harness_client_connect(b, "alice", NULL);
     harness_client_publish(alice, "chat/room1", "one", 1);
     first = sync_incarnation(alice);
     harness_client_destroy(alice);
     /* A crash of the broker alone loses nothing: same incarnation. */
-    harness_broker_kill(b);
-    harness_broker_restart(b);
+    ts_broker_kill(b);
+    ts_broker_restart(b);
     alice = harness_client_connect(b, "alice", NULL);
     after_crash = sync_incarnation(alice);
     ASSERTF(strcmp(first, after_crash) == 0, "a broker crash changed the incarnation");
     harness_client_destroy(alice);
     /* A crash and a reboot may have lost unsynced writes: a new one. */
-    harness_broker_kill(b);
+    ts_broker_kill(b);
     setenv("MOSQUITTO_CHAT_TEST_BOOT_ID", "boot-two", 1);
-    harness_broker_restart(b);
+    ts_broker_restart(b);
     alice = harness_client_connect(b, "alice", NULL);
     after_reboot = sync_incarnation(alice);
     ASSERTF(strcmp(first, after_reboot) != 0, "a crash across a reboot kept the incarnation");
-    ASSERTF(harness_broker_log_count(b, "was not closed cleanly") == 1,
+    ASSERTF(ts_broker_log_count(b, "was not closed cleanly") == 1,
             "no log line about the new incarnation");
     harness_client_disconnect(alice);
     /* A clean stop keeps it, whatever the boot. */
-    harness_broker_stop(b);
+    ts_broker_stop(b);
     setenv("MOSQUITTO_CHAT_TEST_BOOT_ID", "boot-three", 1);
-    harness_broker_restart(b);
+    ts_broker_restart(b);
     alice = harness_client_connect(b, "alice", NULL);
     after_clean = sync_incarnation(alice);
     ASSERT(strcmp(after_reboot, after_clean) == 0);
     harness_client_disconnect(alice);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
     unsetenv("MOSQUITTO_CHAT_TEST_BOOT_ID");
     free(first);
     free(after_crash);
@@ -889,10 +888,10 @@ static void case_incarnation(void)
 
 static void case_no_ticks(void)
 {
-    harness_conf conf = {.plugin_opts =
-                             (const char *const[]){"replay_timeout 1", "fsync batch", NULL},
-                         .top = (const char *const[]){"per_listener_settings true", NULL}};
-    harness_broker *b = harness_broker_start_conf(&conf);
+    ts_broker_conf conf = {.plugin_opts =
+                               (const char *const[]){"replay_timeout 1", "fsync batch", NULL},
+                           .top = (const char *const[]){"per_listener_settings true", NULL}};
+    ts_broker *b = ts_broker_start_conf(&conf);
     harness_client *alice = harness_client_connect(b, "alice", NULL);
     harness_client *bob = harness_client_connect(b, "bob", NULL);
     harness_msg *m;
@@ -909,7 +908,7 @@ static void case_no_ticks(void)
      * the plugin notice, and the page comes again. */
     for (int round = 0; round < 2; round++) {
         if (round == 1) {
-            harness_sleep_ms(1500);
+            ts_sleep_ms(1500);
             harness_client_publish(alice, "chat/other", "an event", 1);
         }
         m = harness_client_receive_if(bob, on_topic, (void *)HARNESS_RESPONSE_TOPIC, WAIT_MS);
@@ -922,7 +921,7 @@ static void case_no_ticks(void)
     ASSERT(pages == 2);
     harness_client_disconnect(alice);
     harness_client_disconnect(bob);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 /* ===========================================================================
@@ -931,8 +930,8 @@ static void case_no_ticks(void)
 
 static void case_persistent_session(void)
 {
-    harness_conf conf = {.lines = (const char *const[]){"acl_file @DIR@/acl", NULL}};
-    harness_broker *b;
+    ts_broker_conf conf = {.lines = (const char *const[]){"acl_file @DIR@/acl", NULL}};
+    ts_broker *b;
     harness_client_opts po = {.client_id = "listener", .persistent = true};
     harness_client *alice, *l;
     harness_msg *m;
@@ -940,9 +939,9 @@ static void case_persistent_session(void)
     /* Where the broker cannot be asked, a non-member's subscribe waits for
      * the broker's read check of each message. */
     setenv("MOSQUITTO_CHAT_TEST_NO_ACL_CHECK", "1", 1);
-    b = harness_broker_create(&conf);
+    b = ts_broker_create(&conf);
     write_in(b, "acl", acl_public);
-    harness_broker_launch(b);
+    ts_broker_launch(b);
     alice = harness_client_connect(b, "alice", NULL);
     harness_client_publish(alice, "chat/room1", "first", 1);
     l = harness_client_connect_opts(b, &po);
@@ -956,7 +955,7 @@ static void case_persistent_session(void)
     harness_msg_free(m);
     harness_client_disconnect(l);
     harness_client_disconnect(alice);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
     unsetenv("MOSQUITTO_CHAT_TEST_NO_ACL_CHECK");
 }
 
@@ -966,7 +965,7 @@ static void case_persistent_session(void)
 
 static void case_duplicate_keys(void)
 {
-    harness_broker *b = harness_broker_start(NULL);
+    ts_broker *b = ts_broker_start(NULL);
     harness_client *alice = harness_client_connect(b, "alice", NULL);
     const char *payload = "{\"cid\":\"a-1\",\"body\":\"which one?\",\"cid\":\"a-2\"}";
     cJSON *resp;
@@ -980,7 +979,7 @@ static void case_duplicate_keys(void)
     cJSON_Delete(resp);
     harness_expect_store(alice, "room1", 1);
     harness_client_disconnect(alice);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 /* ===========================================================================
@@ -1018,9 +1017,9 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (strcmp(argv[1], cases[i].name) == 0) {
             snprintf(name, sizeof name, "integ_sec_%s", argv[1]);
-            harness_init(name);
+            ts_init(name);
             cases[i].fn();
-            return harness_pass();
+            return ts_pass();
         }
     }
     fprintf(stderr, "unknown case %s\n", argv[1]);

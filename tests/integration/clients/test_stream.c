@@ -73,7 +73,7 @@ static void on_event(void *arg, const chat_client_event *ev)
     pthread_mutex_unlock(&l->mu);
     if (ev->type == CHAT_CLIENT_EV_ERROR || ev->type == CHAT_CLIENT_EV_SEND_REFUSED ||
         ev->type == CHAT_CLIENT_EV_LISTEN_REFUSED)
-        ct_log("%s: event %d: %s", l->name, (int)ev->type, ev->reason ? ev->reason : "");
+        ts_log("%s: event %d: %s", l->name, (int)ev->type, ev->reason ? ev->reason : "");
 }
 
 static size_t got(struct listener *l)
@@ -86,14 +86,14 @@ static size_t got(struct listener *l)
     return n;
 }
 
-static chat_client *client(const ct_broker *b, const char *id, int version, const char *state,
+static chat_client *client(const ts_broker *b, const char *id, int version, const char *state,
                            struct listener *l)
 {
     chat_client_options o = {0};
     chat_client *c = NULL;
     chat_client_err err;
 
-    o.port = ct_broker_port(b);
+    o.port = ts_broker_port(b);
     o.client_id = id;
     o.mqtt_version = version;
     o.state_path = state;
@@ -112,7 +112,7 @@ static chat_client *client(const ct_broker *b, const char *id, int version, cons
     return c;
 }
 
-static void start_listener(const ct_broker *b, struct listener *l, const char *name, int version)
+static void start_listener(const ts_broker *b, struct listener *l, const char *name, int version)
 {
     char state[512], file[64];
     uint64_t head = 99;
@@ -143,7 +143,7 @@ static void check_listener(struct listener *l)
           l->next_id);
     for (int k = 0; k < N; k++)
         CHECK(l->seen[k] == 1, "%s: m%d shown %d times", l->name, k, l->seen[k]);
-    ct_log("%s: %zu messages exactly once, in order; %zu reconnects, %zu catch-up pages", l->name,
+    ts_log("%s: %zu messages exactly once, in order; %zu reconnects, %zu catch-up pages", l->name,
            l->got, l->events[CHAT_CLIENT_EV_CONNECTED] - 1, l->events[CHAT_CLIENT_EV_CATCHUP]);
     CHECK(l->events[CHAT_CLIENT_EV_CONNECTED] >= 3, "%s: expected 2 reconnects", l->name);
     pthread_mutex_unlock(&l->mu);
@@ -177,7 +177,7 @@ static bool all_connected(struct listener **ls, size_t count, size_t n)
 
 int main(void)
 {
-    ct_broker *b;
+    ts_broker *b;
     struct listener *l3 = calloc(1, sizeof *l3), *l5 = calloc(1, sizeof *l5);
     struct listener *ls = calloc(1, sizeof *ls);
     struct listener *all[3] = {l3, l5, ls};
@@ -190,53 +190,53 @@ int main(void)
 
     ct_init("clients_stream");
     CHECK(l3 != NULL && l5 != NULL && ls != NULL, "out of memory");
-    b = ct_broker_start(NULL);
+    b = ts_broker_start(NULL);
     start_listener(b, l3, "listener311", 4);
     start_listener(b, l5, "listener5", 5);
     pthread_mutex_init(&ls->mu, NULL);
     ls->name = "sender";
     sender = client(b, "sender", 5, NULL, ls);
-    ct_log("listeners and sender connected");
+    ts_log("listeners and sender connected");
 
     /* Kill the broker at message 300, and again once every client came
      * back (Paho retries every 1-6 s), sending all along; before the last
      * 300 messages the sender waits for that, so both kills fall inside the
      * stream. */
-    deadline = ct_now_ms() + 60000;
-    for (int k = 0; k < N && ct_now_ms() < deadline;) {
+    deadline = ts_now_ms() + 60000;
+    for (int k = 0; k < N && ts_now_ms() < deadline;) {
         char body[32];
         bool may_kill =
             (kills == 0 && k >= 300) || (kills == 1 && restart_at == 0 && all_connected(all, 3, 2));
         if (may_kill) {
-            ct_broker_kill(b);
+            ts_broker_kill(b);
             kills++;
-            restart_at = ct_now_ms() + 300;
+            restart_at = ts_now_ms() + 300;
         }
-        if (restart_at != 0 && ct_now_ms() >= restart_at) {
-            ct_broker_restart(b);
+        if (restart_at != 0 && ts_now_ms() >= restart_at) {
+            ts_broker_restart(b);
             restart_at = 0;
         }
         if (kills < 2 && k >= N - 300) {
-            ct_sleep_ms(20); /* wait for the clients before the second kill */
+            ts_sleep_ms(20); /* wait for the clients before the second kill */
             continue;
         }
         snprintf(body, sizeof body, "m%d", k);
         err = chat_client_send(sender, GROUP, body, NULL, 0);
         CHECK(err == CHAT_CLIENT_OK, "send m%d: %s", k, chat_client_strerror(err));
         k++;
-        ct_sleep_ms(PACE_MS);
+        ts_sleep_ms(PACE_MS);
     }
     CHECK(kills == 2 && restart_at == 0, "the broker was killed %d times", kills);
-    ct_log("sent %d messages; flushing", N);
+    ts_log("sent %d messages; flushing", N);
     err = chat_client_flush(sender, 60000, &refused);
     CHECK(err == CHAT_CLIENT_OK && refused == 0, "flush: %s %s, %zu refused",
           chat_client_strerror(err), chat_client_reason(), refused);
 
-    deadline = ct_now_ms() + 60000;
-    while ((got(l3) < N || got(l5) < N) && ct_now_ms() < deadline)
-        ct_sleep_ms(50);
-    ct_log("listeners have %zu and %zu", got(l3), got(l5));
-    ct_sleep_ms(1500); /* nothing more may come, and the acks go out */
+    deadline = ts_now_ms() + 60000;
+    while ((got(l3) < N || got(l5) < N) && ts_now_ms() < deadline)
+        ts_sleep_ms(50);
+    ts_log("listeners have %zu and %zu", got(l3), got(l5));
+    ts_sleep_ms(1500); /* nothing more may come, and the acks go out */
     check_listener(l3);
     check_listener(l5);
     CHECK(connects(ls) >= 3, "the sender connected %zu times", connects(ls));
@@ -245,11 +245,11 @@ int main(void)
     chat_client_destroy(l3->c);
     chat_client_destroy(l5->c);
     /* The state file says what was shown. */
-    text = ct_read_file(ct_path(state, sizeof state, "listener311.state"), NULL);
+    text = ts_read_file(ct_path(state, sizeof state, "listener311.state"), NULL);
     CHECK(text != NULL && strstr(text, "\n2000 " GROUP "\n") != NULL, "state file: %s",
           text ? text : "(missing)");
     free(text);
-    ct_broker_destroy(b);
+    ts_broker_destroy(b);
     free(l3);
     free(l5);
     free(ls);
