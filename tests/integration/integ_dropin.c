@@ -1,5 +1,7 @@
 /* integ_dropin: loading mosquitto-chat changes nothing outside the chat
- * topics. For one broker setup (argv[1]):
+ * topics. For one broker setup (argv[1]; for dynsec, argv[2] is the path of
+ * mosquitto_dynamic_security.so as the mosquitto package installs it, which
+ * CMake finds in the library directories of the build's architecture):
  *
  *   anonymous  allow_anonymous true, no access control;
  *   passwd     password_file (made with mosquitto_passwd) + acl_file;
@@ -27,8 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#define DYNSEC_PLUGIN "/usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so"
 #define WAIT_MS 5000
 #define QUIET_MS 400 /* a subscriber's queue is complete after this long without a message */
 #define MAX_LINES 2000
@@ -297,11 +299,14 @@ static void write_dynsec(const char *dir)
     cJSON_Delete(root);
 }
 
+/* The `plugin` line of the dynamic-security plugin (main sets it). */
+static char g_dynsec_line[600];
+
 static ts_broker *start(enum setup setup, bool with_chat)
 {
     static const char *const passwd_lines[] = {"password_file @DIR@/passwd", "acl_file @DIR@/acl",
                                                NULL};
-    static const char *const dynsec_after[] = {"plugin " DYNSEC_PLUGIN,
+    static const char *const dynsec_after[] = {g_dynsec_line,
                                                "plugin_opt_config_file @DIR@/dynsec.json", NULL};
     ts_broker_conf conf = {.without_chat = !with_chat};
     ts_broker *b;
@@ -616,12 +621,20 @@ int main(int argc, char **argv)
     for (int i = 0; i < 3; i++)
         if (argc > 1 && strcmp(argv[1], names[i]) == 0)
             setup = (enum setup)i;
-    if (argc < 2 || strcmp(argv[1], names[setup]) != 0) {
-        fprintf(stderr, "usage: %s anonymous|passwd|dynsec\n", argv[0]);
+    if (argc < 2 || strcmp(argv[1], names[setup]) != 0 || (setup == DYNSEC && argc < 3)) {
+        fprintf(stderr, "usage: %s anonymous|passwd|dynsec <mosquitto_dynamic_security.so>\n",
+                argv[0]);
         return 2;
     }
     snprintf(name, sizeof name, "integ_dropin_%s", names[setup]);
     ts_init(name);
+    if (setup == DYNSEC) {
+        ASSERTF(access(argv[2], R_OK) == 0,
+                "the dynamic-security plugin is not at \"%s\" (found by CMake when the build was "
+                "configured; is the mosquitto package installed?)",
+                argv[2]);
+        snprintf(g_dynsec_line, sizeof g_dynsec_line, "plugin %s", argv[2]);
+    }
 
     run_scenario(setup, false, &without);
     run_scenario(setup, true, &with);
