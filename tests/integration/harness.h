@@ -321,6 +321,21 @@ cJSON *harness_client_response(harness_client *c, int timeout_ms);
  * HARNESS_RESPONSE_TOPIC. */
 cJSON *harness_client_response_on(harness_client *c, const char *topic, int timeout_ms);
 
+/* Sends the plugin an empty request ({"commands":[]}) at QoS 1 and waits for
+ * its empty answer, which the plugin sends after every page and answer it
+ * queued for c before: those have then arrived, since the broker delivers
+ * one client's messages of one QoS in order and the plugin sends pages and
+ * answers at one QoS (page_qos). So a test counts what the plugin sent, or
+ * finds that it sent nothing, without waiting for time to pass. Live
+ * messages of other clients at that QoS that the broker took before the
+ * request (their publisher's acknowledgement came) have arrived too. The
+ * answer is consumed; everything else stays queued. */
+void harness_barrier(harness_client *c);
+
+/* harness_barrier, then fails if any message is queued; what says what was
+ * expected (for the message). */
+void harness_expect_quiet(harness_client *c, const char *what);
+
 /* Entries in a response. */
 int harness_response_count(const cJSON *resp);
 

@@ -177,6 +177,34 @@ cJSON *harness_request(harness_client *c, const char *request, int timeout_ms)
     return harness_request_bytes(c, request, strlen(request), timeout_ms);
 }
 
+/* The answer to BARRIER_REQUEST: no request of a test has no command. */
+#define BARRIER_REQUEST "{\"commands\":[]}"
+#define BARRIER_ANSWER "{\"responses\":[]}"
+
+static bool is_barrier(const harness_msg *m, void *arg)
+{
+    (void)arg;
+    return strcmp(m->topic, HARNESS_RESPONSE_TOPIC) == 0 && strcmp(m->payload, BARRIER_ANSWER) == 0;
+}
+
+void harness_barrier(harness_client *c)
+{
+    harness_msg *m;
+
+    harness_client_publish(c, HARNESS_CONTROL_TOPIC, BARRIER_REQUEST, 1);
+    m = harness_client_receive_if(c, is_barrier, NULL, CLIENT_TIMEOUT_MS);
+    if (m == NULL)
+        FAILF("client %s: no answer to an empty request within %d ms%s", c->id, CLIENT_TIMEOUT_MS,
+              harness_client_is_lost(c) ? " (its connection was lost)" : "");
+    harness_msg_free(m);
+}
+
+void harness_expect_quiet(harness_client *c, const char *what)
+{
+    harness_barrier(c);
+    harness_client_expect_none(c, 0, what);
+}
+
 int harness_response_count(const cJSON *resp)
 {
     return cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(resp, "responses"));

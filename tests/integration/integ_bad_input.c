@@ -24,9 +24,8 @@
 
 #define GROUP "room1"
 #define TOPIC "chat/" GROUP
-#define WAIT_MS 5000        /* every answer must come within this */
-#define FLOOD_BOUND_MS 5000 /* another client's round trip during a flood */
-#define MAX_PAYLOAD 65536   /* plugin_opt_max_payload default */
+#define WAIT_MS 5000      /* every answer must come within this */
+#define MAX_PAYLOAD 65536 /* plugin_opt_max_payload default */
 #define SYNC_ONLY "{\"commands\":[{\"command\":\"sync\",\"replay\":false}]}"
 
 /* Error strings of docs/protocol.md. */
@@ -831,7 +830,7 @@ static void case_acks(fixture *fx)
         harness_client_publish(fx->c[BOB], TOPIC "/ack", top, 1);
         harness_client_publish(fx->c[BOB], TOPIC "/ack", "1\n", 1);
         ASSERTF(bob_acked(fx, &head) == fx->head, "an ack of 1 moved the cursor back");
-        harness_client_expect_none(fx->c[BOB], 200, "no error for an ack of \"1\\n\"");
+        harness_expect_quiet(fx->c[BOB], "no error for an ack of \"1\\n\"");
         carry_on(fx, BOB, "ack backwards and with a newline");
     }
 }
@@ -931,7 +930,9 @@ static void case_non_member(fixture *fx)
 
 /* Bob publishes request (without waiting for its PUBACK, whose ticket goes
  * to *t); meanwhile alice publishes a message to the group and carol must
- * receive it. Returns that round trip in ms. */
+ * receive it (a bounded wait: the broker serves others during the flood).
+ * Returns that round trip in ms, for the log only: speed is measured in
+ * bench/, never asserted here. */
 static int64_t round_trip_during(fixture *fx, const char *request, harness_ticket *t)
 {
     int64_t t0;
@@ -980,8 +981,6 @@ static void case_flood(fixture *fx)
             v.e[0] = (expect){"request", NULL, NULL, E_TOO_MANY};
             check_entries(&v, resp);
         }
-        ASSERTF(rtt <= FLOOD_BOUND_MS, "another client's round trip took %lld ms during the flood",
-                (long long)rtt);
         cJSON_Delete(resp);
         free(req);
         carry_on(fx, BOB, "10000 commands");
@@ -1054,8 +1053,6 @@ static void case_flood(fixture *fx)
             free(text);
             ASSERTF(len > 0 && len < 1200000, "answer of %zu bytes, over 1 MiB", len);
         }
-        ASSERTF(rtt <= FLOOD_BOUND_MS, "another client's round trip took %lld ms during the flood",
-                (long long)rtt);
         cJSON_Delete(resp);
         free(req);
         free(msg);

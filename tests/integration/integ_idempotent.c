@@ -131,7 +131,7 @@ int main(void)
     ts_broker_restart(b);
     connect_receivers(b, rs, 2);
     for (int i = 0; i < 2; i++)
-        harness_client_expect_none(rs[i].c, i == 0 ? 500 : 0, "no page: everything was acked");
+        harness_expect_quiet(rs[i].c, "no page: everything was acked");
 
     /* 3. Third time, after the restart, with another body: the stored
      * envelope is delivered, original id and body. */

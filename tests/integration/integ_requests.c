@@ -243,7 +243,7 @@ static void test_sync_replay(harness_client *alice, harness_client *phone, int *
     expect_sync(phone, "room1", true, 9, 9);
     expect_sync(phone, "room2", true, 6, 2);
     expect_sync(phone, "room3", true, 3, 0);
-    harness_client_expect_none(phone, QUIET_MS, "no replay page after sync with replay false");
+    harness_expect_quiet(phone, "no replay page after sync with replay false");
 
     /* The default replays room2 and room3, not room1 (nothing unread). */
     resp = command(phone, "{\"command\":\"sync\"}");
@@ -263,7 +263,7 @@ static void test_sync_replay(harness_client *alice, harness_client *phone, int *
     resp = command(phone, "{\"command\":\"sync\",\"replay\":true}");
     harness_expect_ok(harness_response_only(resp), "sync", NULL);
     cJSON_Delete(resp);
-    harness_client_expect_none(phone, QUIET_MS, "no page when nothing is unread");
+    harness_expect_quiet(phone, "no page when nothing is unread");
 }
 
 static void test_fetch_history(harness_client *alice, harness_client *phone, int *sent)
@@ -334,7 +334,7 @@ static void test_batch_ack(harness_client *alice, harness_client *phone, int *se
     expect_sync(phone, "room3", true, 5, 4);
     /* The cursor is what fetch starts from. */
     expect_fetch(phone, "{\"command\":\"fetch\",\"group\":\"room2\"}", "room2", 10, 2, 11, false);
-    harness_client_expect_none(phone, QUIET_MS, "an ack pushes nothing");
+    harness_expect_quiet(phone, "an ack pushes nothing");
 }
 
 /* ===========================================================================
@@ -377,7 +377,7 @@ static void test_mqtt5(ts_broker *b, harness_client *alice, int *sent)
         cJSON_Delete(root);
     }
     harness_msg_free(m);
-    harness_client_expect_none(tablet, QUIET_MS, "one answer, on the Response Topic only");
+    harness_expect_quiet(tablet, "one answer, on the Response Topic only");
     harness_client_expect_none(spy, 0, "no answer to another client's request");
 
     /* Without a Response Topic: the response topic. */

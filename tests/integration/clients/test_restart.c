@@ -16,6 +16,8 @@
 #define M 1500
 #define GROUP "restart"
 #define PACE_MS 2
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 struct line {
     uint64_t id;
@@ -122,12 +124,21 @@ int main(void)
     }
     err = chat_client_flush(sender, 30000, &refused);
     CHECK(err == CHAT_CLIENT_OK && refused == 0, "flush: %s", chat_client_strerror(err));
-    chat_client_destroy(sender);
 
     deadline = ts_now_ms() + 60000;
     while ((n = read_lines(lines, M + 10)) < M && ts_now_ms() < deadline)
         ts_sleep_ms(100);
-    ts_sleep_ms(500); /* nothing more may come */
+    /* One more message once the backlog is shown: once the listener prints
+     * it, it printed everything before it (ids in order), so nothing else
+     * may come. */
+    err = chat_client_send(sender, GROUP, "n" STR(M), NULL, 0);
+    CHECK(err == CHAT_CLIENT_OK, "send: %s", chat_client_strerror(err));
+    err = chat_client_flush(sender, 30000, &refused);
+    CHECK(err == CHAT_CLIENT_OK && refused == 0, "flush: %s", chat_client_strerror(err));
+    chat_client_destroy(sender);
+    deadline = ts_now_ms() + 30000;
+    while (((n = read_lines(lines, M + 10)) == 0 || lines[n - 1].k != M) && ts_now_ms() < deadline)
+        ts_sleep_ms(100);
     n = stop_listener(pid, SIGTERM, lines);
 
     /* Every id once, in order, bodies in send order; the one allowed
@@ -143,7 +154,7 @@ int main(void)
               want);
         want++;
     }
-    CHECK(n - dups == M, "%zu lines, %zu repeated, expected %d messages", n, dups, M);
+    CHECK(n - dups == M + 1, "%zu lines, %zu repeated, expected %d messages", n, dups, M + 1);
     ts_log("%d messages exactly once in order across 3 restarts (%zu repeated at the SIGKILL)", M,
            dups);
 
