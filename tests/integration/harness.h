@@ -278,6 +278,7 @@ typedef struct harness_catchup {
     const char *group; /* in: group name */
     int64_t from;      /* in: first id expected (the device's cursor + 1) */
     int64_t to;        /* in: last id expected, i.e. the head; < 0: learn it from the pages */
+    int qos;           /* in: QoS every page must come with (the plugin's page_qos) */
     size_t pages;      /* out: pages received */
     size_t largest;    /* out: envelopes in the largest page */
     int64_t head;      /* out: head reported by the pages (to, if none came) */
@@ -288,11 +289,12 @@ typedef struct harness_catchup {
  * page's `last` on chat/<group>/ack as it arrives (QoS 0), and checks that
  * every id comes exactly once, in order, in pages of 1..page_size envelopes
  * whose first/last/head/more agree with their envelopes, and that every
- * envelope names its group and carries `from` and `ts`. Calls fn (may be
+ * envelope names its group and carries `from` and `ts`, and that every page
+ * came with the group's qos. Calls fn (may be
  * NULL) with each envelope. Fails on a message on any other topic, and if
  * not done within timeout_ms. Then acks each group's head again at QoS 1 (so
- * the broker has applied every ack when this returns) and fails if another
- * page arrives within 500 ms. */
+ * the broker has applied every ack when this returns) and fails if the
+ * plugin sent another page (see harness_barrier). */
 void harness_catch_up(harness_client *c, harness_catchup *groups, size_t ngroups, size_t page_size,
                       int timeout_ms, harness_envelope_fn *fn, void *arg);
 
