@@ -1,21 +1,5 @@
-/* paho.c: the client library's glue to Paho MQTTAsync: one MQTTAsync handle
- * per connection, callbacks that only copy what Paho hands over into events
- * for the dispatcher, and the operations the dispatcher starts.
- *
- * Why a handle per connection rather than Paho's automatic reconnect: Paho
- * keeps commands it had not written yet across a reconnect and sends them
- * first, while it fails the ones in flight, so a sender's messages would be
- * stored out of order and requests sent twice; it also retries only on a
- * 3-second tick. Destroying the handle when its connection ends drops
- * everything of that connection at once; the dispatcher resends what is
- * unacknowledged, in order, on the next one.
- *
- * Every callback gets the connection's struct chat_conn as context and tags
- * its event with the connection's epoch, so news from a finished connection
- * is recognised. Paho runs callbacks on its threads holding its own lock;
- * they take mu only to queue and never call Paho. MQTTAsync_destroy takes
- * Paho's lock, so no callback of a handle runs after its destroy returned. */
-#include "client.h"
+/* paho.c: the client library's glue to Paho MQTTAsync (see paho.h). */
+#include "paho.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -26,32 +10,32 @@
  * Callbacks
  * ------------------------------------------------------------------------- */
 
-/* A zeroed event of kind for conn, or NULL (then the loss is flagged). */
-static struct event *new_event(struct chat_conn *conn, enum ev_kind kind)
-{
-    struct event *ev = calloc(1, sizeof *ev);
+/* The context of one handle's callbacks. */
+struct chat_paho_ctx {
+    struct chat_queue *queue;
+    uint32_t epoch;
+};
 
-    if (ev == NULL) {
-        pthread_mutex_lock(&conn->c->mu);
-        conn->c->lost_news = true;
-        pthread_mutex_unlock(&conn->c->mu);
-        return NULL;
-    }
-    ev->kind = kind;
-    ev->epoch = conn->epoch;
+/* A zeroed event of kind for ctx, or NULL (then the loss is flagged). */
+static struct event *new_event(struct chat_paho_ctx *ctx, enum ev_kind kind)
+{
+    struct event *ev = chat_event_new(kind, ctx->epoch);
+
+    if (ev == NULL)
+        chat_queue_post_lost(ctx->queue);
     return ev;
 }
 
-static void post_simple(struct chat_conn *conn, enum ev_kind kind, int code, const char *text)
+static void post_simple(struct chat_paho_ctx *ctx, enum ev_kind kind, int code, const char *text)
 {
-    struct event *ev = new_event(conn, kind);
+    struct event *ev = new_event(ctx, kind);
 
     if (ev == NULL)
         return;
     ev->code = code;
     if (text != NULL)
         ev->text = strdup(text);
-    chat_post(conn->c, ev);
+    chat_queue_post(ctx->queue, ev);
 }
 
 static void on_connect_ok(void *context, MQTTAsync_successData *r)
@@ -126,15 +110,13 @@ static void on_disconnect_fail5(void *context, MQTTAsync_failureData5 *r)
  * out of memory (Paho offers it again later). */
 static int on_message(void *context, char *topic, int topic_len, MQTTAsync_message *m)
 {
-    struct chat_conn *conn = context;
-    struct event *ev = calloc(1, sizeof *ev);
+    struct chat_paho_ctx *ctx = context;
+    struct event *ev = chat_event_new(EV_MESSAGE, ctx->epoch);
     size_t tlen = topic_len > 0 ? (size_t)topic_len : strlen(topic);
     size_t plen = m->payloadlen > 0 ? (size_t)m->payloadlen : 0;
 
     if (ev == NULL)
         return 0;
-    ev->kind = EV_MESSAGE;
-    ev->epoch = conn->epoch;
     ev->topic = malloc(tlen + 1);
     ev->payload = malloc(plen + 1);
     if (ev->topic == NULL || ev->payload == NULL)
@@ -145,20 +127,9 @@ static int on_message(void *context, char *topic, int topic_len, MQTTAsync_messa
         memcpy(ev->payload, m->payload, plen);
     ev->payload[plen] = '\0';
     ev->len = plen;
-    if (conn->c->mqtt_version >= 5) {
-        MQTTProperty *p =
-            MQTTProperties_getProperty(&m->properties, MQTTPROPERTY_CODE_CORRELATION_DATA);
-        if (p != NULL && p->value.data.len >= 0) {
-            size_t clen = (size_t)p->value.data.len;
-            if ((ev->corr = malloc(clen + 1)) == NULL)
-                goto fail;
-            memcpy(ev->corr, p->value.data.data, clen);
-            ev->corr[clen] = '\0';
-        }
-    }
     MQTTAsync_freeMessage(&m);
     MQTTAsync_free(topic);
-    chat_post(conn->c, ev);
+    chat_queue_post(ctx->queue, ev);
     return 1;
 
 fail:
@@ -166,17 +137,17 @@ fail:
     return 0;
 }
 
-/* A publish or subscribe of conn finished. */
-static void done(struct chat_conn *conn, int token, bool ok, int code)
+/* A publish or subscribe of ctx's handle finished. */
+static void done(struct chat_paho_ctx *ctx, int token, bool ok, int code)
 {
-    struct event *ev = new_event(conn, EV_DONE);
+    struct event *ev = new_event(ctx, EV_DONE);
 
     if (ev == NULL)
         return;
     ev->token = token;
     ev->ok = ok;
     ev->code = code;
-    chat_post(conn->c, ev);
+    chat_queue_post(ctx->queue, ev);
 }
 
 static void on_done_ok(void *context, MQTTAsync_successData *r)
@@ -206,42 +177,49 @@ static void on_done_fail5(void *context, MQTTAsync_failureData5 *r)
 }
 
 /* ---------------------------------------------------------------------------
- * Operations (dispatcher thread, mu not held)
+ * Operations (dispatcher thread, the queue's mutex not held)
  * ------------------------------------------------------------------------- */
 
-int chat_paho_open(chat_client *c, uint32_t epoch, int timeout_ms)
+void chat_paho_init(chat_paho *p, const struct chat_paho_cfg *cfg)
+{
+    memset(p, 0, sizeof *p);
+    p->cfg = *cfg;
+}
+
+int chat_paho_open(chat_paho *p, int timeout_ms)
 {
     MQTTAsync_createOptions co = MQTTAsync_createOptions_initializer;
     MQTTAsync_connectOptions v3 = MQTTAsync_connectOptions_initializer;
     MQTTAsync_connectOptions v5 = MQTTAsync_connectOptions_initializer5;
-    MQTTAsync_connectOptions *o = c->mqtt_version >= 5 ? &v5 : &v3;
-    struct chat_conn *conn;
+    MQTTAsync_connectOptions *o = p->cfg.version >= 5 ? &v5 : &v3;
+    struct chat_paho_ctx *ctx;
     int rc;
 
-    assert(c->mqtt == NULL && c->conn == NULL);
-    if ((conn = calloc(1, sizeof *conn)) == NULL)
+    assert(p->mqtt == NULL && p->ctx == NULL);
+    p->epoch++;
+    if ((ctx = calloc(1, sizeof *ctx)) == NULL)
         return MQTTASYNC_FAILURE;
-    conn->c = c;
-    conn->epoch = epoch;
-    co.MQTTVersion = c->mqtt_version >= 5 ? MQTTVERSION_5 : MQTTVERSION_DEFAULT;
+    ctx->queue = p->cfg.queue;
+    ctx->epoch = p->epoch;
+    co.MQTTVersion = p->cfg.version >= 5 ? MQTTVERSION_5 : MQTTVERSION_DEFAULT;
     co.sendWhileDisconnected = 0;
-    rc = MQTTAsync_createWithOptions(&c->mqtt, c->uri, c->client_id, MQTTCLIENT_PERSISTENCE_NONE,
-                                     NULL, &co);
+    rc = MQTTAsync_createWithOptions(&p->mqtt, p->cfg.uri, p->cfg.client_id,
+                                     MQTTCLIENT_PERSISTENCE_NONE, NULL, &co);
     if (rc != MQTTASYNC_SUCCESS) {
-        c->mqtt = NULL;
-        free(conn);
+        p->mqtt = NULL;
+        free(ctx);
         return rc;
     }
-    c->conn = conn;
-    rc = MQTTAsync_setCallbacks(c->mqtt, conn, on_connection_lost, on_message, NULL);
-    if (rc == MQTTASYNC_SUCCESS && c->mqtt_version >= 5)
-        rc = MQTTAsync_setDisconnected(c->mqtt, conn, on_server_disconnect);
+    p->ctx = ctx;
+    rc = MQTTAsync_setCallbacks(p->mqtt, ctx, on_connection_lost, on_message, NULL);
+    if (rc == MQTTASYNC_SUCCESS && p->cfg.version >= 5)
+        rc = MQTTAsync_setDisconnected(p->mqtt, ctx, on_server_disconnect);
     if (rc != MQTTASYNC_SUCCESS)
         return rc;
-    o->keepAliveInterval = c->keepalive_s;
+    o->keepAliveInterval = p->cfg.keepalive_s;
     /* Clean sessions: the plugin's cursors are the session that matters, and
      * every connect resubscribes, which starts the catch-up. */
-    if (c->mqtt_version >= 5) {
+    if (p->cfg.version >= 5) {
         o->cleanstart = 1;
         o->onSuccess5 = on_connect_ok5;
         o->onFailure5 = on_connect_fail5;
@@ -252,100 +230,153 @@ int chat_paho_open(chat_client *c, uint32_t epoch, int timeout_ms)
         o->onFailure = on_connect_fail;
         o->MQTTVersion = MQTTVERSION_3_1_1;
     }
-    o->context = conn;
-    o->username = c->username;
-    o->password = c->password;
+    o->context = ctx;
+    o->username = p->cfg.username;
+    o->password = p->cfg.password;
     o->connectTimeout = timeout_ms > 1000 ? (timeout_ms + 999) / 1000 : 1;
     o->retryInterval = 0;
-    o->automaticReconnect = 0; /* see the top of this file */
-    return MQTTAsync_connect(c->mqtt, o);
+    o->automaticReconnect = 0; /* see paho.h */
+    return MQTTAsync_connect(p->mqtt, o);
 }
 
-void chat_paho_close(chat_client *c)
+void chat_paho_set_up(chat_paho *p, bool up)
 {
-    if (c->mqtt != NULL)
-        MQTTAsync_destroy(&c->mqtt); /* may call back: events of this epoch */
-    c->mqtt = NULL;
-    free(c->conn); /* no callback can use it any more */
-    c->conn = NULL;
+    p->up = up;
 }
 
-int chat_paho_disconnect(chat_client *c, int timeout_ms)
+bool chat_paho_up(const chat_paho *p)
+{
+    return p->up;
+}
+
+bool chat_paho_connected(const chat_paho *p)
+{
+    return p->mqtt != NULL && MQTTAsync_isConnected(p->mqtt);
+}
+
+uint32_t chat_paho_epoch(const chat_paho *p)
+{
+    return p->epoch;
+}
+
+void chat_paho_close(chat_paho *p)
+{
+    if (p->mqtt != NULL)
+        MQTTAsync_destroy(&p->mqtt); /* may call back: events of this epoch */
+    p->mqtt = NULL;
+    free(p->ctx); /* no callback can use it any more */
+    p->ctx = NULL;
+    p->up = false;
+    p->nops = 0;
+    p->epoch++; /* late news of the handle is stale */
+}
+
+void chat_paho_free(chat_paho *p)
+{
+    chat_paho_close(p);
+    free(p->ops);
+    p->ops = NULL;
+    p->cap_ops = 0;
+}
+
+int chat_paho_disconnect(chat_paho *p, int timeout_ms)
 {
     MQTTAsync_disconnectOptions o = MQTTAsync_disconnectOptions_initializer;
 
-    if (c->mqtt == NULL)
+    if (p->mqtt == NULL)
         return MQTTASYNC_DISCONNECTED;
     o.timeout = timeout_ms;
-    o.context = c->conn;
-    if (c->mqtt_version >= 5) {
+    o.context = p->ctx;
+    if (p->cfg.version >= 5) {
         o.onSuccess5 = on_disconnect_done5;
         o.onFailure5 = on_disconnect_fail5;
     } else {
         o.onSuccess = on_disconnect_done;
         o.onFailure = on_disconnect_fail;
     }
-    return MQTTAsync_disconnect(c->mqtt, &o);
+    return MQTTAsync_disconnect(p->mqtt, &o);
 }
 
-/* Sets Paho's completion callbacks (or none). */
-static void set_callbacks(const chat_client *c, MQTTAsync_responseOptions *ro, bool track)
+/* Sets Paho's completion callbacks for a tracked operation, after making
+ * room to record it (so that recording cannot fail once it is sent). */
+static bool track_start(chat_paho *p, MQTTAsync_responseOptions *ro, const struct chat_op *track)
 {
-    if (!track)
-        return;
-    ro->context = c->conn;
-    if (c->mqtt_version >= 5) {
+    if (track == NULL)
+        return true;
+    if (p->nops == p->cap_ops) {
+        size_t cap = p->cap_ops ? p->cap_ops * 2 : 64;
+        struct chat_op *ops = realloc(p->ops, cap * sizeof *ops);
+        if (ops == NULL)
+            return false;
+        p->ops = ops;
+        p->cap_ops = cap;
+    }
+    ro->context = p->ctx;
+    if (p->cfg.version >= 5) {
         ro->onSuccess5 = on_done_ok5;
         ro->onFailure5 = on_done_fail5;
     } else {
         ro->onSuccess = on_done_ok;
         ro->onFailure = on_done_fail;
     }
+    return true;
 }
 
-int chat_paho_publish(chat_client *c, const char *topic, const void *payload, size_t len, int qos,
-                      bool track, const char *corr, int *token)
+/* Records a tracked operation that Paho accepted. */
+static void track_end(chat_paho *p, const MQTTAsync_responseOptions *ro,
+                      const struct chat_op *track)
+{
+    if (track == NULL)
+        return;
+    p->ops[p->nops] = *track;
+    p->ops[p->nops].token = ro->token;
+    p->nops++;
+}
+
+int chat_paho_publish(chat_paho *p, const char *topic, const void *payload, size_t len, int qos,
+                      const struct chat_op *track)
 {
     MQTTAsync_responseOptions ro = MQTTAsync_responseOptions_initializer;
     MQTTAsync_message msg = MQTTAsync_message_initializer;
     int rc;
 
-    if (c->mqtt == NULL)
+    if (p->mqtt == NULL)
         return MQTTASYNC_DISCONNECTED;
-    if (len > (size_t)INT32_MAX)
-        return MQTTASYNC_FAILURE; /* never: payloads are far smaller */
-    set_callbacks(c, &ro, track);
+    if (len > (size_t)INT32_MAX || !track_start(p, &ro, track))
+        return MQTTASYNC_FAILURE; /* payloads are far smaller; out of memory */
     msg.payload = (void *)payload;
     msg.payloadlen = (int)len;
     msg.qos = qos;
     msg.retained = 0;
-    if (corr != NULL && c->mqtt_version >= 5) {
-        MQTTProperty p;
-        memset(&p, 0, sizeof p);
-        p.identifier = MQTTPROPERTY_CODE_CORRELATION_DATA;
-        p.value.data.data = (char *)corr;
-        p.value.data.len = (int)strlen(corr);
-        if (MQTTProperties_add(&msg.properties, &p) != 0) {
-            MQTTProperties_free(&msg.properties);
-            return MQTTASYNC_FAILURE;
-        }
-    }
-    rc = MQTTAsync_sendMessage(c->mqtt, topic, &msg, &ro);
-    MQTTProperties_free(&msg.properties);
-    if (token != NULL)
-        *token = ro.token;
+    rc = MQTTAsync_sendMessage(p->mqtt, topic, &msg, &ro);
+    if (rc == MQTTASYNC_SUCCESS)
+        track_end(p, &ro, track);
     return rc;
 }
 
-int chat_paho_subscribe(chat_client *c, const char *topic, int qos, int *token)
+int chat_paho_subscribe(chat_paho *p, const char *topic, int qos, const struct chat_op *track)
 {
     MQTTAsync_responseOptions ro = MQTTAsync_responseOptions_initializer;
     int rc;
 
-    if (c->mqtt == NULL)
+    if (p->mqtt == NULL)
         return MQTTASYNC_DISCONNECTED;
-    set_callbacks(c, &ro, true);
-    rc = MQTTAsync_subscribe(c->mqtt, topic, qos, &ro);
-    *token = ro.token;
+    if (!track_start(p, &ro, track))
+        return MQTTASYNC_FAILURE;
+    rc = MQTTAsync_subscribe(p->mqtt, topic, qos, &ro);
+    if (rc == MQTTASYNC_SUCCESS)
+        track_end(p, &ro, track);
     return rc;
+}
+
+bool chat_paho_take(chat_paho *p, int token, struct chat_op *out)
+{
+    for (size_t i = 0; i < p->nops; i++) {
+        if (p->ops[i].token != token)
+            continue;
+        *out = p->ops[i];
+        p->ops[i] = p->ops[--p->nops];
+        return true;
+    }
+    return false;
 }

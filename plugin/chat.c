@@ -6,38 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool chat_admit(struct chat_plugin *pl, const struct mosquitto *client, const char *group,
-                bool join, const char **why)
-{
-    char buf[CHAT_MEMBER_BUF];
-    const char *member = chat_member(pl, client, buf, why);
-    const char *user = mosquitto_client_username(client);
-    uint64_t joined = 0;
-    bool found = false;
-
-    if (!member) {
-        return false;
-    }
-    if (!pl->cfg.open_groups && !(user && user[0])) {
-        *why = "closed groups admit only clients with a username";
-        return false;
-    }
-    chat_err rc = chat_store_member_get(pl->store, group, member, &joined, &found);
-    if (rc == CHAT_OK && !found && join && pl->cfg.open_groups) {
-        rc = chat_store_member_add(pl->store, group, member, &joined);
-        found = rc == CHAT_OK;
-    }
-    if (rc != CHAT_OK) {
-        chat_log_store_error(pl, rc, "membership of %s in %s", member, group);
-        *why = "storage error";
-        return false;
-    }
-    if (!found) {
-        *why = "not a member of the group";
-    }
-    return found;
-}
-
 int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char *group, uint64_t id,
                    bool join, uint64_t *now, const char **why)
 {
@@ -52,13 +20,17 @@ int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char 
     chat_err rc = chat_store_cursor_advance(pl->store, group, member, device, id, &cursor);
     if (rc != CHAT_OK) {
         chat_log_store_error(pl, rc, "ack of %s in %s", device, group);
+        /* The device holds what it acked even if the store cannot say so
+         * (a full disk): its catch-up goes on; after a reconnect it resumes
+         * from the stored cursor, and shows nothing twice (ids). */
+        chat_replay_acked(pl, client, group, id);
         *why = "storage error";
         return MOSQ_ERR_UNKNOWN;
     }
     if (now) {
         *now = cursor;
     }
-    chat_replay_acked(pl, device, group, cursor);
+    chat_replay_acked(pl, client, group, cursor);
     return MOSQ_ERR_SUCCESS;
 }
 
@@ -236,47 +208,6 @@ int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev)
     return kind == CHAT_TOPIC_ACK ? on_ack_message(pl, ev, group) : on_group_message(pl, ev, group);
 }
 
-static bool is_member(struct chat_plugin *pl, const struct mosquitto *client, const char *group)
-{
-    char buf[CHAT_MEMBER_BUF];
-    const char *why = NULL;
-    const char *member = chat_member(pl, client, buf, &why);
-    uint64_t joined = 0;
-    bool found = false;
-    return member && chat_store_member_get(pl->store, group, member, &joined, &found) == CHAT_OK &&
-           found;
-}
-
-bool chat_may_read(struct chat_plugin *pl, struct mosquitto *client, const char *group,
-                   const char **why)
-{
-    char topic[CHAT_GROUP_MAX + 256];
-    if (pl->cfg.acl_mode == CHAT_ACL_ALLOW || pl->cfg.read_check == CHAT_READ_MEMBERS) {
-        return true;
-    }
-    if (!pl->broker_acl_check) {
-        *why = "history is unavailable: this broker cannot tell mosquitto-chat whether you may "
-               "read the group (see plugin_opt_read_check)";
-        return false;
-    }
-    snprintf(topic, sizeof(topic), "%s/%s", pl->cfg.topic_prefix, group);
-    /* The questions a subscription to the group and each live delivery on
-     * it would put to the broker's access checks (dynamic-security answers
-     * them apart; acl_file in 2.0 allows every subscription and checks
-     * reads); on_acl stands aside while we ask. */
-    pl->probing = true;
-    int rc = pl->broker_acl_check(client, topic, 0, NULL, 0, false, MOSQ_ACL_SUBSCRIBE);
-    if (rc == MOSQ_ERR_SUCCESS) {
-        rc = pl->broker_acl_check(client, topic, 0, NULL, 0, false, MOSQ_ACL_READ);
-    }
-    pl->probing = false;
-    if (rc != MOSQ_ERR_SUCCESS) {
-        *why = "the broker does not let you read this group";
-        return false;
-    }
-    return true;
-}
-
 /* Strips "$share/<name>/" from a subscription filter. */
 static const char *unshare(const char *filter, bool *shared)
 {
@@ -332,7 +263,7 @@ static int on_subscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check *
      * to the broker's read check of each live message, and joins when the
      * broker accepts its first publish or ack to the group. */
     bool final = pl->cfg.acl_mode == CHAT_ACL_ALLOW;
-    if (!final && pl->cfg.open_groups && !is_member(pl, ev->client, group)) {
+    if (!final && pl->cfg.open_groups && !chat_is_member(pl, ev->client, group)) {
         const char *unused = NULL;
         bool readable = pl->broker_acl_check && pl->cfg.read_check == CHAT_READ_BROKER &&
                         chat_may_read(pl, ev->client, group, &unused);
@@ -429,7 +360,7 @@ static int on_read(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev, i
     if (!is_stored_envelope(pl, group, ev->payload, ev->payloadlen)) {
         return MOSQ_ERR_ACL_DENIED;
     }
-    if (is_member(pl, ev->client, group)) {
+    if (chat_is_member(pl, ev->client, group)) {
         return pass;
     }
     const char *id = mosquitto_client_id(ev->client);

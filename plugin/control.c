@@ -13,105 +13,6 @@
 #define MAX_REQUEST CHAT_PROTO_REQUEST_MAX
 #define MAX_WORK 20000u /* store records one request may visit */
 
-/* Publishes b to client_id alone, on topic (NULL: the response topic),
- * with MQTT 5 correlation data when corr is not NULL. */
-static void send_to(struct chat_plugin *pl, const char *client_id, const char *topic,
-                    const void *corr, uint16_t corr_len, sbuf *b)
-{
-    size_t len = 0;
-    mosquitto_property *props = NULL;
-    char *payload = sbuf_take(b, &len);
-    if (!payload) {
-        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: out of memory answering %s", client_id);
-        return;
-    }
-    if (corr && mosquitto_property_add_binary(&props, MQTT_PROP_CORRELATION_DATA, corr, corr_len)) {
-        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: out of memory answering %s", client_id);
-        mosquitto_free(payload);
-        return;
-    }
-    int rc = mosquitto_broker_publish(client_id, topic ? topic : CHAT_RESPONSE_TOPIC, (int)len,
-                                      payload, pl->cfg.page_qos, false, props);
-    if (rc != MOSQ_ERR_SUCCESS) {
-        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: cannot answer %s: error %d", client_id,
-                             rc);
-        mosquitto_free(payload);
-        mosquitto_property_free_all(&props);
-    }
-}
-
-void chat_send(struct chat_plugin *pl, const char *client_id, sbuf *b)
-{
-    send_to(pl, client_id, NULL, NULL, 0, b);
-}
-
-void chat_entry_error(sbuf *b, const char *cmd, const char *group, const char *cid, const char *why)
-{
-    sbuf_puts(b, "{\"command\":");
-    sbuf_json_str(b, cmd);
-    if (group) {
-        sbuf_puts(b, ",\"group\":");
-        sbuf_json_str(b, group);
-    }
-    if (cid) {
-        sbuf_puts(b, ",\"cid\":");
-        sbuf_json_str(b, cid);
-    }
-    sbuf_puts(b, ",\"error\":");
-    sbuf_json_str(b, why);
-    sbuf_add(b, "}", 1);
-}
-
-size_t chat_answer_cap(const struct chat_config *cfg)
-{
-    /* Room for one page of page_bytes, whose last envelope may overshoot it
-     * by one envelope of up to 6 x max_payload (escaping), and the rest. */
-    size_t page = cfg->page_bytes + 6 * cfg->max_payload + 16384;
-    return page > (1u << 20) ? page : (1u << 20);
-}
-
-/* Sends an answer to client_id through its budget (see chat_budget_check):
- * b is sent whole when the budget allows, replaced by a short error when
- * the client is over it, dropped (and b freed) past that. */
-static void answer(struct chat_plugin *pl, const char *client_id, const char *topic,
-                   const void *corr, uint16_t corr_len, sbuf *b)
-{
-    switch (chat_budget_check(pl, client_id)) {
-    case CHAT_BUDGET_OK:
-        break;
-    case CHAT_BUDGET_SLOW_DOWN:
-        sbuf_free(b);
-        sbuf_puts(b, "{\"responses\":[");
-        chat_entry_error(b, "request", NULL, NULL,
-                         "too many requests: answers to one client are limited to about 1 MiB "
-                         "per second; wait and retry");
-        sbuf_puts(b, "]}");
-        break;
-    case CHAT_BUDGET_DROP:
-        sbuf_free(b);
-        return;
-    }
-    chat_budget_spend(pl, client_id, b->len);
-    send_to(pl, client_id, topic, corr, corr_len, b);
-}
-
-void chat_respond_error(struct chat_plugin *pl, const struct mosquitto *client, const char *cmd,
-                        const char *group, const char *cid, const char *why)
-{
-    const char *id = mosquitto_client_id(client);
-    sbuf b = {0};
-
-    mosquitto_log_printf(MOSQ_LOG_NOTICE, "mosquitto-chat: %s from %s refused: %s%s%s", cmd,
-                         id ? id : "?", why, group ? " in group " : "", group ? group : "");
-    if (!id) {
-        return;
-    }
-    sbuf_puts(&b, "{\"responses\":[");
-    chat_entry_error(&b, cmd, group, cid, why);
-    sbuf_puts(&b, "]}");
-    answer(pl, id, NULL, NULL, 0, &b);
-}
-
 /* One command being answered. */
 struct req {
     struct chat_plugin *pl;
@@ -313,14 +214,32 @@ struct sync_walk {
     chat_err rc;
 };
 
+/* Where the device's delivery in group stands, as chat_store_cursor_start
+ * would start it, without writing a cursor: a client that only counts its
+ * unread messages (sync without replay, from a new client id each time)
+ * must not leave a key per group behind. */
+static chat_err cursor_peek(struct req *r, const char *group, uint64_t joined, uint64_t *acked)
+{
+    bool found = false;
+    uint64_t best = 0;
+    chat_err rc = chat_store_cursor_get(r->pl->store, group, r->member, r->device, acked, &found);
+    if (rc != CHAT_OK || found) {
+        return rc;
+    }
+    *acked = joined;
+    rc = chat_store_cursor_max(r->pl->store, group, r->member, &best, &found);
+    if (rc == CHAT_OK && found && best > *acked) {
+        *acked = best;
+    }
+    return rc;
+}
+
 static int sync_group(void *ctx, const char *group, uint64_t joined)
 {
     struct sync_walk *w = ctx;
     struct req *r = w->r;
     uint64_t head = 0, acked = 0;
-    bool found = false;
     const char *why = NULL;
-    (void)joined;
 
     if (w->after && strcmp(group, w->after) <= 0) {
         return 0;
@@ -336,7 +255,8 @@ static int sync_group(void *ctx, const char *group, uint64_t joined)
     if (!chat_may_read(r->pl, r->client, group, &why)) {
         return 0;
     }
-    w->rc = chat_store_cursor_start(r->pl->store, group, r->member, r->device, &acked, &found);
+    /* Only a catch-up that starts writes the device's cursor. */
+    w->rc = cursor_peek(r, group, joined, &acked);
     if (w->rc == CHAT_OK) {
         w->rc = chat_store_head(r->pl->store, group, &head);
     }
@@ -393,7 +313,7 @@ static void cmd_sync(struct req *r, const cJSON *c)
     sbuf_json_str(r->out, chat_store_incarnation(r->pl->store));
     sbuf_puts(r->out, ",\"groups\":[");
     chat_err rc = chat_store_member_groups(r->pl->store, r->member, sync_group, &w);
-    if (w.rc != CHAT_OK || (rc != CHAT_OK && !w.more)) {
+    if (w.rc != CHAT_OK || rc != CHAT_OK) {
         r->out->len = mark; /* drop the half-written entry */
         storage_ok(r, w.rc != CHAT_OK ? w.rc : rc);
         return;
@@ -557,7 +477,7 @@ int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev)
                                    false);
     sbuf_puts(&out, "{\"responses\":[");
     if (budget == CHAT_BUDGET_SLOW_DOWN) {
-        fail(&r, "too many requests: answers to one client are limited to about 1 MiB per "
+        fail(&r, "too many requests: answers to one client are limited to about 2 MiB per "
                  "second; wait and retry");
         goto done;
     }
@@ -622,8 +542,8 @@ done:
     sbuf_puts(&out, "]}");
     /* Parsing costs the broker's thread as much as answering: the request's
      * bytes draw on the budget too. */
-    chat_budget_spend(pl, device, out.len + ev->payloadlen);
-    send_to(pl, device, reply_topic, corr, corr_len, &out);
+    chat_budget_spend(pl, device, out.len + ev->payloadlen + corr_len);
+    chat_reply_send(pl, device, reply_topic, corr, corr_len, &out);
     free(reply_topic);
     free(corr);
     free(text);

@@ -8,9 +8,9 @@
  *      and fewer than MAX_GONE disconnected peers are kept: its session
  *      keeps its subscriptions at the broker, so live delivery must keep
  *      passing our read check when it comes back without subscribing again.
- *   2. Each pending (client id, group) is both in pl->pending (for the read
- *      check on every delivery) and on its peer's list (to drop them all at
- *      once); at most MAX_PENDING per peer.
+ *   2. A peer's pending groups are a set of group names of its own, at most
+ *      MAX_PENDING: the read check of every delivery finds the peer by client
+ *      id, then the group, and nothing repeats the client id per group.
  *   3. budget <= BUDGET_BYTES; it may fall below zero by at most one answer
  *      (an answer is bounded by chat_answer_cap).
  */
@@ -22,20 +22,13 @@
 
 #define MAX_PENDING 1024u       /* pending subscriptions of one client */
 #define MAX_GONE 10000u         /* disconnected persistent sessions remembered */
-#define BUDGET_BYTES (4u << 20) /* answers one client may have unread at once */
-#define BUDGET_RATE (1u << 20)  /* bytes per second the budget comes back */
+#define BUDGET_BYTES (8u << 20) /* answers one client may have unread at once */
+#define BUDGET_RATE (2u << 20)  /* bytes per second the budget comes back */
 #define ERRORS_PER_SECOND 10u   /* "slow down" answers while over budget */
 #define DROP_LOG_EVERY_MS 10000 /* one log line per client per period */
 
-struct pend {
-    struct pend *next; /* the peer's list */
-    size_t len;
-    char key[]; /* client id, NUL, group (the pl->pending key) */
-};
-
 struct chat_peer {
-    struct pend *pending;
-    unsigned n_pending;
+    chat_hmap *pending; /* group names (values unused), NULL when none */
     bool connected;
     int64_t budget;      /* bytes; see invariant 3 */
     int64_t budget_ms;   /* when budget was last brought up to date */
@@ -50,10 +43,8 @@ struct chat_peer {
 static void peer_free(void *p)
 {
     struct chat_peer *peer = p;
-    while (peer && peer->pending) {
-        struct pend *e = peer->pending;
-        peer->pending = e->next;
-        free(e);
+    if (peer) {
+        chat_hmap_destroy(peer->pending, NULL);
     }
     free(peer);
 }
@@ -61,15 +52,13 @@ static void peer_free(void *p)
 bool chat_peers_init(struct chat_plugin *pl)
 {
     pl->peers = chat_hmap_create();
-    pl->pending = chat_hmap_create();
-    return pl->peers && pl->pending;
+    return pl->peers != NULL;
 }
 
 void chat_peers_free(struct chat_plugin *pl)
 {
-    chat_hmap_destroy(pl->pending, NULL);
     chat_hmap_destroy(pl->peers, peer_free);
-    pl->pending = pl->peers = NULL;
+    pl->peers = NULL;
 }
 
 static struct chat_peer *peer_get(struct chat_plugin *pl, const char *client_id, bool create)
@@ -99,35 +88,20 @@ static struct chat_peer *peer_get(struct chat_plugin *pl, const char *client_id,
     return p;
 }
 
-static size_t pending_key(char *buf, const char *client_id, const char *group)
-{
-    size_t a = strlen(client_id), b = strlen(group);
-    memcpy(buf, client_id, a + 1);
-    memcpy(buf + a + 1, group, b);
-    return a + 1 + b;
-}
-
 bool chat_pending_has(struct chat_plugin *pl, const char *client_id, const char *group)
 {
-    char key[CHAT_MEMBER_BUF + CHAT_GROUP_MAX + 2];
-    if (strlen(client_id) > CHAT_STORE_MAX_NAME) {
-        return false;
-    }
-    return chat_hmap_get(pl->pending, key, pending_key(key, client_id, group)) != NULL;
+    struct chat_peer *p = peer_get(pl, client_id, false);
+    return p && p->pending && chat_hmap_get(p->pending, group, strlen(group)) != NULL;
 }
 
 void chat_pending_add(struct chat_plugin *pl, const char *client_id, const char *group)
 {
-    char key[CHAT_MEMBER_BUF + CHAT_GROUP_MAX + 2];
-    if (strlen(client_id) > CHAT_STORE_MAX_NAME) {
-        return;
-    }
-    size_t len = pending_key(key, client_id, group);
     struct chat_peer *p = peer_get(pl, client_id, true);
-    if (!p || chat_hmap_get(pl->pending, key, len)) {
+    size_t len = strlen(group);
+    if (!p || (p->pending && chat_hmap_get(p->pending, group, len))) {
         return;
     }
-    if (p->n_pending >= MAX_PENDING) {
+    if (p->pending && chat_hmap_count(p->pending) >= MAX_PENDING) {
         /* Fails closed: live messages of that group do not reach it. */
         mosquitto_log_printf(MOSQ_LOG_NOTICE,
                              "mosquitto-chat: %s subscribed to more than %u groups it is not a "
@@ -135,48 +109,23 @@ void chat_pending_add(struct chat_plugin *pl, const char *client_id, const char 
                              client_id, MAX_PENDING, group);
         return;
     }
-    struct pend *e = malloc(sizeof(*e) + len);
-    if (!e) {
+    if (!p->pending && !(p->pending = chat_hmap_create())) {
         return;
     }
-    e->len = len;
-    memcpy(e->key, key, len);
-    if (!chat_hmap_put(pl->pending, e->key, len, e, NULL)) {
-        free(e);
-        return;
-    }
-    e->next = p->pending;
-    p->pending = e;
-    p->n_pending++;
+    /* Any non-NULL value marks the group. */
+    (void)chat_hmap_put(p->pending, group, len, p, NULL);
 }
 
 void chat_pending_remove(struct chat_plugin *pl, const char *client_id, const char *group)
 {
-    char key[CHAT_MEMBER_BUF + CHAT_GROUP_MAX + 2];
-    if (strlen(client_id) > CHAT_STORE_MAX_NAME) {
-        return;
-    }
-    size_t len = pending_key(key, client_id, group);
     struct chat_peer *p = peer_get(pl, client_id, false);
-    if (!p || !chat_hmap_remove(pl->pending, key, len)) {
-        return;
-    }
-    for (struct pend **pp = &p->pending; *pp; pp = &(*pp)->next) {
-        if ((*pp)->len == len && !memcmp((*pp)->key, key, len)) {
-            struct pend *e = *pp;
-            *pp = e->next;
-            free(e);
-            p->n_pending--;
-            break;
-        }
+    if (p && p->pending) {
+        (void)chat_hmap_remove(p->pending, group, strlen(group));
     }
 }
 
 static void peer_remove(struct chat_plugin *pl, struct chat_peer *p)
 {
-    for (struct pend *e = p->pending; e; e = e->next) {
-        chat_hmap_remove(pl->pending, e->key, e->len);
-    }
     if (!p->connected) {
         pl->gone_peers--;
     }
@@ -191,7 +140,8 @@ void chat_peer_disconnected(struct chat_plugin *pl, const struct mosquitto *clie
     if (!p || !p->connected) {
         return;
     }
-    bool keep = !mosquitto_client_clean_session(client) && p->pending && pl->gone_peers < MAX_GONE;
+    bool keep = !mosquitto_client_clean_session(client) && p->pending &&
+                chat_hmap_count(p->pending) > 0 && pl->gone_peers < MAX_GONE;
     if (!keep) {
         peer_remove(pl, p);
         return;

@@ -22,31 +22,6 @@ static int on_control(int event, void *event_data, void *userdata)
     return chat_on_control(userdata, event_data);
 }
 
-void chat_chores(struct chat_plugin *pl)
-{
-    if (pl->cfg.fsync == CHAT_SYNC_BATCH) {
-        chat_err rc = chat_store_sync_async(pl->store);
-        if (rc != CHAT_OK) {
-            chat_log_store_error(pl, rc, "store sync");
-        }
-    }
-    time_t now = time(NULL);
-    chat_replay_tick(pl, now);
-    chat_retention_tick(pl, now);
-}
-
-void chat_chores_without_ticks(struct chat_plugin *pl)
-{
-    if (pl->ticks_seen) {
-        return;
-    }
-    int64_t now = chat_now_ms();
-    if (now - pl->last_chores_ms >= 200) {
-        pl->last_chores_ms = now;
-        chat_chores(pl);
-    }
-}
-
 static int on_tick(int event, void *event_data, void *userdata)
 {
     struct chat_plugin *pl = userdata;
@@ -83,6 +58,17 @@ static int on_reload(int event, void *event_data, void *userdata)
     (void)event_data;
     chat_broker_scan(&bc);
     chat_config_apply_broker(&pl->cfg, &bc, true);
+    /* Only ever tighten: the broker keeps its old configuration when it
+     * refuses the new one (an unknown option, a missing file), and nothing
+     * tells us whether it did. A removed acl_file takes effect for us at the
+     * next start. */
+    if (before == CHAT_ACL_DEFER && pl->cfg.acl_mode == CHAT_ACL_ALLOW) {
+        pl->cfg.acl_mode = CHAT_ACL_DEFER;
+        mosquitto_log_printf(MOSQ_LOG_NOTICE,
+                             "mosquitto-chat: after reload the configuration names no other "
+                             "access checker; mosquitto-chat keeps deferring until restarted");
+    }
+    pl->cfg.names_verified = pl->cfg.names_verified || names_before;
     if (pl->cfg.acl_mode != before || pl->cfg.names_verified != names_before) {
         mosquitto_log_printf(MOSQ_LOG_NOTICE,
                              "mosquitto-chat: after reload, access checks: %s; members without "
@@ -180,11 +166,7 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
     if (!chat_peers_init(pl) || !chat_replay_init(pl)) {
         goto fail;
     }
-    chat_store_opts so = CHAT_STORE_OPTS_INIT;
-    so.sync = pl->cfg.fsync;
-    /* Tests fake a reboot (see chat_store_recovered) with another boot id. */
-    so.boot_id = getenv("MOSQUITTO_CHAT_TEST_BOOT_ID");
-    chat_err err = chat_store_open_opts(pl->cfg.db_path, &so, &pl->store, &errmsg);
+    chat_err err = chat_storage_open(pl, &errmsg);
     if (err != CHAT_OK) {
         mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: cannot open store \"%s\": %s",
                              pl->cfg.db_path, errmsg ? errmsg : chat_strerror(err));

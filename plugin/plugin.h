@@ -5,6 +5,20 @@
  * Mosquitto callback; none may block for long, since a slow call stalls every
  * client of the broker.
  *
+ * Modules, each calling only those listed after it (no circles; see
+ * tests/unit for the checks of each):
+ *   plugin.c     the entry points and the dispatch of broker events
+ *   control.c    requests on $CONTROL/chat/v1
+ *   chat.c       the chat topics: publishes, acks, access checks
+ *   chores.c     periodic work: fsync batch, replay timeouts, retention
+ *   replay.c     catch-up pages with a window of pages in flight
+ *   retention.c  deleting old messages in bounded steps
+ *   access.c     membership, and the broker's answer on read rights
+ *   reply.c      everything sent to a client, and the page writer
+ *   peers.c      per client id: pending subscriptions, answer budgets
+ *   envelope.c, names.c, config.c, hmap.c, sbuf.c, util.c, then proto/ and
+ *   store/
+ *
  * Ownership: one struct chat_plugin lives from mosquitto_plugin_init to
  * mosquitto_plugin_cleanup and owns the store, the options and the replay
  * state of every connected device. Memory handed to the broker comes from
@@ -100,11 +114,12 @@ struct chat_plugin {
     chat_store *store;
     chat_hmap *devices;  /* client id -> struct chat_device: catch-ups running (replay.c) */
     chat_hmap *peers;    /* client id -> struct chat_peer (peers.c) */
-    chat_hmap *pending;  /* client id NUL group -> pending subscription (peers.c) */
     unsigned gone_peers; /* peers kept for disconnected persistent sessions */
     chat_acl_check_fn broker_acl_check; /* NULL when the broker does not export it */
     bool probing;                       /* inside our own call of broker_acl_check */
     bool ticks_seen;                    /* the broker sends us ticks (see plugin.c) */
+    bool disk_full;        /* the store's disk filled up: see storage.c */
+    time_t disk_next_look; /* when storage.c looks at the disk again */
     int64_t last_chores_ms;             /* housekeeping run from events, without ticks */
     /* The envelope stored last: the deliveries of one publish all read it. */
     char last_group[CHAT_GROUP_MAX + 1];
@@ -195,6 +210,11 @@ int chat_on_acl(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev);
 int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char *group, uint64_t id,
                    bool join, uint64_t *now, const char **why);
 
+/* access.c */
+
+/* True when client is a member of group (no store error). */
+bool chat_is_member(struct chat_plugin *pl, const struct mosquitto *client, const char *group);
+
 /* True when member may use group; joins it first when groups are open and
  * join is set. On refusal *why says why. */
 bool chat_admit(struct chat_plugin *pl, const struct mosquitto *client, const char *group,
@@ -217,7 +237,8 @@ void chat_peers_free(struct chat_plugin *pl);
 /* A subscription to <prefix>/<group> by a non-member, seen while another
  * access checker follows us: it may yet be refused after our answer, so it
  * neither joins nor replays; it only lets live messages through to that
- * client, for the broker's own read check to decide on. */
+ * client, for the broker's own read check to decide on. At most 256 groups
+ * per client; 1000 disconnected persistent sessions keep theirs. */
 bool chat_pending_has(struct chat_plugin *pl, const char *client_id, const char *group);
 void chat_pending_add(struct chat_plugin *pl, const char *client_id, const char *group);
 void chat_pending_remove(struct chat_plugin *pl, const char *client_id, const char *group);
@@ -237,8 +258,15 @@ void chat_budget_spend(struct chat_plugin *pl, const char *client_id, size_t byt
 /* control.c: $CONTROL/chat/v1 */
 int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev);
 
-/* Publishes the response in b (a whole {"responses":[...]} text) to the
- * client with client_id alone, at page_qos; b is emptied. */
+/* reply.c: what the plugin sends a client */
+
+/* Publishes b (a whole {"responses":[...]} text) to client_id alone, on
+ * topic (NULL: the response topic), at page_qos, with MQTT 5 Correlation
+ * Data when corr is not NULL; b is emptied. */
+void chat_reply_send(struct chat_plugin *pl, const char *client_id, const char *topic,
+                     const void *corr, uint16_t corr_len, sbuf *b);
+
+/* chat_reply_send on the response topic, without correlation data. */
 void chat_send(struct chat_plugin *pl, const char *client_id, sbuf *b);
 
 /* Appends an error entry {"command":cmd,"group":group,"cid":cid,"error":why};
@@ -249,6 +277,42 @@ void chat_entry_error(sbuf *b, const char *cmd, const char *group, const char *c
 /* Bytes one request's whole answer may take: a megabyte, or one page and
  * its last envelope when that is more. */
 size_t chat_answer_cap(const struct chat_config *cfg);
+
+/* Writes one page entry into an sbuf as its messages come, so that a replay
+ * splices envelopes straight from the store's iterator into the response. */
+struct chat_page_writer {
+    sbuf *b;
+    uint64_t first, last;
+    size_t count;
+    uint64_t expect;             /* the id the next message must have; 0: any */
+    uint64_t hole_from, hole_to; /* ids found missing (hole_from 0: none) */
+};
+
+/* Starts a page entry {"command":command,"group":group,... in b (with the
+ * command's correlationData when corr is not NULL); the messages follow
+ * through chat_page_add, a chat_msg_fn for the store's scans, which stops
+ * the scan at an id other than w->expect (when set) and records the hole. */
+void chat_page_begin(struct chat_page_writer *w, sbuf *b, const char *command, const char *group,
+                     const char *corr);
+int chat_page_add(void *ctx, uint64_t id, const char *data, size_t len);
+
+/* Ends the entry: "first" and "last" when bounds (a forward page; history
+ * lists newest first and carries none), "head", "more", "truncated" when
+ * set, and the store's incarnation. */
+void chat_page_end(struct chat_page_writer *w, uint64_t head, bool more, bool truncated,
+                   bool bounds, const char *incarnation);
+
+/* A whole page entry at once (fetch, history) from a page read from the
+ * store, as chat_page_begin, chat_page_add and chat_page_end write it. */
+void chat_page_entry(sbuf *b, const char *command, const char *group, const char *corr,
+                     const chat_page *page, uint64_t head, bool more, bool truncated, bool bounds,
+                     const char *incarnation);
+
+/* Sends client_id one entry {"command":"replay","group":group,"id":id,
+ * "error":why} (no id when 0) and logs it: its catch-up of group cannot go
+ * on as it was. */
+void chat_reply_replay_error(struct chat_plugin *pl, const char *client_id, const char *group,
+                             uint64_t id, const char *why);
 
 /* Sends a one-entry error response to client (through its answer budget)
  * and logs it. */
@@ -261,7 +325,7 @@ void chat_respond_error(struct chat_plugin *pl, const struct mosquitto *client, 
 void chat_replay_start(struct chat_plugin *pl, struct mosquitto *client, const char *group);
 
 /* The device's cursor moved to acked: frees window room, sends more. */
-void chat_replay_acked(struct chat_plugin *pl, const char *client_id, const char *group,
+void chat_replay_acked(struct chat_plugin *pl, struct mosquitto *client, const char *group,
                        uint64_t acked);
 
 /* Drops a device's replay state (disconnect, leave). group NULL: all. */
@@ -277,15 +341,6 @@ void chat_replay_tick(struct chat_plugin *pl, time_t now);
 bool chat_replay_init(struct chat_plugin *pl);
 void chat_replay_free_all(struct chat_plugin *pl);
 
-/* Appends a page entry (replay, fetch or history), with the command's
- * correlationData when corr is not NULL: "messages" with the page's
- * envelopes in page order, "first" and "last" when bounds (a forward page;
- * history lists newest first and carries none), "head", "more", and
- * "truncated" when retention removed messages the reader had not seen. */
-void chat_page_entry(sbuf *b, const char *command, const char *group, const char *corr,
-                     const chat_page *page, uint64_t head, bool more, bool truncated, bool bounds,
-                     const char *incarnation);
-
 /* retention.c */
 
 /* Applies retention_count to group, whose head is now head. */
@@ -293,6 +348,18 @@ void chat_retention_count(struct chat_plugin *pl, const char *group, uint64_t he
 
 /* Advances the retention_days sweep by a bounded step; from the tick. */
 void chat_retention_tick(struct chat_plugin *pl, time_t now);
+
+/* storage.c: the store, opened at start and again when a full disk has room */
+
+/* Opens pl->store. A disk already full is not an error: pl->store stays
+ * NULL (every store call fails) until the chores can open it. */
+chat_err chat_storage_open(struct chat_plugin *pl, char **errmsg);
+
+/* A store call failed for why (chat_store_last_error): notes a full disk. */
+void chat_storage_failed(struct chat_plugin *pl, const char *why);
+
+/* From the chores: opens the store again once its full disk has room. */
+void chat_storage_chores(struct chat_plugin *pl, time_t now);
 
 /* util.c */
 
@@ -304,7 +371,7 @@ int64_t chat_now_ms(void);
 void chat_log_store_error(struct chat_plugin *pl, chat_err rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* plugin.c */
+/* chores.c */
 
 /* The periodic work: fsync batch, replay timeouts, retention. From the
  * broker's tick; chat_chores_without_ticks runs it from client events

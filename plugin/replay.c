@@ -9,7 +9,15 @@
  *      outstanding pages are exactly the pages sent whose last id > acked.
  *   3. State exists only for connected devices with something to send; it is
  *      dropped on disconnect and rebuilt from the stored cursor.
- *   4. A device's page_bytes only shrinks while it is connected: a page the
+ *   4. A restart (a new subscribe or sync) sends from the cursor at once,
+ *      within the window: pages already in flight count until acked or until
+ *      replay_timeout, so that a client repeating subscribes cannot make the
+ *      broker queue window after window of pages for it.
+ *   5. Every page asks the broker's read check (chat_may_read) again: a
+ *      right revoked during a catch-up stops it.
+ *   6. A hole in a group's ids (a damaged store) is reported to the device,
+ *      never skipped in silence.
+ *   7. A device's page_bytes only shrinks while it is connected: a page the
  *      device never acknowledges may be over its MQTT 5 Maximum Packet Size
  *      (the broker drops such a packet without telling anyone, and 2.0 does
  *      not show that size to plugins), so every resend after a timeout
@@ -40,6 +48,9 @@ struct replay_group {
 };
 
 struct chat_device {
+    /* The connected client: valid while the device exists, since the
+     * disconnect event drops the device (invariant 3). */
+    struct mosquitto *client;
     char *client_id; /* the key in pl->devices */
     char *member;
     struct replay_group *groups; /* in round robin order */
@@ -113,129 +124,93 @@ static void device_remove(struct chat_plugin *pl, struct chat_device *d)
     device_free(d);
 }
 
-/* Writes one page entry into an sbuf as its messages come, so that a replay
- * splices envelopes straight from the store's iterator into the response. */
-struct page_writer {
-    sbuf *b;
-    uint64_t first, last;
-    size_t count;
+enum send_result {
+    PAGE_SENT,    /* a page went out: it holds a place in the window */
+    NOTHING_LEFT, /* everything up to the target was sent */
+    HOLE_SKIPPED, /* missing ids were reported and passed: try again */
+    NOT_NOW       /* out of memory: the next ack or tick tries again */
 };
 
-static void page_begin(struct page_writer *w, sbuf *b, const char *command, const char *group,
-                       const char *corr)
+/* Sends the next page of g. */
+static enum send_result send_page(struct chat_plugin *pl, struct chat_device *d,
+                                  struct replay_group *g)
 {
-    w->b = b;
-    w->first = w->last = 0;
-    w->count = 0;
-    sbuf_puts(b, "{\"command\":");
-    sbuf_json_str(b, command);
-    sbuf_puts(b, ",\"group\":");
-    sbuf_json_str(b, group);
-    if (corr) {
-        sbuf_puts(b, ",\"correlationData\":");
-        sbuf_json_str(b, corr);
-    }
-    sbuf_puts(b, ",\"messages\":[");
-}
-
-static int page_add(void *ctx, uint64_t id, const char *data, size_t len)
-{
-    struct page_writer *w = ctx;
-    if (w->count++) {
-        sbuf_add(w->b, ",", 1);
-    } else {
-        w->first = id;
-    }
-    w->last = id;
-    sbuf_add(w->b, data, len);
-    return w->b->failed ? 1 : 0;
-}
-
-/* bounds: write first/last (a forward page); a history page, listed newest
- * first, carries only "more". */
-static void page_end(struct page_writer *w, uint64_t head, bool more, bool truncated, bool bounds,
-                     const char *incarnation)
-{
-    sbuf *b = w->b;
-    sbuf_add(b, "]", 1);
-    if (w->count && bounds) {
-        sbuf_puts(b, ",\"first\":");
-        sbuf_u64(b, w->first);
-        sbuf_puts(b, ",\"last\":");
-        sbuf_u64(b, w->last);
-    }
-    sbuf_puts(b, ",\"head\":");
-    sbuf_u64(b, head);
-    sbuf_puts(b, more ? ",\"more\":true" : ",\"more\":false");
-    if (truncated) {
-        sbuf_puts(b, ",\"truncated\":true");
-    }
-    sbuf_puts(b, ",\"incarnation\":");
-    sbuf_json_str(b, incarnation);
-    sbuf_add(b, "}", 1);
-}
-
-void chat_page_entry(sbuf *b, const char *command, const char *group, const char *corr,
-                     const chat_page *page, uint64_t head, bool more, bool truncated, bool bounds,
-                     const char *incarnation)
-{
-    struct page_writer w;
-    page_begin(&w, b, command, group, corr);
-    for (size_t i = 0; i < page->count; i++) {
-        page_add(&w, page->msgs[i].id, page->msgs[i].data, page->msgs[i].len);
-    }
-    page_end(&w, head, more, truncated, bounds, incarnation);
-}
-
-static void replay_error(struct chat_plugin *pl, const char *client_id, const char *group,
-                         uint64_t id, const char *why);
-
-/* Sends the next page of g. Returns false when there is nothing left to
- * send (or the store failed, which the log says). */
-static bool send_page(struct chat_plugin *pl, struct chat_device *d, struct replay_group *g)
-{
-    uint64_t head = 0;
+    uint64_t head = 0, first = 1;
     bool more = false;
     sbuf b = {0};
-    struct page_writer w;
+    struct chat_page_writer w;
+    const char *why = NULL;
 
     if (g->sent >= g->target) {
-        return false;
+        return NOTHING_LEFT;
+    }
+    if (!chat_may_read(pl, d->client, g->group, &why)) {
+        chat_reply_replay_error(pl, d->client_id, g->group, 0, why);
+        g->sent = g->target = g->acked;
+        return NOTHING_LEFT;
     }
     size_t limit = pl->cfg.page_size;
     if (g->target - g->sent < limit) {
         limit = (size_t)(g->target - g->sent);
     }
     sbuf_puts(&b, "{\"responses\":[");
-    page_begin(&w, &b, "replay", g->group, NULL);
+    chat_page_begin(&w, &b, "replay", g->group, NULL);
     chat_err rc = chat_store_head(pl->store, g->group, &head);
     if (rc == CHAT_OK) {
-        rc = chat_store_scan_forward(pl->store, g->group, g->sent, limit, d->page_bytes, page_add,
-                                     &w, &more);
+        rc = chat_store_first(pl->store, g->group, &first);
     }
-    if (rc != CHAT_OK || w.count == 0) {
+    /* Retention may have removed ids the device never acked ("truncated");
+     * any other id missing from first to head is damage. */
+    w.expect = g->sent + 1 > first ? g->sent + 1 : first;
+    if (rc == CHAT_OK) {
+        rc = chat_store_scan_forward(pl->store, g->group, g->sent, limit, d->page_bytes,
+                                     chat_page_add, &w, &more);
+    }
+    if (b.failed) {
         sbuf_free(&b);
-        if (rc != CHAT_OK) {
-            /* A damaged stretch of the store: say so, skip nothing. */
-            chat_log_store_error(pl, rc, "replay of %s to %s", g->group, d->client_id);
-            replay_error(pl, d->client_id, g->group, g->sent + 1,
-                         "storage error: this part of the history cannot be read");
-        }
-        g->sent = g->target;
-        return false;
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: out of memory paging %s to %s",
+                             g->group, d->client_id);
+        return NOT_NOW;
     }
-    /* A gap before the page's first id means retention removed messages
-     * the device never acked. */
-    bool truncated = w.first > g->sent + 1;
-    page_end(&w, head, w.last < head, truncated, true, chat_store_incarnation(pl->store));
-    sbuf_puts(&b, "]}");
-    chat_send(pl, d->client_id, &b);
-
-    g->sent = w.last;
-    assert(g->n_out < WINDOW_MAX && d->inflight < pl->cfg.replay_window);
-    g->outstanding[g->n_out++] = w.last;
-    d->inflight++;
-    return true;
+    if (rc != CHAT_OK && !w.hole_from) {
+        /* A damaged stretch of the store: say so, skip nothing. */
+        sbuf_free(&b);
+        chat_log_store_error(pl, rc, "replay of %s to %s", g->group, d->client_id);
+        chat_reply_replay_error(pl, d->client_id, g->group, g->sent + 1,
+                                "storage error: this part of the history cannot be read");
+        g->sent = g->target;
+        return NOTHING_LEFT;
+    }
+    if (w.count == 0 && !w.hole_from) {
+        sbuf_free(&b);
+        g->sent = g->target;
+        return NOTHING_LEFT;
+    }
+    enum send_result res = HOLE_SKIPPED;
+    if (w.count > 0) {
+        bool truncated = w.first > g->sent + 1;
+        chat_page_end(&w, head, w.last < head, truncated, true, chat_store_incarnation(pl->store));
+        sbuf_puts(&b, "]}");
+        chat_send(pl, d->client_id, &b);
+        g->sent = w.last;
+        assert(g->n_out < WINDOW_MAX && d->inflight < pl->cfg.replay_window);
+        g->outstanding[g->n_out++] = w.last;
+        d->inflight++;
+        res = PAGE_SENT;
+    } else {
+        sbuf_free(&b);
+    }
+    if (w.hole_from) {
+        char msg[200];
+        snprintf(msg, sizeof(msg),
+                 "messages %llu to %llu are missing from the store (damaged): ack past them to "
+                 "go on",
+                 (unsigned long long)w.hole_from, (unsigned long long)w.hole_to);
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: group %s: %s", g->group, msg);
+        chat_reply_replay_error(pl, d->client_id, g->group, w.hole_from, msg);
+        g->sent = w.hole_to;
+    }
+    return res;
 }
 
 /* Fills the device's window, taking groups in turn so that one long backlog
@@ -247,8 +222,15 @@ static bool pump(struct chat_plugin *pl, struct chat_device *d)
     unsigned ngroups = (unsigned)chat_hmap_count(d->by_name);
     while (d->inflight < pl->cfg.replay_window && d->groups && idle < ngroups) {
         struct replay_group *g = d->rr ? d->rr : d->groups;
+        enum send_result res = send_page(pl, d, g);
+        if (res == NOT_NOW) {
+            break;
+        }
+        if (res == HOLE_SKIPPED) {
+            continue; /* the same group again, past the hole */
+        }
         d->rr = g->next;
-        if (send_page(pl, d, g)) {
+        if (res == PAGE_SENT) {
             idle = 0;
         } else if (g->n_out == 0) {
             /* Fully sent and acked: done. Only a group's own ack or its turn
@@ -266,27 +248,8 @@ static bool pump(struct chat_plugin *pl, struct chat_device *d)
     return false;
 }
 
-/* Sends the device one error entry about group: its catch-up cannot go on. */
-static void replay_error(struct chat_plugin *pl, const char *client_id, const char *group,
-                         uint64_t id, const char *why)
-{
-    sbuf b = {0};
-    mosquitto_log_printf(MOSQ_LOG_NOTICE, "mosquitto-chat: catch-up of %s in %s: %s", client_id,
-                         group, why);
-    sbuf_puts(&b, "{\"responses\":[{\"command\":\"replay\",\"group\":");
-    sbuf_json_str(&b, group);
-    if (id) {
-        sbuf_puts(&b, ",\"id\":");
-        sbuf_u64(&b, id);
-    }
-    sbuf_puts(&b, ",\"error\":");
-    sbuf_json_str(&b, why);
-    sbuf_puts(&b, "}]}");
-    chat_send(pl, client_id, &b);
-}
-
-static struct chat_device *device_new(struct chat_plugin *pl, const char *client_id,
-                                      const char *member)
+static struct chat_device *device_new(struct chat_plugin *pl, struct mosquitto *client,
+                                      const char *client_id, const char *member)
 {
     struct chat_device *d = calloc(1, sizeof(*d));
     if (!d || !(d->client_id = strdup(client_id)) || !(d->member = strdup(member)) ||
@@ -296,6 +259,7 @@ static struct chat_device *device_new(struct chat_plugin *pl, const char *client
         return NULL;
     }
     d->page_bytes = pl->cfg.page_bytes;
+    d->client = client;
     return d;
 }
 
@@ -330,10 +294,10 @@ void chat_replay_start(struct chat_plugin *pl, struct mosquitto *client, const c
         if (d) {
             chat_replay_stop(pl, client_id, group);
         }
-        replay_error(pl, client_id, group, 0, why);
+        chat_reply_replay_error(pl, client_id, group, 0, why);
         return;
     }
-    if (!d && !(d = device_new(pl, client_id, member))) {
+    if (!d && !(d = device_new(pl, client, client_id, member))) {
         mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: out of memory");
         return;
     }
@@ -355,26 +319,30 @@ void chat_replay_start(struct chat_plugin *pl, struct mosquitto *client, const c
         }
         d->groups = g;
     }
-    /* A new subscribe or sync restarts from the cursor at once. */
-    d->inflight -= g->n_out;
-    g->n_out = 0;
+    /* A new subscribe or sync restarts from the cursor at once, within the
+     * window (invariant 4). */
+    d->client = client;
     g->acked = cursor;
-    g->sent = cursor;
-    g->target = head;
+    if (g->n_out == 0) {
+        g->sent = cursor;
+    }
+    g->target = head > g->target ? head : g->target;
     d->last_progress = time(NULL);
     mosquitto_log_printf(MOSQ_LOG_DEBUG, "mosquitto-chat: catch-up of %s in %s from %llu to %llu",
                          client_id, group, (unsigned long long)cursor, (unsigned long long)head);
     (void)pump(pl, d);
 }
 
-void chat_replay_acked(struct chat_plugin *pl, const char *client_id, const char *group,
+void chat_replay_acked(struct chat_plugin *pl, struct mosquitto *client, const char *group,
                        uint64_t acked)
 {
-    struct chat_device *d = device_find(pl, client_id);
+    const char *client_id = mosquitto_client_id(client);
+    struct chat_device *d = client_id ? device_find(pl, client_id) : NULL;
     struct replay_group *g = d ? group_find(d, group) : NULL;
     if (!g || acked <= g->acked) {
         return;
     }
+    d->client = client;
     g->acked = acked;
     if (g->sent < acked) {
         g->sent = acked; /* live messages acked beyond the pages sent */
@@ -458,7 +426,7 @@ static bool resend(struct chat_plugin *pl, struct chat_device *d, time_t now)
                      "message %llu was sent alone %u times without an ack: it may be larger than "
                      "this client accepts (MQTT 5 Maximum Packet Size); fetch it or ack past it",
                      (unsigned long long)id, g->stuck);
-            replay_error(pl, d->client_id, g->group, id, why);
+            chat_reply_replay_error(pl, d->client_id, g->group, id, why);
         }
         g->sent = g->acked;
         g->n_out = 0;

@@ -19,7 +19,8 @@ void chat_log_store_error(struct chat_plugin *pl, chat_err rc, const char *fmt, 
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
-    const char *detail = pl->store ? chat_store_last_error(pl->store) : "";
+    const char *detail = pl->store ? chat_store_last_error(pl->store) : "the store is closed";
+    chat_storage_failed(pl, detail);
     mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: %s: %s%s%s%s", what, chat_strerror(rc),
                          detail[0] ? " (" : "", detail, detail[0] ? ")" : "");
 }

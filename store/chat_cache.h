@@ -11,6 +11,10 @@
  *
  * Ownership: keys are copied in; chat_cache_destroy frees everything.
  * Threading: none; the store's one thread owns it.
+ *
+ * Right only while one process writes the store: the LevelDB backend keeps
+ * it exact for its own writes (leveldb/ldb_db.h lists what relies on it). A
+ * backend shared by several processes must not use it as it is.
  */
 #ifndef CHAT_CACHE_H
 #define CHAT_CACHE_H

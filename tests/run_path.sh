@@ -94,8 +94,16 @@ run_once() {
   log "$tag: broker up after $(($(date +%s) - t0)) s (build included)"
   round_trip "$tag"
   [ -d "$dir/data/mosquitto-chat.db" ] || die "no store in $dir/data"
+  # The page the README promises on the websockets listener.
+  timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/9001 && printf "GET / HTTP/1.0\r\n\r\n" >&3 && cat <&3' \
+    >"$WORK/page-$tag.html" 2>/dev/null || true
+  grep -q 'aria-label="Message"' "$WORK/page-$tag.html" || die "no chat page on 127.0.0.1:9001"
+  log "$tag: the chat page is served on 127.0.0.1:9001"
   if [ "$(id -u)" -eq 0 ]; then
     local owner want=mosquitto
+    # A checkout the broker's user cannot reach keeps the broker root (see
+    # scripts/run): then the store is root's.
+    grep -q "the broker stays root" "$WORK/run-$tag.log" && want=root
     owner=$(find "$dir/data/mosquitto-chat.db" -mindepth 1 ! -user "$want" -printf '%p %u\n' | head -3)
     [ -z "$owner" ] || die "store files not owned by $want: $owner"
     log "$tag: every store file is owned by $want"

@@ -13,8 +13,8 @@
  *   page_qos1/2    pages come at page_qos;
  *   prefix         topic_prefix moves the chat under another first level;
  *                  chat/<group> is then an ordinary topic;
- *   resubscribe    a new subscribe restarts an outstanding replay from the
- *                  cursor at once;
+ *   resubscribe    a new subscribe restarts an outstanding replay within
+ *                  the window (pages in flight count), up to the new head;
  *   turns          groups take turns in one device's window.
  *
  * The pages the plugin sent are counted behind a barrier (harness_barrier),
@@ -82,7 +82,8 @@ static size_t envelope_bytes(const cJSON *env)
 }
 
 /* The replay pages queued for c behind a barrier, into pages (at most max);
- * anything else queued fails the test. Returns how many. */
+ * live envelopes on TOPIC are dropped, anything else queued fails the test.
+ * Returns how many. */
 static size_t take_pages(harness_client *c, harness_page *pages, size_t max)
 {
     harness_msg *m;
@@ -91,6 +92,10 @@ static size_t take_pages(harness_client *c, harness_page *pages, size_t max)
     harness_barrier(c);
     for (size_t i = 0; i < MAX_PAGES && (m = harness_client_receive(c, 0)) != NULL; i++) {
         ASSERTF(n < max, "more than %zu pages", max);
+        if (strcmp(m->topic, TOPIC) == 0) {
+            harness_msg_free(m);
+            continue;
+        }
         if (!harness_page_parse(m, &pages[n]))
             FAILF("unexpected message on %s: %.300s", m->topic, m->payload);
         n++;
@@ -429,34 +434,50 @@ static int64_t expect_pages(const harness_page *pages, size_t n, const char *gro
 
 static void case_resubscribe(void)
 {
-    const char *opts[] = {"page_size 10", NULL};
-    ts_broker *b = ts_broker_start(opts);
+    ts_broker_conf conf = {.plugin_opts = (const char *const[]){"page_size 10", NULL}};
+    ts_broker *b = ts_broker_create(&conf);
     harness_page pages[MAX_PAGES];
     harness_client *dev;
     size_t n;
 
+    /* Mosquitto 2.0.11 leaks a second subscription to one filter: not
+     * ours, and the point of this case. */
+    ts_broker_suppress_leaks(b, (const char *const[]){"sub__add", NULL});
+    ts_broker_launch(b);
     join_and_leave(b, TOPIC);
     publish_n(b, TOPIC, 100, 10);
     dev = harness_client_connect(b, DEVICE, NULL);
-    harness_client_subscribe(dev, TOPIC, 1);
+    harness_client_subscribe(dev, TOPIC, 0);
     n = take_pages(dev, pages, MAX_PAGES);
     expect_pages(pages, n, GROUP, 1, 4, 10, "after the subscribe");
     free_pages(pages, n);
-    /* Nothing acked, the window full: a new subscribe sends the window
-     * again from the cursor, without waiting for replay_timeout. */
-    harness_client_subscribe(dev, TOPIC, 1);
+    /* Nothing acked, the window full: a new subscribe restarts the
+     * catch-up, but pages in flight count (a client repeating subscribes
+     * gets no window after window). */
+    harness_client_subscribe(dev, TOPIC, 0);
     n = take_pages(dev, pages, MAX_PAGES);
-    expect_pages(pages, n, GROUP, 1, 4, 10, "after the second subscribe");
-    free_pages(pages, n);
-    /* From a moved cursor, too. */
+    expect_pages(pages, n, GROUP, 1, 0, 10, "after a second subscribe with the window full");
+    /* An ack frees what it covers. */
     harness_ack(dev, GROUP, 20, 1);
     n = take_pages(dev, pages, MAX_PAGES);
     expect_pages(pages, n, GROUP, 41, 2, 10, "after acking 20");
     free_pages(pages, n);
-    harness_client_subscribe(dev, TOPIC, 1);
+    /* Twenty more come live meanwhile; a new subscribe takes the catch-up
+     * on to the new head. */
+    publish_n(b, TOPIC, 20, 10);
+    harness_client_subscribe(dev, TOPIC, 0);
     n = take_pages(dev, pages, MAX_PAGES);
-    expect_pages(pages, n, GROUP, 21, 4, 10, "after a subscribe at cursor 20");
+    expect_pages(pages, n, GROUP, 61, 0, 10, "after a subscribe at cursor 20, the window full");
+    harness_ack(dev, GROUP, 60, 1);
+    n = take_pages(dev, pages, MAX_PAGES);
+    expect_pages(pages, n, GROUP, 61, 4, 10, "after acking 60");
     free_pages(pages, n);
+    harness_ack(dev, GROUP, 100, 1);
+    n = take_pages(dev, pages, MAX_PAGES);
+    expect_pages(pages, n, GROUP, 101, 2, 10, "after acking 100: up to the head of the restart");
+    free_pages(pages, n);
+    harness_ack(dev, GROUP, 120, 1);
+    harness_expect_quiet(dev, "no page after acking the head");
     harness_client_disconnect(dev);
     ts_broker_destroy(b);
 }

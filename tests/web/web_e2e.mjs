@@ -11,7 +11,8 @@
 //      and shows all 300 once, in order;
 //   3. screenshots at 1280x800 and 360x640 (web.png, web-phone.png);
 //   4. a broker with a password_file: refused without a password and with a
-//      wrong one, the form says so; with the right one the page works.
+//      wrong one, the form says so; with the right one the page works, and
+//      the tab is still the same device (MQTT client id) as at first.
 //
 //   node tests/web/web_e2e.mjs --mosquitto /usr/sbin/mosquitto \
 //     --plugin build/plugin/mosquitto_chat.so --mqchat build/clients/mqchat \
@@ -536,12 +537,20 @@ async function password(browser, opts, dir) {
     await page.waitForSelector('#signin:not([hidden])');
     assert.equal(await page.inputValue('#signin-name'), 'dana');
     assert.match(await page.textContent('#signin-error'), /refused/);
+    /* The page empties the error when the form is sent, so the wait below
+     * sees this attempt's refusal, not the one before it. */
     await page.fill('#signin-password', 'wrong');
     await page.press('#signin-password', 'Enter');
     await page.waitForSelector('#signin:not([hidden]) #signin-error:has-text("refused")');
     await page.fill('#signin-password', 'correct horse');
     await page.press('#signin-password', 'Enter');
     await waitOnline(page);
+    const seen = fs.readFileSync(broker.logFile, 'utf8');
+    assert.equal((seen.match(/Sending CONNACK to \S+ \(0, 13[45]\)/g) || []).length, 2,
+      'two connections refused, no more');
+    const device = await page.evaluate(() => localStorage.getItem('mqchat.device'));
+    assert.match(seen, new RegExp(`connected from \\S+ as dana-web-${device} \\(`),
+      'the third sign-in in the tab is the same device as the first');
     assert.ok(!page.url().includes('user='), 'a password sign-in leaves no auto sign-in link');
     await (await groupLink(page, 'room9')).and(page.locator('[aria-current="page"]')).waitFor();
     await page.getByRole('textbox', { name: 'Message' }).fill('signed in with a password');

@@ -15,6 +15,11 @@
 
   let chat = null;
   let ui = null;
+  /* A sign-in waits for its client id with the form still shown: another
+   * Enter meanwhile is ignored, or two Chats would start and the refusal of
+   * the first would end the second. */
+  let signingIn = false;
+  let slot = null; /* { user, id, release }: the client id this tab holds */
 
   function store(key, value) {
     try {
@@ -30,10 +35,16 @@
    * localStorage so that this browser stays one device (its cursors survive
    * reloads). A second tab open at the same time must not take over the
    * first one's connection: it takes the next free slot (<id>-2, -3, ...),
-   * held through the Web Locks API for as long as the tab lives. Without
-   * Web Locks (plain http on a host other than localhost) each tab is a
-   * device of its own, kept across its reloads in sessionStorage. */
+   * held through the Web Locks API for as long as the tab lives. The tab
+   * keeps it across sign-outs and sign-ins under the same name (taking a
+   * new slot each time would make every sign-in a new device), and frees it
+   * when it signs in under another name. Without Web Locks (plain http on
+   * a host other than localhost) each tab is a device of its own, kept
+   * across its reloads in sessionStorage. */
   async function clientId(user) {
+    if (slot && slot.user === user) return slot.id;
+    if (slot) slot.release();
+    slot = null;
     let base = store('mqchat.device');
     if (!base || !/^[a-z0-9]{6,32}$/.test(base)) {
       base = MqChat.randomId(10);
@@ -41,14 +52,20 @@
     }
     const id = user + '-web-' + base;
     if (navigator.locks && navigator.locks.request) {
-      for (let slot = 1; slot <= 32; slot++) {
-        const got = await new Promise((resolve) => {
-          navigator.locks.request('mqchat:' + id + ':' + slot, { ifAvailable: true }, (lock) => {
-            resolve(!!lock);
-            return lock ? new Promise(() => {}) : undefined;
-          }).catch(() => resolve(false));
+      for (let n = 1; n <= 32; n++) {
+        const release = await new Promise((resolve) => {
+          navigator.locks.request('mqchat:' + id + ':' + n, { ifAvailable: true }, (lock) => {
+            if (!lock) {
+              resolve(null);
+              return undefined;
+            }
+            return new Promise((done) => resolve(done)); /* held until released */
+          }).catch(() => resolve(null));
         });
-        if (got) return slot === 1 ? id : id + '-' + slot;
+        if (release) {
+          slot = { user: user, id: n === 1 ? id : id + '-' + n, release: release };
+          return slot.id;
+        }
       }
     }
     let tab = null;
@@ -85,10 +102,14 @@
     else $('signin-name').focus();
   }
 
-  function signOut(keepName) {
+  function stopChat() {
     if (chat) chat.stop();
     if (ui) ui.destroy();
     chat = ui = null;
+  }
+
+  function signOut(keepName) {
+    stopChat();
     const q = new URLSearchParams(location.search);
     q.delete('user');
     const qs = q.toString();
@@ -106,13 +127,21 @@
       return;
     }
     store('mqchat.user', user);
-    const id = await clientId(user);
-    chat = new MqChat.Chat({
+    signingIn = true;
+    let id;
+    try {
+      id = await clientId(user);
+    } finally {
+      signingIn = false;
+    }
+    stopChat();
+    const mine = (chat = new MqChat.Chat({
       url: brokerUrl, user: user, password: password, clientId: id, mqtt: root.mqtt,
-    });
+    }));
     chat.visible = document.visibilityState !== 'hidden';
     chat.addEventListener('status', (e) => {
-      if (e.detail.state !== 'refused') return;
+      /* A Chat already signed out must not sign out the one after it. */
+      if (e.detail.state !== 'refused' || chat !== mine) return;
       signOut(true);
       showSignIn(user, e.detail.detail + (password ? '' : ' If it needs a password, enter it here.'));
     });
@@ -142,6 +171,7 @@
   function boot() {
     $('signin-form').addEventListener('submit', (e) => {
       e.preventDefault();
+      if (signingIn) return;
       const name = $('signin-name').value.trim();
       if (!name) {
         $('signin-error').textContent = 'Please enter your name.';
@@ -150,6 +180,8 @@
       }
       const pw = $('signin-password').value;
       $('signin-password').value = '';
+      /* The last attempt's error goes: what shows next is this one's. */
+      $('signin-error').textContent = '';
       signIn(name, pw);
     });
     $('signout').addEventListener('click', () => {

@@ -134,19 +134,30 @@
         resubscribe: false, /* subscriptions follow the catch-up (see above) */
         queueQoSZero: false, /* requests are never sent late, out of context */
       });
+      /* After stop() (or a refusal) the client may still report a CONNACK
+       * or a close that was under way: those are no longer this Chat's. The
+       * handlers stay on, so that a late 'error' has a listener. */
       const c = this.client;
-      c.on('connect', () => this.onConnect());
-      c.on('close', () => this.onClose());
-      c.on('reconnect', () => this.onReconnecting());
-      c.on('error', (err) => this.onError(err));
-      c.on('message', (topic, payload, packet) => this.onMessage(topic, payload, packet));
+      const ours = (f) => (...a) => {
+        if (this.client === c) f(...a);
+      };
+      c.on('connect', ours(() => this.onConnect()));
+      c.on('close', ours(() => this.onClose()));
+      c.on('reconnect', ours(() => this.onReconnecting()));
+      c.on('error', ours((err) => this.onError(err)));
+      c.on('message', ours((topic, payload, packet) => this.onMessage(topic, payload, packet)));
     }
 
     stop() {
-      for (const g of this.groups.values()) this.ackNow(g);
+      for (const g of this.groups.values()) {
+        this.ackNow(g);
+        clearTimeout(g.gapTimer);
+        g.gapTimer = null;
+      }
       clearInterval(this.syncTimer);
       if (this.client) this.client.end(false);
       this.client = null;
+      this.gen++; /* the catch-ups under way stop */
       this.failPending(new Error('signed out'));
     }
 

@@ -48,16 +48,23 @@ static void wait_for(const char *text)
     }
 }
 
-static void copy_dir(const char *from, const char *to)
-{
-    char *argv[] = {"/bin/cp", "-a", (char *)from, (char *)to, NULL};
-    CHECK(ts_run(argv, NULL, NULL, NULL, 10000) == 0, "cp -a %s %s", from, to);
-}
-
 static void remove_dir(const char *dir)
 {
     char *argv[] = {"/bin/rm", "-rf", (char *)dir, NULL};
     CHECK(ts_run(argv, NULL, NULL, NULL, 10000) == 0, "rm -rf %s", dir);
+}
+
+/* Copies a store, open or not. LevelDB's thread may remove a file it no
+ * longer needs while cp reads the directory: then copy again. */
+static void copy_dir(const char *from, const char *to)
+{
+    char *argv[] = {"/bin/cp", "-a", (char *)from, (char *)to, NULL};
+    for (int attempt = 0; attempt < 5; attempt++) {
+        if (ts_run(argv, NULL, NULL, NULL, 10000) == 0)
+            return;
+        remove_dir(to);
+    }
+    FAIL("cp -a %s %s failed 5 times", from, to);
 }
 
 int main(void)

@@ -1,5 +1,8 @@
-/* chat_store: the LevelDB-backed log of group messages, member cursors and
- * membership that mosquitto-chat keeps; it knows nothing of MQTT.
+/* chat_store: the log of group messages, member cursors and membership
+ * that mosquitto-chat keeps; it knows nothing of MQTT. Behind these
+ * functions a backend keeps the data, chosen at open
+ * (chat_store_opts.backend): LevelDB, embedded in the process, is the only
+ * one so far.
  *
  * Ownership: a chat_store is created by chat_store_open and freed by
  * chat_store_close. Bytes go in as (pointer, length) and are copied; bytes
@@ -7,13 +10,25 @@
  * each prototype names. "Not found" is not an error: lookups report it
  * through a `found` flag.
  *
+ * Callbacks: the walks (chat_store_scan_forward, chat_store_groups,
+ * chat_store_member_groups) call the caller's fn once per item; fn must not
+ * be NULL (CHAT_EINVAL) and must not call the store. fn returns 0 to go on;
+ * any other value stops the walk at once, without error: the call returns
+ * CHAT_OK (a store error met before still fails it), and where the walk
+ * says whether it reached the end (*more, *done) it says that it did not,
+ * counting the item fn stopped on as not handed over. Why fn stopped (out
+ * of room, out of time, an error of its own) is the caller's to keep, in
+ * ctx.
+ *
  * Threading: one thread (the broker's) owns a store; calls must not overlap.
  * With CHAT_SYNC_BATCH the store runs one thread of its own that only
  * fdatasyncs LevelDB's logs (or, when it cannot open them, writes a synced
- * empty batch).
+ * empty batch). The LevelDB backend also takes its process for the store's
+ * only writer: it answers heads, cursors and memberships from memory.
  *
- * Design note: key layout (every integer is 8 bytes big-endian, so that byte
- * order is id order and a seek plus a forward scan reads a page):
+ * Design note: the LevelDB backend's key layout (store/leveldb/ldb_keys.h;
+ * every integer is 8 bytes big-endian, so that byte order is id order and a
+ * seek plus a forward scan reads a page):
  *
  *   'H' g            -> head (8)              highest id of the group
  *   'F' g            -> first (8)             lowest id still kept (retention)
@@ -39,16 +54,20 @@
  * exception is the g ending a 'G' key, stored bare so that a member's groups
  * come out in byte order of their names.
  *
- * Invariants:
+ * Invariants (1 to 4 and 6 hold for the data whatever keeps it; 5 and 7
+ * are how the LevelDB backend deals with its files; the modules of
+ * store/leveldb/ that keep each one are named in brackets):
  *   1. Ids of a group are 1..head with no gap: message id and the new head
  *      are written in one WriteBatch, so a crash leaves neither a hole nor a
- *      reused id.
+ *      reused id. [ldb_log]
  *   2. first <= head + 1; every id in [first, head] has an 'M' record, and
- *      no read returns an id below first.
+ *      no read returns an id below first. [ldb_log, ldb_trim, ldb_delete]
  *   3. A cursor never moves back and never exceeds head; 'X' g m is at
  *      least every cursor of m's devices, written in the batch that moves
  *      one (a store from before 'X' computes it once from the cursors).
- *   4. 'J' g m exists if and only if 'G' m g exists.
+ *      [ldb_cursor]
+ *   4. 'J' g m exists if and only if 'G' m g exists. [ldb_member,
+ *      ldb_delete]
  *   5. The first WRITE error wins: after a failed write (or a failed
  *      background sync) every write is refused with CHAT_EIO until the
  *      store is reopened, since LevelDB may hold part of what it was given.
@@ -56,15 +75,16 @@
  *      every read verifies) fails that call only: one bad block must not
  *      stop every publish to every group. (LevelDB itself still stops all
  *      writes if one of its background compactions hits the damage; that
- *      store then needs repair.)
+ *      store then needs repair.) [ldb_db, ldb_syncer]
  *   6. Every key has a way to be deleted: an 'I' entry has its 'K' reverse
  *      (written in the message's batch, deleted with the message); an 'I'
  *      without one (stores from before 'K') counts only while its id is at
- *      least first, and a group deletion removes it.
+ *      least first, and a group deletion removes it. [ldb_log, ldb_trim,
+ *      ldb_delete]
  *   7. A new incarnation is on disk before the first write that could reuse
  *      an id: chat_store_open syncs it with this run's marker before it
  *      returns, and only a clean close (everything synced) removes the
- *      marker.
+ *      marker. [ldb_run]
  */
 #ifndef CHAT_STORE_H
 #define CHAT_STORE_H
@@ -137,11 +157,13 @@ typedef struct chat_store_opts {
                                  write-ahead log starts each time it fills */
     const char *boot_id;      /* test hook: the boot id this run records and compares
                                  (NULL: /proc/sys/kernel/random/boot_id) */
+    const char *backend;      /* what keeps the data: "leveldb" (NULL: the same), the only
+                                 one so far; another name fails the open with CHAT_EINVAL */
 } chat_store_opts;
 
 #define CHAT_STORE_OPTS_INIT                                                                       \
     {                                                                                              \
-        CHAT_SYNC_NONE, 0, NULL                                                                    \
+        CHAT_SYNC_NONE, 0, NULL, NULL                                                              \
     }
 
 /* chat_store_open with options: tests make the memtable small, to force
@@ -152,7 +174,12 @@ chat_err chat_store_open_opts(const char *path, const chat_store_opts *opts, cha
 
 /* Closes the store and frees it. Accepts NULL. Unless a write failed, it
  * first forces everything to disk and removes the run marker: the next open
- * sees a clean close. */
+ * sees a clean close.
+ *
+ * A NULL store stands for one that is closed while its owner waits to open
+ * it again (the plugin after a disk filled up): every function that takes
+ * a store answers CHAT_EIO for it, chat_store_incarnation "" and
+ * chat_store_last_error "". */
 void chat_store_close(chat_store *st);
 
 /* The store's incarnation: 32 hex digits (128 random bits) drawn when the
@@ -240,10 +267,10 @@ chat_err chat_store_read_forward(chat_store *st, const char *group, uint64_t aft
                                  size_t max_count, size_t max_bytes, chat_page **out);
 
 /* The same reading as chat_store_read_forward without a copy: calls fn with
- * each message, whose bytes are valid only during the call. A non-zero
- * return from fn stops the scan with CHAT_ENOMEM (fn ran out of room).
- * *more tells whether the store holds further messages. On a read error fn
- * may already have had the messages before the damage: discard them. */
+ * each message, whose bytes are valid only during the call; fn stops the
+ * scan as the callback rule at the top says. *more tells whether the store
+ * holds further messages (true when fn stopped the scan). On a read error
+ * fn may already have had the messages before the damage: discard them. */
 typedef int (*chat_msg_fn)(void *ctx, uint64_t id, const char *data, size_t len);
 chat_err chat_store_scan_forward(chat_store *st, const char *group, uint64_t after,
                                  size_t max_count, size_t max_bytes, chat_msg_fn fn, void *ctx,
@@ -332,12 +359,14 @@ chat_err chat_store_expire_devices(chat_store *st, int64_t older_than_ms, size_t
 chat_err chat_store_trim(chat_store *st, const char *group, uint64_t before, size_t max_keys,
                          uint64_t *first_now);
 
-/* Calls fn(ctx, group, head) for up to max groups whose names sort after
- * `after` (NULL: from the first), in byte order of their names... */
+/* Calls fn(ctx, group, head) for up to max groups that come after `after`
+ * (NULL: from the first), in the order of the head records' keys: shorter
+ * names first, names of one length in byte order (a group name in an 'H'
+ * key is length-prefixed). `after` need not be a group... */
 typedef int (*chat_head_fn)(void *ctx, const char *group, uint64_t head);
 
-/* ... and sets *done when the walk reached the last group. A non-zero
- * return from fn stops the walk early, without error. */
+/* ... and sets *done when the walk reached the last group (never when fn
+ * stopped it: see Callbacks at the top). */
 chat_err chat_store_groups(chat_store *st, const char *after, size_t max, chat_head_fn fn,
                            void *ctx, bool *done);
 
@@ -356,8 +385,8 @@ chat_err chat_store_member_get(chat_store *st, const char *group, const char *me
 chat_err chat_store_member_remove(chat_store *st, const char *group, const char *member);
 
 /* Calls fn once per group of member, in byte order of the group names
- * (memberships a group deletion has done away with are skipped); a
- * non-zero return from fn stops the walk and is returned as CHAT_EINVAL. */
+ * (memberships a group deletion has done away with are skipped); fn stops
+ * the walk as Callbacks at the top says. */
 typedef int (*chat_group_fn)(void *ctx, const char *group, uint64_t joined);
 chat_err chat_store_member_groups(chat_store *st, const char *member, chat_group_fn fn, void *ctx);
 

@@ -1,0 +1,249 @@
+/* commands.c: the blocking requests of the public API (fetch, history,
+ * unread, join, leave): each writes one command, runs it through the
+ * dispatcher (api.c) and turns the plugin's answer into results. */
+#include "chat_client.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "proto.h"
+
+/* Runs one command named command about group (may be NULL), written in o
+ * (emptied). On OK *entry is the response entry, freed by the caller with
+ * cJSON_Delete. */
+static chat_client_err request(chat_client *c, const char *command, const char *group, chat_obj *o,
+                               cJSON **entry)
+{
+    struct call *call = chat_call_new(CALL_REQUEST);
+    char *cmd = chat_obj_end(o);
+    chat_client_err err;
+
+    *entry = NULL;
+    if (call == NULL || cmd == NULL || (group != NULL && (call->group = strdup(group)) == NULL)) {
+        free(cmd);
+        chat_call_free(call);
+        return chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL);
+    }
+    call->payload = cmd;
+    call->command = command;
+    if ((err = chat_api_run(c, call, 0)) != CHAT_CLIENT_OK)
+        return err;
+    *entry = call->entry;
+    call->entry = NULL;
+    chat_call_free(call);
+    return CHAT_CLIENT_OK;
+}
+
+/* Starts the command {"command": name, "group": group (unless NULL)} in o. */
+static void command_begin(chat_obj *o, const char *name, const char *group)
+{
+    chat_obj_str(o, "command", name);
+    if (group != NULL)
+        chat_obj_str(o, "group", group);
+}
+
+struct page_priv {
+    cJSON *entry; /* the response entry: the messages' strings point into it */
+    char **json;  /* each message's printed envelope */
+    size_t n;
+};
+
+void chat_client_page_free(chat_client_page *p)
+{
+    struct page_priv *pv;
+
+    if (p == NULL)
+        return;
+    pv = p->priv;
+    if (pv != NULL) {
+        for (size_t i = 0; i < pv->n; i++)
+            cJSON_free(pv->json[i]);
+        free(pv->json);
+        cJSON_Delete(pv->entry);
+        free(pv);
+    }
+    free(p->messages);
+    free(p);
+}
+
+/* Turns a fetch or history entry (taken) into a page. */
+static chat_client_err make_page(cJSON *entry, chat_client_page **out)
+{
+    chat_client_page *p = calloc(1, sizeof *p);
+    struct page_priv *pv = calloc(1, sizeof *pv);
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(entry, "messages");
+    const cJSON *item;
+    size_t n = (size_t)cJSON_GetArraySize(msgs);
+
+    if (p == NULL || pv == NULL) {
+        free(p);
+        free(pv);
+        cJSON_Delete(entry);
+        return chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL);
+    }
+    p->priv = pv;
+    pv->entry = entry;
+    if (!cJSON_IsArray(msgs) ||
+        !chat_json_u64(cJSON_GetObjectItemCaseSensitive(entry, "head"), 0, &p->head)) {
+        chat_client_page_free(p);
+        return chat_api_report(CHAT_CLIENT_ERR_PROTOCOL, "answer without messages or head");
+    }
+    p->more = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(entry, "more"));
+    p->truncated = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(entry, "truncated"));
+    if (n > 0 && ((p->messages = calloc(n, sizeof *p->messages)) == NULL ||
+                  (pv->json = calloc(n, sizeof *pv->json)) == NULL)) {
+        chat_client_page_free(p);
+        return chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL);
+    }
+    cJSON_ArrayForEach(item, msgs)
+    {
+        char *json = cJSON_PrintUnformatted(item);
+        if (json == NULL) {
+            chat_client_page_free(p);
+            return chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL);
+        }
+        pv->json[pv->n++] = json;
+        if (!chat_envelope_view(item, json, &p->messages[p->count])) {
+            chat_client_page_free(p);
+            return chat_api_report(CHAT_CLIENT_ERR_PROTOCOL, "not an envelope: %.200s", json);
+        }
+        p->count++;
+    }
+    *out = p;
+    return CHAT_CLIENT_OK;
+}
+
+/* fetch and history: up to limit messages of group from bound, sent as key
+ * (always, or only when not 0). */
+static chat_client_err page_request(chat_client *c, const char *command, const char *group,
+                                    const char *key, uint64_t bound, bool always, size_t limit,
+                                    chat_client_page **out)
+{
+    chat_client_err err = chat_api_check_group(c, group);
+    chat_obj o = {0};
+    cJSON *entry = NULL;
+
+    if (out == NULL)
+        return chat_api_report(CHAT_CLIENT_ERR_INVAL, "out is NULL");
+    *out = NULL;
+    if (err != CHAT_CLIENT_OK)
+        return err;
+    command_begin(&o, command, group);
+    if (always || bound > 0)
+        chat_obj_u64(&o, key, bound);
+    if (limit > 0)
+        chat_obj_u64(&o, "limit", limit);
+    if ((err = request(c, command, group, &o, &entry)) != CHAT_CLIENT_OK)
+        return err;
+    return make_page(entry, out);
+}
+
+chat_client_err chat_client_fetch(chat_client *c, const char *group, uint64_t after, size_t limit,
+                                  chat_client_page **out)
+{
+    /* "after" is always sent: its default would be the device's cursor. */
+    return page_request(c, "fetch", group, "after", after, true, limit, out);
+}
+
+chat_client_err chat_client_history(chat_client *c, const char *group, uint64_t before,
+                                    size_t limit, chat_client_page **out)
+{
+    return page_request(c, "history", group, "before", before, false, limit, out);
+}
+
+void chat_client_unread_free(chat_client_group_status *list, size_t count)
+{
+    for (size_t i = 0; list != NULL && i < count; i++)
+        free(list[i].group);
+    free(list);
+}
+
+chat_client_err chat_client_unread(chat_client *c, chat_client_group_status **list, size_t *count)
+{
+    chat_obj o = {0};
+    cJSON *entry = NULL;
+    const cJSON *groups, *e;
+    chat_client_group_status *l = NULL;
+    size_t n = 0;
+    chat_client_err err;
+
+    if (c == NULL || list == NULL || count == NULL)
+        return chat_api_report(CHAT_CLIENT_ERR_INVAL, "NULL argument");
+    *list = NULL;
+    *count = 0;
+    command_begin(&o, "sync", NULL);
+    chat_obj_bool(&o, "replay", false);
+    if ((err = request(c, "sync", NULL, &o, &entry)) != CHAT_CLIENT_OK)
+        return err;
+    groups = cJSON_GetObjectItemCaseSensitive(entry, "groups");
+    if (!cJSON_IsArray(groups)) {
+        cJSON_Delete(entry);
+        return chat_api_report(CHAT_CLIENT_ERR_PROTOCOL, "sync answer without groups");
+    }
+    if (cJSON_GetArraySize(groups) > 0 &&
+        (l = calloc((size_t)cJSON_GetArraySize(groups), sizeof *l)) == NULL) {
+        cJSON_Delete(entry);
+        return chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL);
+    }
+    cJSON_ArrayForEach(e, groups)
+    {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "group");
+        chat_client_group_status *s = &l[n];
+        if (!cJSON_IsString(name) ||
+            !chat_json_u64(cJSON_GetObjectItemCaseSensitive(e, "head"), 0, &s->head) ||
+            !chat_json_u64(cJSON_GetObjectItemCaseSensitive(e, "acked"), 0, &s->acked) ||
+            !chat_json_u64(cJSON_GetObjectItemCaseSensitive(e, "unread"), 0, &s->unread)) {
+            err = chat_api_report(CHAT_CLIENT_ERR_PROTOCOL, "bad sync entry");
+            goto fail;
+        }
+        if ((s->group = strdup(name->valuestring)) == NULL) {
+            err = chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL);
+            goto fail;
+        }
+        n++;
+    }
+    cJSON_Delete(entry);
+    *list = l;
+    *count = n;
+    return CHAT_CLIENT_OK;
+
+fail:
+    cJSON_Delete(entry);
+    chat_client_unread_free(l, n);
+    return err;
+}
+
+/* join and leave. */
+static chat_client_err membership(chat_client *c, const char *command, const char *group,
+                                  const char *member, uint64_t *head)
+{
+    chat_client_err err = chat_api_check_group(c, group);
+    chat_obj o = {0};
+    cJSON *entry = NULL;
+
+    if (err != CHAT_CLIENT_OK)
+        return err;
+    command_begin(&o, command, group);
+    if (member != NULL)
+        chat_obj_str(&o, "member", member);
+    if ((err = request(c, command, group, &o, &entry)) != CHAT_CLIENT_OK)
+        return err;
+    if (head != NULL && !chat_json_u64(cJSON_GetObjectItemCaseSensitive(entry, "head"), 0, head)) {
+        cJSON_Delete(entry);
+        return chat_api_report(CHAT_CLIENT_ERR_PROTOCOL, "join answer without head");
+    }
+    cJSON_Delete(entry);
+    return CHAT_CLIENT_OK;
+}
+
+chat_client_err chat_client_join(chat_client *c, const char *group, const char *member,
+                                 uint64_t *head)
+{
+    return membership(c, "join", group, member, head);
+}
+
+chat_client_err chat_client_leave(chat_client *c, const char *group, const char *member)
+{
+    return membership(c, "leave", group, member, NULL);
+}

@@ -1,0 +1,286 @@
+/* delivery.c: messages to the application in order (see delivery.h). */
+#include "delivery.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "clock.h"
+#include "proto.h"
+
+#define STATE_ERROR_EVERY_MS 10000 /* at most one state file error event per period */
+
+void chat_delivery_init(chat_delivery *d, const struct chat_delivery_cfg *cfg)
+{
+    memset(d, 0, sizeof *d);
+    d->cfg = *cfg;
+    if (cfg->state != NULL)
+        snprintf(d->incarnation, sizeof d->incarnation, "%s", chat_state_incarnation(cfg->state));
+}
+
+/* ===========================================================================
+ * Subscriptions and acks
+ * ========================================================================= */
+
+void chat_delivery_subscribe(chat_delivery *d, struct chat_group *g)
+{
+    struct chat_op op = {.kind = CHAT_OP_SUBSCRIBE, .ptr = g};
+    char topic[CHAT_PROTO_GROUP_MAX + 256];
+    int rc;
+
+    if (!chat_paho_up(d->cfg.paho))
+        return; /* subscribed after the connect */
+    snprintf(topic, sizeof topic, "%s/%s", d->cfg.prefix, g->name);
+    rc = chat_paho_subscribe(d->cfg.paho, topic, d->cfg.listen_qos, &op);
+    if (rc != MQTTASYNC_SUCCESS && rc != MQTTASYNC_DISCONNECTED)
+        chat_notify_error(d->cfg.notify, g->name, "cannot subscribe to %s: %s", topic,
+                          MQTTAsync_strerror(rc));
+}
+
+void chat_delivery_connected(chat_delivery *d)
+{
+    for (struct chat_group *g = d->cfg.groups->head; g != NULL; g = g->next) {
+        g->acked = 0;
+        g->progress_ms = chat_now_ms();
+        if (g->listening)
+            chat_delivery_subscribe(d, g);
+    }
+}
+
+void chat_delivery_connection_ended(chat_delivery *d)
+{
+    d->acks_inflight = 0;
+    for (struct chat_group *g = d->cfg.groups->head; g != NULL; g = g->next)
+        g->fetching = false;
+}
+
+void chat_delivery_ack(chat_delivery *d, struct chat_group *g)
+{
+    struct chat_op op = {.kind = CHAT_OP_ACK, .ptr = g};
+    char topic[CHAT_PROTO_GROUP_MAX + 256], payload[32];
+    int rc;
+
+    g->ack_due = 0;
+    if (!chat_paho_up(d->cfg.paho) || !g->seq.known || g->seq.shown == 0)
+        return; /* the sync after the next connect repairs the cursor */
+    snprintf(topic, sizeof topic, "%s/%s" CHAT_PROTO_ACK_SUFFIX, d->cfg.prefix, g->name);
+    snprintf(payload, sizeof payload, "%" PRIu64, g->seq.shown);
+    rc = chat_paho_publish(d->cfg.paho, topic, payload, strlen(payload), 1, &op);
+    if (rc != MQTTASYNC_SUCCESS) {
+        if (rc != MQTTASYNC_DISCONNECTED) /* else the sync after the connect repairs it */
+            chat_notify_error(d->cfg.notify, g->name, "cannot publish an ack: %s",
+                              MQTTAsync_strerror(rc));
+        return;
+    }
+    d->acks_inflight++;
+    g->acked = g->seq.shown;
+    g->unacked = 0;
+}
+
+void chat_delivery_ack_all(chat_delivery *d)
+{
+    for (struct chat_group *g = d->cfg.groups->head; g != NULL; g = g->next)
+        if (g->seq.known && g->seq.shown > g->acked)
+            chat_delivery_ack(d, g);
+}
+
+void chat_delivery_ack_done(chat_delivery *d)
+{
+    if (d->acks_inflight > 0)
+        d->acks_inflight--;
+}
+
+void chat_delivery_tick(chat_delivery *d, int64_t now)
+{
+    for (struct chat_group *g = d->cfg.groups->head; g != NULL; g = g->next)
+        if (g->ack_due != 0 && now >= g->ack_due)
+            chat_delivery_ack(d, g);
+}
+
+int64_t chat_delivery_next_wake(const chat_delivery *d, int64_t t)
+{
+    for (const struct chat_group *g = d->cfg.groups->head; g != NULL; g = g->next)
+        if (g->ack_due != 0 && g->ack_due < t)
+            t = g->ack_due;
+    return t;
+}
+
+/* ===========================================================================
+ * Delivery
+ * ========================================================================= */
+
+void chat_delivery_record(chat_delivery *d, struct chat_group *g, uint64_t id)
+{
+    char why[CHAT_REASON_MAX];
+    int64_t now;
+
+    if (d->cfg.state == NULL ||
+        chat_state_set(d->cfg.state, g->name, id, why, sizeof why) == CHAT_CLIENT_OK)
+        return;
+    now = chat_now_ms();
+    if (d->last_state_error_ms == 0 || now - d->last_state_error_ms >= STATE_ERROR_EVERY_MS) {
+        d->last_state_error_ms = now;
+        chat_notify_error(d->cfg.notify, g->name, "state file: %s", why);
+    }
+}
+
+void chat_delivery_ready(chat_delivery *d, struct chat_group *g)
+{
+    uint64_t id;
+    cJSON *item;
+
+    while (!d->halted && (item = chat_seq_pop(&g->seq, &id)) != NULL) {
+        char *json = cJSON_PrintUnformatted(item);
+        chat_client_message m;
+        bool taken = true;
+
+        if (json == NULL || !chat_envelope_view(item, json, &m)) {
+            /* Checked on arrival; only memory can fail here. */
+            chat_notify_error(d->cfg.notify, g->name, "out of memory showing message %" PRIu64, id);
+            taken = false;
+        } else if (d->cfg.on_message != NULL) {
+            taken = d->cfg.on_message(d->cfg.arg, &m);
+        }
+        cJSON_free(json);
+        if (!taken) {
+            d->halted = true; /* for good: see chat_client_message_fn */
+            chat_seq_unpop(&g->seq, id, item);
+            return;
+        }
+        cJSON_Delete(item);
+        chat_delivery_record(d, g, id);
+        g->progress_ms = chat_now_ms();
+        if (g->catching_up)
+            g->cu_msgs++;
+        if (++g->unacked >= d->cfg.ack_every)
+            chat_delivery_ack(d, g);
+        else if (g->ack_due == 0)
+            g->ack_due = g->progress_ms + d->cfg.ack_interval_ms;
+    }
+}
+
+/* Offers one envelope of g (item, taken) to g's sequencer. */
+static void offer(chat_delivery *d, struct chat_group *g, cJSON *item)
+{
+    const cJSON *grp = cJSON_GetObjectItemCaseSensitive(item, "group");
+    uint64_t id = 0;
+
+    if (!chat_json_u64(cJSON_GetObjectItemCaseSensitive(item, "id"), 1, &id) ||
+        !cJSON_IsString(grp) || strcmp(grp->valuestring, g->name) != 0) {
+        char *text = cJSON_PrintUnformatted(item);
+        chat_notify_error(d->cfg.notify, g->name,
+                          "ignored a message that is not an envelope of this group: %.200s",
+                          text ? text : "?");
+        cJSON_free(text);
+        cJSON_Delete(item);
+        return;
+    }
+    if (!chat_group_behind(g))
+        g->progress_ms = chat_now_ms(); /* a gap may open: its clock starts now */
+    if (id > g->head)
+        g->head = id;
+    if (chat_seq_offer(&g->seq, id, item) == CHAT_SEQ_DROPPED)
+        chat_notify_error(d->cfg.notify, g->name,
+                          "message %" PRIu64 " dropped for now: %zu held ahead of a gap", id,
+                          g->seq.n);
+}
+
+void chat_delivery_catchup(chat_delivery *d, struct chat_group *g)
+{
+    chat_client_event ev;
+
+    if (!g->catching_up || !g->seq.known)
+        return;
+    memset(&ev, 0, sizeof ev);
+    ev.type = CHAT_CLIENT_EV_CATCHUP;
+    ev.group = g->name;
+    ev.id = g->seq.shown;
+    ev.head = g->head > g->seq.shown ? g->head : g->seq.shown;
+    ev.pages = g->cu_pages;
+    ev.messages = g->cu_msgs;
+    if (g->seq.shown >= g->head)
+        g->catching_up = false;
+    chat_notify_event(d->cfg.notify, &ev);
+}
+
+bool chat_delivery_page(chat_delivery *d, struct chat_group *g, cJSON *entry, bool replay)
+{
+    cJSON *msgs = cJSON_GetObjectItemCaseSensitive(entry, "messages");
+    const cJSON *truncated = cJSON_GetObjectItemCaseSensitive(entry, "truncated");
+    const cJSON *more = cJSON_GetObjectItemCaseSensitive(entry, "more");
+    uint64_t head = 0, first = 0;
+    cJSON *item, *next;
+
+    if (!cJSON_IsArray(msgs)) {
+        chat_notify_error(d->cfg.notify, g->name, "ignored a page without messages");
+        return false;
+    }
+    if (chat_json_u64(cJSON_GetObjectItemCaseSensitive(entry, "head"), 0, &head))
+        chat_group_raise_head(g, head);
+    (void)chat_json_u64(cJSON_GetObjectItemCaseSensitive(entry, "first"), 1, &first);
+    if (!g->catching_up) {
+        g->catching_up = true;
+        g->cu_pages = 0;
+        g->cu_msgs = 0;
+    }
+    g->cu_pages++;
+    if (!g->seq.known) {
+        /* Invariant 3: a page's first - 1 was the cursor when it was cut. */
+        if (replay && first > 0 && (g->min_first == 0 || first < g->min_first))
+            g->min_first = first;
+    } else if (cJSON_IsTrue(truncated) && first > g->seq.shown + 1) {
+        chat_client_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.type = CHAT_CLIENT_EV_TRUNCATED;
+        ev.group = g->name;
+        ev.id = first;
+        chat_seq_skip_to(&g->seq, first - 1);
+        chat_delivery_record(d, g, first - 1);
+        chat_notify_event(d->cfg.notify, &ev);
+    }
+    for (item = msgs->child; item != NULL; item = next) {
+        next = item->next;
+        offer(d, g, cJSON_DetachItemViaPointer(msgs, item));
+    }
+    chat_delivery_ready(d, g);
+    /* The ack at the end of each page releases the plugin's window. */
+    if (replay)
+        chat_delivery_ack(d, g);
+    chat_delivery_catchup(d, g);
+    return cJSON_IsTrue(more);
+}
+
+void chat_delivery_live(chat_delivery *d, const char *name, const char *payload, size_t len)
+{
+    struct chat_group *g = chat_groups_find(d->cfg.groups, name);
+    cJSON *env;
+
+    if (g == NULL || !g->listening)
+        return;
+    env = cJSON_ParseWithLength(payload, len);
+    if (!cJSON_IsObject(env)) {
+        chat_notify_error(d->cfg.notify, name,
+                          "ignored a live message that is not a JSON object: %.200s", payload);
+        cJSON_Delete(env);
+        return;
+    }
+    offer(d, g, env);
+    chat_delivery_ready(d, g);
+}
+
+bool chat_delivery_incarnation(chat_delivery *d, const char *incarnation)
+{
+    bool renewed;
+    char why[CHAT_REASON_MAX];
+
+    if (strlen(incarnation) >= sizeof d->incarnation)
+        return false;
+    /* The server's store lost its last writes (a crash across a reboot) or
+     * was replaced: the ids we hold may now name other messages. */
+    renewed = d->incarnation[0] && strcmp(d->incarnation, incarnation) != 0;
+    snprintf(d->incarnation, sizeof d->incarnation, "%s", incarnation);
+    if (d->cfg.state != NULL &&
+        chat_state_set_incarnation(d->cfg.state, d->incarnation, why, sizeof why) != CHAT_CLIENT_OK)
+        chat_notify_error(d->cfg.notify, NULL, "%s", why);
+    return renewed;
+}

@@ -1,0 +1,53 @@
+/* mqchat.h: what the two halves of mqchat share: main and its options
+ * (mqchat.c), and the commands with their output (mqchat_commands.c). */
+#ifndef MQCHAT_H
+#define MQCHAT_H
+
+#include <signal.h>
+#include <stdbool.h>
+
+#include "chat_client.h"
+
+#define EXIT_UNREACHABLE 1
+#define EXIT_USAGE 2
+#define EXIT_REFUSED 3
+#define EXIT_IN_USE 4
+
+struct opts {
+    const char *host;
+    int port;
+    const char *username;
+    const char *password;
+    const char *client_id;
+    int version;
+    int qos;
+    int keepalive;
+    int wait_s;     /* -W, 0: not given */
+    long count;     /* -C, 0: unlimited */
+    bool lines;     /* -l */
+    long history_n; /* -n */
+    bool json;      /* --json */
+    const char *state;
+    const char *prefix;
+    bool quiet;
+    const char *command;
+    char **args; /* positional arguments after the command */
+    int nargs;
+};
+
+/* Remembers what the callbacks need (the options, the client id, this
+ * thread as the one to wake). */
+void mqchat_setup(const struct opts *o, bool listen, const char *client_id);
+
+/* The callbacks of the chat_client. */
+bool mqchat_on_message(void *arg, const chat_client_message *m);
+void mqchat_on_event(void *arg, const chat_client_event *ev);
+
+/* Prints why a library call failed and returns the exit status for it. */
+int mqchat_failed(const char *what, chat_client_err err);
+
+/* Runs o's command on c (waiting for signals in sigs when listening),
+ * then disconnects; returns the exit status. */
+int mqchat_run(chat_client *c, const struct opts *o, sigset_t *sigs, int wait_ms);
+
+#endif

@@ -1,0 +1,458 @@
+/* mqchat_commands.c: what each mqchat command does and prints, and what
+ * the library's callbacks tell the main thread (see mqchat.h). */
+#include "mqchat.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define RETRY_FIRST_MS 250     /* first pause between connect attempts (not listen) ... */
+#define RETRY_MAX_MS 2000      /* ... doubling up to this */
+#define PROGRESS_EVERY_MS 1000 /* catch-up progress lines at most this often */
+
+/* What the callbacks tell the main thread (listen, send). */
+static pthread_t g_main;
+static atomic_int g_exit = -1; /* >= 0: stop with this status */
+static atomic_long g_printed;
+static long g_count;
+static bool g_json;
+static bool g_quiet;
+static atomic_bool g_connected_once;
+static atomic_bool g_waiting; /* listen started while the broker could not be reached */
+static const char *g_client_id;
+static int64_t g_last_progress;
+
+static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void note(const char *fmt, ...)
+{
+    va_list ap;
+
+    if (g_quiet)
+        return;
+    fputs("mqchat: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Asks the main thread to stop with status (the first request wins). */
+static void stop_main(int status)
+{
+    int expected = -1;
+
+    if (atomic_compare_exchange_strong(&g_exit, &expected, status))
+        pthread_kill(g_main, SIGUSR1);
+}
+
+/* ===========================================================================
+ * Output
+ * ========================================================================= */
+
+/* Prints one message as "[group #id] from: body" (or its JSON). Control
+ * characters from other people never reach the terminal raw. Returns false
+ * when stdout failed. */
+static bool print_message(const chat_client_message *m, bool json)
+{
+    const char *text = m->body != NULL ? m->body : m->json;
+
+    if (json) {
+        fputs(m->json, stdout);
+    } else {
+        printf("[%s #%llu] %s: ", m->group, (unsigned long long)m->id, m->from);
+        for (const unsigned char *p = (const unsigned char *)text; *p != '\0'; p++) {
+            if (*p == '\n')
+                fputs("\n    ", stdout);
+            else if (*p == '\t' || (*p >= 0x20 && *p != 0x7F))
+                putchar(*p);
+            else
+                putchar('?');
+        }
+    }
+    putchar('\n');
+    return fflush(stdout) == 0 && !ferror(stdout);
+}
+
+bool mqchat_on_message(void *arg, const chat_client_message *m)
+{
+    (void)arg;
+    if (g_count > 0 && atomic_load(&g_printed) >= g_count)
+        return false; /* -C reached: leave the rest unshown */
+    if (!print_message(m, g_json)) {
+        fprintf(stderr, "mqchat: cannot write to stdout: %s\n", strerror(errno));
+        stop_main(EXIT_UNREACHABLE);
+        return false;
+    }
+    if (atomic_fetch_add(&g_printed, 1) + 1 == g_count)
+        stop_main(0);
+    return true;
+}
+
+void mqchat_on_event(void *arg, const chat_client_event *ev)
+{
+    int64_t now;
+
+    (void)arg;
+    switch (ev->type) {
+    case CHAT_CLIENT_EV_CONNECTED:
+        if (atomic_load(&g_connected_once))
+            note("connected again");
+        else if (atomic_load(&g_waiting))
+            note("connected");
+        atomic_store(&g_connected_once, true);
+        break;
+    case CHAT_CLIENT_EV_DISCONNECTED:
+        if (ev->code == 0x8E) /* MQTT 5: Session taken over */
+            fprintf(stderr,
+                    "mqchat: another client connected with the client id '%s' and took over "
+                    "this connection; reconnecting (give each device its own -i)\n",
+                    g_client_id);
+        else
+            note("connection lost%s%s; reconnecting", ev->reason ? ": " : "",
+                 ev->reason ? ev->reason : "");
+        break;
+    case CHAT_CLIENT_EV_CATCHUP:
+        /* Only long catch-ups (more than a page) get progress lines. */
+        now = now_ms();
+        if (ev->id >= ev->head) {
+            if (ev->pages > 1)
+                note("%s: caught up at #%llu (%llu messages, %llu pages)", ev->group,
+                     (unsigned long long)ev->id, (unsigned long long)ev->messages,
+                     (unsigned long long)ev->pages);
+        } else if (now - g_last_progress >= PROGRESS_EVERY_MS) {
+            g_last_progress = now;
+            note("%s: catching up: %llu pages, %llu messages so far, %llu remaining", ev->group,
+                 (unsigned long long)ev->pages, (unsigned long long)ev->messages,
+                 (unsigned long long)(ev->head - ev->id));
+        }
+        break;
+    case CHAT_CLIENT_EV_SEND_REFUSED:
+        fprintf(stderr, "mqchat: %s: message%s%s refused: %s\n", ev->group ? ev->group : "?",
+                ev->cid ? " " : "", ev->cid ? ev->cid : "", ev->reason ? ev->reason : "?");
+        break;
+    case CHAT_CLIENT_EV_LISTEN_REFUSED:
+        fprintf(stderr, "mqchat: %s: cannot listen: %s\n", ev->group ? ev->group : "?",
+                ev->reason ? ev->reason : "?");
+        stop_main(EXIT_REFUSED);
+        break;
+    case CHAT_CLIENT_EV_TRUNCATED:
+        note("%s: messages before #%llu were removed by retention before you saw them", ev->group,
+             (unsigned long long)ev->id);
+        break;
+    case CHAT_CLIENT_EV_ERROR:
+        fprintf(stderr, "mqchat: %s%s%s\n", ev->group ? ev->group : "", ev->group ? ": " : "",
+                ev->reason ? ev->reason : "error");
+        break;
+    }
+}
+
+/* ===========================================================================
+ * Commands
+ * ========================================================================= */
+
+/* Status for a failed library call, after printing why. */
+int mqchat_failed(const char *what, chat_client_err err)
+{
+    const char *reason = chat_client_reason();
+
+    fprintf(stderr, "mqchat: %s: %s%s%s\n", what, chat_client_strerror(err),
+            reason[0] != '\0' ? ": " : "", reason);
+    switch (err) {
+    case CHAT_CLIENT_ERR_REFUSED:
+        return EXIT_REFUSED;
+    case CHAT_CLIENT_ERR_INVAL:
+        return EXIT_USAGE;
+    case CHAT_CLIENT_ERR_IN_USE:
+        return EXIT_IN_USE;
+    default:
+        return EXIT_UNREACHABLE;
+    }
+}
+
+static int cmd_send(chat_client *c, const struct opts *o, int wait_ms)
+{
+    const char *group = o->args[0];
+    chat_client_err err = CHAT_CLIENT_OK;
+    size_t refused = 0, sent = 0;
+
+    if (o->lines) {
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t n;
+        while ((n = getline(&line, &cap, stdin)) >= 0) {
+            if (n > 0 && line[n - 1] == '\n')
+                line[--n] = '\0';
+            if (n == 0)
+                continue; /* an empty line is no message */
+            err = chat_client_send(c, group, line, NULL, 0);
+            if (err == CHAT_CLIENT_ERR_FULL) {
+                size_t r = 0;
+                if ((err = chat_client_flush(c, wait_ms, &r)) == CHAT_CLIENT_OK) {
+                    refused += r;
+                    err = chat_client_send(c, group, line, NULL, 0);
+                }
+            }
+            if (err != CHAT_CLIENT_OK)
+                break;
+            sent++;
+        }
+        free(line);
+        if (err == CHAT_CLIENT_OK && ferror(stdin)) {
+            fprintf(stderr, "mqchat: reading stdin: %s\n", strerror(errno));
+            return EXIT_UNREACHABLE;
+        }
+    } else {
+        size_t len = 0;
+        char *text;
+        for (int i = 1; i < o->nargs; i++)
+            len += strlen(o->args[i]) + 1;
+        if ((text = malloc(len + 1)) == NULL)
+            return mqchat_failed("send", CHAT_CLIENT_ERR_NOMEM);
+        text[0] = '\0';
+        for (int i = 1; i < o->nargs; i++) {
+            if (i > 1)
+                strcat(text, " ");
+            strcat(text, o->args[i]);
+        }
+        err = chat_client_send(c, group, text, NULL, 0);
+        free(text);
+        sent = 1;
+    }
+    if (err != CHAT_CLIENT_OK)
+        return mqchat_failed("send", err);
+    size_t r = 0;
+    if ((err = chat_client_flush(c, wait_ms, &r)) != CHAT_CLIENT_OK)
+        return mqchat_failed("send (waiting for the broker)", err);
+    refused += r;
+    if (refused > 0) {
+        fprintf(stderr, "mqchat: %zu of %zu message(s) refused\n", refused, sent);
+        return EXIT_REFUSED;
+    }
+    return 0;
+}
+
+/* Connects, trying again for up to wait_ms while the broker cannot be
+ * reached (it may be starting, or restarting); a refusal ends the wait.
+ * Returns 0, or the exit status after saying why. */
+static int connect_wait(chat_client *c, int wait_ms)
+{
+    int64_t deadline = now_ms() + wait_ms;
+    int pause = RETRY_FIRST_MS;
+    char why[512] = "";
+
+    for (int attempt = 1;; attempt++) {
+        int64_t left = deadline - now_ms();
+        chat_client_err err = chat_client_connect(c, left > 0 ? (int)left : 1);
+        struct timespec ts;
+
+        if (err == CHAT_CLIENT_OK)
+            return 0;
+        if (err != CHAT_CLIENT_ERR_CONNECT && err != CHAT_CLIENT_ERR_TIMEOUT)
+            return mqchat_failed("cannot connect", err);
+        /* The last attempt may be cut by the deadline: name the real cause. */
+        if (err == CHAT_CLIENT_ERR_CONNECT || why[0] == '\0')
+            snprintf(why, sizeof why, "%s", chat_client_reason());
+        left = deadline - now_ms();
+        if (left <= 0) {
+            fprintf(stderr, "mqchat: cannot connect within %d s (%d attempts): %s\n",
+                    (wait_ms + 999) / 1000, attempt, why);
+            return EXIT_UNREACHABLE;
+        }
+        if (attempt == 1)
+            note("%s; trying again for up to %lld s", why, (long long)(left + 999) / 1000);
+        left = left < pause ? left : pause;
+        ts.tv_sec = (time_t)(left / 1000);
+        ts.tv_nsec = (long)(left % 1000) * 1000000L;
+        nanosleep(&ts, NULL);
+        pause = pause * 2 < RETRY_MAX_MS ? pause * 2 : RETRY_MAX_MS;
+    }
+}
+
+static int cmd_listen(chat_client *c, const struct opts *o, sigset_t *sigs, int wait_ms)
+{
+    int64_t deadline = o->wait_s > 0 ? now_ms() + (int64_t)o->wait_s * 1000 : 0;
+    int status = 0;
+    chat_client_err err;
+
+    /* Listened groups are subscribed on every connect, the first included. */
+    for (int i = 0; i < o->nargs; i++) {
+        if ((err = chat_client_listen(c, o->args[i])) != CHAT_CLIENT_OK)
+            return mqchat_failed("listen", err);
+    }
+    /* A listener started with the broker (at boot) waits for it: the
+     * library keeps trying in the background, each attempt bounded by
+     * wait_ms, until we stop. */
+    err = chat_client_connect(c, wait_ms);
+    if (err == CHAT_CLIENT_ERR_CONNECT || err == CHAT_CLIENT_ERR_TIMEOUT) {
+        atomic_store(&g_waiting, true);
+        note("%s; waiting for the broker (Ctrl-C to stop)", chat_client_reason());
+    } else if (err != CHAT_CLIENT_OK) {
+        return mqchat_failed("cannot connect", err);
+    }
+    /* Wait for a signal: Ctrl-C, kill, or a callback's SIGUSR1. */
+    for (;;) {
+        int sig = 0;
+        if (deadline > 0) {
+            int64_t left = deadline - now_ms();
+            struct timespec ts;
+            if (left <= 0)
+                break;
+            ts.tv_sec = (time_t)(left / 1000);
+            ts.tv_nsec = (long)(left % 1000) * 1000000L;
+            sig = sigtimedwait(sigs, NULL, &ts);
+            if (sig < 0) {
+                if (errno == EAGAIN)
+                    break;
+                continue; /* EINTR */
+            }
+        } else if (sigwait(sigs, &sig) != 0) {
+            continue;
+        }
+        if (sig == SIGUSR1 && atomic_load(&g_exit) < 0)
+            continue;
+        break;
+    }
+    if (atomic_load(&g_exit) >= 0)
+        status = atomic_load(&g_exit);
+    if (status == 0 && !atomic_load(&g_connected_once)) {
+        fprintf(stderr, "mqchat: stopped before the broker could be reached\n");
+        status = EXIT_UNREACHABLE;
+    }
+    return status;
+}
+
+static void print_page_oldest_first(chat_client_message **msgs, size_t n, bool json)
+{
+    for (size_t i = n; i > 0; i--)
+        print_message(msgs[i - 1], json);
+}
+
+static int cmd_history(chat_client *c, const struct opts *o)
+{
+    const char *group = o->args[0];
+    chat_client_page **pages = NULL;
+    chat_client_message **msgs = NULL;
+    size_t npages = 0, n = 0, want = (size_t)o->history_n;
+    uint64_t before = 0;
+    int status = 0;
+
+    /* Pages come newest first; collect, then print oldest first. */
+    for (size_t round = 0; n < want && round < want; round++) {
+        chat_client_page *p = NULL, **np;
+        chat_client_message **nm;
+        chat_client_err err = chat_client_history(c, group, before, want - n, &p);
+        if (err != CHAT_CLIENT_OK) {
+            status = mqchat_failed("history", err);
+            break;
+        }
+        if ((np = realloc(pages, (npages + 1) * sizeof *pages)) == NULL ||
+            (nm = realloc(msgs, (n + p->count) * sizeof *msgs + 1)) == NULL) {
+            if (np != NULL)
+                pages = np;
+            chat_client_page_free(p);
+            status = mqchat_failed("history", CHAT_CLIENT_ERR_NOMEM);
+            break;
+        }
+        pages = np;
+        msgs = nm;
+        pages[npages++] = p;
+        for (size_t i = 0; i < p->count && n < want; i++)
+            msgs[n++] = &p->messages[i];
+        if (p->count == 0 || !p->more)
+            break;
+        before = p->messages[p->count - 1].id;
+    }
+    if (status == 0)
+        print_page_oldest_first(msgs, n, o->json);
+    for (size_t i = 0; i < npages; i++)
+        chat_client_page_free(pages[i]);
+    free(pages);
+    free(msgs);
+    if (status == 0 && (fflush(stdout) != 0 || ferror(stdout))) {
+        fprintf(stderr, "mqchat: cannot write to stdout: %s\n", strerror(errno));
+        return EXIT_UNREACHABLE;
+    }
+    return status;
+}
+
+static int cmd_unread(chat_client *c)
+{
+    chat_client_group_status *list = NULL;
+    size_t n = 0;
+    chat_client_err err = chat_client_unread(c, &list, &n);
+
+    if (err != CHAT_CLIENT_OK)
+        return mqchat_failed("unread", err);
+    if (n == 0)
+        printf("no groups yet: join one with 'mqchat join <group>', or by sending to or "
+               "listening to an open group\n");
+    for (size_t i = 0; i < n; i++)
+        printf("%s: %llu unread (head #%llu)\n", list[i].group, (unsigned long long)list[i].unread,
+               (unsigned long long)list[i].head);
+    chat_client_unread_free(list, n);
+    return fflush(stdout) == 0 ? 0 : EXIT_UNREACHABLE;
+}
+
+static int cmd_membership(chat_client *c, const struct opts *o, bool join)
+{
+    uint64_t head = 0;
+    chat_client_err err = join ? chat_client_join(c, o->args[0], NULL, &head)
+                               : chat_client_leave(c, o->args[0], NULL);
+
+    if (err != CHAT_CLIENT_OK)
+        return mqchat_failed(join ? "join" : "leave", err);
+    if (join)
+        printf("joined %s (head #%llu)\n", o->args[0], (unsigned long long)head);
+    else
+        printf("left %s\n", o->args[0]);
+    return fflush(stdout) == 0 ? 0 : EXIT_UNREACHABLE;
+}
+
+void mqchat_setup(const struct opts *o, bool listen, const char *client_id)
+{
+    g_json = o->json;
+    g_quiet = o->quiet;
+    g_count = listen ? o->count : 0;
+    g_client_id = client_id;
+    g_main = pthread_self();
+}
+
+int mqchat_run(chat_client *c, const struct opts *o, sigset_t *sigs, int wait_ms)
+{
+    bool listen = strcmp(o->command, "listen") == 0;
+    chat_client_err err;
+    int status;
+
+    if (listen) {
+        status = cmd_listen(c, o, sigs, wait_ms);
+    } else if ((status = connect_wait(c, wait_ms)) != 0) {
+        return status == EXIT_USAGE ? EXIT_UNREACHABLE : status;
+    } else if (strcmp(o->command, "send") == 0) {
+        status = cmd_send(c, o, wait_ms);
+    } else if (strcmp(o->command, "history") == 0) {
+        status = cmd_history(c, o);
+    } else if (strcmp(o->command, "unread") == 0) {
+        status = cmd_unread(c);
+    } else {
+        status = cmd_membership(c, o, strcmp(o->command, "join") == 0);
+    }
+    /* Acks what was shown, so the next start resumes right after it. */
+    err = chat_client_disconnect(c, wait_ms);
+    if (err != CHAT_CLIENT_OK && status == 0 && !listen)
+        status = mqchat_failed("disconnect", err);
+    return status;
+}

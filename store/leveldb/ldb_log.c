@@ -1,0 +1,279 @@
+/* ldb_log: the message log (see ldb_log.h). */
+#include "ldb_log.h"
+#include "store_text.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Reads a per-group counter ('H' or 'F'), dflt when the group has none. */
+static chat_err group_u64(ldb *st, char tag, const char *group, uint64_t dflt, uint64_t *v)
+{
+    key k;
+    bool found = false;
+    group_key(&k, tag, group);
+    if (k.overflow) {
+        return CHAT_EINVAL;
+    }
+    *v = dflt;
+    return ldb_get_u64(st, &k, v, &found);
+}
+
+chat_err ldb_head(chat_store *cs, const char *group, uint64_t *head)
+{
+    return group_u64(ldb_of(cs), TAG_HEAD, group, 0, head);
+}
+
+chat_err ldb_first(chat_store *cs, const char *group, uint64_t *first)
+{
+    return group_u64(ldb_of(cs), TAG_FIRST, group, 1, first);
+}
+
+chat_err ldb_append(chat_store *cs, const char *group, uint64_t id, const char *from,
+                    const char *cid, const void *env, size_t env_len)
+{
+    ldb *st = ldb_of(cs);
+    key kh, km, ki, kk, kv;
+    uint64_t head = 0;
+    char val[8];
+    chat_err rc;
+
+    rc = ldb_head(cs, group, &head);
+    if (rc != CHAT_OK) {
+        return rc;
+    }
+    if (id != head + 1) {
+        return CHAT_ECONFLICT;
+    }
+    group_key(&kh, TAG_HEAD, group);
+    id_key(&km, NULL, TAG_MSG, group, id);
+    if (kh.overflow || km.overflow) {
+        return CHAT_EINVAL;
+    }
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    leveldb_writebatch_put(wb, km.buf, km.len, env, env_len);
+    put_u64(val, id);
+    leveldb_writebatch_put(wb, kh.buf, kh.len, val, sizeof(val));
+    if (head == 0) {
+        /* a new 'H' record: the count goes in the same batch */
+        char n[8];
+        put_u64(n, st->groups + 1);
+        ldb_put_meta(wb, META_GROUPS, n, sizeof(n));
+    }
+    if (cid) {
+        /* The index entry and its reverse, so that whoever deletes the
+         * message finds the entry by id (invariant 6). */
+        group_key(&ki, TAG_CID, group);
+        key_str(&ki, from);
+        key_str(&ki, cid);
+        id_key(&kk, NULL, TAG_CIDREV, group, id);
+        kv.len = 0;
+        kv.overflow = false;
+        key_str(&kv, from);
+        key_str(&kv, cid);
+        if (ki.overflow || kk.overflow || kv.overflow) {
+            leveldb_writebatch_destroy(wb);
+            return CHAT_EINVAL;
+        }
+        leveldb_writebatch_put(wb, ki.buf, ki.len, val, sizeof(val));
+        leveldb_writebatch_put(wb, kk.buf, kk.len, kv.buf, kv.len);
+    }
+    rc = ldb_write_batch(st, wb, st->wopt, &km);
+    leveldb_writebatch_destroy(wb);
+    if (rc == CHAT_OK && head == 0) {
+        st->groups++;
+    }
+    return rc;
+}
+
+chat_err ldb_cid_find(chat_store *cs, const char *group, const char *from, const char *cid,
+                      uint64_t *id, bool *found)
+{
+    key k;
+    uint64_t first = 1;
+    group_key(&k, TAG_CID, group);
+    key_str(&k, from);
+    key_str(&k, cid);
+    *found = false;
+    if (k.overflow) {
+        return CHAT_EINVAL;
+    }
+    chat_err rc = ldb_get_u64(ldb_of(cs), &k, id, found);
+    if (rc == CHAT_OK && *found) {
+        /* An entry whose message is gone (a store from before the reverse
+         * keys, or a group being deleted) no longer holds a retry back. */
+        rc = ldb_first(cs, group, &first);
+        *found = rc == CHAT_OK && *id >= first;
+    }
+    return rc;
+}
+
+chat_err ldb_get(chat_store *cs, const char *group, uint64_t id, chat_msg *msg, bool *found)
+{
+    ldb *st = ldb_of(cs);
+    key k;
+    char *err = NULL;
+    size_t vlen = 0;
+
+    uint64_t first = 1;
+    *found = false;
+    id_key(&k, NULL, TAG_MSG, group, id);
+    if (k.overflow) {
+        return CHAT_EINVAL;
+    }
+    chat_err rc = ldb_first(cs, group, &first);
+    if (rc != CHAT_OK || id < first) {
+        return rc;
+    }
+    char *val = leveldb_get(st->db, st->ropt, k.buf, k.len, &vlen, &err);
+    if (err) {
+        return ldb_read_key_error(st, err, k.buf, k.len);
+    }
+    if (!val) {
+        return CHAT_OK;
+    }
+    msg->data = malloc(vlen + 1);
+    if (!msg->data) {
+        leveldb_free(val);
+        return CHAT_ENOMEM;
+    }
+    memcpy(msg->data, val, vlen);
+    msg->data[vlen] = '\0';
+    msg->len = vlen;
+    msg->id = id;
+    leveldb_free(val);
+    *found = true;
+    return CHAT_OK;
+}
+
+chat_err ldb_scan(chat_store *cs, const char *group, uint64_t from_id, bool forward,
+                  size_t max_count, size_t max_bytes, chat_msg_fn fn, void *ctx, bool *more)
+{
+    ldb *st = ldb_of(cs);
+    key prefix, k;
+    size_t count = 0, bytes = 0;
+    uint64_t last = 0, first = 1;
+    chat_err rc = CHAT_OK;
+    char *err = NULL;
+
+    *more = false;
+    id_key(&k, &prefix, TAG_MSG, group, from_id);
+    if (k.overflow) {
+        return CHAT_EINVAL;
+    }
+    /* Ids below first are gone even while a group deletion has not yet
+     * removed their records (invariant 2). */
+    rc = ldb_first(cs, group, &first);
+    if (rc != CHAT_OK) {
+        return rc;
+    }
+    leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
+    leveldb_iter_seek(it, k.buf, k.len);
+    if (!forward && !(err = iter_error(it))) {
+        /* Seek lands on the first key >= before; the page starts below it. */
+        if (leveldb_iter_valid(it)) {
+            leveldb_iter_prev(it);
+        } else {
+            leveldb_iter_seek_to_last(it);
+        }
+    }
+    while (!err && !(err = iter_error(it)) && leveldb_iter_valid(it)) {
+        size_t klen = 0, vlen = 0;
+        const char *kb = leveldb_iter_key(it, &klen);
+        if (klen != prefix.len + 8 || memcmp(kb, prefix.buf, prefix.len) != 0) {
+            break;
+        }
+        uint64_t id = get_u64(kb + prefix.len);
+        if (!forward && id < first) {
+            break;
+        }
+        if (forward ? id > from_id && id >= first : id < from_id) {
+            const char *v = leveldb_iter_value(it, &vlen);
+            if (count >= max_count || (count > 0 && bytes + vlen > max_bytes)) {
+                *more = true;
+                break;
+            }
+            if (fn(ctx, id, v, vlen) != 0) {
+                *more = true; /* this message was not handed over */
+                break;
+            }
+            count++;
+            bytes += vlen;
+            last = id;
+        }
+        forward ? leveldb_iter_next(it) : leveldb_iter_prev(it);
+    }
+    leveldb_iter_destroy(it);
+    if (err) {
+        char what[CHAT_STORE_ERROR_MAX / 2];
+        what[0] = '\0';
+        store_put_name(what, sizeof(what), "reading the messages of group ", group, strlen(group));
+        store_put_text(what, sizeof(what), " %s %llu", forward ? "after" : "before",
+                       (unsigned long long)from_id);
+        if (count > 0) {
+            store_put_text(what, sizeof(what), " (%zu read, up to %llu)", count,
+                           (unsigned long long)last);
+        }
+        rc = ldb_read_error(st, err, what);
+    }
+    return rc;
+}
+
+chat_err ldb_groups(chat_store *cs, const char *after, size_t max, chat_head_fn fn, void *ctx,
+                    bool *done)
+{
+    ldb *st = ldb_of(cs);
+    key start;
+    chat_err rc = CHAT_OK;
+    char *err = NULL;
+    char name[MAX_PART + 1];
+    size_t seen = 0;
+
+    key_init(&start, TAG_HEAD);
+    if (after) {
+        key_str(&start, after);
+        if (start.overflow) {
+            return CHAT_EINVAL;
+        }
+    }
+    leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
+    leveldb_iter_seek(it, start.buf, start.len);
+    if (after && !(err = iter_error(it)) && leveldb_iter_valid(it)) {
+        size_t klen = 0;
+        const char *kb = leveldb_iter_key(it, &klen);
+        if (klen == start.len && memcmp(kb, start.buf, klen) == 0) {
+            leveldb_iter_next(it);
+        }
+    }
+    while (!err && !(err = iter_error(it)) && leveldb_iter_valid(it)) {
+        size_t klen = 0, vlen = 0;
+        const char *kb = leveldb_iter_key(it, &klen);
+        if (klen < 1 || kb[0] != TAG_HEAD) {
+            *done = true;
+            break;
+        }
+        if (seen == max) {
+            break;
+        }
+        size_t n = klen >= 3 ? ((size_t)(unsigned char)kb[1] << 8) | (unsigned char)kb[2] : 0;
+        const char *v = leveldb_iter_value(it, &vlen);
+        if (klen < 3 || 3 + n != klen || n > MAX_PART || vlen != 8) {
+            rc = ldb_corrupt_key(st, kb, klen, vlen);
+            break;
+        }
+        memcpy(name, kb + 3, n);
+        name[n] = '\0';
+        seen++;
+        if (fn(ctx, name, get_u64(v)) != 0) {
+            break;
+        }
+        leveldb_iter_next(it);
+    }
+    if (!err && rc == CHAT_OK && !leveldb_iter_valid(it)) {
+        *done = true;
+    }
+    leveldb_iter_destroy(it);
+    if (err) {
+        rc = ldb_read_key_error(st, err, start.buf, start.len);
+    }
+    return rc;
+}

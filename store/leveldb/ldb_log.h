@@ -1,0 +1,38 @@
+/* ldb_log: the message log of the LevelDB backend ('H', 'F', 'M', 'I' and
+ * 'K' records): heads, appends with their cid keys, cid lookups, reads and
+ * scans of a group's messages in both directions, and the list of groups.
+ * Private to store/leveldb.
+ */
+#ifndef LDB_LOG_H
+#define LDB_LOG_H
+
+#include "ldb_db.h"
+
+/* The ops below (store_backend.h) keep the contracts of the chat_store.h
+ * functions of the same names; each comment says how this backend does it. */
+
+/* 'H' through the cache; 0 for a group without one. */
+store_head_fn ldb_head;
+
+/* 'F' through the cache; 1 for a group without one. */
+store_first_fn ldb_first;
+
+/* The message, the new head, the groups' count for a new group and the
+ * cid keys both ways ('I', 'K'), in one batch (invariants 1 and 6). */
+store_append_fn ldb_append;
+
+/* One 'I' lookup (a Bloom filter answers most), valid while its id is at
+ * least first. */
+store_cid_find_fn ldb_cid_find;
+
+/* One 'M' lookup, never below first. */
+store_get_fn ldb_get;
+
+/* One iterator over the group's 'M' range, in either direction, that
+ * never returns an id below first (invariant 2). */
+store_scan_fn ldb_scan;
+
+/* An iterator over the 'H' records, from the one after `after`. */
+store_groups_fn ldb_groups;
+
+#endif

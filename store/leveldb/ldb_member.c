@@ -1,0 +1,183 @@
+/* ldb_member: memberships (see ldb_member.h). */
+#include "ldb_member.h"
+#include "ldb_log.h"
+
+#include <string.h>
+
+/* Whether group is being deleted (chat_store_group_delete), and the
+ * generation of that deletion: memberships added meanwhile carry it. */
+static chat_err pending_delete(ldb *st, const char *group, size_t glen, uint64_t *gen,
+                               bool *pending)
+{
+    key kd;
+    rec r;
+    bool found = false;
+    key_init(&kd, TAG_DELETE);
+    key_part(&kd, group, glen);
+    *pending = false;
+    if (kd.overflow) {
+        return CHAT_EINVAL;
+    }
+    chat_err rc = ldb_get_rec(st, &kd, &r, &found);
+    if (rc == CHAT_OK && found) {
+        *pending = true;
+        *gen = r.v;
+    }
+    return rc;
+}
+
+/* Whether a membership record (joined, generation) counts: while its group
+ * is being deleted, only those added since the deletion began do. */
+static chat_err membership_live(ldb *st, const char *group, size_t glen, const rec *r, bool *live)
+{
+    uint64_t gen = 0;
+    bool pending = false;
+    chat_err rc = pending_delete(st, group, glen, &gen, &pending);
+    *live = rc == CHAT_OK && (!pending || r->x == gen);
+    return rc;
+}
+
+chat_err ldb_member_get(chat_store *cs, const char *group, const char *member, uint64_t *joined,
+                        bool *found)
+{
+    ldb *st = ldb_of(cs);
+    key kj, kg;
+    rec r;
+    join_keys(&kj, &kg, group, member);
+    *found = false;
+    if (kj.overflow) {
+        return CHAT_EINVAL;
+    }
+    chat_err rc = ldb_get_rec(st, &kj, &r, found);
+    if (rc == CHAT_OK && *found) {
+        rc = membership_live(st, group, strlen(group), &r, found);
+    }
+    if (rc == CHAT_OK && *found) {
+        *joined = r.v;
+    }
+    return rc;
+}
+
+static chat_err visit_delete(ldb *st, void *ctx, const char *k, size_t klen, const char *v,
+                             size_t vlen, bool *stop)
+{
+    (void)st, (void)v, (void)vlen, (void)stop;
+    leveldb_writebatch_delete(ctx, k, klen);
+    return CHAT_OK;
+}
+
+/* Adds to wb the deletion of member's cursors in group and of its maximum
+ * cursor record. */
+static chat_err delete_cursors(ldb *st, const char *group, const char *member,
+                               leveldb_writebatch_t *wb)
+{
+    key kx, prefix;
+    cursor_key(&prefix, group, member, NULL);
+    max_key(&kx, group, member);
+    if (prefix.overflow || kx.overflow) {
+        return CHAT_EINVAL;
+    }
+    leveldb_writebatch_delete(wb, kx.buf, kx.len);
+    return ldb_walk(st, &prefix, visit_delete, wb);
+}
+
+chat_err ldb_member_add(chat_store *cs, const char *group, const char *member, uint64_t *joined)
+{
+    ldb *st = ldb_of(cs);
+    key kj, kg;
+    uint64_t at = 0, gen = 0;
+    bool found = false, pending = false;
+    chat_err rc;
+
+    join_keys(&kj, &kg, group, member);
+    if (kj.overflow || kg.overflow) {
+        return CHAT_EINVAL;
+    }
+    rc = ldb_member_get(cs, group, member, &at, &found);
+    if (rc == CHAT_OK && !found) {
+        rc = ldb_head(cs, group, &at);
+    }
+    if (rc == CHAT_OK && !found) {
+        rc = pending_delete(st, group, strlen(group), &gen, &pending);
+    }
+    if (rc == CHAT_OK && !found) {
+        leveldb_writebatch_t *wb = leveldb_writebatch_create();
+        if (pending) {
+            /* Joining a group being deleted: a new membership, marked as
+             * such so that the deletion's later steps keep it, without the
+             * cursors of the membership the deletion removes. */
+            rc = delete_cursors(st, group, member, wb);
+            ldb_batch_put2(wb, &kj, at, gen);
+            ldb_batch_put2(wb, &kg, at, gen);
+        } else {
+            ldb_batch_put(wb, &kj, at);
+            ldb_batch_put(wb, &kg, at);
+        }
+        if (rc == CHAT_OK) {
+            rc = ldb_write_batch(st, wb, st->wopt_lazy, &kj);
+        }
+        leveldb_writebatch_destroy(wb);
+    }
+    if (rc == CHAT_OK && joined) {
+        *joined = at;
+    }
+    return rc;
+}
+
+chat_err ldb_member_remove(chat_store *cs, const char *group, const char *member)
+{
+    ldb *st = ldb_of(cs);
+    key kj, kg;
+    chat_err rc;
+
+    join_keys(&kj, &kg, group, member);
+    if (kj.overflow || kg.overflow) {
+        return CHAT_EINVAL;
+    }
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    leveldb_writebatch_delete(wb, kj.buf, kj.len);
+    leveldb_writebatch_delete(wb, kg.buf, kg.len);
+    rc = delete_cursors(st, group, member, wb);
+    if (rc == CHAT_OK) {
+        rc = ldb_write_batch(st, wb, st->wopt_lazy, &kj);
+    }
+    leveldb_writebatch_destroy(wb);
+    return rc;
+}
+
+/* What member_groups walks with: the caller's callback. */
+struct groups_walk {
+    size_t plen; /* the 'G' prefix's length: the group's name follows */
+    chat_group_fn fn;
+    void *ctx;
+};
+
+static chat_err visit_group(ldb *st, void *ctx, const char *k, size_t klen, const char *v,
+                            size_t vlen, bool *stop)
+{
+    struct groups_walk *w = ctx;
+    char name[MAX_PART + 1];
+    size_t n = klen - w->plen;
+    bool live = false;
+    rec r;
+    if (n > MAX_PART || !ldb_decode(TAG_GROUPS, v, vlen, &r)) {
+        return ldb_corrupt_key(st, k, klen, vlen);
+    }
+    memcpy(name, k + w->plen, n);
+    name[n] = '\0';
+    chat_err rc = membership_live(st, name, n, &r, &live);
+    *stop = rc == CHAT_OK && live && w->fn(w->ctx, name, r.v) != 0;
+    return rc;
+}
+
+chat_err ldb_member_groups(chat_store *cs, const char *member, chat_group_fn fn, void *ctx)
+{
+    key prefix;
+    key_init(&prefix, TAG_GROUPS);
+    key_str(&prefix, member);
+    if (prefix.overflow) {
+        return CHAT_EINVAL;
+    }
+    struct groups_walk w = {prefix.len, fn, ctx};
+    return ldb_walk(ldb_of(cs), &prefix, visit_group, &w);
+}

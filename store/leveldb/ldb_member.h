@@ -1,0 +1,27 @@
+/* ldb_member: memberships in the LevelDB backend ('J' and 'G' records,
+ * invariant 4), with their generations while a group is being deleted; a
+ * membership ends with its cursors. Private to store/leveldb.
+ */
+#ifndef LDB_MEMBER_H
+#define LDB_MEMBER_H
+
+#include "ldb_db.h"
+
+/* The ops below (store_backend.h) keep the contracts of the chat_store.h
+ * functions of the same names; each comment says how this backend does it. */
+
+/* 'J' through the cache, live unless a 'D' record of another generation
+ * says the group is being deleted. */
+store_member_get_fn ldb_member_get;
+
+/* 'J' and 'G' in one batch (invariant 4), with a deletion's generation
+ * and without the old cursors while the group is being deleted. */
+store_member_add_fn ldb_member_add;
+
+/* 'J', 'G', every 'C' of the member in group and its 'X', in one batch. */
+store_member_remove_fn ldb_member_remove;
+
+/* An iterator over the member's 'G' records, in group-name order. */
+store_member_groups_fn ldb_member_groups;
+
+#endif

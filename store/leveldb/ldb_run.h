@@ -1,0 +1,22 @@
+/* ldb_run: the run marker and the incarnation (invariant 7). An open
+ * starts a run, which a clean close ends; an open that finds the previous
+ * run unfinished after a reboot, when not every append was synced, draws a
+ * new incarnation. Private to store/leveldb.
+ */
+#ifndef LDB_RUN_H
+#define LDB_RUN_H
+
+#include "ldb_db.h"
+
+/* Starts a run (invariant 7): reads the previous run's marker and the
+ * incarnation, replaces the incarnation when the previous run ended in a
+ * way that may have lost acknowledged writes, and writes this run's marker
+ * (boot id and sync mode), all synced before the store takes any write. */
+chat_err ldb_run_start(ldb *st, const char *boot_override, char **errmsg);
+
+/* Ends the run: removes the marker with a synced write, so that the next
+ * open sees a clean close. Only after every log is synced (the caller
+ * checks) and never after a write error: then the marker stays. */
+void ldb_run_end(ldb *st);
+
+#endif

@@ -1,0 +1,225 @@
+/* ldb_store: the LevelDB backend's constructor and ops table, and the ops
+ * of the whole store: close, figures, compaction, syncs (see ldb_store.h). */
+#include "ldb_store.h"
+#include "ldb_cursor.h"
+#include "ldb_db.h"
+#include "ldb_delete.h"
+#include "ldb_log.h"
+#include "ldb_member.h"
+#include "ldb_run.h"
+#include "ldb_syncer.h"
+#include "ldb_trim.h"
+#include "store_text.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Entries of the value cache: about 100 bytes each. */
+#define CACHE_ENTRIES 262144u
+
+static chat_err op_stats(chat_store *cs, uint64_t *groups, uint64_t *approx_bytes)
+{
+    ldb *st = ldb_of(cs);
+    if (groups) {
+        *groups = st->groups;
+    }
+    if (approx_bytes) {
+        /* Every key sorts below 0xff (tags are ASCII). */
+        const char *start = "", *limit = "\xff";
+        size_t start_len = 0, limit_len = 1;
+        uint64_t size = 0;
+        leveldb_approximate_sizes(st->db, 1, &start, &start_len, &limit, &limit_len, &size);
+        *approx_bytes = size;
+    }
+    return CHAT_OK;
+}
+
+static void op_close(chat_store *cs)
+{
+    ldb *st = ldb_of(cs);
+    ldb_syncer_stop(st);
+    if (st->db && st->running && !atomic_load(&st->failed) && ldb_sync_all_logs(st->path)) {
+        /* A clean close: everything is on disk, and the next open must not
+         * take this run for one that lost writes (invariant 7). A close
+         * after a write error leaves the marker. */
+        ldb_run_end(st);
+    }
+    if (st->db) {
+        leveldb_close(st->db);
+    }
+    free(st->path);
+    leveldb_writeoptions_destroy(st->wopt_sync);
+    leveldb_writeoptions_destroy(st->wopt_lazy);
+    leveldb_writeoptions_destroy(st->wopt);
+    leveldb_readoptions_destroy(st->ropt);
+    leveldb_options_destroy(st->options);
+    leveldb_filterpolicy_destroy(st->filter);
+    leveldb_cache_destroy(st->lru);
+    chat_cache_destroy(st->cache);
+    free(st);
+}
+
+static chat_err op_sync_state(chat_store *cs, chat_sync_state *out)
+{
+    ldb *st = ldb_of(cs);
+    if (!st->sync_thread) {
+        return CHAT_EINVAL;
+    }
+    ldb_syncer_state(st->sync_thread, out);
+    return CHAT_OK;
+}
+
+static chat_err op_sync(chat_store *cs)
+{
+    ldb *st = ldb_of(cs);
+    if (!st->dirty) {
+        return CHAT_OK;
+    }
+    /* A synced write of an empty batch fsyncs the log, and with it every
+     * unsynced record before it. */
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    chat_err rc = ldb_write_batch(st, wb, st->wopt_sync, NULL);
+    leveldb_writebatch_destroy(wb);
+    if (rc == CHAT_OK) {
+        st->dirty = false;
+    }
+    return rc;
+}
+
+static chat_err op_sync_async(chat_store *cs)
+{
+    ldb *st = ldb_of(cs);
+    if (atomic_load(&st->failed)) {
+        return ldb_refused(st);
+    }
+    if (!st->sync_thread) {
+        return op_sync(cs);
+    }
+    if (!st->dirty) {
+        return CHAT_OK;
+    }
+    st->dirty = false;
+    ldb_syncer_request(st->sync_thread);
+    return CHAT_OK;
+}
+
+static chat_err op_compact(chat_store *cs)
+{
+    ldb *st = ldb_of(cs);
+    /* LevelDB's C API reports nothing here: a failure shows at the next
+     * write, which then latches failure as any write error does. */
+    leveldb_compact_range(st->db, NULL, 0, NULL, 0);
+    return CHAT_OK;
+}
+
+static const chat_store_ops ldb_ops = {
+    .name = LDB_NAME,
+    .close = op_close,
+    .stats = op_stats,
+    .compact = op_compact,
+    .sync = op_sync,
+    .sync_async = op_sync_async,
+    .sync_state = op_sync_state,
+    .head = ldb_head,
+    .first = ldb_first,
+    .append = ldb_append,
+    .cid_find = ldb_cid_find,
+    .get = ldb_get,
+    .scan = ldb_scan,
+    .trim = ldb_trim,
+    .groups = ldb_groups,
+    .cursor_info = ldb_cursor_info,
+    .cursor_advance = ldb_cursor_advance,
+    .cursor_max = ldb_cursor_max,
+    .cursor_start = ldb_cursor_start,
+    .cursor_touch = ldb_cursor_touch,
+    .expire_devices = ldb_expire_devices,
+    .member_add = ldb_member_add,
+    .member_get = ldb_member_get,
+    .member_remove = ldb_member_remove,
+    .member_groups = ldb_member_groups,
+    .group_delete = ldb_group_delete,
+};
+
+chat_err ldb_open(const char *path, const chat_store_opts *opts, chat_store **out, char **errmsg)
+{
+    char *err = NULL;
+    ldb *st = NULL;
+    chat_err rc = CHAT_EIO;
+
+    /* LevelDB reports a directory it cannot create as a missing LOCK file;
+     * making it here first gives the operator the real reason. */
+    if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+        int e = errno;
+        char what[PATH_MAX_LEN + 16];
+        snprintf(what, sizeof(what), "cannot create %s", path);
+        store_open_error(errmsg, what, strerror(e));
+        return CHAT_EIO;
+    }
+    st = calloc(1, sizeof(*st));
+    if (!st) {
+        return CHAT_ENOMEM;
+    }
+    store_base_init(&st->base, &ldb_ops);
+    st->sync = opts->sync;
+    st->cache = chat_cache_create(CACHE_ENTRIES);
+    if (!st->cache) {
+        free(st);
+        return CHAT_ENOMEM;
+    }
+    st->options = leveldb_options_create();
+    st->lru = leveldb_cache_create_lru(32u << 20);
+    st->filter = leveldb_filterpolicy_create_bloom(10);
+    st->ropt = leveldb_readoptions_create();
+    /* A damaged block is reported, not served: without this, corruption in
+     * an uncompressed block reached clients as invalid UTF-8. */
+    leveldb_readoptions_set_verify_checksums(st->ropt, 1);
+    st->wopt = leveldb_writeoptions_create();
+    st->wopt_lazy = leveldb_writeoptions_create();
+    st->wopt_sync = leveldb_writeoptions_create();
+    leveldb_options_set_create_if_missing(st->options, 1);
+    /* Without it, LevelDB drops a damaged block of its write-ahead log while
+     * it recovers, in silence: acknowledged messages would vanish and their
+     * ids be given again. With it, the store refuses to open and says why;
+     * the operator repairs it (docs/protocol.md, A damaged store). */
+    leveldb_options_set_paranoid_checks(st->options, 1);
+    leveldb_options_set_cache(st->options, st->lru);
+    leveldb_options_set_filter_policy(st->options, st->filter);
+    leveldb_options_set_compression(st->options, leveldb_snappy_compression);
+    leveldb_options_set_write_buffer_size(
+        st->options, opts->write_buffer_size ? opts->write_buffer_size : 8u << 20);
+    leveldb_writeoptions_set_sync(st->wopt, opts->sync == CHAT_SYNC_ALWAYS);
+    leveldb_writeoptions_set_sync(st->wopt_lazy, 0);
+    leveldb_writeoptions_set_sync(st->wopt_sync, 1);
+
+    st->db = leveldb_open(st->options, path, &err);
+    if (err) {
+        store_open_error(errmsg, path, err);
+        leveldb_free(err);
+        goto fail;
+    }
+    st->path = strdup(path);
+    if (!st->path) {
+        rc = CHAT_ENOMEM;
+        goto fail;
+    }
+    rc = ldb_run_start(st, opts->boot_id, errmsg);
+    if (rc != CHAT_OK) {
+        goto fail;
+    }
+    if (opts->sync == CHAT_SYNC_BATCH && ldb_syncer_start(st) != CHAT_OK) {
+        rc = CHAT_ENOMEM;
+        goto fail;
+    }
+    *out = &st->base;
+    return CHAT_OK;
+
+fail:
+    /* Not a clean close: the marker (if written) stays for the next open. */
+    st->running = false;
+    op_close(&st->base);
+    return rc;
+}

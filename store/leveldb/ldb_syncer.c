@@ -1,0 +1,279 @@
+/* ldb_syncer: the fsync thread of CHAT_SYNC_BATCH (see ldb_syncer.h). */
+#include "ldb_syncer.h"
+#include "store_text.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The background fsync of CHAT_SYNC_BATCH. LevelDB serialises writers, so a
+ * synced write from another thread would stall the broker's own writes for
+ * the length of an fsync; an fdatasync of the write-ahead log through a file
+ * descriptor of our own does not. LevelDB names its logs NNNNNN.log, starts
+ * a new one at every memtable flush, and writes the newest; a retired log
+ * stays until its memtable is in a (synced) table file.
+ *
+ * Each round lists the directory afresh (a directory's mtime, which an
+ * earlier version compared, can miss a rotation within its granularity),
+ * syncs the logs retired since the last round, then the newest. When a file
+ * cannot be opened (EMFILE, say) the round falls back to a synced write of
+ * an empty batch, which syncs LevelDB's current log: a writer that contends
+ * with the broker's writes, but a sync; it never stops syncing. */
+struct ldb_syncer {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    bool requested;                     /* under lock: something was written since the last sync */
+    bool stop;                          /* under lock */
+    uint64_t rounds;                    /* under lock: rounds done */
+    uint64_t fallbacks;                 /* under lock: rounds that fell back */
+    char log_name[32];                  /* under lock: the log held open, "" none */
+    char err[CHAT_STORE_ERROR_MAX / 2]; /* under lock: why a sync failed */
+    ldb *st;
+    leveldb_writebatch_t *empty; /* syncer thread only: the fallback's batch */
+    int log_fd;                  /* syncer thread only: the newest log, or -1 */
+    unsigned long long log_num;  /* syncer thread only: log_fd's number */
+    bool synced_any;             /* syncer thread only: log_num is set */
+};
+
+bool ldb_sync_all_logs(const char *path)
+{
+    bool ok = true;
+    DIR *d = opendir(path);
+    if (!d) {
+        return false;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        unsigned long long n = 0;
+        char tail[8], full[PATH_MAX_LEN];
+        if (sscanf(e->d_name, "%llu.%7s", &n, tail) != 2 || strcmp(tail, "log") != 0) {
+            continue;
+        }
+        snprintf(full, sizeof(full), "%s/%s", path, e->d_name);
+        int fd = open(full, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            ok = ok && errno == ENOENT;
+            continue;
+        }
+        ok = fdatasync(fd) == 0 && ok;
+        close(fd);
+    }
+    ok = fsync(dirfd(d)) == 0 && ok;
+    closedir(d);
+    return ok;
+}
+
+/* Most logs a round syncs by name; LevelDB keeps one or two. */
+#define MAX_LOGS 16
+
+/* fdatasyncs the log numbered num in dir; 0, or the errno of a failed
+ * sync. A log already gone is not a failure (its memtable is in a synced
+ * table); one that cannot be opened sets *fallback. */
+static int sync_log(const char *dir, unsigned long long num, bool *fallback)
+{
+    char full[PATH_MAX_LEN];
+    snprintf(full, sizeof(full), "%s/%06llu.log", dir, num);
+    int fd = open(full, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        *fallback = *fallback || errno != ENOENT;
+        return 0;
+    }
+    int e = fdatasync(fd) == 0 ? 0 : errno;
+    close(fd);
+    return e;
+}
+
+/* One round (see struct ldb_syncer). Returns 0, or the errno of a sync that
+ * failed, described in why. */
+static int syncer_round(struct ldb_syncer *sy, bool *fallback, char *why, size_t cap)
+{
+    const char *path = sy->st->path;
+    unsigned long long nums[MAX_LOGS], newest = 0;
+    size_t n = 0;
+    bool any = false;
+    int e = 0;
+
+    *fallback = false;
+    DIR *d = opendir(path);
+    if (!d) {
+        *fallback = true;
+    }
+    for (struct dirent *de; d && (de = readdir(d)) != NULL;) {
+        unsigned long long num = 0;
+        char tail[8];
+        if (sscanf(de->d_name, "%llu.%7s", &num, tail) != 2 || strcmp(tail, "log") != 0) {
+            continue;
+        }
+        if (n < MAX_LOGS) {
+            nums[n++] = num;
+        } else {
+            *fallback = true;
+        }
+        newest = !any || num > newest ? num : newest;
+        any = true;
+    }
+    if (d && !any) {
+        *fallback = true;
+    }
+    if (any && (sy->log_fd < 0 || newest != sy->log_num)) {
+        /* Logs retired since the last round may hold records not yet in a
+         * table file: sync them before moving on. */
+        for (size_t i = 0; i < n && !e; i++) {
+            if (nums[i] != newest && (!sy->synced_any || nums[i] >= sy->log_num)) {
+                e = sy->log_fd >= 0 && nums[i] == sy->log_num
+                        ? (fdatasync(sy->log_fd) == 0 ? 0 : errno)
+                        : sync_log(path, nums[i], fallback);
+                snprintf(why, cap, "%06llu.log", nums[i]);
+            }
+        }
+        char full[PATH_MAX_LEN];
+        snprintf(full, sizeof(full), "%s/%06llu.log", path, newest);
+        int fd = e ? -1 : open(full, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            if (sy->log_fd >= 0) {
+                close(sy->log_fd);
+            }
+            sy->log_fd = fd;
+            sy->log_num = newest;
+            sy->synced_any = true;
+            pthread_mutex_lock(&sy->lock);
+            snprintf(sy->log_name, sizeof(sy->log_name), "%06llu.log", newest);
+            pthread_mutex_unlock(&sy->lock);
+            /* the new log's name must survive a power loss too */
+            if (fsync(dirfd(d)) != 0) {
+                e = errno;
+                snprintf(why, cap, "the directory");
+            }
+        } else if (!e) {
+            *fallback = true;
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+    if (!e && sy->log_fd >= 0 && fdatasync(sy->log_fd) != 0) {
+        e = errno;
+        snprintf(why, cap, "%06llu.log", sy->log_num);
+    }
+    if (!e && *fallback) {
+        char *err = NULL;
+        leveldb_write(sy->st->db, sy->st->wopt_sync, sy->empty, &err);
+        if (err) {
+            store_set_text(why, cap, "a synced write (%s)", err);
+            leveldb_free(err);
+            e = EIO;
+        }
+    }
+    return e;
+}
+
+static void *syncer_main(void *arg)
+{
+    struct ldb_syncer *sy = arg;
+    char why[CHAT_STORE_ERROR_MAX / 4];
+    pthread_mutex_lock(&sy->lock);
+    for (;;) {
+        while (!sy->requested && !sy->stop) {
+            pthread_cond_wait(&sy->wake, &sy->lock);
+        }
+        if (!sy->requested && sy->stop) {
+            break;
+        }
+        sy->requested = false;
+        pthread_mutex_unlock(&sy->lock);
+        bool fallback = false;
+        why[0] = '\0';
+        int e = syncer_round(sy, &fallback, why, sizeof(why));
+        pthread_mutex_lock(&sy->lock);
+        sy->rounds++;
+        sy->fallbacks += fallback;
+        if (e != 0) {
+            /* A sync that failed may have lost what it was to keep:
+             * invariant 5, as for a failed write. */
+            store_set_text(sy->err, sizeof(sy->err), "syncing %s in %s: %s", why, sy->st->path,
+                           strerror(e));
+            atomic_store(&sy->st->failed, true);
+        }
+    }
+    pthread_mutex_unlock(&sy->lock);
+    return NULL;
+}
+
+void ldb_syncer_stop(ldb *st)
+{
+    struct ldb_syncer *sy = st->sync_thread;
+    if (!sy) {
+        return;
+    }
+    pthread_mutex_lock(&sy->lock);
+    sy->stop = true;
+    pthread_cond_signal(&sy->wake);
+    pthread_mutex_unlock(&sy->lock);
+    pthread_join(sy->thread, NULL);
+    if (sy->log_fd >= 0) {
+        close(sy->log_fd);
+    }
+    leveldb_writebatch_destroy(sy->empty);
+    pthread_cond_destroy(&sy->wake);
+    pthread_mutex_destroy(&sy->lock);
+    free(sy);
+    st->sync_thread = NULL;
+}
+
+chat_err ldb_syncer_start(ldb *st)
+{
+    struct ldb_syncer *sy = calloc(1, sizeof(*sy));
+    if (!sy) {
+        return CHAT_ENOMEM;
+    }
+    sy->st = st;
+    sy->log_fd = -1;
+    sy->empty = leveldb_writebatch_create();
+    pthread_mutex_init(&sy->lock, NULL);
+    pthread_cond_init(&sy->wake, NULL);
+    if (pthread_create(&sy->thread, NULL, syncer_main, sy) != 0) {
+        pthread_cond_destroy(&sy->wake);
+        pthread_mutex_destroy(&sy->lock);
+        leveldb_writebatch_destroy(sy->empty);
+        free(sy);
+        return CHAT_ENOMEM;
+    }
+    st->sync_thread = sy;
+    return CHAT_OK;
+}
+
+void ldb_syncer_error(ldb *st, char *out, size_t cap)
+{
+    struct ldb_syncer *sy = st->sync_thread;
+    snprintf(out, cap, "an unknown error");
+    if (sy) {
+        pthread_mutex_lock(&sy->lock);
+        if (sy->err[0]) {
+            store_set_text(out, cap, "%s", sy->err);
+        }
+        pthread_mutex_unlock(&sy->lock);
+    }
+}
+
+void ldb_syncer_request(struct ldb_syncer *sy)
+{
+    pthread_mutex_lock(&sy->lock);
+    sy->requested = true;
+    pthread_cond_signal(&sy->wake);
+    pthread_mutex_unlock(&sy->lock);
+}
+
+void ldb_syncer_state(struct ldb_syncer *sy, chat_sync_state *out)
+{
+    pthread_mutex_lock(&sy->lock);
+    store_set_text(out->log, sizeof(out->log), "%s", sy->log_name);
+    out->rounds = sy->rounds;
+    out->fallbacks = sy->fallbacks;
+    pthread_mutex_unlock(&sy->lock);
+}

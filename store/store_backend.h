@@ -1,0 +1,168 @@
+/* store_backend: the boundary between chat_store.c, which implements the
+ * public interface of chat_store.h, and a backend that keeps the data:
+ * leveldb/ today, a PostgreSQL one shared by several brokers next (issue
+ * 15). Private to store/.
+ *
+ * A backend's handle begins with a struct chat_store, the part that every
+ * backend has and chat_store.c reads (the error text, the clock, the
+ * incarnation); chat_store.c calls the backend through st->ops and never
+ * sees the rest, and the backend converts the pointer back to its own type.
+ * A backend is picked at open by its name (chat_store_opts.backend) and
+ * opened by its constructor, which fills in the common part with
+ * store_base_init.
+ *
+ * Each op has the semantics of the public function of the same name in
+ * chat_store.h, out-parameters and error texts included. chat_store.c has
+ * already checked what needs no data (said at each op below), so that no
+ * backend repeats it; what needs the data (a name too long for a key, a
+ * resume point the backend wrote) is the op's. Reads and scans of pages go
+ * through one op, scan; chat_store.c builds chat_page copies from it.
+ *
+ * Threading: as chat_store.h says, one thread calls a store; a backend may
+ * run threads of its own (LevelDB's syncer) and guards what they share.
+ *
+ * What a backend may cache: the LevelDB backend keeps heads, cursors and
+ * memberships in memory (chat_cache), which is right only while its
+ * process is the store's only writer. A backend whose database other
+ * processes write too (PostgreSQL, several brokers) must not take that
+ * shortcut: see the list in leveldb/ldb_db.h of what relies on it.
+ */
+#ifndef STORE_BACKEND_H
+#define STORE_BACKEND_H
+
+#include "chat_store.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Digits of an incarnation (chat_store_incarnation): 128 random bits. */
+#define STORE_INCARNATION_LEN 32u
+
+/* The ops, as function types: the ops table holds pointers to them, and a
+ * backend declares its functions with them (`store_head_fn ldb_head;`), so
+ * that the compiler holds every definition to the one signature here. Each
+ * has the contract of the chat_store.h function of the same name; what
+ * chat_store.c has checked before the call is said here. */
+
+/* The whole store. close: st is not NULL. sync_state: out is not NULL. */
+typedef void store_close_fn(chat_store *st);
+typedef chat_err store_stats_fn(chat_store *st, uint64_t *groups, uint64_t *approx_bytes);
+typedef chat_err store_compact_fn(chat_store *st);
+typedef chat_err store_sync_fn(chat_store *st);
+typedef chat_err store_sync_async_fn(chat_store *st);
+typedef chat_err store_sync_state_fn(chat_store *st, chat_sync_state *out);
+
+/* The message log. append: group and from are not NULL, nor env unless
+ * env_len is 0. scan: both directions (chat_store_scan_forward and the
+ * reads of pages); max_count is not 0, fn is not NULL, *more is false. */
+typedef chat_err store_head_fn(chat_store *st, const char *group, uint64_t *head);
+typedef chat_err store_first_fn(chat_store *st, const char *group, uint64_t *first);
+typedef chat_err store_append_fn(chat_store *st, const char *group, uint64_t id, const char *from,
+                                 const char *cid, const void *env, size_t env_len);
+typedef chat_err store_cid_find_fn(chat_store *st, const char *group, const char *from,
+                                   const char *cid, uint64_t *id, bool *found);
+typedef chat_err store_get_fn(chat_store *st, const char *group, uint64_t id, chat_msg *msg,
+                              bool *found);
+typedef chat_err store_scan_fn(chat_store *st, const char *group, uint64_t from_id, bool forward,
+                               size_t max_count, size_t max_bytes, chat_msg_fn fn, void *ctx,
+                               bool *more);
+
+/* Retention and the list of groups. trim: group is not NULL, max_keys is
+ * not 0. groups: fn is not NULL, *done is false. */
+typedef chat_err store_trim_fn(chat_store *st, const char *group, uint64_t before, size_t max_keys,
+                               uint64_t *first_now);
+typedef chat_err store_groups_fn(chat_store *st, const char *after, size_t max, chat_head_fn fn,
+                                 void *ctx, bool *done);
+
+/* Cursors and devices. expire_devices: resume is not NULL, resume_cap is
+ * at least CHAT_STORE_RESUME_MAX, max_keys is not 0, *removed is 0 and
+ * *done false. */
+typedef chat_err store_cursor_info_fn(chat_store *st, const char *group, const char *member,
+                                      const char *device, uint64_t *id, int64_t *last_used,
+                                      bool *found);
+typedef chat_err store_cursor_advance_fn(chat_store *st, const char *group, const char *member,
+                                         const char *device, uint64_t id, uint64_t *now);
+typedef chat_err store_cursor_max_fn(chat_store *st, const char *group, const char *member,
+                                     uint64_t *id, bool *found);
+typedef chat_err store_cursor_start_fn(chat_store *st, const char *group, const char *member,
+                                       const char *device, uint64_t *id, bool *found);
+typedef chat_err store_cursor_touch_fn(chat_store *st, const char *group, const char *member,
+                                       const char *device, int64_t now_ms);
+typedef chat_err store_expire_devices_fn(chat_store *st, int64_t older_than_ms, size_t max_keys,
+                                         char *resume, size_t resume_cap, size_t *removed,
+                                         bool *done);
+
+/* Membership and group deletion. member_groups: fn is not NULL.
+ * group_delete: group is not NULL, max_keys is not 0, *done is false. */
+typedef chat_err store_member_add_fn(chat_store *st, const char *group, const char *member,
+                                     uint64_t *joined);
+typedef chat_err store_member_get_fn(chat_store *st, const char *group, const char *member,
+                                     uint64_t *joined, bool *found);
+typedef chat_err store_member_remove_fn(chat_store *st, const char *group, const char *member);
+typedef chat_err store_member_groups_fn(chat_store *st, const char *member, chat_group_fn fn,
+                                        void *ctx);
+typedef chat_err store_group_delete_fn(chat_store *st, const char *group, size_t max_keys,
+                                       bool *done);
+
+/* What a backend implements: every op is required. */
+typedef struct chat_store_ops {
+    const char *name; /* what chat_store_opts.backend names it by */
+    store_close_fn *close;
+    store_stats_fn *stats;
+    store_compact_fn *compact;
+    store_sync_fn *sync;
+    store_sync_async_fn *sync_async;
+    store_sync_state_fn *sync_state;
+    store_head_fn *head;
+    store_first_fn *first;
+    store_append_fn *append;
+    store_cid_find_fn *cid_find;
+    store_get_fn *get;
+    store_scan_fn *scan;
+    store_trim_fn *trim;
+    store_groups_fn *groups;
+    store_cursor_info_fn *cursor_info;
+    store_cursor_advance_fn *cursor_advance;
+    store_cursor_max_fn *cursor_max;
+    store_cursor_start_fn *cursor_start;
+    store_cursor_touch_fn *cursor_touch;
+    store_expire_devices_fn *expire_devices;
+    store_member_add_fn *member_add;
+    store_member_get_fn *member_get;
+    store_member_remove_fn *member_remove;
+    store_member_groups_fn *member_groups;
+    store_group_delete_fn *group_delete;
+} chat_store_ops;
+
+/* The part of every backend's handle that chat_store.c reads. */
+struct chat_store {
+    const chat_store_ops *ops;
+    chat_clock_fn clock; /* chat_store_set_clock: stamps a device's last use */
+    void *clock_ctx;
+    bool recovered;                              /* chat_store_recovered */
+    char incarnation[STORE_INCARNATION_LEN + 1]; /* chat_store_incarnation, set at open */
+    char last_err[CHAT_STORE_ERROR_MAX];         /* chat_store_last_error */
+};
+
+/* Fills in the common part of a new handle: its ops, the default clock, no
+ * error yet, no incarnation yet (the backend draws or reads it). */
+void store_base_init(chat_store *st, const chat_store_ops *ops);
+
+/* chat_store_set_clock: fn, or the default clock when fn is NULL. */
+void store_set_clock(chat_store *st, chat_clock_fn fn, void *ctx);
+
+/* The store clock's time, in ms since the epoch. */
+static inline int64_t store_now_ms(const chat_store *st)
+{
+    return st->clock(st->clock_ctx);
+}
+
+/* The backends, each behind its constructor: opens the store at path with
+ * opts (already checked: sync is a chat_sync) and on success sets *out;
+ * on failure *errmsg, when errmsg is not NULL, may receive a malloc'd
+ * reason (chat_store_open_opts has set it to NULL). */
+typedef chat_err store_open_fn(const char *path, const chat_store_opts *opts, chat_store **out,
+                               char **errmsg);
+
+#endif

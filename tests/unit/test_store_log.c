@@ -1,0 +1,294 @@
+/* Unit tests of the message log (leveldb/ldb_log): appends, heads, the cid
+ * index and the list of groups (reads and scans: test_store_read.c).
+ * One table of named cases, each on a fresh store (store_fixture.h). */
+#include "store_fixture.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------
+ * Append, head, groups
+ * --------------------------------------------------------------------- */
+
+static void test_head_unknown_group(void **state)
+{
+    struct fixture *fx = *state;
+    uint64_t first = UINT64_MAX;
+
+    assert_head(fx->st, "nobody", 0);
+    ASSERT_OK(chat_store_first(fx->st, "nobody", &first));
+    assert_true(first <= 1); /* invariant 2: first <= head + 1 */
+    fill(fx->st, "g", 1);
+    assert_head(fx->st, "nobody", 0);
+    assert_head(fx->st, "g", 1);
+}
+
+static void test_append_dense_ids(void **state)
+{
+    struct fixture *fx = *state;
+    const unsigned n = 20;
+    uint64_t first = 0;
+    chat_page *page = NULL;
+
+    for (unsigned i = 1; i <= n; i++) {
+        assert_head(fx->st, "g", i - 1);
+        assert_int_equal(append_env(fx->st, "g", "alice", NULL, 0), i);
+        assert_head(fx->st, "g", i);
+    }
+    ASSERT_OK(chat_store_first(fx->st, "g", &first));
+    assert_int_equal(first, 1);
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 100, SIZE_MAX, &page));
+    check_page_run(page, "g", 1, 1, n, false);
+    chat_page_destroy(page);
+}
+
+static void test_append_wrong_id_conflict(void **state)
+{
+    struct fixture *fx = *state;
+    const uint64_t bad[] = {22, 20, 1, 19};
+    chat_page *page = NULL;
+    chat_msg msg = {0};
+    bool found = false;
+    char env[ENV_CAP];
+    size_t len;
+
+    fill(fx->st, "g", 20);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        len = env_make(env, "intruder", bad[i], 0);
+        assert_int_equal(chat_store_append(fx->st, "g", bad[i], "mallory", "x", env, len),
+                         CHAT_ECONFLICT);
+    }
+    /* nothing of those appends was written: head, message, index */
+    assert_head(fx->st, "g", 20);
+    assert_not_stored(fx->st, "g", 22);
+    assert_not_stored(fx->st, "g", 21);
+    ASSERT_OK(chat_store_get(fx->st, "g", 20, &msg, &found));
+    assert_true(found);
+    len = env_make(env, "g", 20, 0);
+    assert_int_equal(msg.len, len);
+    assert_memory_equal(msg.data, env, len);
+    free(msg.data);
+    assert_cid(fx->st, "g", "mallory", "x", false, 0);
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 100, SIZE_MAX, &page));
+    check_page_run(page, "g", 1, 1, 20, false);
+    chat_page_destroy(page);
+
+    /* an empty group only takes id 1 */
+    len = env_make(env, "empty", 2, 0);
+    assert_int_equal(chat_store_append(fx->st, "empty", 2, "mallory", NULL, env, len),
+                     CHAT_ECONFLICT);
+    assert_head(fx->st, "empty", 0);
+    assert_not_stored(fx->st, "empty", 2);
+
+    /* and the right id still works afterwards */
+    assert_int_equal(append_env(fx->st, "g", "alice", NULL, 0), 21);
+}
+
+static void test_groups_isolated(void **state)
+{
+    struct fixture *fx = *state;
+    chat_page *page = NULL;
+    uint64_t id_a, id_ab;
+
+    /* interleaved, and "a" is a prefix of "ab" */
+    for (int i = 0; i < 5; i++) {
+        if (i < 3)
+            append_env(fx->st, "a", "u", NULL, 0);
+        append_env(fx->st, "ab", "u", NULL, 0);
+        if (i < 1)
+            append_env(fx->st, "b", "u", NULL, 0);
+    }
+    id_a = append_env(fx->st, "a", "u", "c", 0);
+    id_ab = append_env(fx->st, "ab", "u", "c", 0);
+    assert_int_equal(id_a, 4);
+    assert_int_equal(id_ab, 6);
+    assert_head(fx->st, "a", 4);
+    assert_head(fx->st, "ab", 6);
+    assert_head(fx->st, "b", 1);
+
+    ASSERT_OK(chat_store_read_forward(fx->st, "a", 0, 100, SIZE_MAX, &page));
+    check_page_run(page, "a", 1, 1, 4, false);
+    chat_page_destroy(page);
+    ASSERT_OK(chat_store_read_forward(fx->st, "ab", 0, 100, SIZE_MAX, &page));
+    check_page_run(page, "ab", 1, 1, 6, false);
+    chat_page_destroy(page);
+    ASSERT_OK(chat_store_read_backward(fx->st, "a", UINT64_MAX, 100, SIZE_MAX, &page));
+    check_page_run(page, "a", 4, -1, 4, false);
+    chat_page_destroy(page);
+    ASSERT_OK(chat_store_read_backward(fx->st, "b", UINT64_MAX, 100, SIZE_MAX, &page));
+    check_page_run(page, "b", 1, -1, 1, false);
+    chat_page_destroy(page);
+    assert_not_stored(fx->st, "a", 5);
+
+    assert_cid(fx->st, "a", "u", "c", true, 4);
+    assert_cid(fx->st, "ab", "u", "c", true, 6);
+    assert_cid(fx->st, "b", "u", "c", false, 0);
+
+    ASSERT_OK(chat_store_member_add(fx->st, "a", "alice", NULL));
+    assert_member(fx->st, "ab", "alice", false, 0);
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "ab", "alice", "d", 5, NULL));
+    assert_cursor(fx->st, "a", "alice", "d", false, 0);
+    assert_cursor(fx->st, "ab", "alice", "d", true, 5);
+}
+
+/* ------------------------------------------------------------------------
+ * Client id index
+ * --------------------------------------------------------------------- */
+
+static void test_cid_index(void **state)
+{
+    struct fixture *fx = *state;
+    uint64_t id = 0;
+    bool found = true;
+    chat_err rc;
+
+    assert_int_equal(append_env(fx->st, "g", "alice", "c1", 0), 1);
+    assert_int_equal(append_env(fx->st, "g", "bob", "c1", 0), 2);
+    assert_int_equal(append_env(fx->st, "g", "alice", NULL, 0), 3);
+    assert_int_equal(append_env(fx->st, "g", "alice", "c2", 0), 4);
+    assert_int_equal(append_env(fx->st, "g", "ab", "c", 0), 5);
+
+    assert_cid(fx->st, "g", "alice", "c1", true, 1);
+    assert_cid(fx->st, "g", "bob", "c1", true, 2);
+    assert_cid(fx->st, "g", "alice", "c2", true, 4);
+    assert_cid(fx->st, "g", "ab", "c", true, 5);
+    /* other from, other cid, other group, and a from/cid split elsewhere */
+    assert_cid(fx->st, "g", "carol", "c1", false, 0);
+    assert_cid(fx->st, "g", "alice", "c3", false, 0);
+    assert_cid(fx->st, "g2", "alice", "c1", false, 0);
+    assert_cid(fx->st, "g", "a", "bc", false, 0);
+
+    /* the append without cid indexed nothing, not even under "" */
+    rc = chat_store_cid_find(fx->st, "g", "alice", "", &id, &found);
+    if (rc == CHAT_OK)
+        assert_false(found);
+    else
+        assert_int_equal(rc, CHAT_EINVAL);
+}
+
+/* ------------------------------------------------------------------------
+ * The list of groups (chat_store_groups)
+ * --------------------------------------------------------------------- */
+
+/* What a walk over the groups saw: their names, space-separated, with the
+ * head of each checked against group_heads. */
+struct listing {
+    char names[128];
+    size_t calls;
+    size_t stop_at; /* list_group stops the walk on this call (0: never) */
+};
+
+/* The groups of test_groups_cases and their heads; "d" is deleted. */
+static const struct {
+    const char *name;
+    uint64_t head;
+} group_heads[] = {{"a", 3}, {"aa", 1}, {"b", 2}, {"c", 5}, {"d", 2}};
+
+static int list_group(void *ctx, const char *group, uint64_t head)
+{
+    struct listing *l = ctx;
+    bool known = false;
+
+    for (size_t i = 0; i < sizeof(group_heads) / sizeof(group_heads[0]); i++) {
+        if (strcmp(group, group_heads[i].name) == 0) {
+            assert_int_equal(head, group_heads[i].head);
+            known = true;
+        }
+    }
+    assert_true(known);
+    snprintf(l->names + strlen(l->names), sizeof(l->names) - strlen(l->names), "%s%s",
+             l->calls ? " " : "", group);
+    l->calls++;
+    return l->stop_at != 0 && l->calls == l->stop_at;
+}
+
+static const struct groups_case {
+    const char *name;
+    const char *after; /* NULL: from the first */
+    size_t max;
+    size_t stop_at; /* the callback stops the walk on this call (0: never) */
+    const char *want;
+    bool done;
+} groups_cases[] = {
+    {"all of them, shorter names first", NULL, 10, 0, "a b c d aa", true},
+    {"a first run", NULL, 2, 0, "a b", false},
+    {"the next run", "b", 2, 0, "c d", false},
+    {"exactly the rest", "c", 2, 0, "d aa", true},
+    {"after the last", "aa", 5, 0, "", true},
+    {"after a name that is no group", "e", 10, 0, "aa", true},
+    {"max 0", NULL, 0, 0, "", false},
+    {"fn stops on the second", NULL, 10, 2, "a b", false},
+    {"fn stops on the last", "d", 10, 1, "aa", false},
+};
+
+static void test_groups_cases(void **state)
+{
+    struct fixture *fx = *state;
+    bool done = false;
+
+    for (size_t i = 0; i < sizeof(group_heads) / sizeof(group_heads[0]); i++)
+        fill(fx->st, group_heads[i].name, (unsigned)group_heads[i].head);
+    /* a group deletion leaves the head: the group is still listed */
+    ASSERT_OK(chat_store_group_delete(fx->st, "d", 100, &done));
+    assert_true(done);
+    ASSERT_OK(chat_store_member_add(fx->st, "b", "alice", NULL));
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "b", "alice", "d1", 1, NULL));
+    for (size_t i = 0; i < sizeof(groups_cases) / sizeof(groups_cases[0]); i++) {
+        const struct groups_case *c = &groups_cases[i];
+        struct listing l = {"", 0, c->stop_at};
+        done = !c->done;
+        chat_err rc = chat_store_groups(fx->st, c->after, c->max, list_group, &l, &done);
+
+        if (rc != CHAT_OK || strcmp(l.names, c->want) != 0 || done != c->done)
+            fail_msg("%s: %s, listed \"%s\" (want \"%s\"), done %d", c->name, chat_strerror(rc),
+                     l.names, c->want, (int)done);
+    }
+}
+
+static void test_groups_empty_store(void **state)
+{
+    struct fixture *fx = *state;
+    struct listing l = {"", 0, 0};
+    bool done = false;
+
+    /* records of other kinds only: none is a group */
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alice", NULL));
+    ASSERT_OK(chat_store_groups(fx->st, NULL, 10, list_group, &l, &done));
+    assert_int_equal(l.calls, 0);
+    assert_true(done);
+}
+
+static void test_groups_bad_arguments(void **state)
+{
+    struct fixture *fx = *state;
+    struct listing l = {"", 0, 0};
+    const char *long_name = too_long_name();
+    bool done = true;
+
+    fill(fx->st, "a", 1);
+    assert_int_equal(chat_store_groups(fx->st, NULL, 10, NULL, NULL, &done), CHAT_EINVAL);
+    assert_false(done);
+    assert_int_equal(chat_store_groups(fx->st, long_name, 10, list_group, &l, &done), CHAT_EINVAL);
+    assert_int_equal(l.calls, 0);
+}
+
+/* ------------------------------------------------------------------------
+ * Table
+ * --------------------------------------------------------------------- */
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        CASE(test_head_unknown_group),
+        CASE(test_append_dense_ids),
+        CASE(test_append_wrong_id_conflict),
+        CASE(test_groups_isolated),
+        CASE(test_cid_index),
+        CASE(test_groups_cases),
+        CASE(test_groups_empty_store),
+        CASE(test_groups_bad_arguments),
+    };
+
+    return cmocka_run_group_tests_name("store_log", tests, NULL, NULL);
+}

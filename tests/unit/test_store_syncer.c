@@ -1,0 +1,155 @@
+/* Unit tests of the fsync thread of CHAT_SYNC_BATCH (leveldb/ldb_syncer).
+ * One table of named cases, each on a fresh store (store_fixture.h). */
+#include "store_fixture.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------------
+ * Issue 9, item 12: the fsync thread of CHAT_SYNC_BATCH
+ * --------------------------------------------------------------------- */
+
+/* Waits (at most 10 s) until the syncer finished `rounds` rounds. */
+static chat_sync_state wait_rounds(chat_store *st, uint64_t rounds)
+{
+    chat_sync_state ss = {{0}, 0, 0};
+    struct timespec nap = {0, 1000000};
+
+    for (int i = 0; i < 10000; i++) {
+        ASSERT_OK(chat_store_sync_state(st, &ss));
+        if (ss.rounds >= rounds)
+            return ss;
+        nanosleep(&nap, NULL);
+    }
+    fail_msg("the syncer did %llu rounds, not %llu", (unsigned long long)ss.rounds,
+             (unsigned long long)rounds);
+    return ss;
+}
+
+/* The name of the newest write-ahead log in dir. */
+static void newest_log(const char *dir, char *out, size_t cap)
+{
+    unsigned long long best = 0, n;
+    char tail[8];
+    DIR *d = opendir(dir);
+    struct dirent *de;
+
+    assert_non_null(d);
+    while ((de = readdir(d)) != NULL)
+        if (sscanf(de->d_name, "%llu.%7s", &n, tail) == 2 && !strcmp(tail, "log") && n > best)
+            best = n;
+    closedir(d);
+    assert_true(best > 0);
+    snprintf(out, cap, "%06llu.log", best);
+}
+
+static void reopen_batch(struct fixture *fx, size_t write_buffer)
+{
+    chat_store_opts opts = CHAT_STORE_OPTS_INIT;
+
+    chat_store_close(fx->st);
+    fx->st = NULL;
+    opts.sync = CHAT_SYNC_BATCH;
+    opts.write_buffer_size = write_buffer;
+    ASSERT_OK(chat_store_open_opts(fx->dir, &opts, &fx->st, NULL));
+}
+
+static void test_i12_syncer_follows_log_rotation(void **state)
+{
+    struct fixture *fx = *state;
+    chat_sync_state ss;
+    char first[32], now[32];
+
+    assert_int_equal(chat_store_sync_state(fx->st, &ss), CHAT_EINVAL); /* not batch */
+    reopen_batch(fx, 64 << 10); /* LevelDB's smallest memtable */
+    append_env(fx->st, "g", "u", NULL, 0);
+    ASSERT_OK(chat_store_sync_async(fx->st));
+    ss = wait_rounds(fx->st, 1);
+    newest_log(fx->dir, first, sizeof(first));
+    assert_string_equal(ss.log, first);
+
+    /* 300 KB through a 64 KB memtable: several new logs in quick succession */
+    noise_fill(fx->st, "n", 300);
+    ASSERT_OK(chat_store_sync_async(fx->st));
+    ss = wait_rounds(fx->st, 2);
+    newest_log(fx->dir, now, sizeof(now));
+    assert_string_not_equal(now, first);
+    assert_string_equal(ss.log, now);
+    assert_int_equal(ss.fallbacks, 0);
+
+    /* and once more, with writes between each request */
+    for (uint64_t r = 3; r < 13; r++) {
+        for (int i = 0; i < 20; i++)
+            append_env(fx->st, "g", "u", NULL, 200);
+        ASSERT_OK(chat_store_sync_async(fx->st));
+        ss = wait_rounds(fx->st, r);
+    }
+    newest_log(fx->dir, now, sizeof(now));
+    assert_string_equal(ss.log, now);
+    append_env(fx->st, "g", "u", NULL, 0);
+    ASSERT_OK(chat_store_sync(fx->st));
+}
+
+static void test_i12_syncer_survives_emfile(void **state)
+{
+    struct fixture *fx = *state;
+    struct rlimit old, lim;
+    chat_sync_state ss;
+    int probe;
+
+    reopen_batch(fx, 0);
+    /* no descriptor left: the lowest free one is the limit */
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+    probe = open("/dev/null", O_RDONLY);
+    assert_true(probe >= 0);
+    close(probe);
+    lim = old;
+    lim.rlim_cur = (rlim_t)probe;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &lim), 0);
+    probe = open("/dev/null", O_RDONLY);
+    if (probe >= 0) {
+        /* valgrind emulates the limit without enforcing it */
+        close(probe);
+        assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+        skip();
+    }
+
+    /* before its first open: a synced write instead, and no failure */
+    append_env(fx->st, "g", "u", NULL, 0);
+    ASSERT_OK(chat_store_sync_async(fx->st));
+    ss = wait_rounds(fx->st, 1);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    assert_int_equal(ss.fallbacks, 1);
+    assert_string_equal(ss.log, "");
+
+    /* descriptors back: it opens the log and syncs as before */
+    append_env(fx->st, "g", "u", NULL, 0);
+    ASSERT_OK(chat_store_sync_async(fx->st));
+    ss = wait_rounds(fx->st, 2);
+    assert_int_equal(ss.fallbacks, 1);
+    assert_true(strlen(ss.log) > 0);
+    append_env(fx->st, "g", "u", NULL, 0);
+    ASSERT_OK(chat_store_sync_async(fx->st));
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_head(fx->st, "g", 3);
+}
+
+/* ------------------------------------------------------------------------
+ * Table
+ * --------------------------------------------------------------------- */
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        CASE(test_i12_syncer_follows_log_rotation),
+        CASE(test_i12_syncer_survives_emfile),
+    };
+
+    return cmocka_run_group_tests_name("store_syncer", tests, NULL, NULL);
+}
