@@ -21,6 +21,8 @@
 
 static char g_mount[512];
 
+static void unmount(void);
+
 static bool mount_tmpfs(const char *dir, const char *size)
 {
     char cmd[700];
@@ -32,6 +34,9 @@ static bool mount_tmpfs(const char *dir, const char *size)
         return false;
     }
     snprintf(g_mount, sizeof g_mount, "%s", dir);
+    /* Unmounted however the test ends: a failure exits at once. */
+    atexit(unmount);
+    ts_on_fail(unmount);
     return true;
 }
 
@@ -248,29 +253,12 @@ static void case_full_start(void)
     ts_broker_destroy(b);
 }
 
+static const ts_case cases[] = {
+    {"disk_full", case_disk_full},
+    {"full_start", case_full_start},
+};
+
 int main(int argc, char **argv)
 {
-    static const struct {
-        const char *name;
-        void (*fn)(void);
-    } cases[] = {
-        {"disk_full", case_disk_full},
-        {"full_start", case_full_start},
-    };
-    char name[64];
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s <case>\n", argv[0]);
-        return 2;
-    }
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (strcmp(argv[1], cases[i].name) == 0) {
-            snprintf(name, sizeof name, "integ_fault_%s", argv[1]);
-            ts_init(name);
-            atexit(unmount);
-            cases[i].fn();
-            return ts_pass();
-        }
-    }
-    fprintf(stderr, "unknown case %s\n", argv[1]);
-    return 2;
+    return ts_run_case(argc, argv, "integ_fault_", cases, sizeof cases / sizeof cases[0]);
 }

@@ -432,13 +432,22 @@ static int64_t expect_pages(const harness_page *pages, size_t n, const char *gro
     return next - 1;
 }
 
+/* The pages the plugin sent dev so far must be count pages of GROUP of ten,
+ * consecutive from id from. */
+static void expect_run(harness_client *dev, int64_t from, size_t count, const char *why)
+{
+    harness_page pages[MAX_PAGES];
+    size_t n = take_pages(dev, pages, MAX_PAGES);
+
+    expect_pages(pages, n, GROUP, from, count, 10, why);
+    free_pages(pages, n);
+}
+
 static void case_resubscribe(void)
 {
     ts_broker_conf conf = {.plugin_opts = (const char *const[]){"page_size 10", NULL}};
     ts_broker *b = ts_broker_create(&conf);
-    harness_page pages[MAX_PAGES];
     harness_client *dev;
-    size_t n;
 
     /* Mosquitto 2.0.11 leaks a second subscription to one filter: not
      * ours, and the point of this case. */
@@ -448,34 +457,24 @@ static void case_resubscribe(void)
     publish_n(b, TOPIC, 100, 10);
     dev = harness_client_connect(b, DEVICE, NULL);
     harness_client_subscribe(dev, TOPIC, 0);
-    n = take_pages(dev, pages, MAX_PAGES);
-    expect_pages(pages, n, GROUP, 1, 4, 10, "after the subscribe");
-    free_pages(pages, n);
+    expect_run(dev, 1, 4, "after the subscribe");
     /* Nothing acked, the window full: a new subscribe restarts the
      * catch-up, but pages in flight count (a client repeating subscribes
      * gets no window after window). */
     harness_client_subscribe(dev, TOPIC, 0);
-    n = take_pages(dev, pages, MAX_PAGES);
-    expect_pages(pages, n, GROUP, 1, 0, 10, "after a second subscribe with the window full");
+    expect_run(dev, 1, 0, "after a second subscribe with the window full");
     /* An ack frees what it covers. */
     harness_ack(dev, GROUP, 20, 1);
-    n = take_pages(dev, pages, MAX_PAGES);
-    expect_pages(pages, n, GROUP, 41, 2, 10, "after acking 20");
-    free_pages(pages, n);
+    expect_run(dev, 41, 2, "after acking 20");
     /* Twenty more come live meanwhile; a new subscribe takes the catch-up
      * on to the new head. */
     publish_n(b, TOPIC, 20, 10);
     harness_client_subscribe(dev, TOPIC, 0);
-    n = take_pages(dev, pages, MAX_PAGES);
-    expect_pages(pages, n, GROUP, 61, 0, 10, "after a subscribe at cursor 20, the window full");
+    expect_run(dev, 61, 0, "after a subscribe at cursor 20, the window full");
     harness_ack(dev, GROUP, 60, 1);
-    n = take_pages(dev, pages, MAX_PAGES);
-    expect_pages(pages, n, GROUP, 61, 4, 10, "after acking 60");
-    free_pages(pages, n);
+    expect_run(dev, 61, 4, "after acking 60");
     harness_ack(dev, GROUP, 100, 1);
-    n = take_pages(dev, pages, MAX_PAGES);
-    expect_pages(pages, n, GROUP, 101, 2, 10, "after acking 100: up to the head of the restart");
-    free_pages(pages, n);
+    expect_run(dev, 101, 2, "after acking 100: up to the head of the restart");
     harness_ack(dev, GROUP, 120, 1);
     harness_expect_quiet(dev, "no page after acking the head");
     harness_client_disconnect(dev);
@@ -548,12 +547,7 @@ static void case_turns(void)
  * main
  * ========================================================================= */
 
-typedef struct test_case {
-    const char *name;
-    void (*fn)(void);
-} test_case;
-
-static const test_case cases[] = {
+static const ts_case cases[] = {
     {"page_bytes", case_page_bytes},         {"truncated", case_truncated},
     {"retention_days", case_retention_days}, {"page_qos1", case_page_qos1},
     {"page_qos2", case_page_qos2},           {"prefix", case_prefix},
@@ -562,19 +556,5 @@ static const test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    char name[64];
-
-    for (size_t i = 0; argc > 1 && i < sizeof cases / sizeof cases[0]; i++) {
-        if (strcmp(argv[1], cases[i].name) == 0) {
-            snprintf(name, sizeof name, "integ_replay_%s", cases[i].name);
-            ts_init(name);
-            cases[i].fn();
-            return ts_pass();
-        }
-    }
-    fprintf(stderr, "usage: %s <case>; cases:", argv[0]);
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        fprintf(stderr, " %s", cases[i].name);
-    fputc('\n', stderr);
-    return 2;
+    return ts_run_case(argc, argv, "integ_replay_", cases, sizeof cases / sizeof cases[0]);
 }

@@ -66,6 +66,25 @@ int ts_pass(void)
     return 0;
 }
 
+int ts_run_case(int argc, char **argv, const char *prefix, const ts_case *cases, size_t count)
+{
+    char name[128];
+
+    for (size_t i = 0; argc == 2 && i < count; i++) {
+        if (strcmp(argv[1], cases[i].name) == 0) {
+            snprintf(name, sizeof name, "%s%s", prefix, cases[i].name);
+            ts_init(name);
+            cases[i].fn();
+            return ts_pass();
+        }
+    }
+    fprintf(stderr, "usage: %s <case>; cases:", argv[0]);
+    for (size_t i = 0; i < count; i++)
+        fprintf(stderr, " %s", cases[i].name);
+    fputc('\n', stderr);
+    return 2;
+}
+
 void ts_on_fail(void (*fn)(void))
 {
     for (int i = 0; i < g_nhooks; i++)

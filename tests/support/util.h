@@ -69,6 +69,18 @@ _Noreturn void ts_fail(const char *file, int line, const char *fmt, ...)
 /* Used by ASSERTF: prints the failed condition before the message. */
 void ts_note_assert(const char *file, int line, const char *cond);
 
+/* One case of a test program that runs a table of named cases, one per
+ * ctest (argv[1]). */
+typedef struct ts_case {
+    const char *name;
+    void (*fn)(void);
+} ts_case;
+
+/* Runs the case of cases[0..count) that argv[1] names, as the test
+ * <prefix><name> (ts_init, the case, ts_pass), and returns main's status;
+ * prints the usage with the names and returns 2 if argv[1] names none. */
+int ts_run_case(int argc, char **argv, const char *prefix, const ts_case *cases, size_t count);
+
 /* Registers fn to run once when the test fails, after the children are
  * killed, in the order registered (at most 8 hooks). */
 void ts_on_fail(void (*fn)(void));

@@ -2,6 +2,7 @@
  * know about Paho's asynchronous library (see ct.h). */
 #include "ct.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -60,4 +61,15 @@ const char *ct_path(char *buf, size_t size, const char *name)
     if (snprintf(buf, size, "%s/%s", g_dir, name) >= (int)size)
         FAIL("path too long: %s/%s", g_dir, name);
     return buf;
+}
+
+void ct_violation(char *bad, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (bad[0] != '\0')
+        return;
+    va_start(ap, fmt);
+    vsnprintf(bad, size, fmt, ap);
+    va_end(ap);
 }

@@ -33,6 +33,13 @@ void ct_init(const char *name);
  * test (ts_pass): returns 0 for main to return. */
 int ct_pass(void);
 
+/* Records the first violation a library callback saw, printf-style, in bad
+ * (size bytes, "" until then); later ones are dropped: the test's thread
+ * fails on it (callbacks run on the library's thread, which must not exit
+ * the test). The caller holds whatever lock guards bad. */
+void ct_violation(char *bad, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* The test's temporary directory, and path = <dir>/<name> in buf. */
 const char *ct_dir(void);
 const char *ct_path(char *buf, size_t size, const char *name);

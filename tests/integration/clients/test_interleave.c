@@ -48,20 +48,6 @@ static int body_index(const char *body)
     return (body[0] - 'a') * 1000 + k;
 }
 
-static void violation(struct recorder *r, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void violation(struct recorder *r, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (r->bad[0] != '\0')
-        return;
-    va_start(ap, fmt);
-    vsnprintf(r->bad, sizeof r->bad, fmt, ap);
-    va_end(ap);
-}
-
 static bool on_message(void *arg, const chat_client_message *m)
 {
     struct recorder *r = arg;
@@ -69,11 +55,12 @@ static bool on_message(void *arg, const chat_client_message *m)
 
     pthread_mutex_lock(&r->mu);
     if (r->next_id != 0 && m->id != r->next_id)
-        violation(r, "%s: id %" PRIu64 " where %" PRIu64 " was due", r->name, m->id, r->next_id);
+        ct_violation(r->bad, sizeof r->bad, "%s: id %" PRIu64 " where %" PRIu64 " was due", r->name,
+                     m->id, r->next_id);
     if (i < 0)
-        violation(r, "%s: unexpected message %s", r->name, m->json);
+        ct_violation(r->bad, sizeof r->bad, "%s: unexpected message %s", r->name, m->json);
     else if (++r->seen[i] > 1)
-        violation(r, "%s: %s shown twice", r->name, m->body);
+        ct_violation(r->bad, sizeof r->bad, "%s: %s shown twice", r->name, m->body);
     r->next_id = m->id + 1;
     r->last_id = m->id;
     r->got++;

@@ -56,19 +56,6 @@ struct seen {
     bool tried;
 };
 
-static void violation(struct seen *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void violation(struct seen *s, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (s->bad[0] != '\0')
-        return;
-    va_start(ap, fmt);
-    vsnprintf(s->bad, sizeof s->bad, fmt, ap);
-    va_end(ap);
-}
-
 static void seen_init(struct seen *s)
 {
     memset(s, 0, sizeof *s);
@@ -106,9 +93,11 @@ static bool on_message(void *arg, const chat_client_message *m)
 
     pthread_mutex_lock(&s->mu);
     if (s->refused > 0)
-        violation(s, "id %" PRIu64 " shown after on_message returned false", m->id);
+        ct_violation(s->bad, sizeof s->bad, "id %" PRIu64 " shown after on_message returned false",
+                     m->id);
     if (s->n > 0 && strcmp(m->group, GROUP) == 0 && m->id != s->ids[s->n - 1] + 1)
-        violation(s, "id %" PRIu64 " after %" PRIu64, m->id, s->ids[s->n - 1]);
+        ct_violation(s->bad, sizeof s->bad, "id %" PRIu64 " after %" PRIu64, m->id,
+                     s->ids[s->n - 1]);
     take = m->id != s->refuse_id;
     if (!take)
         s->refused++;
@@ -128,7 +117,8 @@ static void on_event(void *arg, const chat_client_event *ev)
     if (ev->type == CHAT_CLIENT_EV_ERROR)
         s->errors++;
     if (ev->type == CHAT_CLIENT_EV_SEND_REFUSED || ev->type == CHAT_CLIENT_EV_LISTEN_REFUSED)
-        violation(s, "event %d: %s", (int)ev->type, ev->reason ? ev->reason : "");
+        ct_violation(s->bad, sizeof s->bad, "event %d: %s", (int)ev->type,
+                     ev->reason ? ev->reason : "");
     pthread_mutex_unlock(&s->mu);
 }
 

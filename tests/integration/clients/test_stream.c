@@ -32,20 +32,6 @@ struct listener {
     size_t events[8]; /* events by type */
 };
 
-static void violation(struct listener *l, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void violation(struct listener *l, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (l->bad[0] != '\0')
-        return;
-    va_start(ap, fmt);
-    vsnprintf(l->bad, sizeof l->bad, fmt, ap);
-    va_end(ap);
-}
-
 static bool on_message(void *arg, const chat_client_message *m)
 {
     struct listener *l = arg;
@@ -53,18 +39,22 @@ static bool on_message(void *arg, const chat_client_message *m)
 
     pthread_mutex_lock(&l->mu);
     if (m->id != l->next_id)
-        violation(l, "%s: got id %" PRIu64 ", expected %" PRIu64, l->name, m->id, l->next_id);
+        ct_violation(l->bad, sizeof l->bad, "%s: got id %" PRIu64 ", expected %" PRIu64, l->name,
+                     m->id, l->next_id);
     if (l->ended)
-        violation(l, "%s: id %" PRIu64 " shown after \"end\"", l->name, m->id);
+        ct_violation(l->bad, sizeof l->bad, "%s: id %" PRIu64 " shown after \"end\"", l->name,
+                     m->id);
     if (m->body != NULL && strcmp(m->body, "end") == 0)
         l->ended = true;
     else if (strcmp(m->group, GROUP) != 0 || m->body == NULL || sscanf(m->body, "m%d", &k) != 1 ||
              k < 0 || k >= N)
-        violation(l, "%s: unexpected message %s", l->name, m->json);
+        ct_violation(l->bad, sizeof l->bad, "%s: unexpected message %s", l->name, m->json);
     else if (++l->seen[k] > 1)
-        violation(l, "%s: body m%d shown twice (id %" PRIu64 ")", l->name, k, m->id);
+        ct_violation(l->bad, sizeof l->bad, "%s: body m%d shown twice (id %" PRIu64 ")", l->name, k,
+                     m->id);
     else if ((size_t)k != l->got)
-        violation(l, "%s: body m%d at position %zu: sent out of order", l->name, k, l->got);
+        ct_violation(l->bad, sizeof l->bad, "%s: body m%d at position %zu: sent out of order",
+                     l->name, k, l->got);
     l->next_id = m->id + 1;
     l->got += !l->ended;
     pthread_mutex_unlock(&l->mu);
