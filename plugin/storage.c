@@ -24,13 +24,29 @@ static bool disk_full(const char *why)
     return why && strstr(why, "No space left on device") != NULL;
 }
 
+static bool shared(const struct chat_plugin *pl)
+{
+    return !strcmp(pl->cfg.store, "postgresql");
+}
+
+const char *chat_storage_where(const struct chat_plugin *pl)
+{
+    /* The connection string may hold a password: it is never logged. */
+    return shared(pl) ? "in PostgreSQL" : pl->cfg.db_path;
+}
+
 chat_err chat_storage_open(struct chat_plugin *pl, char **errmsg)
 {
     chat_store_opts so = CHAT_STORE_OPTS_INIT;
     so.sync = pl->cfg.fsync;
+    so.backend = pl->cfg.store;
     /* Tests fake a reboot (see chat_store_recovered) with another boot id. */
     so.boot_id = getenv("MOSQUITTO_CHAT_TEST_BOOT_ID");
-    chat_err rc = chat_store_open_opts(pl->cfg.db_path, &so, &pl->store, errmsg);
+    chat_err rc = chat_store_open_opts(shared(pl) ? pl->cfg.pg_conninfo : pl->cfg.db_path, &so,
+                                       &pl->store, errmsg);
+    /* Device cursors are stamped with the plugin's clock (a test may shift
+     * it: see chat_clock_init). */
+    chat_store_set_clock(pl->store, chat_store_clock, NULL);
     if (rc != CHAT_OK && errmsg && disk_full(*errmsg)) {
         mosquitto_log_printf(MOSQ_LOG_ERR,
                              "mosquitto-chat: cannot open store \"%s\": %s; running without it "
@@ -61,7 +77,7 @@ void chat_storage_chores(struct chat_plugin *pl, time_t now)
     struct statvfs fs;
     char *errmsg = NULL;
 
-    if (!pl->disk_full || now < pl->disk_next_look) {
+    if (!pl->disk_full || now < pl->disk_next_look || shared(pl)) {
         return;
     }
     pl->disk_next_look = now + RETRY_S;

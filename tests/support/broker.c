@@ -2,6 +2,7 @@
  * plugin for every test program (see broker.h). */
 #include "broker.h"
 
+#include "pg.h"
 #include "util.h"
 
 #include <errno.h>
@@ -21,9 +22,6 @@
 #ifndef CHAT_PLUGIN_PATH
 #error "CHAT_PLUGIN_PATH must name mosquitto_chat.so"
 #endif
-#ifndef CHAT_CLOCKSHIFT_PATH
-#error "CHAT_CLOCKSHIFT_PATH must name the clock shim (clockshift.c)"
-#endif
 
 extern char **environ;
 
@@ -41,24 +39,25 @@ extern char **environ;
 #define RUNNING_LINE " running"
 
 struct ts_broker {
-    char dir[64];        /* the temporary directory (a fixed short template) */
-    char db[PATH_LEN];   /* <dir>/db: the plugin's LevelDB store */
-    char conf[PATH_LEN]; /* <dir>/mosquitto.conf */
-    char log[PATH_LEN];  /* <dir>/mosquitto.log: log_dest file */
-    char out[PATH_LEN];  /* <dir>/broker.out: the broker's stdout and stderr */
-    char **opts;         /* plugin_opt_* lines without the prefix, NULL-terminated */
-    char **lines;        /* global lines before the plugin line, NULL-terminated */
-    char **after;        /* lines after the chat plugin's options, NULL-terminated */
-    char **top;          /* lines before the listener, NULL-terminated */
-    bool without_chat;   /* the chat plugin is left out of the configuration */
-    bool no_anonymous;   /* allow_anonymous false */
-    char run_as[64];     /* the `user` line */
-    bool private_conf;   /* mosquitto.conf mode 0600 */
-    long clock_shift;    /* seconds the broker's wall clock runs ahead (0: none) */
-    bool suppress;       /* <dir>/lsan.supp names leaks LeakSanitizer ignores */
-    int port;            /* 127.0.0.1 port of the listener */
-    pid_t pid;           /* running broker, 0 when stopped */
-    int starts;          /* successful starts, for messages */
+    char dir[64];          /* the temporary directory (a fixed short template) */
+    char db[PATH_LEN];     /* <dir>/db: the plugin's LevelDB store */
+    char conf[PATH_LEN];   /* <dir>/mosquitto.conf */
+    char log[PATH_LEN];    /* <dir>/mosquitto.log: log_dest file */
+    char out[PATH_LEN];    /* <dir>/broker.out: the broker's stdout and stderr */
+    char **opts;           /* plugin_opt_* lines without the prefix, NULL-terminated */
+    char **lines;          /* global lines before the plugin line, NULL-terminated */
+    char **after;          /* lines after the chat plugin's options, NULL-terminated */
+    char **top;            /* lines before the listener, NULL-terminated */
+    bool without_chat;     /* the chat plugin is left out of the configuration */
+    bool no_anonymous;     /* allow_anonymous false */
+    char run_as[64];       /* the `user` line */
+    bool private_conf;     /* mosquitto.conf mode 0600 */
+    long clock_shift;      /* seconds the plugin's clock runs ahead (0: none) */
+    char pg_conninfo[160]; /* CHAT_TEST_PG_PORT: the broker's own database, "" for LevelDB */
+    bool suppress;         /* <dir>/lsan.supp names leaks LeakSanitizer ignores */
+    int port;              /* 127.0.0.1 port of the listener */
+    pid_t pid;             /* running broker, 0 when stopped */
+    int starts;            /* successful starts, for messages */
 };
 
 static ts_broker *g_brokers[MAX_BROKERS];
@@ -198,9 +197,14 @@ static void write_config(const ts_broker *b)
             b->port, b->no_anonymous ? "false" : "true", b->run_as, b->log);
     put_lines(f, b, b->lines);
     if (!b->without_chat) {
+        bool store_named = false;
         fprintf(f, "plugin %s\nplugin_opt_db_path %s\n", CHAT_PLUGIN_PATH, b->db);
-        for (size_t i = 0; b->opts[i] != NULL; i++)
+        for (size_t i = 0; b->opts[i] != NULL; i++) {
             fprintf(f, "plugin_opt_%s\n", b->opts[i]);
+            store_named = store_named || strncmp(b->opts[i], "store ", 6) == 0;
+        }
+        if (b->pg_conninfo[0] != '\0' && !store_named)
+            fprintf(f, "plugin_opt_store postgresql\nplugin_opt_pg_conninfo %s\n", b->pg_conninfo);
     } else {
         fputs("# The same broker without mosquitto-chat.\n", f);
     }
@@ -240,29 +244,33 @@ static void hand_over(const ts_broker *b)
  * before LeakSanitizer runs, which would leave its frames unsymbolized and
  * hide its static storage, so that LevelDB's default Env (a deliberate
  * process-lifetime singleton the plugin cannot free) would be reported as a
- * leak. Kept mapped, real leaks are still reported, with symbols. A shifted
- * clock adds the clock shim to the preloads, and its variable. The strings
- * are static or the environment's: one broker starts at a time. */
+ * leak. Kept mapped, real leaks are still reported, with symbols. Leak
+ * suppressions (ts_broker_suppress_leaks) and a shifted clock (the plugin's
+ * test hook, MOSQUITTO_CHAT_TEST_CLOCK_SHIFT) are this broker's alone. The
+ * strings are static or the environment's: one broker starts at a time. */
 static char **broker_env(const ts_broker *b)
 {
     static char *env[MAX_ENV];
     static char preload_var[2 * PATH_LEN + 4096], shift_var[64];
     static char lsan_var[PATH_LEN + 64], asan_var[4096];
     const char *asked = getenv("CHAT_BROKER_PRELOAD");
-    const char *inherited = getenv("LD_PRELOAD");
     bool replace = asked != NULL && asked[0] != '\0';
-    size_t k = 0;
-    int len;
-
     bool suppress = replace && b->suppress;
+    size_t k = 0;
 
     for (size_t i = 0; environ[i] != NULL && k + 5 < MAX_ENV; i++) {
-        if ((replace || b->clock_shift != 0) && strncmp(environ[i], "LD_PRELOAD=", 11) == 0)
+        if (replace && strncmp(environ[i], "LD_PRELOAD=", 11) == 0)
             continue;
         if (suppress && (strncmp(environ[i], "LSAN_OPTIONS=", 13) == 0 ||
                          strncmp(environ[i], "ASAN_OPTIONS=", 13) == 0))
             continue;
+        if (strncmp(environ[i], "MOSQUITTO_CHAT_TEST_CLOCK_SHIFT=", 32) == 0)
+            continue;
         env[k++] = environ[i];
+    }
+    if (replace) {
+        snprintf(preload_var, sizeof preload_var, "LD_PRELOAD=%s %s", asked, CHAT_PLUGIN_PATH);
+        env[k++] = preload_var;
     }
     if (suppress) {
         const char *asan = getenv("ASAN_OPTIONS");
@@ -272,24 +280,30 @@ static char **broker_env(const ts_broker *b)
         env[k++] = lsan_var;
         env[k++] = asan_var;
     }
-    if (replace)
-        len =
-            snprintf(preload_var, sizeof preload_var, "LD_PRELOAD=%s %s", asked, CHAT_PLUGIN_PATH);
-    else
-        len = snprintf(preload_var, sizeof preload_var, "LD_PRELOAD=%s",
-                       inherited != NULL ? inherited : "");
     if (b->clock_shift != 0) {
-        len += snprintf(preload_var + len, sizeof preload_var - (size_t)len, " %s",
-                        CHAT_CLOCKSHIFT_PATH);
-        snprintf(shift_var, sizeof shift_var, "CHAT_CLOCK_SHIFT_S=%ld", b->clock_shift);
+        snprintf(shift_var, sizeof shift_var, "MOSQUITTO_CHAT_TEST_CLOCK_SHIFT=%ld",
+                 b->clock_shift);
         env[k++] = shift_var;
     }
-    if (len >= (int)sizeof preload_var)
-        FAILF("LD_PRELOAD for the broker too long");
-    if (replace || b->clock_shift != 0)
-        env[k++] = preload_var;
     env[k] = NULL;
     return env;
+}
+
+/* With CHAT_TEST_PG_PORT set (scripts/test's pg stage), the broker keeps
+ * its data in a new database of its own on that PostgreSQL cluster, unless
+ * its options name a store: the same tests against the postgresql backend. */
+static void pg_database(ts_broker *b)
+{
+    static int n;
+    const char *port = getenv("CHAT_TEST_PG_PORT");
+    char db[64];
+
+    if (port == NULL || port[0] == '\0' || b->without_chat)
+        return;
+    snprintf(db, sizeof db, "ts_%d_%d", (int)getpid(), n++);
+    ts_pg_run((const char *const[]){"createdb", port, db, NULL}, NULL);
+    snprintf(b->pg_conninfo, sizeof b->pg_conninfo,
+             "host=127.0.0.1 port=%s user=postgres dbname=%s", port, db);
 }
 
 enum { READY, EXITED, NOT_READY };
@@ -449,6 +463,7 @@ ts_broker *ts_broker_create(const ts_broker_conf *conf)
     g_brokers[slot] = b;
     ts_on_fail(report_brokers);
     hand_over(b);
+    pg_database(b);
     return b;
 }
 

@@ -9,7 +9,8 @@
  * answers is this broker, not another process that took the port); a broker
  * that exits at start because its port was taken meanwhile is retried on
  * another port. CHAT_BROKER_PRELOAD, if set, becomes the broker's LD_PRELOAD
- * (see broker.c).
+ * (see broker.c); with CHAT_TEST_PG_PORT set, a broker whose options name no
+ * store keeps its data in a new database on that PostgreSQL cluster (pg.h).
  *
  * Failure policy (util.h): a broker that cannot do what is asked fails the
  * test; a failing test stops every broker, prints the tail of its output and
@@ -95,10 +96,10 @@ void ts_broker_set_lines(ts_broker *b, const char *const *lines);
  * next restart. */
 void ts_broker_set_opts(ts_broker *b, const char *const *plugin_opts);
 
-/* From the broker's next start on, its wall clock (CLOCK_REALTIME, time(),
- * gettimeofday) runs seconds ahead of the real one (0: the real clock): the
- * clock shim (clockshift.c) is preloaded. For retention_days and device
- * expiry, which no test can wait for; the monotonic clock is left alone. */
+/* From the broker's next start on, the plugin's clock (envelope stamps,
+ * retention_days, device expiry) runs seconds ahead of the real one (0: the
+ * real clock), through the plugin's test hook MOSQUITTO_CHAT_TEST_CLOCK_SHIFT
+ * in this broker's environment alone. No test can wait days. */
 void ts_broker_shift_clock(ts_broker *b, long seconds);
 
 /* In the sanitizer run (CHAT_BROKER_PRELOAD set), from the broker's next

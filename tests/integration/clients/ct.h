@@ -19,6 +19,7 @@
 #include <stddef.h>
 
 #include "broker.h"
+#include "pg.h"
 #include "util.h"
 
 /* The names these tests use for ASSERTF and FAILF (tests/support/util.h). */
