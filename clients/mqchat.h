@@ -1,6 +1,7 @@
 /* mqchat.h: what the parts of mqchat share: main and its options
- * (mqchat.c), the commands with their output (mqchat_commands.c), and the
- * admin commands (mqchat_admin.c). */
+ * (mqchat.c), the commands with their output (mqchat_commands.c), the
+ * admin commands (mqchat_admin.c) and the exit status of a failed call
+ * (mqchat_status.c). */
 #ifndef MQCHAT_H
 #define MQCHAT_H
 
@@ -44,7 +45,8 @@ void mqchat_setup(const struct opts *o, bool listen, const char *client_id);
 bool mqchat_on_message(void *arg, const chat_client_message *m);
 void mqchat_on_event(void *arg, const chat_client_event *ev);
 
-/* Prints why a library call failed and returns the exit status for it. */
+/* Prints why a library call failed and returns the exit status for it
+ * (mqchat_status.c). */
 int mqchat_failed(const char *what, chat_client_err err);
 
 /* mqchat admin ...: the admin commands (mqchat_admin.c); returns the exit

@@ -164,25 +164,6 @@ void mqchat_on_event(void *arg, const chat_client_event *ev)
  * Commands
  * ========================================================================= */
 
-/* Status for a failed library call, after printing why. */
-int mqchat_failed(const char *what, chat_client_err err)
-{
-    const char *reason = chat_client_reason();
-
-    fprintf(stderr, "mqchat: %s: %s%s%s\n", what, chat_client_strerror(err),
-            reason[0] != '\0' ? ": " : "", reason);
-    switch (err) {
-    case CHAT_CLIENT_ERR_REFUSED:
-        return EXIT_REFUSED;
-    case CHAT_CLIENT_ERR_INVAL:
-        return EXIT_USAGE;
-    case CHAT_CLIENT_ERR_IN_USE:
-        return EXIT_IN_USE;
-    default:
-        return EXIT_UNREACHABLE;
-    }
-}
-
 static int cmd_send(chat_client *c, const struct opts *o, int wait_ms)
 {
     const char *group = o->args[0];

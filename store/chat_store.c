@@ -50,7 +50,7 @@ const char *chat_store_last_error(const chat_store *st)
 static chat_err repair_elsewhere(const char *path, char **errmsg)
 {
     (void)path;
-    store_open_error(errmsg, "repair a PostgreSQL store with PostgreSQL's own tools", NULL);
+    store_open_error(errmsg, "a PostgreSQL store is repaired with PostgreSQL's own tools", NULL);
     return CHAT_EINVAL;
 }
 

@@ -219,8 +219,10 @@ chat_err chat_store_stats(chat_store *st, uint64_t *groups, uint64_t *approx_byt
 const char *chat_store_last_error(const chat_store *st);
 
 /* Compacts the whole store (LevelDB's compact_range over every key): moves
- * everything into table files and drops deleted records. Slow; for tools,
- * tests and maintenance, never on the broker's thread under load. */
+ * everything into table files and drops deleted records; PostgreSQL:
+ * VACUUM (ANALYZE) of the chat tables. Slow; for tools, tests and
+ * maintenance, never on the broker's thread under load (CHAT_JOB_COMPACT
+ * runs it on a thread of its own). */
 chat_err chat_store_compact(chat_store *st);
 
 /* Forces every write so far to stable storage before it returns. Cheap when
@@ -492,7 +494,11 @@ chat_err chat_store_group_init(chat_store *st, const char *group, uint64_t head)
  * problem) once per problem found (group "" for a problem of no group) and
  * counts them in *problems; *groups receives the groups checked. A read
  * error is a problem, not a failure: the walk goes on. Slow: reads every
- * key; never on a broker's thread. */
+ * key; never on a broker's thread. PostgreSQL checks the whole database
+ * from one snapshot (brokers may be writing it meanwhile), in one
+ * statement that may take up to an hour; its membership records cannot
+ * come unpaired, so it looks instead at memberships begun above head and at
+ * cursors above their member's maximum cursor (invariant 3). */
 typedef void (*chat_problem_fn)(void *ctx, const char *group, const char *problem);
 chat_err chat_store_check(chat_store *st, chat_problem_fn fn, void *ctx, uint64_t *groups,
                           uint64_t *problems);
@@ -508,7 +514,12 @@ chat_err chat_store_check(chat_store *st, chat_problem_fn fn, void *ctx, uint64_
  *                    came after the backup, and its ids may be given again.
  *   CHAT_JOB_COMPACT chat_store_compact on the job's thread (dest unused).
  * chat_store_close waits for a running job, which stops at its next record
- * (a backup then leaves only its ".partial" directory). */
+ * (a backup then leaves only its ".partial" directory).
+ * PostgreSQL: the job's thread has a connection of its own, and a backup
+ * is a LevelDB store too, written from one REPEATABLE READ snapshot taken
+ * as that connection begins reading, moments after the start: the live
+ * state only (no deletion under way comes along), which mqchat-store reads
+ * and a broker on LevelDB opens; close cancels a running VACUUM. */
 typedef enum chat_job_kind { CHAT_JOB_NONE = 0, CHAT_JOB_BACKUP, CHAT_JOB_COMPACT } chat_job_kind;
 
 typedef enum chat_job_status {

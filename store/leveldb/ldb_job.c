@@ -1,5 +1,6 @@
 /* ldb_job: backups, compactions and repairs (see ldb_job.h). */
 #include "ldb_job.h"
+#include "ldb_copy.h"
 #include "ldb_run.h"
 #include "ldb_store.h"
 #include "store_text.h"
@@ -51,26 +52,6 @@ static void finish(struct ldb_job *j, const char *fmt, ...)
     j->state.finished_ms = wall_ms();
     pthread_mutex_unlock(&j->mu);
     atomic_store(&j->finished, true);
-}
-
-/* fsync of a directory, so that a rename in it survives a power loss. */
-static void sync_dir_of(const char *path)
-{
-    char dir[4096 + 16];
-    snprintf(dir, sizeof(dir), "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash == dir) {
-        slash[1] = '\0';
-    } else if (slash) {
-        *slash = '\0';
-    } else {
-        snprintf(dir, sizeof(dir), ".");
-    }
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
 }
 
 /* Copies the snapshot into a new store at j->partial, then renames it. */
@@ -169,7 +150,7 @@ static void run_backup(struct ldb_job *j)
         finish(j, "cannot rename %s to %s: %s", j->partial, j->state.path, strerror(errno));
         return;
     }
-    sync_dir_of(j->state.path);
+    ldb_sync_parent(j->state.path);
     finish(j, NULL);
 }
 

@@ -92,7 +92,7 @@ bool pg_prepare(PGconn *conn, char *err, size_t cap)
  * when the connection can no longer be used (broken, or timed out with
  * the statement in flight). */
 static PGresult *run(PGconn *conn, enum pg_stmt stmt, const char *const *params, const int *lens,
-                     char *err, size_t cap, bool *lost, bool *data)
+                     int timeout_ms, char *err, size_t cap, bool *lost, bool *data)
 {
     const struct pg_statement *s = &pg_statements[stmt];
     int fmts[8] = {0}, lengths[8] = {0};
@@ -108,12 +108,12 @@ static PGresult *run(PGconn *conn, enum pg_stmt stmt, const char *const *params,
         *lost = PQstatus(conn) != CONNECTION_OK;
         return NULL;
     }
-    int64_t deadline = mono_ms() + PG_CALL_TIMEOUT_MS;
+    int64_t deadline = mono_ms() + timeout_ms;
     while (PQisBusy(conn)) {
         int64_t left = deadline - mono_ms();
         struct pollfd p = {PQsocket(conn), POLLIN, 0};
         if (left <= 0) {
-            store_set_text(err, cap, "no answer from PostgreSQL within %d ms", PG_CALL_TIMEOUT_MS);
+            store_set_text(err, cap, "no answer from PostgreSQL within %d ms", timeout_ms);
             *lost = true;
             return NULL;
         }
@@ -152,6 +152,12 @@ static PGresult *run(PGconn *conn, enum pg_stmt stmt, const char *const *params,
 PGresult *pg_call(pg *st, enum pg_stmt stmt, const char *const *params, const int *lens,
                   const char *what, chat_err *rc)
 {
+    return pg_call_long(st, stmt, params, lens, PG_CALL_TIMEOUT_MS, what, rc);
+}
+
+PGresult *pg_call_long(pg *st, enum pg_stmt stmt, const char *const *params, const int *lens,
+                       int timeout_ms, const char *what, chat_err *rc)
+{
     char err[CHAT_STORE_ERROR_MAX];
     bool lost = false, data = false;
     if (!st->conn) {
@@ -163,7 +169,7 @@ PGresult *pg_call(pg *st, enum pg_stmt stmt, const char *const *params, const in
         *rc = CHAT_EIO;
         return NULL;
     }
-    PGresult *res = run(st->conn, stmt, params, lens, err, sizeof(err), &lost, &data);
+    PGresult *res = run(st->conn, stmt, params, lens, timeout_ms, err, sizeof(err), &lost, &data);
     if (res) {
         *rc = CHAT_OK;
         return res;
@@ -182,7 +188,7 @@ PGresult *pg_call_on(PGconn *conn, enum pg_stmt stmt, const char *const *params,
                      size_t cap)
 {
     bool lost = false, data = false;
-    return run(conn, stmt, params, NULL, err, cap, &lost, &data);
+    return run(conn, stmt, params, NULL, PG_CALL_TIMEOUT_MS, err, cap, &lost, &data);
 }
 
 int64_t pg_i64(const PGresult *res, int row, int col)

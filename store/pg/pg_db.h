@@ -36,6 +36,7 @@
 #define PG_CALL_TIMEOUT_MS 5000
 
 struct pg_watch; /* pg_watch.c */
+struct pg_job;   /* pg_job.c */
 
 typedef struct pg {
     chat_store base; /* first: a chat_store * of this backend is a pg * */
@@ -48,6 +49,7 @@ typedef struct pg {
     atomic_uint_fast64_t member_gen;
     atomic_bool member_live; /* the watcher listens: the cache may be used */
     struct pg_watch *watch;
+    struct pg_job *job; /* the running or last maintenance job (pg_job), or NULL */
 } pg;
 
 static inline pg *pg_of(chat_store *cs)
@@ -74,6 +76,11 @@ bool pg_prepare(PGconn *conn, char *err, size_t cap);
  * dropped, and the watcher asked for a new one. */
 PGresult *pg_call(pg *st, enum pg_stmt stmt, const char *const *params, const int *lens,
                   const char *what, chat_err *rc);
+
+/* pg_call with a deadline of timeout_ms instead: for the calls of a tool
+ * that read the whole database (chat_store_check), never the broker's. */
+PGresult *pg_call_long(pg *st, enum pg_stmt stmt, const char *const *params, const int *lens,
+                       int timeout_ms, const char *what, chat_err *rc);
 
 /* The same on another connection (the watcher's), which it does not drop:
  * NULL on failure with why in err. */

@@ -27,6 +27,12 @@ static struct {
     int (*PQntuples)(const PGresult *res);
     PGresult *(*PQprepare)(PGconn *conn, const char *stmtName, const char *query, int nParams,
                            const Oid *paramTypes);
+    int (*PQsendQueryParams)(PGconn *conn, const char *command, int nParams, const Oid *paramTypes,
+                             const char *const *paramValues, const int *paramLengths,
+                             const int *paramFormats, int resultFormat);
+    PGcancel *(*PQgetCancel)(PGconn *conn);
+    int (*PQcancel)(PGcancel *cancel, char *errbuf, int errbufsize);
+    void (*PQfreeCancel)(PGcancel *cancel);
     char *(*PQresultErrorField)(const PGresult *res, int fieldcode);
     char *(*PQresultErrorMessage)(const PGresult *res);
     ExecStatusType (*PQresultStatus)(const PGresult *res);
@@ -80,6 +86,10 @@ static void load(void)
     ok = ok && find(h, "PQnotifies", &lib.PQnotifies, sizeof(lib.PQnotifies));
     ok = ok && find(h, "PQntuples", &lib.PQntuples, sizeof(lib.PQntuples));
     ok = ok && find(h, "PQprepare", &lib.PQprepare, sizeof(lib.PQprepare));
+    ok = ok && find(h, "PQsendQueryParams", &lib.PQsendQueryParams, sizeof(lib.PQsendQueryParams));
+    ok = ok && find(h, "PQgetCancel", &lib.PQgetCancel, sizeof(lib.PQgetCancel));
+    ok = ok && find(h, "PQcancel", &lib.PQcancel, sizeof(lib.PQcancel));
+    ok = ok && find(h, "PQfreeCancel", &lib.PQfreeCancel, sizeof(lib.PQfreeCancel));
     ok = ok &&
          find(h, "PQresultErrorField", &lib.PQresultErrorField, sizeof(lib.PQresultErrorField));
     ok = ok && find(h, "PQresultErrorMessage", &lib.PQresultErrorMessage,
@@ -173,6 +183,29 @@ PGresult *PQprepare(PGconn *conn, const char *stmtName, const char *query, int n
                     const Oid *paramTypes)
 {
     return lib.PQprepare(conn, stmtName, query, nParams, paramTypes);
+}
+
+int PQsendQueryParams(PGconn *conn, const char *command, int nParams, const Oid *paramTypes,
+                      const char *const *paramValues, const int *paramLengths,
+                      const int *paramFormats, int resultFormat)
+{
+    return lib.PQsendQueryParams(conn, command, nParams, paramTypes, paramValues, paramLengths,
+                                 paramFormats, resultFormat);
+}
+
+PGcancel *PQgetCancel(PGconn *conn)
+{
+    return lib.PQgetCancel(conn);
+}
+
+int PQcancel(PGcancel *cancel, char *errbuf, int errbufsize)
+{
+    return lib.PQcancel(cancel, errbuf, errbufsize);
+}
+
+void PQfreeCancel(PGcancel *cancel)
+{
+    lib.PQfreeCancel(cancel);
 }
 
 char *PQresultErrorField(const PGresult *res, int fieldcode)

@@ -41,6 +41,10 @@ const char *const pg_schema_sql[] = {
     "  gen bigint NOT NULL DEFAULT 0,\n"
     "  PRIMARY KEY (grp, member));\n"
     "CREATE INDEX IF NOT EXISTS chat_members_by_member ON chat_members (member, grp);\n"
+    /* a group's members in the order of the LevelDB backend's keys, which
+     * the listings page by (chat_store_group_members) */
+    "CREATE INDEX IF NOT EXISTS chat_members_order ON chat_members\n"
+    "  (grp, octet_length(member), member);\n"
     "CREATE TABLE IF NOT EXISTS chat_cursors (\n"
     "  grp text COLLATE \"C\" NOT NULL,\n"
     "  member text COLLATE \"C\" NOT NULL,\n"
@@ -257,6 +261,112 @@ const char *const pg_schema_sql[] = {
     "    RETURN true;\n"
     "  END IF;\n"
     "  RETURN false;\n"
+    "END $$;\n",
+
+    /* For an import: a group that has no head yet continues after h. The
+     * row lock (or the insert's conflict) keeps a publish from slipping
+     * in between the look and the write. */
+    "CREATE OR REPLACE FUNCTION chat_group_init(g text, h bigint) RETURNS boolean\n"
+    "LANGUAGE plpgsql AS $$\n"
+    "DECLARE cur bigint;\n"
+    "BEGIN\n"
+    "  SELECT head INTO cur FROM chat_groups WHERE grp = g FOR UPDATE;\n"
+    "  IF coalesce(cur, 0) <> 0 THEN RETURN false; END IF;\n"
+    "  IF h = 0 THEN RETURN true; END IF;\n"
+    "  INSERT INTO chat_groups AS gg (grp, head, first) VALUES (g, h, h + 1)\n"
+    "    ON CONFLICT (grp) DO UPDATE SET head = excluded.head, first = excluded.first\n"
+    "    WHERE gg.head = 0;\n"
+    "  RETURN FOUND;\n"
+    "END $$;\n",
+
+    /* The check of chat_store_check, over the whole database. STABLE: every
+     * query in it reads the one snapshot of the calling statement, so a
+     * check of a database that brokers are writing sees one consistent
+     * state. One row per problem (g, problem), then a last row with the
+     * number of groups checked (those with a head, as chat_store_groups
+     * lists them; every row of chat_groups is checked). */
+    "CREATE OR REPLACE FUNCTION chat_check(OUT g text, OUT problem text, OUT n_groups bigint)\n"
+    "RETURNS SETOF record LANGUAGE plpgsql STABLE AS $$\n"
+    "DECLARE r record; gap record; n bigint := 0;\n"
+    "BEGIN\n"
+    "  n_groups := NULL;\n"
+    /* per group: first and head, and the messages between them */
+    "  FOR r IN SELECT gg.grp, gg.head, gg.first, gg.del_gen IS NOT NULL AS deleting,\n"
+    "      count(mm.id) FILTER (WHERE mm.id >= gg.first AND mm.id <= gg.head) AS inside,\n"
+    "      count(mm.id) FILTER (WHERE mm.id < gg.first) AS below, max(mm.id) AS highest\n"
+    "      FROM chat_groups gg LEFT JOIN chat_messages mm ON mm.grp = gg.grp\n"
+    "      GROUP BY gg.grp ORDER BY octet_length(gg.grp), gg.grp LOOP\n"
+    "    g := r.grp;\n"
+    "    IF r.head > 0 THEN n := n + 1; END IF;\n"
+    "    IF r.first < 1 THEN\n"
+    "      problem := format('first (%s) is below 1', r.first); RETURN NEXT;\n"
+    "    ELSIF r.first > r.head + 1 THEN\n"
+    "      problem := format('first (%s) is above head + 1 (%s)', r.first, r.head + 1);\n"
+    "      RETURN NEXT;\n"
+    "    END IF;\n"
+    "    IF r.highest > r.head THEN\n"
+    "      problem := format('head is %s but message %s is stored', r.head, r.highest);\n"
+    "      RETURN NEXT;\n"
+    "    END IF;\n"
+    /* a deletion under way removes them step by step */
+    "    IF r.below > 0 AND NOT r.deleting THEN\n"
+    "      problem := format('%s messages below first (%s) are still stored', r.below,\n"
+    "        r.first); RETURN NEXT;\n"
+    "    END IF;\n"
+    "    IF r.first >= 1 AND r.inside < r.head - r.first + 1 THEN\n"
+    "      FOR gap IN SELECT x.prev + 1 AS lo, x.id - 1 AS hi FROM (SELECT i.id,\n"
+    "          lag(i.id, 1, r.first - 1) OVER (ORDER BY i.id) AS prev FROM (\n"
+    "          SELECT mm.id FROM chat_messages mm WHERE mm.grp = r.grp\n"
+    "          AND mm.id >= r.first AND mm.id <= r.head UNION ALL SELECT r.head + 1) i) x\n"
+    "          WHERE x.id > x.prev + 1 ORDER BY x.id LOOP\n"
+    "        problem := format('messages %s to %s are missing', gap.lo, gap.hi); RETURN NEXT;\n"
+    "      END LOOP;\n"
+    "    END IF;\n"
+    "  END LOOP;\n"
+    "  FOR r IN SELECT mm.grp, count(*) AS k FROM chat_messages mm WHERE NOT EXISTS\n"
+    "      (SELECT 1 FROM chat_groups gg WHERE gg.grp = mm.grp) GROUP BY mm.grp LOOP\n"
+    "    g := r.grp;\n"
+    "    problem := format('%s messages are stored but the group has no head', r.k);\n"
+    "    RETURN NEXT;\n"
+    "  END LOOP;\n"
+    /* cursors, maximum cursors and memberships: none above head */
+    "  FOR r IN SELECT cc.grp, cc.member, cc.device, cc.acked, coalesce(gg.head, 0) AS head\n"
+    "      FROM chat_cursors cc LEFT JOIN chat_groups gg ON gg.grp = cc.grp\n"
+    "      WHERE cc.acked > coalesce(gg.head, 0) LOOP\n"
+    "    g := r.grp;\n"
+    "    problem := format('the cursor of %s/%s is %s, above head %s', left(r.member, 200),\n"
+    "      left(r.device, 200), r.acked, r.head); RETURN NEXT;\n"
+    "  END LOOP;\n"
+    "  FOR r IN SELECT x.grp, x.member, x.acked, coalesce(gg.head, 0) AS head\n"
+    "      FROM chat_cursor_max x LEFT JOIN chat_groups gg ON gg.grp = x.grp\n"
+    "      WHERE x.acked > coalesce(gg.head, 0) LOOP\n"
+    "    g := r.grp;\n"
+    "    problem := format('the maximum cursor of %s is %s, above head %s',\n"
+    "      left(r.member, 200), r.acked, r.head); RETURN NEXT;\n"
+    "  END LOOP;\n"
+    "  FOR r IN SELECT mm.grp, mm.member, mm.joined, coalesce(gg.head, 0) AS head\n"
+    "      FROM chat_members mm LEFT JOIN chat_groups gg ON gg.grp = mm.grp\n"
+    "      WHERE mm.joined > coalesce(gg.head, 0) LOOP\n"
+    "    g := r.grp;\n"
+    "    problem := format('the membership of %s began at %s, above head %s',\n"
+    "      left(r.member, 200), r.joined, r.head); RETURN NEXT;\n"
+    "  END LOOP;\n"
+    /* invariant 3: the member's maximum is at least every cursor of its
+     * devices (expiry keeps it when the cursors go) */
+    "  FOR r IN SELECT cc.grp, cc.member, cc.device, cc.acked, x.acked AS mx\n"
+    "      FROM chat_cursors cc LEFT JOIN chat_cursor_max x\n"
+    "      ON x.grp = cc.grp AND x.member = cc.member\n"
+    "      WHERE x.acked IS NULL OR cc.acked > x.acked LOOP\n"
+    "    g := r.grp;\n"
+    "    problem := CASE WHEN r.mx IS NULL THEN format(\n"
+    "      'the cursor of %s/%s has no maximum cursor record', left(r.member, 200),\n"
+    "      left(r.device, 200)) ELSE format(\n"
+    "      'the cursor of %s/%s (%s) is above the maximum cursor of %s (%s)',\n"
+    "      left(r.member, 200), left(r.device, 200), r.acked, left(r.member, 200), r.mx) END;\n"
+    "    RETURN NEXT;\n"
+    "  END LOOP;\n"
+    "  g := NULL; problem := NULL; n_groups := n;\n"
+    "  RETURN NEXT;\n"
     "END $$;\n"
     "COMMIT;\n",
     NULL};
@@ -331,6 +441,26 @@ const struct pg_statement pg_statements[PG_STMT_COUNT] = {
                        "'chat_messages', 'chat_members', 'chat_cursors', 'chat_cursor_max', "
                        "'chat_meta']::regclass[]) c)::bigint",
                        0},
+    /* Operations: listings in the order of the LevelDB backend's keys
+     * (shorter names first), each at most $3 + 1 rows: the one past max
+     * says whether there is more. */
+    [PG_STMT_GROUP_MEMBERS] = {"chat_group_members",
+                               "SELECT mm.member, mm.joined FROM chat_members mm LEFT JOIN "
+                               "chat_groups gg ON gg.grp = mm.grp WHERE mm.grp = $1 AND "
+                               "(gg.del_gen IS NULL OR mm.gen = gg.del_gen) AND ($2::text IS "
+                               "NULL OR (octet_length(mm.member), mm.member) > "
+                               "(octet_length($2::text), $2::text)) ORDER BY "
+                               "octet_length(mm.member), mm.member LIMIT $3 + 1",
+                               3},
+    [PG_STMT_MEMBER_DEVICES] = {"chat_member_devices",
+                                "SELECT device, acked, used FROM chat_cursors WHERE grp = $1 "
+                                "AND member = $2 ORDER BY octet_length(device), device LIMIT "
+                                "$3 + 1",
+                                3},
+    [PG_STMT_DELETIONS] = {"chat_deletions",
+                           "SELECT grp FROM chat_groups WHERE del_gen IS NOT NULL ORDER BY grp", 0},
+    [PG_STMT_GROUP_INIT] = {"chat_group_init", "SELECT chat_group_init($1, $2)", 2},
+    [PG_STMT_CHECK] = {"chat_check", "SELECT g, problem, n_groups FROM chat_check()", 0},
     /* The watcher's: a followed group's head, and the messages other
      * brokers stored in it after an id, a page at a time. */
     [PG_STMT_FOLLOW_HEAD] = {"chat_follow_head",

@@ -1,7 +1,9 @@
 /* pg_store: the PostgreSQL backend's constructor and ops table, and the ops
  * of the whole store (see pg_store.h and docs/postgresql.md). */
 #include "pg_store.h"
+#include "pg_admin.h"
 #include "pg_db.h"
+#include "pg_job.h"
 #include "pg_log.h"
 #include "pg_member.h"
 #include "pg_watch.h"
@@ -30,7 +32,8 @@ static chat_err op_stats(chat_store *cs, uint64_t *groups, uint64_t *approx_byte
     return CHAT_OK;
 }
 
-/* VACUUM: what compaction is to LevelDB, dead rows given back. */
+/* VACUUM: what compaction is to LevelDB, dead rows given back (pg_job.h
+ * says why not VACUUM FULL); here on the caller's thread, for tools. */
 static chat_err op_compact(chat_store *cs)
 {
     pg *st = pg_of(cs);
@@ -39,8 +42,9 @@ static chat_err op_compact(chat_store *cs)
         st->conn = pg_watch_take_writer(st);
     }
     if (st->conn) {
-        PGresult *res = PQexec(st->conn, "VACUUM chat_messages, chat_groups, chat_members, "
-                                         "chat_cursors, chat_cursor_max");
+        PGresult *res =
+            PQexec(st->conn, "VACUUM (ANALYZE) chat_messages, chat_groups, chat_members, "
+                             "chat_cursors, chat_cursor_max, chat_meta");
         rc = PQresultStatus(res) == PGRES_COMMAND_OK ? CHAT_OK : CHAT_EIO;
         if (rc != CHAT_OK) {
             store_set_text(st->base.last_err, sizeof(st->base.last_err), "VACUUM: %s",
@@ -68,6 +72,7 @@ static chat_err op_sync_state(chat_store *cs, chat_sync_state *out)
 static void op_close(chat_store *cs)
 {
     pg *st = pg_of(cs);
+    pg_job_stop(st);
     pg_watch_stop(st);
     PQfinish(st->conn);
     chat_cache_destroy(st->members);
@@ -102,6 +107,13 @@ static const chat_store_ops pg_ops = {
     .member_remove = pg_member_remove,
     .member_groups = pg_member_groups,
     .group_delete = pg_group_delete,
+    .group_members = pg_group_members,
+    .member_devices = pg_member_devices,
+    .deletions = pg_deletions,
+    .group_init = pg_group_init,
+    .check = pg_check,
+    .job_start = pg_job_start,
+    .job_state = pg_job_state,
     .follow = pg_follow,
     .feed = pg_feed,
     .shared = true,

@@ -1,6 +1,8 @@
-/* mqchat-store: the offline tool for a mosquitto-chat store, for a broker
- * that is stopped (LevelDB lets one process open a store at a time, so a
- * running broker's store is refused, never read under it).
+/* mqchat-store: the offline tool for a mosquitto-chat store. A LevelDB
+ * store belongs to a stopped broker (LevelDB lets one process open a store
+ * at a time, so a running broker's store is refused, never read under it);
+ * a PostgreSQL store (--store postgresql, <db> a libpq connection string)
+ * is a database that brokers may be using meanwhile.
  *
  *   mqchat-store check   <db>          verify every group; problems on stdout
  *   mqchat-store export  <db> <group>  the group as JSON lines on stdout
@@ -8,9 +10,16 @@
  *   mqchat-store repair  <db>          LevelDB's RepairDB, then a new incarnation
  *   mqchat-store compact <db>          a full compaction
  *
+ * On PostgreSQL: check reads the whole database from one snapshot (brokers
+ * may run); export reads a group in several calls (a group that receives
+ * messages meanwhile comes out with them); compact is VACUUM (ANALYZE);
+ * import is refused (the database's clock would restamp every message) and
+ * so is repair (PostgreSQL's own tools repair a database).
+ *
  * Exit status: 0 success (check: no problem found), 1 the store cannot be
  * opened or read, or check found problems, or the input of import is bad,
- * 2 usage. Errors go to stderr.
+ * or the command is not offered for the store, 2 usage. Errors go to
+ * stderr.
  *
  * Export format, one JSON object per line (docs/protocol.md, "Operating"):
  *   {"type":"group","group":g,"head":h,"first":f,"incarnation":i}
@@ -34,14 +43,32 @@
 #define EXIT_USAGE 2
 
 static const char *usage_text =
-    "Usage: mqchat-store check <db>           verify every group of the store\n"
-    "       mqchat-store export <db> <group>  print the group as JSON lines\n"
-    "       mqchat-store import <db>          read JSON lines (of export) from stdin\n"
-    "       mqchat-store repair <db>          repair a damaged store (new incarnation)\n"
-    "       mqchat-store compact <db>         compact the store\n"
+    "Usage: mqchat-store [--store leveldb|postgresql] <command> <db> [<group>]\n"
+    "  check <db>           verify every group of the store\n"
+    "  export <db> <group>  print the group as JSON lines\n"
+    "  import <db>          read JSON lines (of export) from stdin (LevelDB only)\n"
+    "  repair <db>          repair a damaged store, new incarnation (LevelDB only)\n"
+    "  compact <db>         compact the store (PostgreSQL: VACUUM)\n"
     "\n"
-    "The broker that uses the store must be stopped. <db> is plugin_opt_db_path.\n"
+    "LevelDB (the default): <db> is plugin_opt_db_path, and the broker that uses\n"
+    "the store must be stopped. PostgreSQL: <db> is plugin_opt_pg_conninfo (a libpq\n"
+    "connection string); check reads one snapshot and may run while brokers do.\n"
     "Exit status: 0 success, 1 failure (or problems found by check), 2 usage.\n";
+
+/* --store: the backend's name, as plugin_opt_store takes it (NULL: LevelDB). */
+static const char *g_backend;
+
+static bool on_postgresql(void)
+{
+    return g_backend && !strcmp(g_backend, "postgresql");
+}
+
+/* How a store is named in messages: a connection string may hold a
+ * password, so it is never printed. */
+static const char *shown(const char *path)
+{
+    return on_postgresql() ? "(the PostgreSQL database)" : path;
+}
 
 static int usage(void)
 {
@@ -53,9 +80,11 @@ static chat_store *open_store(const char *path)
 {
     chat_store *st = NULL;
     char *errmsg = NULL;
-    chat_err rc = chat_store_open(path, CHAT_SYNC_NONE, &st, &errmsg);
+    chat_store_opts opts = CHAT_STORE_OPTS_INIT;
+    opts.backend = g_backend;
+    chat_err rc = chat_store_open_opts(path, &opts, &st, &errmsg);
     if (rc != CHAT_OK) {
-        fprintf(stderr, "mqchat-store: cannot open store \"%s\": %s%s\n", path,
+        fprintf(stderr, "mqchat-store: cannot open store \"%s\": %s%s\n", shown(path),
                 errmsg ? errmsg : chat_strerror(rc),
                 errmsg && strstr(errmsg, "lock") ? " (is the broker running? stop it first)" : "");
         free(errmsg);
@@ -485,6 +514,15 @@ static int cmd_import(const char *path)
     ssize_t n;
     int status = 0;
 
+    if (on_postgresql()) {
+        /* Its appends take the database server's time, not the
+         * envelope's: an import would restamp every message. */
+        fputs("mqchat-store: import into a PostgreSQL store is not offered (the database's "
+              "clock would restamp every message): import into a LevelDB store, or restore "
+              "the database with PostgreSQL's tools (pg_restore, a base backup)\n",
+              stderr);
+        return EXIT_FAIL;
+    }
     if (!(im.st = open_store(path))) {
         return EXIT_FAIL;
     }
@@ -524,9 +562,9 @@ static int cmd_import(const char *path)
 static int cmd_repair(const char *path)
 {
     char *errmsg = NULL;
-    chat_err rc = chat_store_repair(path, NULL, &errmsg);
+    chat_err rc = chat_store_repair(path, g_backend, &errmsg);
     if (rc != CHAT_OK) {
-        fprintf(stderr, "mqchat-store: cannot repair \"%s\": %s\n", path,
+        fprintf(stderr, "mqchat-store: cannot repair \"%s\": %s\n", shown(path),
                 errmsg ? errmsg : chat_strerror(rc));
         free(errmsg);
         return EXIT_FAIL;
@@ -560,7 +598,7 @@ static int cmd_compact(const char *path)
         chat_store_close(st);
         return status;
     }
-    printf("compacted %s: about %" PRIu64 " bytes before, %" PRIu64 " after\n", path, before,
+    printf("compacted %s: about %" PRIu64 " bytes before, %" PRIu64 " after\n", shown(path), before,
            after);
     chat_store_close(st);
     return 0;
@@ -571,6 +609,24 @@ int main(int argc, char **argv)
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         fputs(usage_text, stdout);
         return 0;
+    }
+    while (argc >= 3 && !strncmp(argv[1], "--store", 7)) {
+        if (!strcmp(argv[1], "--store")) {
+            g_backend = argv[2];
+            argv += 2;
+            argc -= 2;
+        } else if (!strncmp(argv[1], "--store=", 8)) {
+            g_backend = argv[1] + 8;
+            argv++;
+            argc--;
+        } else {
+            return usage();
+        }
+        if (strcmp(g_backend, "leveldb") != 0 && strcmp(g_backend, "postgresql") != 0) {
+            fprintf(stderr, "mqchat-store: --store is leveldb or postgresql, not \"%s\"\n",
+                    g_backend);
+            return EXIT_USAGE;
+        }
     }
     if (argc < 3) {
         return usage();

@@ -10,6 +10,7 @@
 #                                       a streaming standby of the primary, started
 #   pgcluster.sh start DIR | stop DIR [fast|immediate] | promote DIR
 #   pgcluster.sh createdb PORT NAME
+#   pgcluster.sh sql CONNINFO SQL      runs SQL in the database (a test's damage)
 set -eu
 BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
 
@@ -79,6 +80,9 @@ promote)
 createdb)
   "$BIN/createdb" -h 127.0.0.1 -p "$1" -U postgres "$2" 2>/dev/null ||
     as_pg "$BIN/createdb" -h 127.0.0.1 -p "$1" -U postgres "$2"
+  ;;
+sql)
+  "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -d "$1" -c "$2" >/dev/null
   ;;
 *)
   echo "pgcluster.sh: unknown command $cmd" >&2

@@ -1,9 +1,12 @@
 /* Unit tests of the store's operations for operators (leveldb/ldb_admin,
- * leveldb/ldb_job): listing members and devices, deletions under way, a
- * group's start for an import, the check of a store, backups and
- * compactions on the job thread, and repair.
+ * leveldb/ldb_job, leveldb/ldb_copy): listing members and devices,
+ * deletions under way, a group's start for an import, the check of a
+ * store, backups and compactions on the job thread, repair, and the
+ * LevelDB store that a PostgreSQL backup writes record by record.
  * One table of named cases, each on a fresh store (store_fixture.h). */
 #include "store_fixture.h"
+
+#include "ldb_copy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -324,6 +327,91 @@ static void test_repair_draws_incarnation(void **state)
     assert_int_equal(chat_store_repair("/nonexistent/store", NULL, NULL), CHAT_EINVAL);
 }
 
+/* What a PostgreSQL backup hands ldb_copy (the live state) opens as a
+ * LevelDB store holding exactly that, and checks clean. */
+static void test_copy_reads_as_a_store(void **state)
+{
+    struct fixture *fx = *state;
+    char dest[96], partial[112], err[256], env[ENV_CAP];
+    chat_store *copy = NULL;
+    chat_page *page = NULL;
+    struct names w = {0};
+    struct problems p = {0};
+    struct stat sb;
+    uint64_t id = 0, groups = 0, problems = 0;
+    int64_t used = 0;
+    bool found = false, done = false;
+
+    snprintf(dest, sizeof(dest), "%s-copy", fx->dir);
+    snprintf(partial, sizeof(partial), "%s.partial", dest);
+    ldb_copy *c = ldb_copy_create(dest, err, sizeof(err));
+    if (!c) {
+        fail_msg("ldb_copy_create: %s", err);
+    }
+    ASSERT_OK(ldb_copy_group(c, "g", 5, 3));
+    for (uint64_t i = 3; i <= 5; i++) {
+        size_t n = env_make(env, "g", i, 0);
+        ASSERT_OK(ldb_copy_message(c, "g", i, "alice", i == 4 ? "c-4" : NULL, env, n));
+    }
+    ASSERT_OK(ldb_copy_member(c, "g", "bob", 2));
+    ASSERT_OK(ldb_copy_cursor(c, "g", "bob", "phone", 4, 86400000));
+    ASSERT_OK(ldb_copy_max(c, "g", "bob", 5));
+    assert_int_equal(ldb_copy_records(c), 7);
+    assert_int_equal(stat(dest, &sb), -1); /* only complete */
+    ASSERT_OK(ldb_copy_finish(c, err, sizeof(err)));
+    ldb_copy_destroy(c);
+    assert_int_equal(stat(partial, &sb), -1);
+
+    ASSERT_OK(chat_store_open(dest, CHAT_SYNC_NONE, &copy, NULL));
+    assert_false(chat_store_recovered(copy));
+    assert_int_equal(strlen(chat_store_incarnation(copy)), 32);
+    assert_head(copy, "g", 5);
+    ASSERT_OK(chat_store_first(copy, "g", &id));
+    assert_int_equal(id, 3);
+    ASSERT_OK(chat_store_read_forward(copy, "g", 0, 100, 1u << 20, &page));
+    check_page_run(page, "g", 3, 1, 3, false);
+    chat_page_destroy(page);
+    assert_cid(copy, "g", "alice", "c-4", true, 4);
+    assert_member(copy, "g", "bob", true, 2);
+    ASSERT_OK(chat_store_cursor_info(copy, "g", "bob", "phone", &id, &used, &found));
+    assert_true(found);
+    assert_int_equal(id, 4);
+    assert_int_equal(used, 86400000);
+    ASSERT_OK(chat_store_cursor_max(copy, "g", "bob", &id, &found));
+    assert_int_equal(id, 5);
+    ASSERT_OK(chat_store_group_members(copy, "g", NULL, 10, collect_member, &w, &done));
+    assert_int_equal(w.n, 1);
+    ASSERT_OK(chat_store_stats(copy, &groups, NULL));
+    assert_int_equal(groups, 1);
+    ASSERT_OK(chat_store_check(copy, collect_problem, &p, &groups, &problems));
+    assert_int_equal(groups, 1);
+    if (problems) {
+        fail_msg("%d problems, the last: %s", p.n, p.last);
+    }
+    chat_store_close(copy);
+    rm_tree(dest);
+}
+
+static void test_copy_refusals(void **state)
+{
+    struct fixture *fx = *state;
+    char dest[96], partial[112], err[256] = "";
+
+    snprintf(dest, sizeof(dest), "%s-copy", fx->dir);
+    snprintf(partial, sizeof(partial), "%s.partial", dest);
+    ldb_copy *c = ldb_copy_create(dest, err, sizeof(err));
+    assert_non_null(c);
+    /* a name too long for a key; nothing is written for it */
+    assert_int_equal(ldb_copy_member(c, "g", too_long_name(), 1), CHAT_EINVAL);
+    assert_int_equal(ldb_copy_records(c), 0);
+    /* abandoned: its ".partial" stays, and a second copy there is refused */
+    ldb_copy_destroy(c);
+    assert_null(ldb_copy_create(dest, err, sizeof(err)));
+    assert_non_null(strstr(err, "cannot create"));
+    rm_tree(partial);
+    ldb_copy_destroy(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -337,6 +425,8 @@ int main(void)
         CASE(test_compact_job),
         CASE(test_close_during_backup),
         CASE(test_repair_draws_incarnation),
+        CASE(test_copy_reads_as_a_store),
+        CASE(test_copy_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

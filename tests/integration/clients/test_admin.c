@@ -44,11 +44,11 @@ static void mqchat_run(int expect, ...)
     argv[argc] = NULL;
     unlink(g_out);
     unlink(g_err);
-    status = ct_run(argv, NULL, g_out, g_err, 30000);
+    status = ts_run(argv, NULL, g_out, g_err, 30000);
     free(g_stdout);
     free(g_stderr);
-    g_stdout = ct_read_file(g_out, NULL);
-    g_stderr = ct_read_file(g_err, NULL);
+    g_stdout = ts_read_file(g_out, NULL);
+    g_stderr = ts_read_file(g_err, NULL);
     g_stdout = g_stdout ? g_stdout : strdup("");
     g_stderr = g_stderr ? g_stderr : strdup("");
     CHECK(status == expect, "%s: exit status %d, expected %d; stdout:\n%s\nstderr:\n%s", cmd,
@@ -71,10 +71,10 @@ static void expect_err(const char *text)
  * The library's generic request
  * ========================================================================= */
 
-static void library(ct_broker *b)
+static void library(ts_broker *b)
 {
     chat_client_options o = {
-        .port = ct_broker_port(b), .client_id = "lib-admin", .username = "alice"};
+        .port = ts_broker_port(b), .client_id = "lib-admin", .username = "alice"};
     chat_client *c = NULL;
     char *answer = NULL;
 
@@ -105,7 +105,7 @@ static void library(ct_broker *b)
               strcmp(chat_client_reason(), "only an admin may stats") == 0,
           "stats from bob: %s", chat_client_reason());
     chat_client_destroy(c);
-    ct_log("chat_client_request: answers, refusals, bad commands");
+    ts_log("chat_client_request: answers, refusals, bad commands");
 }
 
 /* ===========================================================================
@@ -146,7 +146,7 @@ static void cli(void)
     expect_out("deleted group room1 (head #3)");
     mqchat(0, "-u", "alice", "--json", "admin", "groups");
     expect_out("\"first\":4,\"members\":0");
-    ct_log("mqchat admin: tables, --json, exit 0/2/3 with the reasons on stderr");
+    ts_log("mqchat admin: tables, --json, exit 0/2/3 with the reasons on stderr");
 }
 
 /* ===========================================================================
@@ -207,7 +207,7 @@ static long long metric(const char *text, const char *name)
     return -1;
 }
 
-static void exporter(ct_broker *b)
+static void exporter(ts_broker *b)
 {
     char conf[512], out[512], addr[64], port[16];
     char *yaml, *text = NULL;
@@ -217,11 +217,11 @@ static void exporter(ct_broker *b)
     CHECK(access(EXPORTER, X_OK) == 0,
           "%s is missing: scripts/deps --test installs prometheus-mqtt-exporter", EXPORTER);
     /* The configuration we ship, pointed at the test broker. */
-    yaml = ct_read_file(CHAT_SOURCE_DIR "/docs/prometheus-mqtt-exporter.yaml", NULL);
+    yaml = ts_read_file(CHAT_SOURCE_DIR "/docs/prometheus-mqtt-exporter.yaml", NULL);
     CHECK(yaml != NULL, "docs/prometheus-mqtt-exporter.yaml is missing");
     char *at = strstr(yaml, "tcp://127.0.0.1:1883");
     CHECK(at != NULL, "the shipped configuration does not name tcp://127.0.0.1:1883");
-    snprintf(addr, sizeof addr, "tcp://127.0.0.1:%d", ct_broker_port(b));
+    snprintf(addr, sizeof addr, "tcp://127.0.0.1:%d", ts_broker_port(b));
     size_t head = (size_t)(at - yaml), tail = strlen(at + strlen("tcp://127.0.0.1:1883"));
     char *edited = malloc(head + strlen(addr) + tail + 1);
     CHECK(edited != NULL, "out of memory");
@@ -229,26 +229,26 @@ static void exporter(ct_broker *b)
     strcpy(edited + head, addr);
     strcat(edited, at + strlen("tcp://127.0.0.1:1883"));
     ct_path(conf, sizeof conf, "exporter.yaml");
-    ct_write_file(conf, edited);
+    ts_write_text(conf, edited);
     free(edited);
     free(yaml);
     ct_path(out, sizeof out, "exporter.log");
-    snprintf(port, sizeof port, "%d", ct_free_port());
+    snprintf(port, sizeof port, "%d", ts_free_port());
     char *argv[] = {EXPORTER,    "-config",      conf, "-listen-address",
                     "127.0.0.1", "-listen-port", port, NULL};
-    pid_t pid = ct_spawn(argv, NULL, out, out);
+    pid_t pid = ts_spawn(argv, NULL, NULL, out, out);
     /* Figures come every second (sys_interval 1); the exporter takes them
      * retained at its subscribe, then as they change. */
     mqchat(0, "-u", "bob", "send", "room2", "one more");
     for (int i = 0; i < 200 && !(stored == 4 && groups == 2); i++) {
         int st = 0;
-        CHECK(!ct_ended(pid, &st), "the exporter exited (status %d): see %s", st, out);
+        CHECK(!ts_ended(pid, &st), "the exporter exited (status %d): see %s", st, out);
         free(text);
         text = http_get(atoi(port));
         stored = text ? metric(text, "mosquitto_chat_messages_stored_total") : -1;
         groups = text ? metric(text, "mosquitto_chat_groups") : -1;
         if (!(stored == 4 && groups == 2))
-            ct_sleep_ms(100);
+            ts_sleep_ms(100);
     }
     CHECK(stored == 4 && groups == 2,
           "the exporter's /metrics shows messages stored %lld, groups %lld, expected 4 and 2:\n%s",
@@ -257,10 +257,10 @@ static void exporter(ct_broker *b)
               metric(text, "mosquitto_chat_acks_total") >= 0,
           "figures missing from /metrics:\n%s", text);
     free(text);
-    ct_signal(pid, SIGTERM);
-    status = ct_wait(pid, 10000);
+    ts_signal(pid, SIGTERM);
+    status = ts_wait(pid, 10000);
     (void)status;
-    ct_log("prometheus-mqtt-exporter: mosquitto_chat_messages_stored_total 4 on /metrics");
+    ts_log("prometheus-mqtt-exporter: mosquitto_chat_messages_stored_total 4 on /metrics");
 }
 
 int main(void)
@@ -268,15 +268,16 @@ int main(void)
     ct_init("clients_admin");
     ct_path(g_out, sizeof g_out, "stdout.txt");
     ct_path(g_err, sizeof g_err, "stderr.txt");
-    ct_broker *b = ct_broker_start_with((const char *const[]){"admins alice", NULL},
-                                        (const char *const[]){"sys_interval 1", NULL});
-    snprintf(g_port, sizeof g_port, "%d", ct_broker_port(b));
+    ts_broker_conf conf = {.plugin_opts = (const char *const[]){"admins alice", NULL},
+                           .after = (const char *const[]){"sys_interval 1", NULL}};
+    ts_broker *b = ts_broker_start_conf(&conf);
+    snprintf(g_port, sizeof g_port, "%d", ts_broker_port(b));
     for (int i = 0; i < 3; i++)
         mqchat(0, "-u", "bob", "send", "room1", "hello");
     library(b);
     exporter(b);
     cli();
-    ct_broker_destroy(b);
+    ts_broker_destroy(b);
     free(g_stdout);
     free(g_stderr);
     return ct_pass();

@@ -84,7 +84,7 @@ static bool on_message(void *arg, const chat_client_message *m)
         l->last_of[s] = k;
     l->next_id = m->id + 1;
     l->got++;
-    l->last_ms = ct_now_ms();
+    l->last_ms = ts_now_ms();
     pthread_mutex_unlock(&l->mu);
     return true;
 }
@@ -99,7 +99,7 @@ static void on_event(void *arg, const chat_client_event *ev)
         pthread_mutex_unlock(&l->mu);
     }
     if (ev->type == CHAT_CLIENT_EV_ERROR || ev->type == CHAT_CLIENT_EV_LISTEN_REFUSED)
-        ct_log("%s: event %d: %s", l->name, (int)ev->type, ev->reason ? ev->reason : "");
+        ts_log("%s: event %d: %s", l->name, (int)ev->type, ev->reason ? ev->reason : "");
 }
 
 static size_t got(struct listener *l)
@@ -110,13 +110,13 @@ static size_t got(struct listener *l)
     return n;
 }
 
-static chat_client *client(const ct_broker *b, const char *id, const char *user, struct listener *l)
+static chat_client *client(const ts_broker *b, const char *id, const char *user, struct listener *l)
 {
     chat_client_options o = {0};
     chat_client *c = NULL;
     chat_client_err err;
 
-    o.port = ct_broker_port(b);
+    o.port = ts_broker_port(b);
     o.client_id = id;
     o.username = user;
     o.mqtt_version = 5;
@@ -162,7 +162,7 @@ static void listener_free(struct listener *l)
 }
 
 /* Listens to group on b as device id of member user. */
-static void listen_on(struct listener *l, const ct_broker *b, const char *id, const char *user,
+static void listen_on(struct listener *l, const ts_broker *b, const char *id, const char *user,
                       const char *group)
 {
     l->c = client(b, id, user, l);
@@ -174,9 +174,9 @@ static void listen_on(struct listener *l, const ct_broker *b, const char *id, co
 /* Waits until l has n messages, at most ms; returns whether it has. */
 static bool wait_got(struct listener *l, size_t n, int ms)
 {
-    int64_t deadline = ct_now_ms() + ms;
-    while (got(l) < n && ct_now_ms() < deadline)
-        ct_sleep_ms(20);
+    int64_t deadline = ts_now_ms() + ms;
+    while (got(l) < n && ts_now_ms() < deadline)
+        ts_sleep_ms(20);
     return got(l) >= n;
 }
 
@@ -244,12 +244,12 @@ static void free_bodies(char **b, uint64_t n)
 }
 
 /* A broker on the test's database. */
-static ct_broker *broker(const char *fsync)
+static ts_broker *broker(const char *fsync)
 {
     char conninfo[320], sync[32];
     snprintf(conninfo, sizeof conninfo, "pg_conninfo %s", g_conninfo);
     snprintf(sync, sizeof sync, "fsync %s", fsync);
-    return ct_broker_start((const char *const[]){"store postgresql", conninfo, sync, NULL});
+    return ts_broker_start((const char *const[]){"store postgresql", conninfo, sync, NULL});
 }
 
 /* ---------------------------------------------------------------------------
@@ -258,13 +258,13 @@ static ct_broker *broker(const char *fsync)
 
 static void case_live(void)
 {
-    ct_pg *pg = ct_pg_start(false);
+    ts_pg *pg = ts_pg_start(false);
     const int n = 100;
 
     snprintf(g_conninfo, sizeof g_conninfo, "host=127.0.0.1 port=%d user=postgres dbname=chat",
-             ct_pg_port(pg));
-    ct_pg_createdb(pg, "chat");
-    ct_broker *a = broker("none"), *b = broker("none");
+             ts_pg_port(pg));
+    ts_pg_createdb(pg, "chat");
+    ts_broker *a = broker("none"), *b = broker("none");
     struct listener *bob = listener_new("bob on B");
     listen_on(bob, b, "bob-phone", "bob", "room");
     bob->next_id = 1;
@@ -275,17 +275,17 @@ static void case_live(void)
     for (int k = 0; k < n; k++) {
         char body[32];
         snprintf(body, sizeof body, "s0-%d", k);
-        int64_t t0 = ct_now_ms();
+        int64_t t0 = ts_now_ms();
         CHECK(chat_client_send(alice, "room", body, NULL, 0) == CHAT_CLIENT_OK, "send");
         CHECK(wait_got(bob, (size_t)k + 1, 3000), "bob got %zu of %d within 3 s of sending",
               got(bob), k + 1);
-        if (ct_now_ms() - t0 > worst)
-            worst = ct_now_ms() - t0;
+        if (ts_now_ms() - t0 > worst)
+            worst = ts_now_ms() - t0;
     }
     check_clean(bob);
     CHECK(bob->first_id == 1 && bob->next_id == (uint64_t)n + 1, "ids %" PRIu64 "..%" PRIu64,
           bob->first_id, bob->next_id - 1);
-    ct_log("bob on B got %d messages from A live, ids 1..%d, slowest %" PRId64 " ms", n, n, worst);
+    ts_log("bob on B got %d messages from A live, ids 1..%d, slowest %" PRId64 " ms", n, n, worst);
 
     /* Bob's phone acked everything on B and goes; more is said; Bob's
      * second device, new, connects to A: it starts at the most advanced
@@ -303,12 +303,12 @@ static void case_live(void)
     tablet->c = client(a, "bob-tablet", "bob", tablet);
     CHECK(chat_client_listen(tablet->c, "room") == CHAT_CLIENT_OK, "listen");
     CHECK(wait_got(tablet, (size_t)n, 20000), "bob's tablet on A has %zu of %d", got(tablet), n);
-    ct_sleep_ms(500);
+    ts_sleep_ms(500);
     check_clean(tablet);
     CHECK(got(tablet) == (size_t)n && tablet->first_id == (uint64_t)n + 1 && tablet->catchups > 0,
           "tablet: %zu messages from id %" PRIu64 ", %zu catch-ups", got(tablet), tablet->first_id,
           tablet->catchups);
-    ct_log("bob's second device on A caught up from the cursor bob left on B: ids %d..%d", n + 1,
+    ts_log("bob's second device on A caught up from the cursor bob left on B: ids %d..%d", n + 1,
            2 * n);
     listener_free(tablet);
 
@@ -329,14 +329,14 @@ static void case_live(void)
     CHECK(head == 2 * (uint64_t)n + 1, "head %" PRIu64 " after the retry, not %d", head, 2 * n + 1);
     CHECK(strcmp(bodies[head - 1], "s0-900") == 0, "last body %s", bodies[head - 1]);
     free_bodies(bodies, head);
-    ct_log("the cid retried on B was stored once (id %" PRIu64 ")", head);
+    ts_log("the cid retried on B was stored once (id %" PRIu64 ")", head);
 
     chat_client_destroy(alice_b);
     chat_client_destroy(alice);
     listener_free(bob);
-    ct_broker_destroy(a);
-    ct_broker_destroy(b);
-    ct_pg_destroy(pg);
+    ts_broker_destroy(a);
+    ts_broker_destroy(b);
+    ts_pg_destroy(pg);
 }
 
 /* ---------------------------------------------------------------------------
@@ -358,7 +358,7 @@ static void *send_all(void *arg)
         chat_client_err err;
         /* the outbox holds them all; a full one waits for acks */
         while ((err = chat_client_send(s->c, s->group, body, NULL, 0)) == CHAT_CLIENT_ERR_FULL)
-            ct_sleep_ms(5);
+            ts_sleep_ms(5);
         if (err != CHAT_CLIENT_OK)
             return (void *)1;
     }
@@ -367,13 +367,13 @@ static void *send_all(void *arg)
 
 static void case_concurrent(void)
 {
-    ct_pg *pg = ct_pg_start(false);
+    ts_pg *pg = ts_pg_start(false);
     const int each = 5000;
 
     snprintf(g_conninfo, sizeof g_conninfo, "host=127.0.0.1 port=%d user=postgres dbname=chat",
-             ct_pg_port(pg));
-    ct_pg_createdb(pg, "chat");
-    ct_broker *a = broker("none"), *b = broker("none");
+             ts_pg_port(pg));
+    ts_pg_createdb(pg, "chat");
+    ts_broker *a = broker("none"), *b = broker("none");
     struct listener *la = listener_new("dave on A"), *lb = listener_new("erin on B");
     listen_on(la, a, "dave-1", "dave", "busy");
     listen_on(lb, b, "erin-1", "erin", "busy");
@@ -383,7 +383,7 @@ static void case_concurrent(void)
     pthread_t t0, t1;
     void *r0, *r1;
 
-    int64_t start = ct_now_ms();
+    int64_t start = ts_now_ms();
     CHECK(pthread_create(&t0, NULL, send_all, &s0) == 0 &&
               pthread_create(&t1, NULL, send_all, &s1) == 0,
           "threads");
@@ -395,10 +395,10 @@ static void case_concurrent(void)
           "flush alice: %zu refused", refused0);
     CHECK(chat_client_flush(s1.c, 120000, &refused1) == CHAT_CLIENT_OK && refused1 == 0,
           "flush carol: %zu refused", refused1);
-    int64_t stored = ct_now_ms() - start;
+    int64_t stored = ts_now_ms() - start;
     CHECK(wait_got(la, 2 * (size_t)each, 60000) && wait_got(lb, 2 * (size_t)each, 60000),
           "listeners have %zu and %zu of %d", got(la), got(lb), 2 * each);
-    ct_sleep_ms(1000);
+    ts_sleep_ms(1000);
     check_clean(la);
     check_clean(lb);
     CHECK(got(la) == 2 * (size_t)each && got(lb) == 2 * (size_t)each, "%zu and %zu", got(la),
@@ -408,7 +408,7 @@ static void case_concurrent(void)
         CHECK(la->seen[at] == 1 && lb->seen[at] == 1, "s%d-%d seen %d and %d times", i / each,
               i % each, la->seen[at], lb->seen[at]);
     }
-    ct_log("%d messages from two brokers stored in %" PRId64 " ms; both listeners got all, once, "
+    ts_log("%d messages from two brokers stored in %" PRId64 " ms; both listeners got all, once, "
            "in order",
            2 * each, stored);
     /* The log itself: ids 1..10,000, each body once. */
@@ -425,15 +425,15 @@ static void case_concurrent(void)
     }
     free(once);
     free_bodies(bodies, head);
-    ct_log("the log holds ids 1..%" PRIu64 ", no gap, no duplicate", head);
+    ts_log("the log holds ids 1..%" PRIu64 ", no gap, no duplicate", head);
 
     chat_client_destroy(s0.c);
     chat_client_destroy(s1.c);
     listener_free(la);
     listener_free(lb);
-    ct_broker_destroy(a);
-    ct_broker_destroy(b);
-    ct_pg_destroy(pg);
+    ts_broker_destroy(a);
+    ts_broker_destroy(b);
+    ts_pg_destroy(pg);
 }
 
 /* ---------------------------------------------------------------------------
@@ -471,22 +471,22 @@ static void check_acked(chat_client *c, const char *group, const bool *acked, in
     for (int k = 0; k < sent; k++)
         lost += acked[k] && times[k] == 0;
     CHECK(lost == 0, "%d acknowledged messages are not in the log", lost);
-    ct_log("the log holds ids 1..%" PRIu64 ": every acknowledged message once", head);
+    ts_log("the log holds ids 1..%" PRIu64 ": every acknowledged message once", head);
     free(times);
     free_bodies(bodies, head);
 }
 
 static void case_kill9(void)
 {
-    ct_pg *pg = ct_pg_start(false);
+    ts_pg *pg = ts_pg_start(false);
     const int n = 600;
     bool *acked = calloc(n, sizeof *acked);
 
     CHECK(acked != NULL, "out of memory");
     snprintf(g_conninfo, sizeof g_conninfo, "host=127.0.0.1 port=%d user=postgres dbname=chat",
-             ct_pg_port(pg));
-    ct_pg_createdb(pg, "chat");
-    ct_broker *a = broker("none"), *b = broker("none");
+             ts_pg_port(pg));
+    ts_pg_createdb(pg, "chat");
+    ts_broker *a = broker("none"), *b = broker("none");
     /* dave listens on A (and must move), erin on B */
     struct listener *la = listener_new("dave on A"), *lb = listener_new("erin on B");
     listen_on(la, a, "dave-1", "dave", "k9");
@@ -497,7 +497,7 @@ static void case_kill9(void)
     int k = 0, on_b_from = -1;
     for (int tries = 0; k < n && tries < 4 * n; tries++) {
         if (k == n / 2 && on_b_from < 0) {
-            ct_broker_kill(a);
+            ts_broker_kill(a);
             /* what a load balancer does: the next connection goes to B */
             chat_client_destroy(alice);
             alice = client(b, "alice-1", "alice", NULL);
@@ -510,10 +510,10 @@ static void case_kill9(void)
             acked[k++] = true;
     }
     CHECK(k == n, "only %d of %d messages were acknowledged", k, n);
-    ct_log("A killed after %d acknowledged messages; the sender and dave resumed on B", on_b_from);
+    ts_log("A killed after %d acknowledged messages; the sender and dave resumed on B", on_b_from);
     CHECK(wait_got(la, n, 30000) && wait_got(lb, n, 30000), "dave %zu, erin %zu of %d", got(la),
           got(lb), n);
-    ct_sleep_ms(500);
+    ts_sleep_ms(500);
     check_clean(la);
     check_clean(lb);
     check_acked(alice, "k9", acked, n);
@@ -521,16 +521,16 @@ static void case_kill9(void)
     chat_client_destroy(alice);
     listener_free(la);
     listener_free(lb);
-    ct_broker_destroy(a);
-    ct_broker_destroy(b);
-    ct_pg_destroy(pg);
+    ts_broker_destroy(a);
+    ts_broker_destroy(b);
+    ts_pg_destroy(pg);
     free(acked);
 }
 
 static void case_failover(void)
 {
-    ct_pg *primary = ct_pg_start(true);
-    ct_pg *standby = ct_pg_standby(primary);
+    ts_pg *primary = ts_pg_start(true);
+    ts_pg *standby = ts_pg_standby(primary);
     const int n = 400;
     bool *acked = calloc(n, sizeof *acked);
 
@@ -539,8 +539,8 @@ static void case_failover(void)
     snprintf(g_conninfo, sizeof g_conninfo,
              "host=127.0.0.1,127.0.0.1 port=%d,%d user=postgres dbname=postgres "
              "target_session_attrs=read-write connect_timeout=2",
-             ct_pg_port(primary), ct_pg_port(standby));
-    ct_broker *a = broker("batch"), *b = broker("batch");
+             ts_pg_port(primary), ts_pg_port(standby));
+    ts_broker *a = broker("batch"), *b = broker("batch");
     struct listener *lb = listener_new("erin on B");
     listen_on(lb, b, "erin-1", "erin", "fo");
     lb->next_id = 1;
@@ -548,34 +548,34 @@ static void case_failover(void)
 
     int k = 0, refusals = 0;
     bool failed_over = false;
-    int64_t deadline = ct_now_ms() + 120000;
-    while (k < n && ct_now_ms() < deadline) {
+    int64_t deadline = ts_now_ms() + 120000;
+    while (k < n && ts_now_ms() < deadline) {
         if (k == n / 2 && !failed_over) {
-            ct_pg_stop(primary, "fast");
-            ct_pg_promote(standby);
+            ts_pg_stop(primary, "fast");
+            ts_pg_promote(standby);
             failed_over = true;
-            ct_log("primary stopped, standby promoted after %d acknowledged messages", k);
+            ts_log("primary stopped, standby promoted after %d acknowledged messages", k);
         }
         if (send_acked(alice, "fo", k, 5000)) {
             acked[k++] = true;
         } else {
             refusals++;
-            ct_sleep_ms(100);
+            ts_sleep_ms(100);
         }
     }
     CHECK(k == n, "only %d of %d messages were acknowledged", k, n);
-    ct_log("publishes resumed after %d refusals (storage error while no primary)", refusals);
+    ts_log("publishes resumed after %d refusals (storage error while no primary)", refusals);
     CHECK(wait_got(lb, n, 30000), "erin %zu of %d", got(lb), n);
-    ct_sleep_ms(500);
+    ts_sleep_ms(500);
     check_clean(lb);
     check_acked(alice, "fo", acked, n);
 
     chat_client_destroy(alice);
     listener_free(lb);
-    ct_broker_destroy(a);
-    ct_broker_destroy(b);
-    ct_pg_destroy(standby);
-    ct_pg_destroy(primary);
+    ts_broker_destroy(a);
+    ts_broker_destroy(b);
+    ts_pg_destroy(standby);
+    ts_pg_destroy(primary);
     free(acked);
 }
 
