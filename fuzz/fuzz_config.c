@@ -14,6 +14,11 @@
 static void check_accepted(const struct chat_config *c)
 {
     FUZZ_CHECK(c->db_path && c->db_path[0], "db_path");
+    FUZZ_CHECK(c->store && (!strcmp(c->store, "leveldb") || !strcmp(c->store, "postgresql")),
+               "store \"%s\"", c->store);
+    /* PostgreSQL without a connection string is refused, not guessed. */
+    FUZZ_CHECK(c->pg_conninfo && (strcmp(c->store, "postgresql") || c->pg_conninfo[0]),
+               "pg_conninfo");
     FUZZ_CHECK(c->topic_prefix && c->prefix_len == strlen(c->topic_prefix) &&
                    !chat_proto_group_error(c->topic_prefix, c->prefix_len),
                "topic_prefix \"%s\"", c->topic_prefix);

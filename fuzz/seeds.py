@@ -1,25 +1,115 @@
 #!/usr/bin/env python3
 # Writes the seed corpus of each fuzz target into fuzz/corpus/<target>/: the
-# bad inputs of the integration tests (tests/integration/integ_bad_input.c,
-# integ_security.c, bad_options.sh), good neighbours of each, and the cases
-# of the unit tests. One small file per input, named by its content's hash,
-# so that running this again changes nothing. Not run by the build: the
-# corpus is committed; run it after adding inputs here.
+# bad inputs of the integration tests, good neighbours of each, and the cases
+# of the unit tests. Besides the lists below, it reads the tests themselves:
+# every JSON text (a string literal, after concatenation and the #defines,
+# that starts with { or [) and topic in tests/integration/integ_bad*.[ch]
+# and integ_sec*.c, and every case of bad_options.sh, so that a bad input
+# added there is a seed once this runs again. One small file per input,
+# named by its content's hash, so that running this again changes nothing.
+#
+#   fuzz/seeds.py           write the corpus (after adding inputs here or
+#                           to those tests); commit the result
+#   fuzz/seeds.py --check   exit 1, naming them, if the committed corpus
+#                           lacks a seed this would write (the fuzz stage)
+import glob
 import hashlib
 import os
+import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CHECK = sys.argv[1:] == ["--check"]
+seeds = {}  # target -> {file name: bytes}
 
 
 def write(target, data):
+    """Adds a seed; the files are written (or checked) at the end."""
     if isinstance(data, str):
         data = data.encode()
-    d = os.path.join(HERE, "corpus", target)
-    os.makedirs(d, exist_ok=True)
-    name = hashlib.sha1(data).hexdigest()[:16]
-    with open(os.path.join(d, name), "wb") as f:
-        f.write(data)
+    seeds.setdefault(target, {})[hashlib.sha1(data).hexdigest()[:16]] = data
+
+
+# ------------------------------------------------- the integration tests' own
+C_ESCAPES = {"n": b"\n", "t": b"\t", "r": b"\r", "\\": b"\\", '"': b'"', "'": b"'",
+             "a": b"\a", "b": b"\b", "f": b"\f", "v": b"\v", "?": b"?"}
+
+
+def c_unescape(s):
+    out, i = bytearray(), 0
+    while i < len(s):
+        if s[i] != "\\":
+            out += s[i].encode()
+            i += 1
+        elif s[i + 1] in "xX":
+            m = re.match(r"[0-9a-fA-F]{1,2}", s[i + 2:])
+            out.append(int(m.group(), 16))
+            i += 2 + len(m.group())
+        elif s[i + 1] in "01234567":
+            m = re.match(r"[0-7]{1,3}", s[i + 1:])
+            out.append(int(m.group(), 8))
+            i += 1 + len(m.group())
+        else:
+            out += C_ESCAPES[s[i + 1]]
+            i += 2
+    return bytes(out)
+
+
+TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|[A-Za-z_][A-Za-z0-9_]*|\s+|.', re.S)
+
+
+def c_strings(text, macros):
+    """The string literals of C text, adjacent ones and macros joined."""
+    text = re.sub(r"//[^\n]*", "", re.sub(r"/\*.*?\*/", "", text, flags=re.S))
+    out, cur = [], None
+    for m in TOKEN.finditer(text):
+        t = m.group()
+        if t.isspace():
+            continue
+        if t.startswith('"'):
+            v = c_unescape(t[1:-1])
+        elif t in macros:
+            v = macros[t]
+        else:
+            if cur is not None:
+                out.append(cur)
+            cur = None
+            continue
+        cur = v if cur is None else cur + v
+    if cur is not None:
+        out.append(cur)
+    return out
+
+
+def integration_inputs():
+    """JSON texts and topics of the bad-input and security tests."""
+    paths = sorted(glob.glob(os.path.join(ROOT, "tests/integration/integ_bad*.[ch]")) +
+                   glob.glob(os.path.join(ROOT, "tests/integration/integ_sec*.[ch]")))
+    texts = [open(p, encoding="utf-8").read() for p in paths]
+    macros = {}
+    for text in texts:
+        for m in re.finditer(r'#define\s+([A-Z_][A-Z0-9_]*)\s+(".*)', text):
+            strings = c_strings(m.group(2), macros)
+            if strings:
+                macros[m.group(1)] = strings[0]
+    json, topics = set(), set()
+    for text in texts:
+        for s in c_strings(text, macros):
+            if b"%" in s:
+                continue  # a format: its instances are in the lists below
+            if s[:1] in (b"{", b"["):
+                json.add(s)
+            elif s.startswith(b"chat/") or s.startswith(b"$CONTROL/"):
+                topics.add(s)
+    return sorted(json), sorted(topics)
+
+
+def options_tested():
+    """The cases of tests/integration/bad_options.sh's loop."""
+    text = open(os.path.join(ROOT, "tests/integration/bad_options.sh"), encoding="utf-8").read()
+    loop = re.search(r"for case in (.*?); do", text, re.S).group(1)
+    return re.findall(r'"([^"]*)"', loop)
 
 
 G = "room1"
@@ -61,6 +151,10 @@ envelope = [
     "y" * 300, '{"body":"acknowledged and kept"}', '{"cid":"c25","body":"m25"}',
     '{"body":"' + "0" * 280 + '"}',
 ]
+IT_JSON, IT_TOPICS = integration_inputs()
+# the integration tests' JSON texts: requests to control, the rest (payloads,
+# forged answers) here
+envelope += [t for t in IT_JSON if b"command" not in t]
 for p in envelope:
     write("envelope", p)
 
@@ -137,6 +231,7 @@ for gj in ['""', '"a/b"', '"a+b"', '"a#b"', '"$a"', '"a\\u0001b"', '"a\\tb"', '"
            '"a\\u007fb"', '"a\\u0085b"', '"room1\\u0000x"']:
     for c in ["fetch", "join"]:
         control.append(req(cmd(c, group=gj)))
+control += [t for t in IT_JSON if b"command" in t]
 flag_sets = [0, 1, 2, 1 | 4, 1 | 4 | 8, 1 | 16, 1 | 4 | 16, 1 | 32, 1 | 32 | 64, 2 | 128, 128,
              1 | 128]
 for i, p in enumerate(control):
@@ -170,26 +265,26 @@ topics = ["chat/room1", "chat/room1/ack", "chat/", "chat/a$b", "chat/a$b/ack",
           "chat//ack", "$share/g/chat/room1", "$share/g", "chat/+", "chat/#", "chat/+/ack", "#",
           "+/room1", "$CONTROL/chat/v1", "$CONTROL/chat/v1/response", "$CONTROL/chat/",
           "chatter/room1", "chat", "private/payroll", "chat/caf\u00e9", "chat/elsewhere/ack"]
+topics = [t.encode() for t in topics] + IT_TOPICS
 for t in topics:
-    write("names", b"\x02" + t.encode())
-    write("names", b"\x0a" + t.encode())  # behind other access checkers
+    write("names", b"\x02" + t)
+    write("names", b"\x0a" + t)  # behind other access checkers
 for m in [b"alice\x00dev1", b"\x00dev1", b"~bob\x00dev1", b"\x00~x", b"\x00", b"u" * 1025,
           b"\x00" + b"i" * 1024, b"\x00" + b"i" * 1023]:
     write("names", b"\x03" + m)
 
 # ------------------------------------------------------------------ config
-bad_options = ["page_size 0", "page_size 100001", "page_size 12x", "page_bytes 10",
-               "page_qos 3", "replay_window 0", "replay_window 65", "replay_timeout 0",
-               "max_payload -1", "fsync sometimes", "replay yes", "open_groups 1",
-               "topic_prefix a/b", "topic_prefix chat+", "retention_count -5",
-               "retention_days x", "acl maybe", "no_such_option 1", "page_bytes 268435456",
-               "max_payload 50000000", "read_check sometimes", "db_path", "page_size",
-               "page_size 18446744073709551616"]
+# bad_options.sh's cases, then more
+bad_options = options_tested() + [
+    "db_path", "page_size", "page_size 18446744073709551616", "pg_conninfo", "store",
+    "store LevelDB", "store postgresql\npg_conninfo"]
 good_options = ["page_size 7", "db_path /var/lib/mosquitto/chat\ntopic_prefix team",
                 "admins a, b ,,c\nadmins admin", "fsync batch\nreplay false\nopen_groups false",
                 "acl defer\nread_check members", "acl allow", "acl auto",
                 "device_expiry_days 30\nbackup_dir /var/backups/chat", "device_expiry_days 1000001",
-                "backup_dir relative", "backup_dir",
+                "backup_dir relative", "backup_dir", "store leveldb",
+                "store postgresql\npg_conninfo host=127.0.0.1 port=5432 dbname=chat",
+                "pg_conninfo dbname=chat\nstore leveldb",
                 "retention_count 9223372036854775807\nretention_days 1000000",
                 "page_bytes 268369920\nmax_payload 44000000\nreplay_window 64\n"
                 "replay_timeout 86400\npage_qos 2", "topic_prefix " + "p" * 128]
@@ -197,4 +292,28 @@ for i, o in enumerate(bad_options + good_options):
     write("config", bytes([i % 32]) + o.encode())
     write("config", bytes([(i * 7) % 32]) + o.encode())
 
-print("seeds written to", os.path.join(HERE, "corpus"), file=sys.stderr)
+bad = 0
+for target, files in sorted(seeds.items()):
+    d = os.path.join(HERE, "corpus", target)
+    have = set(os.listdir(d)) if os.path.isdir(d) else set()
+    if CHECK:
+        for name in sorted(set(files) - have):
+            print("fuzz/seeds.py: corpus/%s lacks %s: %r" % (target, name, files[name][:100]),
+                  file=sys.stderr)
+        for name in sorted(have - set(files)):
+            print("fuzz/seeds.py: corpus/%s/%s is not a seed of this script" % (target, name),
+                  file=sys.stderr)
+        bad += len(set(files) ^ have)
+        continue
+    # The whole corpus again: what the lists no longer hold goes.
+    os.makedirs(d, exist_ok=True)
+    for name in have - set(files):
+        os.remove(os.path.join(d, name))
+    for name, data in files.items():
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(data)
+if bad:
+    print("fuzz/seeds.py: run fuzz/seeds.py and commit fuzz/corpus/", file=sys.stderr)
+    sys.exit(1)
+if not CHECK:
+    print("seeds written to", os.path.join(HERE, "corpus"), file=sys.stderr)
