@@ -185,7 +185,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
         } else if (strcmp(a, "-k") == 0) {
             o->keepalive = (int)parse_long(a, v, 5, 65535);
         } else if (strcmp(a, "-W") == 0) {
-            o->wait_s = (int)parse_long(a, v, 1, 86400 * 365);
+            o->wait_s = (int)parse_long(a, v, 1, 86400L * 365);
         } else if (strcmp(a, "-C") == 0) {
             o->count = parse_long(a, v, 1, LONG_MAX);
         } else if (strcmp(a, "-n") == 0) {

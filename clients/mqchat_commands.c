@@ -340,8 +340,10 @@ static int cmd_history(chat_client *c, const struct opts *o)
             status = mqchat_failed("history", err);
             break;
         }
+        /* NOLINTBEGIN(bugprone-sizeof-expression): arrays of pointers */
         if ((np = realloc(pages, (npages + 1) * sizeof *pages)) == NULL ||
             (nm = realloc(msgs, (n + p->count) * sizeof *msgs + 1)) == NULL) {
+            /* NOLINTEND(bugprone-sizeof-expression) */
             if (np != NULL)
                 pages = np;
             chat_client_page_free(p);

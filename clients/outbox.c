@@ -78,7 +78,7 @@ static void remove_entry(chat_outbox *ob, struct outmsg *m)
         prev = *pp;
         pp = &(*pp)->next;
     }
-    assert(*pp == m && !m->pending);
+    assert(m != NULL && *pp == m && !m->pending);
     *pp = m->next;
     if (ob->tail == m)
         ob->tail = prev;

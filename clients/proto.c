@@ -110,9 +110,10 @@ void chat_obj_str(chat_obj *o, const char *key, const char *value)
 void chat_obj_u64(chat_obj *o, const char *key, uint64_t value)
 {
     char num[24];
+    int n = snprintf(num, sizeof num, "%" PRIu64, value);
 
     put_key(o, key);
-    put(o, num, (size_t)snprintf(num, sizeof num, "%" PRIu64, value));
+    put(o, num, (size_t)n);
 }
 
 void chat_obj_bool(chat_obj *o, const char *key, bool value)

@@ -147,6 +147,7 @@ static void snapshot(chat_requests *rq, struct chat_request *r)
 
     for (struct chat_group *g = rq->cfg.groups->head; g != NULL; g = g->next)
         n++;
+    /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
     r->snap_group = calloc(n ? n : 1, sizeof *r->snap_group);
     r->snap_shown = calloc(n ? n : 1, sizeof *r->snap_shown);
     if (r->snap_group == NULL || r->snap_shown == NULL)

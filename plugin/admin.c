@@ -301,7 +301,7 @@ static int put_device(void *ctx, const char *device, uint64_t acked, int64_t use
     sbuf_u64(b, used > 0 ? (uint64_t)used : 0);
     sbuf_add(b, "}", 1);
     /* Out of room: stop here, the member's entry says so. */
-    return room(dl->r, 6 * CHAT_STORE_MAX_NAME) ? 0 : 1;
+    return room(dl->r, 6 * (size_t)CHAT_STORE_MAX_NAME) ? 0 : 1;
 }
 
 static void cmd_members(const struct chat_admin_req *r, const cJSON *c)
@@ -339,7 +339,7 @@ static void cmd_members(const struct chat_admin_req *r, const cJSON *c)
     for (size_t i = 0; i < l.n; i++) {
         size_t budget = r->work_max - *r->work;
         bool all = false;
-        if (budget == 0 || !room(r, 12 * CHAT_STORE_MAX_NAME)) {
+        if (budget == 0 || !room(r, 12 * (size_t)CHAT_STORE_MAX_NAME)) {
             break;
         }
         budget = budget < DEVICES_LISTED ? budget : DEVICES_LISTED;
@@ -555,7 +555,7 @@ static bool backup_path(struct chat_plugin *pl, char *out, size_t cap)
     struct tm tm;
     struct stat sb;
     gmtime_r(&t, &tm);
-    strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+    (void)strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm); /* 16 characters: they fit */
     for (int i = 0; i < 100; i++) {
         char partial[4200];
         int n = i ? snprintf(out, cap, "%s/mosquitto-chat-%s-%d", pl->cfg.backup_dir, stamp, i)

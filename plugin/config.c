@@ -167,15 +167,16 @@ static void scan_config(const char *path, int depth, struct chat_broker_conf *bc
         }
         if (!strcmp(word, "acl_file")) {
             bc->acl = true;
-        } else if (!strcmp(word, "password_file") || !strcmp(word, "psk_file")) {
-            bc->auth = true;
-        } else if ((!strcmp(word, "use_identity_as_username") ||
-                    !strcmp(word, "use_subject_as_username")) &&
-                   is_true(arg)) {
+        } else if (!strcmp(word, "password_file") || !strcmp(word, "psk_file") ||
+                   ((!strcmp(word, "use_identity_as_username") ||
+                     !strcmp(word, "use_subject_as_username")) &&
+                    is_true(arg))) {
             bc->auth = true;
         } else if (!strcmp(word, "sys_interval")) {
-            /* As the broker reads it: a number of seconds, 0 for none. */
-            bc->sys_interval = atoi(arg) > 0 ? atoi(arg) : 0;
+            /* As the broker reads it: a number of seconds, 0 for none (the
+             * broker's atoi, without its undefined overflow). */
+            long secs = strtol(arg, NULL, 10);
+            bc->sys_interval = secs > 0 ? (secs < INT_MAX ? (int)secs : INT_MAX) : 0;
         } else if (!strcmp(word, "per_listener_settings") && is_true(arg)) {
             bc->per_listener = true;
         } else if (!strcmp(word, "plugin") || !strcmp(word, "auth_plugin")) {
@@ -202,7 +203,7 @@ static void scan_config(const char *path, int depth, struct chat_broker_conf *bc
     if (ferror(f)) {
         unreadable(bc, path, errno ? errno : EIO);
     }
-    fclose(f);
+    (void)fclose(f); /* read only: nothing to lose */
 }
 
 chat_acl_check_fn chat_broker_acl_check(void)
@@ -237,7 +238,7 @@ bool chat_broker_scan(struct chat_broker_conf *bc)
         return false;
     }
     size_t n = fread(args, 1, sizeof(args) - 1, f);
-    fclose(f);
+    (void)fclose(f); /* read only: nothing to lose */
     args[n] = '\0';
     const char *conf = NULL;
     for (size_t i = 0; i < n;) {

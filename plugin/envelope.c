@@ -3,6 +3,7 @@
 #include "plugin.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,11 +46,13 @@ static cJSON *envelope_head(uint64_t id, const char *group, const char *from, in
     if (!out) {
         return NULL;
     }
-    /* Ids and timestamps stay below 2^53, so a double carries them exactly. */
-    if (!cJSON_AddNumberToObject(out, "id", (double)id) ||
-        !cJSON_AddStringToObject(out, "group", group) ||
-        !cJSON_AddStringToObject(out, "from", from) ||
-        !cJSON_AddNumberToObject(out, "ts", (double)ts_ms)) {
+    /* Written as integers: cJSON would print an id of 16 digits (up to
+     * 2^53 - 1 is allowed) with 15 significant ones (see exact_numbers). */
+    char num_id[24], num_ts[24];
+    snprintf(num_id, sizeof(num_id), "%llu", (unsigned long long)id);
+    snprintf(num_ts, sizeof(num_ts), "%lld", (long long)ts_ms);
+    if (!cJSON_AddRawToObject(out, "id", num_id) || !cJSON_AddStringToObject(out, "group", group) ||
+        !cJSON_AddStringToObject(out, "from", from) || !cJSON_AddRawToObject(out, "ts", num_ts)) {
         cJSON_Delete(out);
         return NULL;
     }
@@ -83,6 +86,50 @@ static char *restore_nuls(char *env)
     }
     free(env);
     return out;
+}
+
+/* cJSON prints a number with 15 significant digits whenever that reads
+ * back within a relative epsilon (9007199254740993 comes out as
+ * 9.00719925474099e+15), and an infinity (1e400) as null. The splice
+ * keeps the payload's text; so that the tree keeps the same values, its
+ * numbers are printed here instead: the shortest of 15 to 17 digits that
+ * reads back as the same double, infinities as 1e999. Recursion is bounded
+ * by cJSON's nesting limit. Returns false when out of memory. */
+static bool exact_numbers(cJSON *parent)
+{
+    for (cJSON *it = parent->child; it; it = it->next) {
+        if (cJSON_IsArray(it) || cJSON_IsObject(it)) {
+            if (!exact_numbers(it)) {
+                return false;
+            }
+            continue;
+        }
+        if (!cJSON_IsNumber(it)) {
+            continue;
+        }
+        char num[32];
+        double d = it->valuedouble;
+        if (isinf(d)) {
+            snprintf(num, sizeof(num), "%s", d > 0 ? "1e999" : "-1e999");
+        } else {
+            for (int digits = 15; digits <= 17; digits++) {
+                snprintf(num, sizeof(num), "%.*g", digits, d);
+                if (strtod(num, NULL) == d) {
+                    break;
+                }
+            }
+        }
+        cJSON *raw = cJSON_CreateRaw(num);
+        if (!raw) {
+            return false;
+        }
+        /* The key moves over; the replaced item is freed. */
+        raw->string = it->string;
+        it->string = NULL;
+        cJSON_ReplaceItemViaPointer(parent, it, raw);
+        it = raw;
+    }
+    return true;
 }
 
 /* Writes into a buffer sized in advance by the caller. */
@@ -161,14 +208,16 @@ static char *splice(const char *text, size_t len, uint64_t id, const char *group
     }
     struct out o = {buf};
     char num[32];
+    int n = snprintf(num, sizeof(num), "%llu", (unsigned long long)id);
     put(&o, "{\"id\":", 6);
-    put(&o, num, (size_t)snprintf(num, sizeof(num), "%llu", (unsigned long long)id));
+    put(&o, num, (size_t)n);
     put(&o, ",\"group\":", 9);
     put_str(&o, group);
     put(&o, ",\"from\":", 8);
     put_str(&o, from);
     put(&o, ",\"ts\":", 6);
-    put(&o, num, (size_t)snprintf(num, sizeof(num), "%lld", (long long)ts_ms));
+    n = snprintf(num, sizeof(num), "%lld", (long long)ts_ms);
+    put(&o, num, (size_t)n);
     const char *p = skip_ws(skip_ws(text) + 1); /* past '{' */
     while (*p == '"') {
         bool escaped = false;
@@ -200,9 +249,9 @@ static char *splice(const char *text, size_t len, uint64_t id, const char *group
     return buf;
 }
 
-/* Builds the envelope with 0 for the id and the time. */
-static void build(const void *payload, size_t len, uint64_t id, const char *group, const char *from,
-                  int64_t ts_ms, char **env, char **cid, const char **why)
+void chat_envelope_build_way(enum chat_envelope_way way, const void *payload, size_t len,
+                             uint64_t id, const char *group, const char *from, int64_t ts_ms,
+                             char **env, char **cid, const char **why)
 {
     cJSON *in = NULL, *out = NULL;
     char *text = NULL, *parsed = NULL;
@@ -270,8 +319,20 @@ static void build(const void *payload, size_t len, uint64_t id, const char *grou
         /* The common case: copy the payload's members byte for byte after
          * the plugin's fields, which is a third of the cost of printing the
          * tree again. */
-        *env = splice(text, len, id, group, from, ts_ms);
-        if (*env) {
+        /* The splice passes bytes on unparsed, so only strict JSON may take
+         * it: cJSON also reads a byte order mark, control characters as
+         * blanks or raw in strings, and numbers such as 01 or -.5, which
+         * the splice would drop members over or hand on to readers that
+         * refuse them (a web page's JSON.parse). The tree prints them as
+         * JSON. */
+        if (way != CHAT_ENVELOPE_TREE && chat_proto_json_valid(text, len)) {
+            *env = splice(text, len, id, group, from, ts_ms);
+            if (*env || way == CHAT_ENVELOPE_SPLICE) {
+                goto done;
+            }
+        }
+        if (!exact_numbers(in)) {
+            *why = "out of memory";
             goto done;
         }
         cJSON *it = in->child;
@@ -340,7 +401,8 @@ static bool split(const char *text, chat_envelope *tpl)
 void chat_envelope_build(const void *payload, size_t len, const char *group, const char *from,
                          char **env, chat_envelope *tpl, char **cid, const char **why)
 {
-    build(payload, len, 0, group, from, 0, env, cid, why);
+    /* With 0 for the id and the time, which split cuts out. */
+    chat_envelope_build_way(CHAT_ENVELOPE_ANY, payload, len, 0, group, from, 0, env, cid, why);
     if (*env && !split(*env, tpl)) {
         free(*env);
         *env = NULL;

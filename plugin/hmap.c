@@ -41,6 +41,7 @@ chat_hmap *chat_hmap_create(void)
     if (!m) {
         return NULL;
     }
+    /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
     m->buckets = calloc(FIRST_BUCKETS, sizeof(*m->buckets));
     if (!m->buckets) {
         free(m);
@@ -92,6 +93,7 @@ void *chat_hmap_get(const chat_hmap *m, const void *key, size_t len)
 static void grow(chat_hmap *m)
 {
     size_t n = m->nbuckets * 2;
+    /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
     struct entry **b = calloc(n, sizeof(*b));
     if (!b) {
         return;

@@ -237,6 +237,18 @@ const char *chat_member(const struct chat_plugin *pl, const struct mosquitto *cl
 void chat_envelope_build(const void *payload, size_t len, const char *group, const char *from,
                          char **env, chat_envelope *tpl, char **cid, const char **why);
 
+/* The envelope as chat_envelope_build prints it, with id and ts_ms in place
+ * of its zeros (*env malloc'd, the rest as there), built the way given: by
+ * splicing the payload's members after the plugin's fields where it can
+ * (ANY, what the broker runs), else by printing cJSON's tree of it. SPLICE
+ * and TREE take one way only, for the tests and fuzzers that check both
+ * give the same envelope; where SPLICE cannot splice, *env and *why stay
+ * NULL. */
+enum chat_envelope_way { CHAT_ENVELOPE_ANY = 0, CHAT_ENVELOPE_SPLICE, CHAT_ENVELOPE_TREE };
+void chat_envelope_build_way(enum chat_envelope_way way, const void *payload, size_t len,
+                             uint64_t id, const char *group, const char *from, int64_t ts_ms,
+                             char **env, char **cid, const char **why);
+
 /* The cid of a payload that is a JSON object of at most max_len bytes with a
  * string cid, malloc'd (caller frees), else NULL. For error entries of
  * publishes refused before their envelope was built. */

@@ -368,52 +368,64 @@ void chat_replay_acked(struct chat_plugin *pl, struct mosquitto *client, const c
     (void)pump(pl, d);
 }
 
-void chat_replay_stop(struct chat_plugin *pl, const char *client_id, const char *group)
+/* Stops the catch-up of d in group (NULL: all). The places its pages held
+ * in the window go to the device's other groups at once: one that waits
+ * with nothing in flight would otherwise wait for ever, since only an ack
+ * of its own or a timeout of pages in flight sends more. */
+static void stop_device(struct chat_plugin *pl, struct chat_device *d, const char *group)
 {
-    struct chat_device *d = device_find(pl, client_id);
-    if (!d) {
-        return;
-    }
-    if (group) {
-        struct replay_group *g = group_find(d, group);
-        if (g) {
-            group_remove(d, g);
-        }
-    }
-    if (!group || !d->groups) {
-        device_remove(pl, d);
-    }
-}
-
-struct stop_member {
-    const char *member;
-    const char *group;
-};
-
-static bool stop_member_cb(void *ctx, const void *key, size_t len, void *val)
-{
-    struct stop_member *sm = ctx;
-    struct chat_device *d = val;
-    (void)key;
-    (void)len;
-    if (strcmp(d->member, sm->member) != 0) {
-        return false;
-    }
-    struct replay_group *g = group_find(d, sm->group);
+    struct replay_group *g = group ? group_find(d, group) : NULL;
     if (g) {
         group_remove(d, g);
     }
-    if (d->groups) {
-        return false;
+    if (!group || !d->groups) {
+        device_remove(pl, d);
+    } else if (g) {
+        (void)pump(pl, d);
     }
-    device_free(d);
-    return true;
+}
+
+void chat_replay_stop(struct chat_plugin *pl, const char *client_id, const char *group)
+{
+    struct chat_device *d = device_find(pl, client_id);
+    if (d) {
+        stop_device(pl, d, group);
+    }
+}
+
+/* The devices of member catching up on group, collected (up to
+ * STOP_BATCH a walk) before any is stopped: stopping one may change the map. */
+#define STOP_BATCH 64
+struct collect {
+    const char *member;
+    const char *group;
+    struct chat_device *found[STOP_BATCH];
+    size_t n;
+};
+
+static bool collect_member(void *ctx, const void *key, size_t len, void *val)
+{
+    struct collect *c = ctx;
+    struct chat_device *d = val;
+    (void)key;
+    (void)len;
+    if (c->n < STOP_BATCH && !strcmp(d->member, c->member) && group_find(d, c->group)) {
+        c->found[c->n++] = d;
+    }
+    return false;
 }
 
 void chat_replay_stop_member(struct chat_plugin *pl, const char *member, const char *group)
 {
-    struct stop_member sm = {member, group};
-    chat_hmap_foreach(pl->devices, stop_member_cb, &sm);
+    struct collect c = {.member = member, .group = group};
+    do {
+        /* A device stopped no longer has the group: each walk finds others. */
+        c.n = 0;
+        chat_hmap_foreach(pl->devices, collect_member, &c);
+        for (size_t i = 0; i < c.n; i++) {
+            stop_device(pl, c.found[i], group);
+        }
+    } while (c.n == STOP_BATCH);
 }
 
 static bool stop_group_cb(void *ctx, const void *key, size_t len, void *val)
@@ -501,6 +513,7 @@ static bool collect_due(void *ctx, const void *key, size_t len, void *val)
     }
     if (t->n == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 16;
+        /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
         struct chat_device **n = realloc(t->due, cap * sizeof(*n));
         if (!n) {
             return false; /* the next scan takes it */

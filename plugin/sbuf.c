@@ -68,6 +68,7 @@ char *sbuf_take(sbuf *b, size_t *len)
         return NULL;
     }
     char *out = b->data;
+    out[b->len] = '\0'; /* a buffer never appended to has no NUL yet */
     if (len) {
         *len = b->len;
     }

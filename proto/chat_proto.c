@@ -2,7 +2,9 @@
  * chat_proto.h). */
 #include "chat_proto.h"
 
+#include <ctype.h>
 #include <math.h>
+#include <string.h>
 
 /* Decodes one UTF-8 sequence at s (n > 0 bytes left). Returns its length, 0
  * when malformed (overlong forms, surrogates, above U+10FFFF, truncated). */
@@ -90,6 +92,140 @@ bool chat_proto_json_int(double d, uint64_t lo, uint64_t *out)
     }
     *out = (uint64_t)d;
     return true;
+}
+
+static const unsigned char *json_ws(const unsigned char *p, const unsigned char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) {
+        p++;
+    }
+    return p;
+}
+
+static const unsigned char *json_digits(const unsigned char *p, const unsigned char *end)
+{
+    const unsigned char *start = p;
+    while (p < end && *p >= '0' && *p <= '9') {
+        p++;
+    }
+    return p > start ? p : NULL;
+}
+
+/* The byte after the JSON token at p (a string, number or literal), or NULL
+ * when none starts there. */
+static const unsigned char *json_scalar(const unsigned char *p, const unsigned char *end)
+{
+    static const char *const words[] = {"true", "false", "null"};
+    if (*p == '"') {
+        for (p++; p < end && *p != '"'; p++) {
+            if (*p < 0x20) {
+                return NULL;
+            }
+            if (*p != '\\') {
+                continue;
+            }
+            if (++p == end) {
+                return NULL;
+            }
+            if (*p == 'u') {
+                for (int i = 0; i < 4; i++) {
+                    if (++p == end || !isxdigit(*p)) {
+                        return NULL;
+                    }
+                }
+            } else if (!strchr("\"\\/bfnrt", *p) || *p == '\0') {
+                return NULL;
+            }
+        }
+        return p < end ? p + 1 : NULL;
+    }
+    for (size_t i = 0; i < 3; i++) {
+        size_t n = strlen(words[i]);
+        if ((size_t)(end - p) >= n && !memcmp(p, words[i], n)) {
+            return p + n;
+        }
+    }
+    if (p < end && *p == '-') {
+        p++;
+    }
+    if (p < end && *p == '0') {
+        p++;
+    } else if (!(p = json_digits(p, end))) {
+        return NULL;
+    }
+    if (p < end && *p == '.' && !(p = json_digits(p + 1, end))) {
+        return NULL;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) {
+            p++;
+        }
+        p = json_digits(p, end);
+    }
+    return p;
+}
+
+bool chat_proto_json_valid(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    unsigned char in_object[CHAT_PROTO_JSON_DEPTH_MAX / 8] = {0}; /* a bit per open level */
+    size_t depth = 0;
+    enum { VALUE, KEY, AFTER } want = VALUE;
+
+    while (p) {
+        p = json_ws(p, end);
+        if (want == AFTER) {
+            bool obj = depth && (in_object[(depth - 1) / 8] >> ((depth - 1) % 8) & 1);
+            if (depth == 0) {
+                return p == end;
+            }
+            if (p < end && *p == ',') {
+                p++;
+                want = obj ? KEY : VALUE;
+            } else if (p < end && *p == (obj ? '}' : ']')) {
+                p++;
+                depth--;
+            } else {
+                return false;
+            }
+            continue;
+        }
+        if (p == end) {
+            return false;
+        }
+        if (want == KEY) {
+            p = *p == '"' ? json_scalar(p, end) : NULL;
+            p = p ? json_ws(p, end) : NULL;
+            if (!p || p == end || *p != ':') {
+                return false;
+            }
+            p++;
+            want = VALUE;
+            continue;
+        }
+        if (*p == '{' || *p == '[') {
+            bool obj = *p == '{';
+            if (depth == CHAT_PROTO_JSON_DEPTH_MAX) {
+                return false;
+            }
+            in_object[depth / 8] = (unsigned char)((in_object[depth / 8] & ~(1u << depth % 8)) |
+                                                   (unsigned)obj << depth % 8);
+            depth++;
+            p = json_ws(p + 1, end);
+            if (p < end && *p == (obj ? '}' : ']')) {
+                p++;
+                depth--;
+                want = AFTER;
+            } else {
+                want = obj ? KEY : VALUE;
+            }
+            continue;
+        }
+        p = json_scalar(p, end);
+        want = AFTER;
+    }
+    return false;
 }
 
 size_t chat_proto_json_string(char *out, const char *s, size_t len)

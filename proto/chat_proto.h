@@ -49,6 +49,16 @@ const char *chat_proto_group_error(const char *name, size_t len);
  * in *out. */
 bool chat_proto_json_int(double d, uint64_t lo, uint64_t *out);
 
+/* True when s[0..len) is one JSON value by the grammar of RFC 8259 and
+ * nothing else: only space, tab, CR and LF between tokens, no raw control
+ * character in a string, numbers without a leading zero, '+' or a bare
+ * '.'. Nested at most CHAT_PROTO_JSON_DEPTH_MAX deep. Checks the grammar
+ * only: UTF-8 is chat_proto_utf8_valid's, and an escape such as \ud800
+ * passes. Lenient parsers (cJSON) read more than this; what the plugin
+ * passes on unparsed must be this. */
+#define CHAT_PROTO_JSON_DEPTH_MAX 4096u
+bool chat_proto_json_valid(const char *s, size_t len);
+
 /* The bytes chat_proto_json_string writes for len bytes of text, at most:
  * every byte may become a six-byte \u00XX escape, plus the two quotes. */
 #define CHAT_PROTO_JSON_STRING_MAX(len) (6 * (size_t)(len) + 2)

@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 #include <math.h>
+#include <stdlib.h>
 
 #include "chat_proto.h"
 
@@ -116,13 +117,96 @@ static void test_json_string(void **state)
     }
 }
 
+static void test_json_valid(void **state)
+{
+    static const struct {
+        const char *text;
+        bool ok;
+    } cases[] = {
+        {"{}", true},
+        {"[]", true},
+        {" {\"a\" : [1, -2.5e+3, 0, -0, 0.5E-1, true, false, null, \"\"]}\r\n\t", true},
+        {"{\"a\":{\"b\":{}},\"c\":[[],[{}]]}", true},
+        {"\"s\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\uD83D\\ude00\"", true},
+        {"42", true},
+        {"\"\xc3\xa9\"", true},
+        {"", false},
+        {" ", false},
+        {"{", false},
+        {"{}}", false},
+        {"{} {}", false},
+        {"[1,]", false},
+        {"{\"a\":1,}", false},
+        {"{\"a\"}", false},
+        {"{\"a\":}", false},
+        {"{a:1}", false},
+        {"{'a':1}", false},
+        {"[1 2]", false},
+        {"{\"a\":1 \"b\":2}", false},
+        {"[}", false},
+        {"{]", false},
+        {"\xef\xbb\xbf{}", false}, /* a byte order mark */
+        {"\x0b{}", false},         /* control characters are no blanks */
+        {"{\"a\":1\x0c}", false},
+        {"\"a\tb\"", false}, /* nor allowed raw in a string */
+        {"\"a\x01\"", false},
+        {"\"\\x\"", false},
+        {"\"\\u12\"", false},
+        {"\"\\u12g4\"", false},
+        {"\"open", false},
+        {"\"\\", false},
+        {"01", false},
+        {"-01", false},
+        {"1.", false},
+        {"-.5", false},
+        {".5", false},
+        {"+1", false},
+        {"1e", false},
+        {"1e+", false},
+        {"1.e5", false},
+        {"-", false},
+        {"0x10", false},
+        {"tru", false},
+        {"truex", false},
+        {"nul", false},
+        {"NaN", false},
+        {"Infinity", false},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (chat_proto_json_valid(cases[i].text, strlen(cases[i].text)) != cases[i].ok) {
+            fail_msg("\"%s\": expected %s", cases[i].text, cases[i].ok ? "valid" : "invalid");
+        }
+    }
+    /* A NUL inside the length is a control character, outside it is not read. */
+    assert_false(chat_proto_json_valid("\"a\0\"", 4));
+    assert_true(chat_proto_json_valid("[1]]", 3));
+
+    /* Nesting: the bound, and just past it; objects and arrays alike. */
+    size_t max = CHAT_PROTO_JSON_DEPTH_MAX;
+    char *deep = malloc(6 * (max + 1) + 2);
+    assert_non_null(deep);
+    for (size_t d = max; d <= max + 1; d++) {
+        memset(deep, '[', d);
+        memset(deep + d, ']', d);
+        assert_int_equal(chat_proto_json_valid(deep, 2 * d), d == max);
+        size_t n = 0;
+        for (size_t i = 0; i < d; i++, n += 5) {
+            memcpy(deep + n, "{\"a\":", 5);
+        }
+        deep[n++] = '0';
+        memset(deep + n, '}', d);
+        assert_int_equal(chat_proto_json_valid(deep, n + d), d == max);
+    }
+    free(deep);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_utf8),
-        cmocka_unit_test(test_group_names),
-        cmocka_unit_test(test_json_int),
-        cmocka_unit_test(test_json_string),
+        cmocka_unit_test(test_utf8),       cmocka_unit_test(test_group_names),
+        cmocka_unit_test(test_json_int),   cmocka_unit_test(test_json_string),
+        cmocka_unit_test(test_json_valid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,657 @@
+/* Unit tests of plugin/config.c: every plugin_opt_* option's good and bad
+ * values and bounds, the decisions chat_config_apply_broker takes from what
+ * the broker's configuration says, and the scan of that configuration.
+ *
+ * chat_broker_scan reads the broker's command line (/proc/self/cmdline) for
+ * -c <file>, so a scan runs in a child: this executable again, as
+ * "<self> --scan -c <file>", which prints what it found. */
+#define _XOPEN_SOURCE 700 /* realpath */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "plugin.h"
+#include "plugin_fixture.h"
+#include "plugin_stubs.h"
+
+static char self[PATH_MAX]; /* this executable */
+
+static int reset(void **state)
+{
+    (void)state;
+    stub_reset();
+    return 0;
+}
+
+/* Parses "key=value" options (NULL-terminated) into cfg. */
+static int parse(struct chat_config *cfg, const char *const *kv)
+{
+    struct mosquitto_opt o[16];
+    char buf[16][2048];
+    int n = 0;
+    for (; kv[n]; n++) {
+        assert_true(n < 16);
+        snprintf(buf[n], sizeof(buf[n]), "%s", kv[n]);
+        char *eq = strchr(buf[n], '=');
+        o[n].key = buf[n];
+        o[n].value = eq ? eq + 1 : NULL;
+        if (eq) {
+            *eq = '\0';
+        }
+    }
+    return chat_config_parse(cfg, o, n);
+}
+
+static void test_defaults(void **state)
+{
+    struct chat_config cfg;
+    (void)state;
+    assert_int_equal(chat_config_parse(&cfg, NULL, 0), MOSQ_ERR_SUCCESS);
+    assert_string_equal(cfg.db_path, "mosquitto-chat.db");
+    assert_string_equal(cfg.topic_prefix, "chat");
+    assert_int_equal(cfg.prefix_len, 4);
+    assert_int_equal(cfg.page_size, 100);
+    assert_int_equal(cfg.page_bytes, 262144);
+    assert_int_equal(cfg.page_qos, 0);
+    assert_int_equal(cfg.replay_window, 4);
+    assert_int_equal(cfg.replay_timeout, 10);
+    assert_int_equal(cfg.max_payload, 65536);
+    assert_int_equal(cfg.fsync, CHAT_SYNC_NONE);
+    assert_true(cfg.replay);
+    assert_true(cfg.open_groups);
+    assert_non_null(cfg.admins);
+    assert_null(cfg.admins[0]);
+    assert_int_equal(cfg.retention_count, 0);
+    assert_int_equal(cfg.retention_days, 0);
+    assert_int_equal(cfg.device_expiry_days, 90);
+    assert_null(cfg.backup_dir);
+    assert_int_equal(cfg.acl_mode, CHAT_ACL_AUTO);
+    assert_true(cfg.acl_auto);
+    assert_int_equal(cfg.read_check, CHAT_READ_BROKER);
+    assert_false(chat_config_is_admin(&cfg, "admin"));
+    chat_config_free(&cfg);
+}
+
+/* What an accepted option set: the field, read back as a number (strings
+ * and lists are checked by name below). */
+static uint64_t field(const struct chat_config *cfg, const char *key)
+{
+    static const struct {
+        const char *key;
+        size_t off;
+        size_t size;
+    } fields[] = {
+#define F(k, m) {k, offsetof(struct chat_config, m), sizeof(((struct chat_config *)0)->m)}
+        F("page_size", page_size),
+        F("page_bytes", page_bytes),
+        F("page_qos", page_qos),
+        F("replay_window", replay_window),
+        F("replay_timeout", replay_timeout),
+        F("max_payload", max_payload),
+        F("fsync", fsync),
+        F("replay", replay),
+        F("open_groups", open_groups),
+        F("retention_count", retention_count),
+        F("retention_days", retention_days),
+        F("device_expiry_days", device_expiry_days),
+        F("read_check", read_check),
+        F("acl", acl_mode),
+#undef F
+    };
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        if (!strcmp(fields[i].key, key)) {
+            const char *p = (const char *)cfg + fields[i].off;
+            switch (fields[i].size) {
+            case 1:
+                return *(const uint8_t *)p;
+            case 4:
+                return *(const uint32_t *)p;
+            case 8:
+                return *(const uint64_t *)p;
+            default:
+                fail_msg("field %s of size %zu", key, fields[i].size);
+            }
+        }
+    }
+    fail_msg("no field %s", key);
+    return 0;
+}
+
+static void test_numbers_and_words(void **state)
+{
+    static const struct {
+        const char *key, *value;
+        bool ok;
+        uint64_t want;        /* ok: the field's value */
+        const char *expected; /* not ok: what the log line says was expected */
+    } cases[] = {
+        {"page_size", "1", true, 1, NULL},
+        {"page_size", "100000", true, 100000, NULL},
+        {"page_size", "007", true, 7, NULL},
+        {"page_size", "0", false, 0, "an integer from 1 to 100000"},
+        {"page_size", "100001", false, 0, "an integer from 1 to 100000"},
+        {"page_size", "-1", false, 0, "an integer from 1 to 100000"},
+        {"page_size", "+5", false, 0, "an integer from 1 to 100000"},
+        {"page_size", " 5", false, 0, "an integer from 1 to 100000"},
+        {"page_size", "5 ", false, 0, "an integer from 1 to 100000"},
+        {"page_size", "5x", false, 0, "an integer from 1 to 100000"},
+        {"page_size", "0x10", false, 0, "an integer from 1 to 100000"},
+        {"page_size", "1e3", false, 0, "an integer from 1 to 100000"},
+        {"page_size", "", false, 0, "an integer from 1 to 100000"},
+        {"page_size", NULL, false, 0, "an integer from 1 to 100000"},
+        {"page_size", "18446744073709551616", false, 0, "an integer from 1 to 100000"},
+        {"page_bytes", "1024", true, 1024, NULL},
+        {"page_bytes", "268369920", true, 268369920, NULL},
+        {"page_bytes", "1023", false, 0, "an integer from 1024 to 268369920"},
+        {"page_bytes", "268369921", false, 0, "an integer from 1024 to 268369920"},
+        {"page_qos", "0", true, 0, NULL},
+        {"page_qos", "2", true, 2, NULL},
+        {"page_qos", "3", false, 0, "0, 1 or 2"},
+        {"replay_window", "1", true, 1, NULL},
+        {"replay_window", "64", true, 64, NULL},
+        {"replay_window", "0", false, 0, "an integer from 1 to 64"},
+        {"replay_window", "65", false, 0, "an integer from 1 to 64"},
+        {"replay_timeout", "1", true, 1, NULL},
+        {"replay_timeout", "86400", true, 86400, NULL},
+        {"replay_timeout", "0", false, 0, "seconds, from 1 to 86400"},
+        {"replay_timeout", "86401", false, 0, "seconds, from 1 to 86400"},
+        {"max_payload", "16", true, 16, NULL},
+        {"max_payload", "44000000", true, 44000000, NULL},
+        {"max_payload", "15", false, 0, "bytes, from 16 to 44000000"},
+        {"max_payload", "44000001", false, 0, "bytes, from 16 to 44000000"},
+        {"fsync", "none", true, CHAT_SYNC_NONE, NULL},
+        {"fsync", "batch", true, CHAT_SYNC_BATCH, NULL},
+        {"fsync", "always", true, CHAT_SYNC_ALWAYS, NULL},
+        {"fsync", "Always", false, 0, "none, batch or always"},
+        {"fsync", "", false, 0, "none, batch or always"},
+        {"replay", "false", true, false, NULL},
+        {"replay", "true", true, true, NULL},
+        {"replay", "1", false, 0, "true or false"},
+        {"replay", "TRUE", false, 0, "true or false"},
+        {"open_groups", "false", true, false, NULL},
+        {"open_groups", "no", false, 0, "true or false"},
+        {"retention_count", "0", true, 0, NULL},
+        {"retention_count", "9223372036854775807", true, 9223372036854775807ull, NULL},
+        {"retention_count", "9223372036854775808", false, 0, "a count of messages, 0 for all"},
+        {"retention_days", "0", true, 0, NULL},
+        {"retention_days", "1000000", true, 1000000, NULL},
+        {"retention_days", "1000001", false, 0, "a number of days, 0 for ever"},
+        {"device_expiry_days", "0", true, 0, NULL},
+        {"device_expiry_days", "1000000", true, 1000000, NULL},
+        {"device_expiry_days", "1000001", false, 0, "a number of days, 0 for never"},
+        {"device_expiry_days", "-1", false, 0, "a number of days, 0 for never"},
+        {"read_check", "broker", true, CHAT_READ_BROKER, NULL},
+        {"read_check", "members", true, CHAT_READ_MEMBERS, NULL},
+        {"read_check", "Members", false, 0, "broker or members"},
+        {"acl", "auto", true, CHAT_ACL_AUTO, NULL},
+        {"acl", "allow", true, CHAT_ACL_ALLOW, NULL},
+        {"acl", "defer", true, CHAT_ACL_DEFER, NULL},
+        {"acl", "deny", false, 0, "auto, allow or defer"},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct chat_config cfg;
+        char kv[256], line[512];
+        const char *opts[2] = {kv, NULL};
+        if (cases[i].value) {
+            snprintf(kv, sizeof(kv), "%s=%s", cases[i].key, cases[i].value);
+        } else {
+            snprintf(kv, sizeof(kv), "%s", cases[i].key);
+        }
+        stub_log_clear();
+        int rc = parse(&cfg, opts);
+        if (cases[i].ok) {
+            if (rc != MOSQ_ERR_SUCCESS) {
+                fail_msg("plugin_opt_%s refused", kv);
+            }
+            if (field(&cfg, cases[i].key) != cases[i].want) {
+                fail_msg("plugin_opt_%s gave %llu", kv,
+                         (unsigned long long)field(&cfg, cases[i].key));
+            }
+            assert_int_equal(cfg.acl_auto, cfg.acl_mode == CHAT_ACL_AUTO);
+        } else {
+            if (rc != MOSQ_ERR_INVAL) {
+                fail_msg("plugin_opt_%s accepted", kv);
+            }
+            snprintf(line, sizeof(line),
+                     "mosquitto-chat: invalid value \"%s\" for plugin_opt_%s: expected %s",
+                     cases[i].value ? cases[i].value : "", cases[i].key, cases[i].expected);
+            if (!stub_log_has(MOSQ_LOG_ERR, line)) {
+                fail_msg("no log line \"%s\"", line);
+            }
+        }
+        chat_config_free(&cfg);
+    }
+}
+
+static void test_strings(void **state)
+{
+    char p128[160] = "topic_prefix=", p129[160] = "topic_prefix=";
+    (void)state;
+    memset(p128 + 13, 'p', 128);
+    memset(p129 + 13, 'p', 129);
+    static const struct {
+        const char *kv;
+        const char *prefix; /* accepted: the prefix; NULL: refused */
+    } prefixes[] = {
+        {"topic_prefix=team", "team"}, {"topic_prefix=caf\xc3\xa9", "caf\xc3\xa9"},
+        {"topic_prefix=a/b", NULL},    {"topic_prefix=a+b", NULL},
+        {"topic_prefix=#", NULL},      {"topic_prefix=$SYS", NULL},
+        {"topic_prefix=", NULL},       {"topic_prefix=t\x01", NULL},
+        {"topic_prefix=\xc3", NULL},
+    };
+    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+        struct chat_config cfg;
+        const char *opts[] = {prefixes[i].kv, NULL};
+        stub_log_clear();
+        int rc = parse(&cfg, opts);
+        if (prefixes[i].prefix) {
+            assert_int_equal(rc, MOSQ_ERR_SUCCESS);
+            assert_string_equal(cfg.topic_prefix, prefixes[i].prefix);
+            assert_int_equal(cfg.prefix_len, strlen(prefixes[i].prefix));
+        } else {
+            assert_int_equal(rc, MOSQ_ERR_INVAL);
+            assert_true(stub_log_has(MOSQ_LOG_ERR, "for plugin_opt_topic_prefix: expected one "
+                                                   "topic level without / + # $ or control "
+                                                   "characters"));
+        }
+        chat_config_free(&cfg);
+    }
+    struct chat_config cfg;
+    const char *ok128[] = {p128, NULL}, *bad129[] = {p129, NULL};
+    assert_int_equal(parse(&cfg, ok128), MOSQ_ERR_SUCCESS);
+    assert_int_equal(cfg.prefix_len, 128);
+    chat_config_free(&cfg);
+    assert_int_equal(parse(&cfg, bad129), MOSQ_ERR_INVAL);
+    chat_config_free(&cfg);
+
+    const char *db[] = {"db_path=/var/lib/chat", NULL};
+    assert_int_equal(parse(&cfg, db), MOSQ_ERR_SUCCESS);
+    assert_string_equal(cfg.db_path, "/var/lib/chat");
+    chat_config_free(&cfg);
+    const char *db_empty[] = {"db_path=", NULL};
+    assert_int_equal(parse(&cfg, db_empty), MOSQ_ERR_INVAL);
+    assert_true(stub_log_has(MOSQ_LOG_ERR, "plugin_opt_db_path: expected a directory path"));
+    chat_config_free(&cfg);
+
+    const char *backup[] = {"backup_dir=/var/backups/chat", NULL};
+    assert_int_equal(parse(&cfg, backup), MOSQ_ERR_SUCCESS);
+    assert_string_equal(cfg.backup_dir, "/var/backups/chat");
+    chat_config_free(&cfg);
+    static const char *const bad_backups[] = {"backup_dir=backups", "backup_dir=", "backup_dir"};
+    for (size_t i = 0; i < 3; i++) {
+        const char *opts[] = {bad_backups[i], NULL};
+        stub_log_clear();
+        assert_int_equal(parse(&cfg, opts), MOSQ_ERR_INVAL);
+        assert_true(stub_log_has(MOSQ_LOG_ERR, "plugin_opt_backup_dir: expected an absolute "
+                                               "directory path"));
+        chat_config_free(&cfg);
+    }
+}
+
+static void test_admins(void **state)
+{
+    static const struct {
+        const char *value;
+        const char *want[4]; /* NULL-terminated */
+    } cases[] = {
+        {"admin", {"admin", NULL}},
+        {"a, b ,,c", {"a", "b", "c", NULL}},
+        {" a b ", {"a b", NULL}}, /* blanks inside a name stay */
+        {"", {NULL}},
+        {" , ,", {NULL}},
+        {",x,", {"x", NULL}},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct chat_config cfg;
+        char kv[64];
+        const char *opts[] = {kv, NULL};
+        snprintf(kv, sizeof(kv), "admins=%s", cases[i].value);
+        assert_int_equal(parse(&cfg, opts), MOSQ_ERR_SUCCESS);
+        size_t n = 0;
+        for (; cases[i].want[n]; n++) {
+            assert_non_null(cfg.admins[n]);
+            assert_string_equal(cfg.admins[n], cases[i].want[n]);
+            assert_true(chat_config_is_admin(&cfg, cases[i].want[n]));
+        }
+        assert_null(cfg.admins[n]);
+        assert_false(chat_config_is_admin(&cfg, NULL));
+        assert_false(chat_config_is_admin(&cfg, ""));
+        assert_false(chat_config_is_admin(&cfg, "adm"));
+        chat_config_free(&cfg);
+    }
+}
+
+static void test_order_and_unknown(void **state)
+{
+    struct chat_config cfg;
+    (void)state;
+    /* The last of a repeated option wins, lists too. */
+    const char *twice[] = {"page_size=5", "admins=a,b", "page_size=7", "admins=c", NULL};
+    assert_int_equal(parse(&cfg, twice), MOSQ_ERR_SUCCESS);
+    assert_int_equal(cfg.page_size, 7);
+    assert_string_equal(cfg.admins[0], "c");
+    assert_null(cfg.admins[1]);
+    chat_config_free(&cfg);
+
+    const char *unknown[] = {"page_size=5", "page-size=5", NULL};
+    assert_int_equal(parse(&cfg, unknown), MOSQ_ERR_INVAL);
+    assert_true(stub_log_has(MOSQ_LOG_ERR, "mosquitto-chat: unknown option plugin_opt_page-size"));
+    chat_config_free(&cfg);
+
+    /* A bad option stops the parse; what was read is still freed. */
+    const char *stop[] = {"db_path=/x", "admins=a", "replay=maybe", "topic_prefix=late", NULL};
+    assert_int_equal(parse(&cfg, stop), MOSQ_ERR_INVAL);
+    assert_string_equal(cfg.topic_prefix, "chat");
+    chat_config_free(&cfg);
+    chat_config_free(&cfg); /* freeing twice is harmless: free zeroes */
+}
+
+static void test_apply_broker(void **state)
+{
+    static const struct {
+        const char *acl; /* plugin_opt_acl */
+        struct chat_broker_conf bc;
+        enum chat_acl_mode mode;
+        bool names_verified;
+        const char *warning; /* logged, or NULL: nothing logged */
+    } cases[] = {
+        /* Alone: allow, client ids are names. */
+        {"auto", {.readable = true}, CHAT_ACL_ALLOW, false, NULL},
+        {"auto", {.readable = true, .acl = true}, CHAT_ACL_DEFER, false, NULL},
+        {"auto", {.readable = true, .auth = true}, CHAT_ACL_ALLOW, true, NULL},
+        {"auto", {.readable = true, .acl = true, .auth = true}, CHAT_ACL_DEFER, true, NULL},
+        /* Cannot read the configuration: fail closed on both. */
+        {"auto",
+         {.readable = false, .err = EACCES, .unreadable = "/etc/mosquitto/secret.conf"},
+         CHAT_ACL_DEFER,
+         true,
+         "cannot read the broker's configuration \"/etc/mosquitto/secret.conf\" (Permission "
+         "denied)"},
+        /* The operator's word stands... */
+        {"allow", {.readable = true, .acl = true}, CHAT_ACL_ALLOW, false, NULL},
+        {"defer", {.readable = true}, CHAT_ACL_DEFER, false, NULL},
+        /* ...but names are still verified when nothing proves otherwise. */
+        {"allow",
+         {.readable = false, .err = ENOENT, .unreadable = "/x"},
+         CHAT_ACL_ALLOW,
+         true,
+         "cannot read the broker's configuration \"/x\" (No such file or directory)"},
+        {"auto",
+         {.readable = true, .acl = true, .auth = true, .first_is_other = true},
+         CHAT_ACL_DEFER,
+         true,
+         "another plugin is loaded before mosquitto-chat; put mosquitto-chat's plugin line first"},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        for (int log = 0; log < 2; log++) {
+            struct chat_config cfg;
+            char kv[32];
+            const char *opts[] = {kv, NULL};
+            snprintf(kv, sizeof(kv), "acl=%s", cases[i].acl);
+            assert_int_equal(parse(&cfg, opts), MOSQ_ERR_SUCCESS);
+            stub_log_clear();
+            chat_config_apply_broker(&cfg, &cases[i].bc, log);
+            if (cfg.acl_mode != cases[i].mode || cfg.names_verified != cases[i].names_verified) {
+                fail_msg("case %zu: mode %d names_verified %d, expected %d %d", i, cfg.acl_mode,
+                         cfg.names_verified, cases[i].mode, cases[i].names_verified);
+            }
+            if (log && cases[i].warning) {
+                assert_true(stub_log_has(MOSQ_LOG_WARNING, cases[i].warning));
+            } else {
+                assert_int_equal(stub_log_count(), 0);
+            }
+            chat_config_free(&cfg);
+        }
+    }
+}
+
+/* ===========================================================================
+ * Scanning the broker's configuration
+ * ========================================================================= */
+
+struct scan {
+    struct chat_broker_conf bc;
+    bool result;
+};
+
+/* The child's side: prints what chat_broker_scan found. */
+static int scan_child(void)
+{
+    struct chat_broker_conf bc;
+    bool ok = chat_broker_scan(&bc);
+    printf("%d %d %d %d %d %d %d %d\n%s\n", ok, bc.readable, bc.acl, bc.auth, bc.per_listener,
+           bc.first_is_other, bc.plugins, bc.err, bc.unreadable);
+    return 0;
+}
+
+/* Runs "<self> --scan [-c conf]" and reads what it printed. */
+static struct scan run_scan(const char *conf)
+{
+    struct scan s;
+    int fd[2];
+    memset(&s, 0, sizeof(s));
+    assert_int_equal(pipe(fd), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char *argv[] = {self, "--scan", "-c", (char *)conf, NULL};
+        if (!conf) {
+            argv[2] = NULL;
+        }
+        dup2(fd[1], 1);
+        close(fd[0]);
+        close(fd[1]);
+        execv(self, argv);
+        _exit(127);
+    }
+    close(fd[1]);
+    FILE *f = fdopen(fd[0], "r");
+    assert_non_null(f);
+    int v[8] = {0};
+    char path[4096] = "";
+    int n = fscanf(f, "%d %d %d %d %d %d %d %d\n", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+                   &v[7]);
+    if (!fgets(path, sizeof(path), f)) {
+        path[0] = '\0';
+    }
+    fclose(f);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(n, 8);
+    path[strcspn(path, "\n")] = '\0';
+    s.result = v[0];
+    s.bc.readable = v[1];
+    s.bc.acl = v[2];
+    s.bc.auth = v[3];
+    s.bc.per_listener = v[4];
+    s.bc.first_is_other = v[5];
+    s.bc.plugins = v[6];
+    s.bc.err = v[7];
+    snprintf(s.bc.unreadable, sizeof(s.bc.unreadable), "%s", path);
+    return s;
+}
+
+struct tmp {
+    char dir[64];
+};
+
+static int tmp_setup(void **state)
+{
+    struct tmp *t = calloc(1, sizeof(*t));
+    assert_non_null(t);
+    snprintf(t->dir, sizeof(t->dir), "/tmp/chat_config_test.XXXXXX");
+    assert_non_null(mkdtemp(t->dir));
+    stub_reset();
+    *state = t;
+    return 0;
+}
+
+static int tmp_teardown(void **state)
+{
+    struct tmp *t = *state;
+    plugin_rm_tree(t->dir);
+    free(t);
+    return 0;
+}
+
+/* Writes text to dir/name; returns the path (static, overwritten by the
+ * next call). */
+static const char *write_file(const char *dir, const char *name, const char *text)
+{
+    static char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+static void test_scan_lines(void **state)
+{
+    struct tmp *t = *state;
+    char other_first[PATH_MAX + 64], ours_first[PATH_MAX + 64], ours[PATH_MAX + 16];
+    snprintf(ours, sizeof(ours), "plugin %s\n", self);
+    snprintf(other_first, sizeof(other_first), "plugin /usr/lib/other.so\nplugin %s\n", self);
+    snprintf(ours_first, sizeof(ours_first), "plugin %s\nauth_plugin /other.so\n", self);
+    const struct {
+        const char *text;
+        bool acl, auth, per_listener, first_is_other;
+        int plugins;
+    } cases[] = {
+        {"listener 1883\n", false, false, false, false, 0},
+        {"acl_file /etc/mosquitto/acl\n", true, false, false, false, 0},
+        {"acl_file\n", true, false, false, false, 0},
+        {"# acl_file /x\n", false, false, false, false, 0},
+        {"  \tacl_file /x\r\n", true, false, false, false, 0},
+        {"acl_filex /x\n", false, false, false, false, 0},
+        {"password_file /x\n", false, true, false, false, 0},
+        {"psk_file /x\n", false, true, false, false, 0},
+        {"use_identity_as_username true\n", false, true, false, false, 0},
+        {"use_identity_as_username false\n", false, false, false, false, 0},
+        {"use_subject_as_username true\r\n", false, true, false, false, 0},
+        {"use_subject_as_username truex\n", false, false, false, false, 0},
+        {"per_listener_settings true\n", false, false, true, false, 0},
+        {"per_listener_settings false\n", false, false, false, false, 0},
+        /* Our own plugin line is no other checker. */
+        {ours, false, false, false, false, 1},
+        /* Any other plugin may check access and authenticate. */
+        {"plugin /usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so\n", true, true, false,
+         true, 1},
+        {other_first, true, true, false, true, 2},
+        {ours_first, true, true, false, false, 2},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct scan s = run_scan(write_file(t->dir, "mosquitto.conf", cases[i].text));
+        if (!s.result || !s.bc.readable || s.bc.acl != cases[i].acl || s.bc.auth != cases[i].auth ||
+            s.bc.per_listener != cases[i].per_listener ||
+            s.bc.first_is_other != cases[i].first_is_other || s.bc.plugins != cases[i].plugins) {
+            fail_msg("config \"%s\": scan %d readable %d acl %d auth %d per_listener %d "
+                     "first_is_other %d plugins %d",
+                     cases[i].text, s.result, s.bc.readable, s.bc.acl, s.bc.auth, s.bc.per_listener,
+                     s.bc.first_is_other, s.bc.plugins);
+        }
+    }
+}
+
+static void test_scan_include_dir(void **state)
+{
+    struct tmp *t = *state;
+    char sub[128], text[256];
+    snprintf(sub, sizeof(sub), "%s/conf.d", t->dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    write_file(sub, "acl.conf", "acl_file /x\n");
+    write_file(sub, "auth.txt", "password_file /x\n"); /* not *.conf: the broker skips it */
+    write_file(sub, ".conf", "password_file /x\n");    /* nor a bare ".conf" */
+    snprintf(text, sizeof(text), "include_dir %s\n", sub);
+    struct scan s = run_scan(write_file(t->dir, "mosquitto.conf", text));
+    assert_true(s.result && s.bc.readable);
+    assert_true(s.bc.acl);
+    assert_false(s.bc.auth);
+
+    /* A directory that includes itself: the scan stops at a depth. */
+    snprintf(text, sizeof(text), "include_dir %s\npsk_file /y\n", sub);
+    write_file(sub, "self.conf", text);
+    s = run_scan(write_file(t->dir, "mosquitto.conf", text));
+    assert_true(s.result && s.bc.acl && s.bc.auth);
+}
+
+static void test_scan_fails_closed(void **state)
+{
+    struct tmp *t = *state;
+    char missing[128], text[256];
+
+    /* No configuration file on the command line: loaded alone. */
+    struct scan s = run_scan(NULL);
+    assert_true(s.result && s.bc.readable);
+    assert_int_equal(s.bc.plugins, 0);
+
+    /* The file named by -c cannot be read. */
+    snprintf(missing, sizeof(missing), "%s/missing.conf", t->dir);
+    s = run_scan(missing);
+    assert_false(s.result);
+    assert_false(s.bc.readable);
+    assert_int_equal(s.bc.err, ENOENT);
+    assert_string_equal(s.bc.unreadable, missing);
+
+    /* A directory opens but cannot be read as a file. */
+    s = run_scan(t->dir);
+    assert_false(s.result);
+    assert_int_equal(s.bc.err, EISDIR);
+
+    /* An include_dir that is not there; the first unreadable path counts,
+     * what follows is still read. */
+    snprintf(text, sizeof(text), "include_dir %s/nodir\nacl_file /x\n", t->dir);
+    s = run_scan(write_file(t->dir, "mosquitto.conf", text));
+    assert_false(s.result);
+    assert_true(s.bc.acl);
+    assert_non_null(strstr(s.bc.unreadable, "/nodir"));
+
+    /* What the plugin makes of it: defer, and names verified. */
+    struct chat_config cfg;
+    assert_int_equal(chat_config_parse(&cfg, NULL, 0), MOSQ_ERR_SUCCESS);
+    chat_config_apply_broker(&cfg, &s.bc, true);
+    assert_int_equal(cfg.acl_mode, CHAT_ACL_DEFER);
+    assert_true(cfg.names_verified);
+    assert_true(stub_log_has(MOSQ_LOG_WARNING, "/nodir"));
+    chat_config_free(&cfg);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "--scan")) {
+        return scan_child();
+    }
+    if (!realpath(argv[0], self)) {
+        perror(argv[0]);
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_defaults, reset),
+        cmocka_unit_test_setup(test_numbers_and_words, reset),
+        cmocka_unit_test_setup(test_strings, reset),
+        cmocka_unit_test_setup(test_admins, reset),
+        cmocka_unit_test_setup(test_order_and_unknown, reset),
+        cmocka_unit_test_setup(test_apply_broker, reset),
+        cmocka_unit_test_setup_teardown(test_scan_lines, tmp_setup, tmp_teardown),
+        cmocka_unit_test_setup_teardown(test_scan_include_dir, tmp_setup, tmp_teardown),
+        cmocka_unit_test_setup_teardown(test_scan_fails_closed, tmp_setup, tmp_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,327 @@
+/* Unit tests of plugin/peers.c and plugin/hmap.c: the per client state the
+ * plugin keeps between events (pending subscriptions and their caps, the
+ * answer budget and its refill) and the map it lives in.
+ *
+ * The clock is this file's: it defines chat_now_ms, so the linker takes it
+ * instead of util.c's (which nothing else here needs), and the budget's
+ * refill is tested to the millisecond. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hmap.h"
+#include "plugin.h"
+#include "plugin_stubs.h"
+
+#define MIB (1u << 20)
+
+static int64_t fake_now = 1700000000000;
+
+int64_t chat_now_ms(void)
+{
+    return fake_now;
+}
+
+static int setup(void **state)
+{
+    struct chat_plugin *pl = calloc(1, sizeof(*pl));
+    assert_non_null(pl);
+    assert_true(chat_peers_init(pl));
+    stub_reset();
+    fake_now = 1700000000000;
+    *state = pl;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct chat_plugin *pl = *state;
+    chat_peers_free(pl);
+    free(pl);
+    return 0;
+}
+
+/* ===========================================================================
+ * hmap
+ * ========================================================================= */
+
+static unsigned freed;
+
+static void count_free(void *v)
+{
+    freed++;
+    free(v);
+}
+
+static bool remove_odd(void *ctx, const void *key, size_t len, void *val)
+{
+    unsigned *seen = ctx;
+    (void)key;
+    (void)len;
+    (*seen)++;
+    if (*(int *)val % 2) {
+        free(val);
+        return true;
+    }
+    return false;
+}
+
+static void test_hmap(void **state)
+{
+    (void)state;
+    chat_hmap *m = chat_hmap_create();
+    void *old = (void *)1;
+    assert_non_null(m);
+    assert_int_equal(chat_hmap_count(m), 0);
+    assert_null(chat_hmap_get(m, "a", 1));
+    assert_null(chat_hmap_remove(m, "a", 1));
+
+    /* Keys are bytes: a NUL inside, a prefix, the empty key are all apart. */
+    int *v[5];
+    for (int i = 0; i < 5; i++) {
+        v[i] = malloc(sizeof(int));
+        assert_non_null(v[i]);
+        *v[i] = i;
+    }
+    assert_true(chat_hmap_put(m, "ab", 2, v[0], &old));
+    assert_null(old);
+    assert_true(chat_hmap_put(m, "a\0b", 3, v[1], NULL));
+    assert_true(chat_hmap_put(m, "a", 1, v[2], NULL));
+    assert_true(chat_hmap_put(m, "", 0, v[3], NULL));
+    assert_int_equal(chat_hmap_count(m), 4);
+    assert_ptr_equal(chat_hmap_get(m, "ab", 2), v[0]);
+    assert_ptr_equal(chat_hmap_get(m, "a\0b", 3), v[1]);
+    assert_ptr_equal(chat_hmap_get(m, "a", 1), v[2]);
+    assert_ptr_equal(chat_hmap_get(m, "", 0), v[3]);
+    assert_null(chat_hmap_get(m, "abc", 2 + 1));
+    /* Putting again replaces, and hands back the old value. */
+    assert_true(chat_hmap_put(m, "ab", 2, v[4], &old));
+    assert_ptr_equal(old, v[0]);
+    free(v[0]);
+    assert_int_equal(chat_hmap_count(m), 4);
+    assert_ptr_equal(chat_hmap_remove(m, "a", 1), v[2]);
+    free(v[2]);
+    assert_null(chat_hmap_get(m, "a", 1));
+    assert_int_equal(chat_hmap_count(m), 3);
+    freed = 0;
+    chat_hmap_destroy(m, count_free);
+    assert_int_equal(freed, 3);
+    chat_hmap_destroy(NULL, count_free);
+}
+
+static void test_hmap_many(void **state)
+{
+    (void)state;
+    chat_hmap *m = chat_hmap_create();
+    char key[32];
+    assert_non_null(m);
+    /* Far past the first bucket array: every key is still found. */
+    for (int i = 0; i < 20000; i++) {
+        int *val = malloc(sizeof(int));
+        assert_non_null(val);
+        *val = i;
+        snprintf(key, sizeof(key), "client-%d", i);
+        assert_true(chat_hmap_put(m, key, strlen(key), val, NULL));
+    }
+    assert_int_equal(chat_hmap_count(m), 20000);
+    for (int i = 0; i < 20000; i++) {
+        snprintf(key, sizeof(key), "client-%d", i);
+        int *val = chat_hmap_get(m, key, strlen(key));
+        assert_non_null(val);
+        assert_int_equal(*val, i);
+    }
+    /* foreach visits each once and removes what fn says. */
+    unsigned seen = 0;
+    chat_hmap_foreach(m, remove_odd, &seen);
+    assert_int_equal(seen, 20000);
+    assert_int_equal(chat_hmap_count(m), 10000);
+    assert_null(chat_hmap_get(m, "client-1", 8));
+    assert_non_null(chat_hmap_get(m, "client-2", 8));
+    freed = 0;
+    chat_hmap_destroy(m, count_free);
+    assert_int_equal(freed, 10000);
+}
+
+/* ===========================================================================
+ * Pending subscriptions
+ * ========================================================================= */
+
+static void test_pending(void **state)
+{
+    struct chat_plugin *pl = *state;
+    assert_false(chat_pending_has(pl, "c1", "room1"));
+    chat_pending_add(pl, "c1", "room1");
+    chat_pending_add(pl, "c1", "room1"); /* twice is once */
+    chat_pending_add(pl, "c1", "room2");
+    assert_true(chat_pending_has(pl, "c1", "room1"));
+    assert_true(chat_pending_has(pl, "c1", "room2"));
+    assert_false(chat_pending_has(pl, "c1", "room"));
+    assert_false(chat_pending_has(pl, "c2", "room1")); /* per client */
+    assert_false(chat_pending_has(pl, "c", "room1"));
+    chat_pending_remove(pl, "c1", "room1");
+    chat_pending_remove(pl, "c1", "room1");
+    chat_pending_remove(pl, "nobody", "room1");
+    assert_false(chat_pending_has(pl, "c1", "room1"));
+    assert_true(chat_pending_has(pl, "c1", "room2"));
+
+    /* A clean session forgets them at disconnect. */
+    struct mosquitto c1 = {.id = "c1", .clean_session = true};
+    chat_peer_disconnected(pl, &c1);
+    assert_false(chat_pending_has(pl, "c1", "room2"));
+    assert_int_equal(chat_hmap_count(pl->peers), 0);
+}
+
+static void test_pending_cap(void **state)
+{
+    struct chat_plugin *pl = *state;
+    char group[32];
+    for (int i = 0; i < 1024; i++) {
+        snprintf(group, sizeof(group), "g%d", i);
+        chat_pending_add(pl, "greedy", group);
+    }
+    assert_true(chat_pending_has(pl, "greedy", "g1023"));
+    assert_int_equal(stub_log_count(), 0);
+    /* One more fails closed: not let through, and logged. */
+    chat_pending_add(pl, "greedy", "one-too-many");
+    assert_false(chat_pending_has(pl, "greedy", "one-too-many"));
+    assert_true(stub_log_has(MOSQ_LOG_NOTICE, "greedy subscribed to more than 1024 groups it is "
+                                              "not a member of; not delivering one-too-many"));
+    /* A place freed is a place taken. */
+    chat_pending_remove(pl, "greedy", "g0");
+    chat_pending_add(pl, "greedy", "one-too-many");
+    assert_true(chat_pending_has(pl, "greedy", "one-too-many"));
+    /* Other clients have their own. */
+    chat_pending_add(pl, "modest", "g0");
+    assert_true(chat_pending_has(pl, "modest", "g0"));
+}
+
+static void test_persistent_sessions(void **state)
+{
+    struct chat_plugin *pl = *state;
+    struct mosquitto keep = {.id = "keep", .clean_session = false};
+    struct mosquitto bare = {.id = "bare", .clean_session = false};
+    struct mosquitto none = {.id = NULL, .clean_session = false};
+
+    chat_pending_add(pl, "keep", "room1");
+    assert_int_equal(chat_budget_check(pl, "bare"), CHAT_BUDGET_OK); /* a peer, no pending */
+    chat_peer_disconnected(pl, &keep);
+    chat_peer_disconnected(pl, &bare);
+    chat_peer_disconnected(pl, &none);
+    /* Its session keeps its subscriptions at the broker: live messages must
+     * still pass when it comes back without subscribing again. */
+    assert_true(chat_pending_has(pl, "keep", "room1"));
+    assert_int_equal(pl->gone_peers, 1);
+    assert_null(chat_hmap_get(pl->peers, "bare", 4)); /* nothing to keep */
+    chat_peer_disconnected(pl, &keep);                /* twice: no double count */
+    assert_int_equal(pl->gone_peers, 1);
+    /* It comes back: connected again. */
+    assert_int_equal(chat_budget_check(pl, "keep"), CHAT_BUDGET_OK);
+    assert_int_equal(pl->gone_peers, 0);
+    assert_true(chat_pending_has(pl, "keep", "room1"));
+    /* And leaves with a clean session this time. */
+    keep.clean_session = true;
+    chat_peer_disconnected(pl, &keep);
+    assert_false(chat_pending_has(pl, "keep", "room1"));
+    assert_int_equal(pl->gone_peers, 0);
+}
+
+static void test_persistent_cap(void **state)
+{
+    struct chat_plugin *pl = *state;
+    char id[32];
+    /* At most 10000 disconnected sessions are remembered. */
+    for (int i = 0; i < 10001; i++) {
+        struct mosquitto c = {.id = id, .clean_session = false};
+        snprintf(id, sizeof(id), "gone-%d", i);
+        chat_pending_add(pl, id, "room1");
+        chat_peer_disconnected(pl, &c);
+    }
+    assert_int_equal(pl->gone_peers, 10000);
+    assert_true(chat_pending_has(pl, "gone-9999", "room1"));
+    assert_false(chat_pending_has(pl, "gone-10000", "room1"));
+    assert_int_equal(chat_hmap_count(pl->peers), 10000);
+}
+
+/* ===========================================================================
+ * Answer budget
+ * ========================================================================= */
+
+/* As peers.c's BUDGET_BYTES and BUDGET_RATE: what one client may have
+ * unread at once, and how fast that comes back (bytes a second). */
+#define BUDGET (8u << 20)
+#define RATE (2u << 20)
+
+static void test_budget(void **state)
+{
+    struct chat_plugin *pl = *state;
+
+    /* The whole budget to start with; an answer may take it below zero. */
+    assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_OK);
+    chat_budget_spend(pl, "c1", BUDGET - 1);
+    assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_OK);
+    chat_budget_spend(pl, "c1", 2 * RATE); /* 1 - 2 RATE left */
+    /* Over it: ten "slow down" answers a second, then nothing. */
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_SLOW_DOWN);
+    }
+    assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_DROP);
+    assert_true(stub_log_has(MOSQ_LOG_NOTICE,
+                             "c1 is sent answers faster than it reads them; 1 requests dropped"));
+    stub_log_clear();
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_DROP);
+    }
+    assert_int_equal(stub_log_count(), 0); /* one line per 10 s */
+    /* Another client is not concerned. */
+    assert_int_equal(chat_budget_check(pl, "c2"), CHAT_BUDGET_OK);
+
+    /* It comes back at RATE a second, to the millisecond: two seconds to
+     * cover 2 RATE - 1 bytes. */
+    fake_now += 1000;
+    assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_SLOW_DOWN); /* a new second */
+    fake_now += 999;
+    assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_SLOW_DOWN); /* a ms short */
+    fake_now += 2;
+    assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_OK);
+    /* After a long pause it is full again, but never more than BUDGET. */
+    chat_budget_spend(pl, "c1", BUDGET);
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_SLOW_DOWN);
+    }
+    fake_now += 600000;
+    assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_OK);
+    chat_budget_spend(pl, "c1", BUDGET);
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_SLOW_DOWN);
+    }
+    /* The next log line counts what was dropped since the last one. */
+    assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_DROP);
+    assert_true(stub_log_has(MOSQ_LOG_NOTICE, "6 requests dropped unanswered"));
+
+    /* A clock that steps back refills nothing and breaks nothing. */
+    fake_now -= 60000;
+    assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_SLOW_DOWN);
+    /* Spending for a client unknown is ignored. */
+    chat_budget_spend(pl, "unknown", MIB);
+    assert_null(chat_hmap_get(pl->peers, "unknown", 7));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hmap),
+        cmocka_unit_test(test_hmap_many),
+        cmocka_unit_test_setup_teardown(test_pending, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pending_cap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_persistent_sessions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_persistent_cap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_budget, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
