@@ -79,7 +79,8 @@ struct chat_config {
     chat_sync fsync;
     bool replay;
     bool open_groups;
-    char **admins; /* NULL-terminated */
+    bool verify_store; /* read every block of the store at start (plugin_opt_verify_store) */
+    char **admins;     /* NULL-terminated */
     uint64_t retention_count;
     uint64_t retention_days;
     enum chat_acl_mode acl_mode;
@@ -118,8 +119,8 @@ struct chat_plugin {
     chat_acl_check_fn broker_acl_check; /* NULL when the broker does not export it */
     bool probing;                       /* inside our own call of broker_acl_check */
     bool ticks_seen;                    /* the broker sends us ticks (see plugin.c) */
-    bool disk_full;        /* the store's disk filled up: see storage.c */
-    time_t disk_next_look; /* when storage.c looks at the disk again */
+    bool disk_full;                     /* the store's disk filled up: see storage.c */
+    time_t disk_next_look;              /* when storage.c looks at the disk again */
     int64_t last_chores_ms;             /* housekeeping run from events, without ticks */
     /* The envelope stored last: the deliveries of one publish all read it. */
     char last_group[CHAT_GROUP_MAX + 1];
@@ -351,8 +352,10 @@ void chat_retention_tick(struct chat_plugin *pl, time_t now);
 
 /* storage.c: the store, opened at start and again when a full disk has room */
 
-/* Opens pl->store. A disk already full is not an error: pl->store stays
- * NULL (every store call fails) until the chores can open it. */
+/* Opens pl->store at start, reading every block first unless
+ * plugin_opt_verify_store is false. A disk already full is not an error:
+ * pl->store stays NULL (every store call fails) until the chores can open
+ * it. */
 chat_err chat_storage_open(struct chat_plugin *pl, char **errmsg);
 
 /* A store call failed for why (chat_store_last_error): notes a full disk. */
