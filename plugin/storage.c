@@ -1,28 +1,64 @@
 /* storage.c: the plugin's store: opened at start, and opened again when a
- * full disk has room once more.
+ * full disk has room once more, or when the process has file descriptors
+ * again after it ran out.
  *
  * LevelDB keeps a write error until the database is reopened, and so does
- * the store (invariant 5 of chat_store.h). A disk that filled up is the one
- * such error that mends itself: while it lasts, publishes are refused with
- * "storage error" and every read goes on (catch-up, fetch, history); once
- * the filesystem has CHAT_ROOM_BYTES free again the chores close the store
- * and open it anew, without the broker restarting. Any other write error
- * stays until the broker restarts. A disk already full at start does not
- * stop the broker either: the plugin runs without a store (every store call
- * fails, see chat_store_close) until it can open it. */
+ * the store (invariant 5 of chat_store.h). Two such errors mend themselves:
+ * a disk that filled up, and a process that ran out of file descriptors
+ * (connections take one each: a flood of them left LevelDB unable to open
+ * its next write-ahead log, and the store refused every write until the
+ * broker restarted, long after the connections had gone). While either
+ * lasts, publishes are refused with "storage error" and every read goes on
+ * (catch-up, fetch, history); once the filesystem has ROOM_BYTES free again,
+ * or ROOM_FDS descriptors can be opened, the chores close the store and open
+ * it anew, without the broker restarting. Any other write error stays until
+ * the broker restarts. A disk already full at start does not stop the
+ * broker either: the plugin runs without a store (every store call fails,
+ * see chat_store_close) until it can open it. */
 #include "plugin.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <time.h>
+#include <unistd.h>
 
-#define ROOM_BYTES (16u << 20) /* free space that lets the store reopen */
-#define RETRY_S 2              /* seconds between two looks at the disk */
+/* Free space, and free descriptors (at most an eighth of the limit: a log,
+ * tables, the manifest, and some for the broker), that let the store
+ * reopen; seconds between two looks. */
+#define ROOM_BYTES (16u << 20)
+#define ROOM_FDS 64
+#define RETRY_S 2
 
 static bool disk_full(const char *why)
 {
     return why && strstr(why, "No space left on device") != NULL;
+}
+
+static bool fds_out(const char *why)
+{
+    return why && strstr(why, "Too many open files") != NULL;
+}
+
+/* Whether ROOM_FDS descriptors (an eighth of the limit, if less) can be
+ * opened now; they are closed again at once. */
+static bool fds_free(void)
+{
+    struct rlimit rl;
+    int fds[ROOM_FDS];
+    int n = 0, want = ROOM_FDS;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur / 8 < (rlim_t)want) {
+        want = rl.rlim_cur / 8 > 4 ? (int)(rl.rlim_cur / 8) : 4;
+    }
+    while (n < want && (fds[n] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0) {
+        n++;
+    }
+    for (int i = 0; i < n; i++) {
+        close(fds[i]);
+    }
+    return n == want;
 }
 
 /* Opens the store; verify reads every block first (at start only: on the
@@ -74,6 +110,18 @@ void chat_storage_failed(struct chat_plugin *pl, const char *why)
                              "until it has room again; reads go on",
                              pl->cfg.db_path);
     }
+    if (!pl->fds_out && fds_out(why)) {
+        struct rlimit rl = {0, 0};
+        (void)getrlimit(RLIMIT_NOFILE, &rl);
+        pl->fds_out = true;
+        mosquitto_log_printf(MOSQ_LOG_ERR,
+                             "mosquitto-chat: the broker ran out of file descriptors (its limit "
+                             "is %llu: ulimit -n, or LimitNOFILE of its systemd unit): the store "
+                             "\"%s\" cannot open its files and publishes are refused until "
+                             "descriptors are free again; reads go on. Raise the limit, or set "
+                             "max_connections well below it (docs/scaling.md)",
+                             (unsigned long long)rl.rlim_cur, pl->cfg.db_path);
+    }
 }
 
 void chat_storage_chores(struct chat_plugin *pl, time_t now)
@@ -81,12 +129,15 @@ void chat_storage_chores(struct chat_plugin *pl, time_t now)
     struct statvfs fs;
     char *errmsg = NULL;
 
-    if (!pl->disk_full || now < pl->disk_next_look) {
+    if ((!pl->disk_full && !pl->fds_out) || now < pl->disk_next_look) {
         return;
     }
     pl->disk_next_look = now + RETRY_S;
-    if (statvfs(pl->cfg.db_path, &fs) != 0 ||
-        (uint64_t)fs.f_bavail * fs.f_frsize < (uint64_t)ROOM_BYTES) {
+    if (pl->disk_full && (statvfs(pl->cfg.db_path, &fs) != 0 ||
+                          (uint64_t)fs.f_bavail * fs.f_frsize < (uint64_t)ROOM_BYTES)) {
+        return;
+    }
+    if (pl->fds_out && !fds_free()) {
         return;
     }
     /* Room again: LevelDB forgets its write error only when reopened. */
@@ -101,6 +152,7 @@ void chat_storage_chores(struct chat_plugin *pl, time_t now)
     }
     if (pl->store) {
         pl->disk_full = false;
+        pl->fds_out = false;
         mosquitto_log_printf(MOSQ_LOG_NOTICE,
                              "mosquitto-chat: store \"%s\" open again: publishing resumes",
                              pl->cfg.db_path);
