@@ -47,7 +47,8 @@ struct call {
     int timeout_ms;                   /* CONNECT: Paho's connect timeout */
     char *group;                      /* LISTEN, SEND, REQUEST (NULL for sync) */
     char *payload;                    /* SEND: the JSON message; REQUEST: one command object */
-    const char *command;              /* REQUEST: the command's name (a static string) */
+    const char *command;              /* REQUEST: the command's name (static, or name) */
+    char name[48];                    /* REQUEST: a command's name chosen by the caller */
     char cid[CHAT_PROTO_CID_MAX + 1]; /* SEND */
     chat_client_err err;
     char reason[CHAT_REASON_MAX];

@@ -1,6 +1,7 @@
 /* chores.c: the plugin's periodic work (fsync batch, replay timeouts,
- * retention), from the broker's tick, or from client events while the broker
- * sends no tick (Mosquitto 2.0.11 with per_listener_settings true). */
+ * retention, figures, device expiry, deletions, other brokers' messages), from the broker's
+ * tick, or from client events while the broker sends no tick (Mosquitto 2.0.11 with
+ * per_listener_settings true). */
 #include "plugin.h"
 
 void chat_chores(struct chat_plugin *pl)
@@ -13,8 +14,12 @@ void chat_chores(struct chat_plugin *pl)
     }
     time_t now = time(NULL);
     chat_storage_chores(pl, now);
+    chat_relay_tick(pl);
     chat_replay_tick(pl, now);
     chat_retention_tick(pl, now);
+    chat_stats_tick(pl, now);
+    chat_expiry_tick(pl, now);
+    chat_admin_tick(pl);
 }
 
 void chat_chores_without_ticks(struct chat_plugin *pl)

@@ -124,6 +124,24 @@ void chat_pending_remove(struct chat_plugin *pl, const char *client_id, const ch
     }
 }
 
+static bool forget_group_cb(void *ctx, const void *key, size_t len, void *val)
+{
+    const char *group = ctx;
+    struct chat_peer *p = val;
+    (void)key;
+    (void)len;
+    if (p->pending) {
+        (void)chat_hmap_remove(p->pending, group, strlen(group));
+    }
+    return false;
+}
+
+void chat_pending_forget_group(struct chat_plugin *pl, const char *group)
+{
+    /* Peers that keep nothing else stay until they disconnect, as always. */
+    chat_hmap_foreach(pl->peers, forget_group_cb, (void *)group);
+}
+
 static void peer_remove(struct chat_plugin *pl, struct chat_peer *p)
 {
     if (!p->connected) {

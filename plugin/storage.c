@@ -61,6 +61,17 @@ static bool fds_free(void)
     return n == want;
 }
 
+static bool shared(const struct chat_plugin *pl)
+{
+    return !strcmp(pl->cfg.store, "postgresql");
+}
+
+const char *chat_storage_where(const struct chat_plugin *pl)
+{
+    /* The connection string may hold a password: it is never logged. */
+    return shared(pl) ? "in PostgreSQL" : pl->cfg.db_path;
+}
+
 /* Opens the store; verify reads every block first (at start only: on the
  * broker's thread, later, it would stall every client). */
 static chat_err open_store(struct chat_plugin *pl, bool verify, char **errmsg)
@@ -69,13 +80,18 @@ static chat_err open_store(struct chat_plugin *pl, bool verify, char **errmsg)
     struct timespec t0, t1;
     so.sync = pl->cfg.fsync;
     so.verify = verify;
+    so.backend = pl->cfg.store;
     /* Tests fake a reboot (see chat_store_recovered) with another boot id. */
     so.boot_id = getenv("MOSQUITTO_CHAT_TEST_BOOT_ID");
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    chat_err rc = chat_store_open_opts(pl->cfg.db_path, &so, &pl->store, errmsg);
+    chat_err rc = chat_store_open_opts(shared(pl) ? pl->cfg.pg_conninfo : pl->cfg.db_path, &so,
+                                       &pl->store, errmsg);
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    /* Device cursors are stamped with the plugin's clock (a test may shift
+     * it: see chat_clock_init). */
+    chat_store_set_clock(pl->store, chat_store_clock, NULL);
     double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    if (rc == CHAT_OK && verify && took >= 1.0) {
+    if (rc == CHAT_OK && verify && !shared(pl) && took >= 1.0) {
         /* A slow start has a reason the operator can see, and a way out. */
         mosquitto_log_printf(MOSQ_LOG_NOTICE,
                              "mosquitto-chat: read every block of store \"%s\" in %.1f s "
@@ -129,7 +145,7 @@ void chat_storage_chores(struct chat_plugin *pl, time_t now)
     struct statvfs fs;
     char *errmsg = NULL;
 
-    if ((!pl->disk_full && !pl->fds_out) || now < pl->disk_next_look) {
+    if ((!pl->disk_full && !pl->fds_out) || now < pl->disk_next_look || shared(pl)) {
         return;
     }
     pl->disk_next_look = now + RETRY_S;

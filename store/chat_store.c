@@ -4,10 +4,13 @@
  * ops. The design note of chat_store.h describes the LevelDB backend's keys
  * and the invariants every backend keeps. */
 #include "chat_store.h"
+#include "ldb_job.h"
 #include "ldb_store.h"
+#include "pg_store.h"
 #include "store_backend.h"
 #include "store_text.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,12 +48,30 @@ const char *chat_store_last_error(const chat_store *st)
  * Open, close and the whole store
  * --------------------------------------------------------------------- */
 
+/* Repairing is LevelDB's: a database server repairs with its own tools. */
+static chat_err repair_elsewhere(const char *path, char **errmsg)
+{
+    (void)path;
+    store_open_error(errmsg, "a PostgreSQL store is repaired with PostgreSQL's own tools", NULL);
+    return CHAT_EINVAL;
+}
+
+/* What a backend does not offer (yet): its op is NULL. */
+static chat_err unsupported(chat_store *st, const char *what)
+{
+    snprintf(st->last_err, sizeof(st->last_err), "%s is not offered by the %s store", what,
+             st->ops->name);
+    return CHAT_EINVAL;
+}
+
 /* The backends by name; the first is the default. */
 static const struct backend {
     const char *name;
     store_open_fn *open;
+    store_repair_fn *repair;
 } backends[] = {
-    {LDB_NAME, ldb_open},
+    {LDB_NAME, ldb_open, ldb_repair},
+    {PG_NAME, pg_open, repair_elsewhere},
 };
 
 chat_err chat_store_open(const char *path, chat_sync sync, chat_store **out, char **errmsg)
@@ -137,6 +158,9 @@ chat_err chat_store_sync_state(chat_store *st, chat_sync_state *out)
 
 void chat_store_set_clock(chat_store *st, chat_clock_fn fn, void *ctx)
 {
+    if (!st) {
+        return;
+    }
     store_set_clock(st, fn, ctx);
 }
 
@@ -160,16 +184,26 @@ chat_err chat_store_first(chat_store *st, const char *group, uint64_t *first)
     return st->ops->first(st, group, first);
 }
 
-chat_err chat_store_append(chat_store *st, const char *group, uint64_t id, const char *from,
-                           const char *cid, const void *env, size_t env_len)
+chat_err chat_store_append(chat_store *st, const char *group, const char *from, const char *cid,
+                           const chat_envelope *env, chat_appended *out)
 {
+    if (!out) {
+        return CHAT_EINVAL;
+    }
+    memset(out, 0, sizeof(*out));
     if (!st) {
         return CHAT_EIO; /* closed: see chat_store.h */
     }
-    if (!group || !from || (!env && env_len)) {
+    if (!group || !from || !env || (!env->head && env->head_len) || (!env->mid && env->mid_len) ||
+        (!env->tail && env->tail_len)) {
         return CHAT_EINVAL;
     }
-    return st->ops->append(st, group, id, from, cid, env, env_len);
+    chat_err rc = st->ops->append(st, group, from, cid, env, out);
+    if (rc != CHAT_OK) {
+        free(out->env);
+        out->env = NULL;
+    }
+    return rc;
 }
 
 chat_err chat_store_cid_find(chat_store *st, const char *group, const char *from, const char *cid,
@@ -442,4 +476,144 @@ chat_err chat_store_group_delete(chat_store *st, const char *group, size_t max_k
         return CHAT_EINVAL;
     }
     return st->ops->group_delete(st, group, max_keys, done);
+}
+
+/* ------------------------------------------------------------------------
+ * Operations
+ * --------------------------------------------------------------------- */
+
+chat_err chat_store_group_members(chat_store *st, const char *group, const char *after, size_t max,
+                                  chat_member_fn fn, void *ctx, bool *done)
+{
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    *done = false;
+    if (!group || !fn || max == 0) {
+        return CHAT_EINVAL;
+    }
+    if (!st->ops->group_members) {
+        return unsupported(st, "group members");
+    }
+    return st->ops->group_members(st, group, after, max, fn, ctx, done);
+}
+
+chat_err chat_store_member_devices(chat_store *st, const char *group, const char *member,
+                                   size_t max, chat_device_fn fn, void *ctx, bool *done)
+{
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    *done = false;
+    if (!group || !member || !fn || max == 0) {
+        return CHAT_EINVAL;
+    }
+    if (!st->ops->member_devices) {
+        return unsupported(st, "member devices");
+    }
+    return st->ops->member_devices(st, group, member, max, fn, ctx, done);
+}
+
+chat_err chat_store_deletions(chat_store *st, chat_head_fn fn, void *ctx)
+{
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    if (!st->ops->deletions) {
+        return unsupported(st, "deletions");
+    }
+    return fn ? st->ops->deletions(st, fn, ctx) : CHAT_EINVAL;
+}
+
+chat_err chat_store_group_init(chat_store *st, const char *group, uint64_t head)
+{
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    if (!st->ops->group_init) {
+        return unsupported(st, "group init");
+    }
+    return group ? st->ops->group_init(st, group, head) : CHAT_EINVAL;
+}
+
+chat_err chat_store_check(chat_store *st, chat_problem_fn fn, void *ctx, uint64_t *groups,
+                          uint64_t *problems)
+{
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    if (!fn || !groups || !problems) {
+        return CHAT_EINVAL;
+    }
+    *groups = 0;
+    *problems = 0;
+    if (!st->ops->check) {
+        return unsupported(st, "check");
+    }
+    return st->ops->check(st, fn, ctx, groups, problems);
+}
+
+chat_err chat_store_job_start(chat_store *st, chat_job_kind kind, const char *dest)
+{
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    if (!st || (kind != CHAT_JOB_BACKUP && kind != CHAT_JOB_COMPACT) ||
+        (kind == CHAT_JOB_BACKUP && (!dest || !dest[0]))) {
+        return CHAT_EINVAL;
+    }
+    if (!st->ops->job_start) {
+        return unsupported(st, "job start");
+    }
+    return st->ops->job_start(st, kind, dest);
+}
+
+chat_err chat_store_job_state(chat_store *st, chat_job_state *out)
+{
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    if (!st->ops->job_state) {
+        return unsupported(st, "job state");
+    }
+    return st && out ? st->ops->job_state(st, out) : CHAT_EINVAL;
+}
+
+chat_err chat_store_repair(const char *path, const char *backend, char **errmsg)
+{
+    if (errmsg) {
+        *errmsg = NULL;
+    }
+    if (!path) {
+        return CHAT_EINVAL;
+    }
+    for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
+        if (!backend || strcmp(backend, backends[i].name) == 0) {
+            return backends[i].repair(path, errmsg);
+        }
+    }
+    store_open_error(errmsg, "unknown store backend", backend);
+    return CHAT_EINVAL;
+}
+
+/* ------------------------------------------------------------------------
+ * Messages of other processes
+ * --------------------------------------------------------------------- */
+
+bool chat_store_shared(const chat_store *st)
+{
+    return st && st->ops->shared;
+}
+
+chat_err chat_store_follow(chat_store *st, const char *group, uint64_t after)
+{
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    return group ? st->ops->follow(st, group, after) : CHAT_EINVAL;
+}
+
+size_t chat_store_feed(chat_store *st, size_t max, chat_feed_fn fn, void *ctx)
+{
+    return st && fn && max ? st->ops->feed(st, max, fn, ctx) : 0;
 }

@@ -14,7 +14,8 @@
  * application that restarts shows nothing twice. chat_client_send gives each
  * message a fresh `cid` and keeps it until the broker acknowledged it,
  * resending after a reconnect (the plugin drops the duplicate). fetch,
- * history, unread, join and leave are plain blocking calls with results.
+ * history, unread, join and leave are plain blocking calls with results;
+ * chat_client_request sends any other command (the admin commands).
  * Both MQTT 3.1.1 and MQTT 5 work; docs/client.md has a complete example.
  *
  * Conventions: functions that can fail return a chat_client_err and put
@@ -28,7 +29,8 @@
  * are copied, so the caller's strings may go after create. Results of
  * fetch/history (chat_client_page) and unread (chat_client_group_status) are
  * heap memory of the caller, freed with chat_client_page_free and
- * chat_client_unread_free. A chat_client_message or chat_client_event handed
+ * chat_client_unread_free, and chat_client_request's answer with
+ * chat_client_free. A chat_client_message or chat_client_event handed
  * to a callback, and every string in it, lives only during that call.
  *
  * Threading: every function may be called from any thread, concurrently.
@@ -37,7 +39,7 @@
  * the state file ever blocks Paho's thread. on_message and on_event run on
  * the dispatcher, one at a time; they may call chat_client_send,
  * chat_client_send_json and chat_client_listen, but not the blocking calls
- * (connect, flush, disconnect, fetch, history, unread, join, leave), which
+ * (connect, flush, disconnect, fetch, history, unread, join, leave, request), which
  * return CHAT_CLIENT_ERR_INVAL there rather than deadlock. A slow callback
  * delays later messages, never the connection. chat_client_destroy must not
  * be called from a callback, nor while another thread is inside a call on
@@ -303,5 +305,22 @@ chat_client_err chat_client_join(chat_client *c, const char *group, const char *
 
 /* Leaves group (or, for an admin, removes member; NULL: oneself). */
 chat_client_err chat_client_leave(chat_client *c, const char *group, const char *member);
+
+/* Sends any one command of the protocol (docs/protocol.md, "Requests") and
+ * waits for its entry: the admin commands (groups, members, stats, delete,
+ * compact, backup) and any the plugin learns later. command_json is one
+ * JSON object with a string "command" of at most 40 bytes and no
+ * "correlationData" (the library sets its own), e.g.
+ * {"command":"members","group":"room1"}. On CHAT_CLIENT_OK *answer_json is
+ * the plugin's entry for it as compact JSON, without the library's
+ * correlationData: heap memory freed with chat_client_free. An error entry
+ * is CHAT_CLIENT_ERR_REFUSED with its "error" in chat_client_reason (an
+ * admin command from a non-admin: "only an admin may <command>"); a command
+ * that is not an object of that shape is CHAT_CLIENT_ERR_INVAL. */
+chat_client_err chat_client_request(chat_client *c, const char *command_json, char **answer_json);
+
+/* Frees memory the library handed over (chat_client_request's answer).
+ * Accepts NULL. */
+void chat_client_free(void *p);
 
 #endif

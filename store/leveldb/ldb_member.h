@@ -7,6 +7,11 @@
 
 #include "ldb_db.h"
 
+/* Whether a membership record r (joined, generation) of group (glen bytes)
+ * counts: while its group is being deleted, only those added since the
+ * deletion began do. */
+chat_err ldb_membership_live(ldb *st, const char *group, size_t glen, const rec *r, bool *live);
+
 /* The ops below (store_backend.h) keep the contracts of the chat_store.h
  * functions of the same names; each comment says how this backend does it. */
 

@@ -8,6 +8,10 @@
 
 #include "ldb_db.h"
 
+/* Draws a new random incarnation: 128 bits from /dev/urandom as 32 hex
+ * digits. False when the kernel gave too few bytes. */
+bool ldb_new_incarnation(char out[STORE_INCARNATION_LEN + 1]);
+
 /* Starts a run (invariant 7): refuses a store of a newer format
  * (CHAT_EFORMAT, see LDB_FORMAT) before writing anything, and writes the
  * format record where it is missing; reads the previous run's marker and the

@@ -32,11 +32,8 @@
 #include <unistd.h>
 
 #define WAIT_MS 5000
-#define REFUSE_MS 20000 /* a refusing broker has exited well within this */
-#define BIG 200         /* messages of about 2 KB in room1: table files of 400 KB */
-#define SMALL 5         /* messages in room2 */
-
-extern char **environ;
+#define BIG 200 /* messages of about 2 KB in room1: table files of 400 KB */
+#define SMALL 5 /* messages in room2 */
 
 /* The bodies of room1, incompressible, so that damage lands in them. */
 static char g_body[BIG + 1][2001];
@@ -53,7 +50,7 @@ static void make_bodies(void)
 
 /* Publishes room1 and room2 and stops the broker, then starts and stops it
  * once more: LevelDB writes its log into a table file when it reopens. */
-static void fill_and_stop(harness_broker *b)
+static void fill_and_stop(ts_broker *b)
 {
     harness_client *alice = harness_client_connect(b, "alice", NULL);
     static char msg[2100];
@@ -67,17 +64,17 @@ static void fill_and_stop(harness_broker *b)
     for (int i = 1; i <= SMALL; i++)
         harness_client_publish(alice, "chat/room2", "{\"body\":\"short\"}", 1);
     harness_client_disconnect(alice);
-    harness_broker_stop(b);
-    harness_broker_restart(b);
-    harness_broker_stop(b);
+    ts_broker_stop(b);
+    ts_broker_restart(b);
+    ts_broker_stop(b);
 }
 
 /* The largest table file of the store, in out (fails if there is none). */
-static void largest_table(harness_broker *b, char *out, size_t cap)
+static void largest_table(ts_broker *b, char *out, size_t cap)
 {
     char cmd[700];
     FILE *p;
-    snprintf(cmd, sizeof cmd, "ls -S %s/*.ldb 2>/dev/null | head -1", harness_broker_db_path(b));
+    snprintf(cmd, sizeof cmd, "ls -S %s/*.ldb 2>/dev/null | head -1", ts_broker_db_path(b));
     out[0] = '\0';
     if ((p = popen(cmd, "r")) != NULL) {
         if (fgets(out, (int)cap, p) == NULL)
@@ -85,7 +82,7 @@ static void largest_table(harness_broker *b, char *out, size_t cap)
         pclose(p);
     }
     out[strcspn(out, "\n")] = '\0';
-    ASSERTF(out[0] != '\0', "no table file in %s", harness_broker_db_path(b));
+    ASSERTF(out[0] != '\0', "no table file in %s", ts_broker_db_path(b));
 }
 
 static bool exists(const char *path)
@@ -96,15 +93,15 @@ static bool exists(const char *path)
 
 /* The lines of the broker's log from byte `from` on that contain needle,
  * copied into out (one per line); returns how many. */
-static int new_lines(harness_broker *b, size_t from, const char *needle, char *out, size_t cap)
+static int new_lines(ts_broker *b, size_t from, const char *needle, char *out, size_t cap)
 {
     char path[600];
     size_t len = 0;
     int n = 0;
     char *text, *line, *save = NULL;
 
-    snprintf(path, sizeof path, "%s/mosquitto.log", harness_broker_dir(b));
-    text = harness_read_file(path, &len);
+    snprintf(path, sizeof path, "%s/mosquitto.log", ts_broker_dir(b));
+    text = ts_read_file(path, &len);
     out[0] = '\0';
     if (from > len)
         from = len;
@@ -120,79 +117,31 @@ static int new_lines(harness_broker *b, size_t from, const char *needle, char *o
     return n;
 }
 
-static size_t log_size(harness_broker *b)
+static size_t log_size(ts_broker *b)
 {
     char path[600];
     struct stat sb;
-    snprintf(path, sizeof path, "%s/mosquitto.log", harness_broker_dir(b));
+    snprintf(path, sizeof path, "%s/mosquitto.log", ts_broker_dir(b));
     return stat(path, &sb) == 0 ? (size_t)sb.st_size : 0;
 }
 
-/* Starts the stopped broker b by hand, as the harness would, and expects it
- * to refuse: it must exit by itself within REFUSE_MS with a non-zero status
- * (not a signal, not a sanitizer's report), and the plugin must have logged
- * exactly one line, naming the store and containing cause. */
-static void expect_refusal(harness_broker *b, const char *cause)
+/* Starts the stopped broker b and expects it to refuse: it must exit by
+ * itself with a non-zero status (not a signal, not a sanitizer's report),
+ * and the plugin must have logged exactly one line, naming the store and
+ * containing cause. */
+static void expect_refusal(ts_broker *b, const char *cause)
 {
-    const char *preload = getenv("CHAT_BROKER_PRELOAD");
-    char conf[600], out[600], lines[4096], envbuf[4200];
-    char *argv[] = {(char *)CHAT_MOSQUITTO_BIN, (char *)"-c", conf, NULL};
-    char **env;
-    size_t from = log_size(b), n = 0, k = 0;
-    int status = 0;
-    bool exited = false;
-    pid_t pid;
+    char out[600], lines[4096];
+    size_t from = log_size(b);
+    int status;
     char *text;
 
-    snprintf(conf, sizeof conf, "%s/mosquitto.conf", harness_broker_dir(b));
-    snprintf(out, sizeof out, "%s/refused.out", harness_broker_dir(b));
-    while (environ[n] != NULL)
-        n++;
-    env = calloc(n + 2, sizeof *env);
-    ASSERT(env != NULL);
-    for (size_t i = 0; i < n; i++)
-        if (!(preload && preload[0] && strncmp(environ[i], "LD_PRELOAD=", 11) == 0))
-            env[k++] = environ[i];
-    if (preload && preload[0]) {
-        /* As the harness does: libasan first, and the plugin kept mapped. */
-        snprintf(envbuf, sizeof envbuf, "LD_PRELOAD=%s %s", preload, CHAT_PLUGIN_PATH);
-        env[k++] = envbuf;
-    }
-    env[k] = NULL;
-    fflush(NULL);
-    pid = fork();
-    ASSERTF(pid >= 0, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        execve(argv[0], argv, env);
-        _exit(127);
-    }
-    free(env);
-    for (int i = 0; i < REFUSE_MS / 20 && !exited; i++) {
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            exited = true;
-            break;
-        }
-        if (new_lines(b, from, " running", lines, sizeof lines) > 0) {
-            kill(pid, SIGKILL);
-            waitpid(pid, NULL, 0);
-            FAILF("the broker started on the store (%s)", cause);
-        }
-        harness_sleep_ms(20);
-    }
-    if (!exited) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        FAILF("the broker neither started nor exited within %d ms", REFUSE_MS);
-    }
-    ASSERTF(!WIFSIGNALED(status), "the broker died of signal %d (a crash)", WTERMSIG(status));
-    ASSERTF(WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 127,
-            "the broker exited with status %d", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    text = harness_read_file(out, NULL);
+    snprintf(out, sizeof out, "%s/broker.out", ts_broker_dir(b));
+    status = ts_broker_try_restart(b);
+    ASSERTF(status != 0, "the broker started on the store (%s)", cause);
+    ASSERTF(status < 128, "the broker died of signal %d (a crash)", status - 128);
+    ASSERTF(status != 127, "the broker could not be run (status 127)");
+    text = ts_read_file(out, NULL);
     ASSERTF(strstr(text, "Sanitizer") == NULL && strstr(text, "runtime error") == NULL,
             "a sanitizer reported on the refusing broker:\n%s", text);
     free(text);
@@ -200,20 +149,20 @@ static void expect_refusal(harness_broker *b, const char *cause)
             "the plugin logged other than one line:\n%s", lines);
     {
         char want[700];
-        snprintf(want, sizeof want, "cannot open store \"%s\": ", harness_broker_db_path(b));
+        snprintf(want, sizeof want, "cannot open store \"%s\": ", ts_broker_db_path(b));
         ASSERTF(strstr(lines, want) != NULL && strstr(lines, cause) != NULL,
                 "the line does not name the store and \"%s\":\n%s", cause, lines);
     }
-    harness_log("refused, exit status %d: %s", WEXITSTATUS(status), lines);
+    ts_log("refused, exit status %d: %s", status, lines);
 }
 
 static void ldb_tool(const char *cmd, const char *db, const char *arg)
 {
     const char *argv[] = {CHAT_LDB_TOOL, cmd, db, arg, NULL};
-    harness_run(argv);
+    ts_run_ok(argv);
 }
 
-static harness_client *reader(harness_broker *b)
+static harness_client *reader(ts_broker *b)
 {
     harness_client *c = harness_client_connect(b, "alice", NULL);
     harness_client_subscribe(c, HARNESS_RESPONSE_TOPIC, 1);
@@ -235,7 +184,7 @@ static int64_t head_of(harness_client *c, const char *group)
 }
 
 /* Everything is there: both groups whole, and the next id follows. */
-static void expect_whole(harness_broker *b)
+static void expect_whole(ts_broker *b)
 {
     harness_client *c = reader(b);
     harness_expect_store(c, "room1", BIG);
@@ -247,7 +196,7 @@ static void expect_whole(harness_broker *b)
 
 static void case_truncated_table(void)
 {
-    harness_broker *b = harness_broker_start(NULL);
+    ts_broker *b = ts_broker_start(NULL);
     char table[600];
     struct stat sb;
 
@@ -258,14 +207,14 @@ static void case_truncated_table(void)
     expect_refusal(b, "is truncated");
     ASSERTF(exists(table), "the truncated table file %s is gone", table);
     /* Found without reading every block: the manifest has the size. */
-    harness_broker_set_opts(b, (const char *const[]){"verify_store false", NULL});
+    ts_broker_set_opts(b, (const char *const[]){"verify_store false", NULL});
     expect_refusal(b, "is truncated");
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 static void case_garbled_table(void)
 {
-    harness_broker *b = harness_broker_start(NULL);
+    ts_broker *b = ts_broker_start(NULL);
     harness_client *c;
     char table[600], req[200];
     size_t len = 0;
@@ -276,18 +225,18 @@ static void case_garbled_table(void)
 
     fill_and_stop(b);
     largest_table(b, table, sizeof table);
-    bytes = harness_read_file(table, &len);
+    bytes = ts_read_file(table, &len);
     ASSERT(len > 100000);
     for (size_t i = len / 3; i < len / 3 + 64; i++)
         bytes[i] = (char)~bytes[i];
-    harness_write_file(table, bytes, len);
+    ts_write_file(table, bytes, len);
     free(bytes);
     expect_refusal(b, "checksum mismatch");
     ASSERTF(exists(table), "the damaged table file %s is gone", table);
 
     /* The repair keeps every record it can read. */
-    ldb_tool("repair", harness_broker_db_path(b), NULL);
-    harness_broker_restart(b);
+    ldb_tool("repair", ts_broker_db_path(b), NULL);
+    ts_broker_restart(b);
     c = reader(b);
     harness_expect_store(c, "room2", SMALL);
     ASSERT(head_of(c, "room1") == BIG);
@@ -317,38 +266,38 @@ static void case_garbled_table(void)
         }
         cJSON_Delete(resp);
     }
-    harness_log("after the repair room1 serves %d of %d messages", got, BIG);
+    ts_log("after the repair room1 serves %d of %d messages", got, BIG);
     ASSERT(got > BIG / 2 && got < BIG);
     /* No id is given twice: the next message follows the head. */
     harness_client_publish(c, "chat/room1", "{\"body\":\"after the repair\"}", 1);
     ASSERT(head_of(c, "room1") == BIG + 1);
     harness_client_disconnect(c);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 static void case_missing_current(void)
 {
-    harness_broker *b = harness_broker_start(NULL);
+    ts_broker *b = ts_broker_start(NULL);
     char current[600], table[600];
 
     fill_and_stop(b);
     largest_table(b, table, sizeof table);
-    snprintf(current, sizeof current, "%s/CURRENT", harness_broker_db_path(b));
+    snprintf(current, sizeof current, "%s/CURRENT", ts_broker_db_path(b));
     ASSERT(unlink(current) == 0);
     expect_refusal(b, "CURRENT is missing");
     ASSERTF(exists(table), "the table file %s was deleted", table);
     ASSERTF(!exists(current), "the refusing broker made a new store");
     /* RepairDB writes a new manifest from the tables and logs. */
-    ldb_tool("repair", harness_broker_db_path(b), NULL);
-    harness_broker_restart(b);
+    ldb_tool("repair", ts_broker_db_path(b), NULL);
+    ts_broker_restart(b);
     expect_whole(b);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 static void case_newer_format(void)
 {
-    harness_broker *b = harness_broker_start(NULL);
-    const char *db = harness_broker_db_path(b);
+    ts_broker *b = ts_broker_start(NULL);
+    const char *db = ts_broker_db_path(b);
 
     fill_and_stop(b);
     ldb_tool("expect-format", db, "1");
@@ -358,16 +307,16 @@ static void case_newer_format(void)
     ldb_tool("expect-format", db, "2");
     ldb_tool("expect-missing", db, "running");
     ldb_tool("format", db, "1");
-    harness_broker_restart(b);
+    ts_broker_restart(b);
     expect_whole(b);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 static void case_no_permission(void)
 {
-    harness_conf conf = {.run_as = "nobody"};
-    harness_broker *b = harness_broker_start_conf(&conf);
-    const char *db = harness_broker_db_path(b);
+    ts_broker_conf conf = {.run_as = "nobody"};
+    ts_broker *b = ts_broker_start_conf(&conf);
+    const char *db = ts_broker_db_path(b);
     struct passwd *pw = getpwnam("nobody");
 
     fill_and_stop(b);
@@ -381,9 +330,9 @@ static void case_no_permission(void)
         expect_refusal(b, want);
     }
     ASSERT(chown(db, pw->pw_uid, pw->pw_gid) == 0);
-    harness_broker_restart(b);
+    ts_broker_restart(b);
     expect_whole(b);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 int main(int argc, char **argv)
@@ -404,14 +353,14 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (strcmp(argv[1], cases[i].name) == 0) {
             snprintf(name, sizeof name, "integ_damage_%s", argv[1]);
-            harness_init(name);
+            ts_init(name);
             if (geteuid() != 0 && strcmp(argv[1], "no_permission") == 0) {
-                harness_log("SKIP: the broker runs as nobody only when started by root");
-                return harness_pass();
+                ts_log("SKIP: the broker runs as nobody only when started by root");
+                return ts_pass();
             }
             make_bodies();
             cases[i].fn();
-            return harness_pass();
+            return ts_pass();
         }
     }
     fprintf(stderr, "unknown case %s\n", argv[1]);

@@ -96,19 +96,19 @@ int main(void)
 {
     harness_client *idle[MAX_IDLE];
     harness_client_opts o = {.client_id = "alice", .mqtt_version = 5};
-    harness_broker *b;
+    ts_broker *b;
     harness_client *alice;
     struct rlimit lim;
     int nidle = 0, stored = 0, n, pid, hi = -2, count = 0;
     int64_t deadline;
 
-    harness_init("integ_fault_fds");
+    ts_init("integ_fault_fds");
     if (geteuid() != 0) {
-        harness_log("SKIP: lowering the broker's descriptor limit needs root");
-        return harness_pass();
+        ts_log("SKIP: lowering the broker's descriptor limit needs root");
+        return ts_pass();
     }
-    b = harness_broker_start(NULL);
-    pid = harness_broker_pid(b);
+    b = ts_broker_start(NULL);
+    pid = ts_broker_pid(b);
     alice = harness_client_connect_opts(b, &o);
     harness_client_subscribe(alice, HARNESS_RESPONSE_TOPIC, 1);
     /* Forty idle clients, and more until the broker's descriptors are
@@ -126,8 +126,8 @@ int main(void)
     ASSERT(prlimit(pid, RLIMIT_NOFILE, NULL, &lim) == 0);
     lim.rlim_cur = (rlim_t)count;
     ASSERTF(prlimit(pid, RLIMIT_NOFILE, &lim, NULL) == 0, "prlimit: %s", strerror(errno));
-    harness_log("%d idle clients: the broker has %d descriptors open, and now a limit of %d", nidle,
-                count, count);
+    ts_log("%d idle clients: the broker has %d descriptors open, and now a limit of %d", nidle,
+           count, count);
 
     /* Publish until the store needs a descriptor it cannot have: its next
      * write-ahead log, once the memtable is full. */
@@ -141,8 +141,8 @@ int main(void)
         stored = n;
     }
     ASSERTF(n <= MAX_PUBLISHES, "no publish was refused after %d", MAX_PUBLISHES);
-    harness_log("refused after %d messages stored", stored);
-    ASSERTF(harness_broker_log_count(b, "ran out of file descriptors") == 1,
+    ts_log("refused after %d messages stored", stored);
+    ASSERTF(ts_broker_log_count(b, "ran out of file descriptors") == 1,
             "no log line (once) about the descriptors");
     ASSERT(!harness_client_is_lost(alice));
     for (int i = 0; i < nidle; i++)
@@ -152,17 +152,17 @@ int main(void)
      * with the next id. */
     for (int i = 0; i < nidle; i++)
         harness_client_disconnect(idle[i]);
-    deadline = harness_now_ms() + 20000;
+    deadline = ts_now_ms() + 20000;
     for (n = stored + 1;; n++) {
         int rc = publish_n(alice, n);
         if (rc == 0 || rc == 0x10)
             break;
         ASSERTF(rc == 0x87, "publish %d: reason 0x%x", n, (unsigned)rc);
         expect_storage_error(alice);
-        ASSERTF(harness_now_ms() < deadline, "publishing did not resume within 20 s");
-        harness_sleep_ms(250);
+        ASSERTF(ts_now_ms() < deadline, "publishing did not resume within 20 s");
+        ts_sleep_ms(250);
     }
-    ASSERT(harness_broker_log_count(b, "publishing resumes") == 1);
+    ASSERT(ts_broker_log_count(b, "publishing resumes") == 1);
     /* Nothing lost, skipped or reused: the first ids, the ids around the
      * refusal, and the head (the whole store would exceed one client's
      * answer budget). The refused messages are not stored: the one that
@@ -185,9 +185,9 @@ int main(void)
                 "the message after the refusal is not message %d", n);
         cJSON_Delete(resp);
     }
-    harness_log("publishing resumed: id %d holds message %d", stored + 1, n);
+    ts_log("publishing resumed: id %d holds message %d", stored + 1, n);
     harness_client_disconnect(alice);
-    harness_broker_stop(b);
-    harness_broker_destroy(b);
-    return harness_pass();
+    ts_broker_stop(b);
+    ts_broker_destroy(b);
+    return ts_pass();
 }

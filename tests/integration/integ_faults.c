@@ -21,6 +21,8 @@
 
 static char g_mount[512];
 
+static void unmount(void);
+
 static bool mount_tmpfs(const char *dir, const char *size)
 {
     char cmd[700];
@@ -32,6 +34,9 @@ static bool mount_tmpfs(const char *dir, const char *size)
         return false;
     }
     snprintf(g_mount, sizeof g_mount, "%s", dir);
+    /* Unmounted however the test ends: a failure exits at once. */
+    atexit(unmount);
+    ts_on_fail(unmount);
     return true;
 }
 
@@ -48,12 +53,12 @@ static void unmount(void)
     if (g_mount[0]) {
         snprintf(cmd, sizeof cmd, "umount %s", g_mount);
         if (system(cmd) != 0)
-            harness_log("cannot unmount %s", g_mount);
+            ts_log("cannot unmount %s", g_mount);
         g_mount[0] = '\0';
     }
 }
 
-static harness_client *connect5(harness_broker *b, const char *id)
+static harness_client *connect5(ts_broker *b, const char *id)
 {
     harness_client_opts o = {.client_id = id, .mqtt_version = 5};
     harness_client *c = harness_client_connect_opts(b, &o);
@@ -98,14 +103,14 @@ static int fill(harness_client *c, int from)
  * number n of the accepted message. */
 static int publish_until_accepted(harness_client *c, int n, int timeout_ms)
 {
-    int64_t deadline = harness_now_ms() + timeout_ms;
-    while (harness_now_ms() < deadline) {
+    int64_t deadline = ts_now_ms() + timeout_ms;
+    while (ts_now_ms() < deadline) {
         int rc = publish_n(c, n);
         if (rc == 0 || rc == 0x10)
             return n;
         ASSERTF(rc == 0x87, "publish %d: reason 0x%x", n, (unsigned)rc);
         expect_storage_error(c);
-        harness_sleep_ms(250);
+        ts_sleep_ms(250);
     }
     FAILF("publishing did not resume within %d ms", timeout_ms);
 }
@@ -120,14 +125,14 @@ static void expect_intact(harness_client *c, int64_t head)
  * cannot be stored ("storage error", ignored here) but move its pages on. */
 static void catch_up_while_full(harness_client *c, int64_t head)
 {
-    int64_t next = 1, deadline = harness_now_ms() + 30000;
+    int64_t next = 1, deadline = ts_now_ms() + 30000;
     harness_client_subscribe(c, HARNESS_RESPONSE_TOPIC, 0);
     harness_client_subscribe(c, "chat/room1", 0);
     while (next <= head) {
         harness_msg *m = harness_client_receive(c, WAIT_MS);
         cJSON *resp;
         const cJSON *e;
-        ASSERTF(m != NULL && harness_now_ms() < deadline, "catch-up stopped at %lld of %lld",
+        ASSERTF(m != NULL && ts_now_ms() < deadline, "catch-up stopped at %lld of %lld",
                 (long long)next, (long long)head);
         resp = harness_json_object(m);
         e = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(resp, "responses"), 0);
@@ -147,15 +152,15 @@ static void catch_up_while_full(harness_client *c, int64_t head)
         cJSON_Delete(resp);
         harness_msg_free(m);
     }
-    harness_log("a device caught up on %lld messages while the disk was full", (long long)head);
+    ts_log("a device caught up on %lld messages while the disk was full", (long long)head);
 }
 
-static harness_broker *start_on_tmpfs(const char *size, const char *const *opts)
+static ts_broker *start_on_tmpfs(const char *size, const char *const *opts)
 {
-    harness_conf conf = {.plugin_opts = opts};
-    harness_broker *b = harness_broker_create(&conf);
-    if (!mount_tmpfs(harness_broker_db_path(b), size)) {
-        harness_broker_destroy(b);
+    ts_broker_conf conf = {.plugin_opts = opts};
+    ts_broker *b = ts_broker_create(&conf);
+    if (!mount_tmpfs(ts_broker_db_path(b), size)) {
+        ts_broker_destroy(b);
         return NULL;
     }
     return b;
@@ -163,22 +168,22 @@ static harness_broker *start_on_tmpfs(const char *size, const char *const *opts)
 
 static void case_disk_full(void)
 {
-    harness_broker *b = start_on_tmpfs("3m", NULL);
+    ts_broker *b = start_on_tmpfs("3m", NULL);
     harness_client *alice, *bob;
     int stored, next;
     cJSON *resp;
 
     if (b == NULL) {
-        harness_log("SKIP: cannot mount a tmpfs here (needs root)");
+        ts_log("SKIP: cannot mount a tmpfs here (needs root)");
         return;
     }
-    harness_broker_launch(b);
+    ts_broker_launch(b);
     alice = connect5(b, "alice");
     bob = harness_client_connect(b, "bob", NULL);
     harness_client_subscribe(bob, "chat/room1", 1);
     harness_client_disconnect(bob);
     stored = fill(alice, 1);
-    harness_log("the disk filled up after %d messages", stored);
+    ts_log("the disk filled up after %d messages", stored);
     ASSERT(stored > 10);
     ASSERT(!harness_client_is_lost(alice));
     /* Reads go on: history, fetch, and a catch-up of a device. */
@@ -195,7 +200,7 @@ static void case_disk_full(void)
             "head %lld after the disk had room, expected %d",
             (long long)harness_json_int(harness_response_only(resp), "head"), stored + 1);
     cJSON_Delete(resp);
-    harness_log("publishing resumed with id %d (message %d)", stored + 1, next);
+    ts_log("publishing resumed with id %d (message %d)", stored + 1, next);
     /* bob reads it all once more (alice's answer budget went on the first
      * read: see docs/protocol.md, Bounds), once the answers to his acks of
      * the full disk are in. */
@@ -210,67 +215,50 @@ static void case_disk_full(void)
         harness_msg_free(m);
     }
     expect_intact(bob, stored + 1);
-    ASSERT(harness_broker_log_count(b, "publishing resumes") == 1);
+    ASSERT(ts_broker_log_count(b, "publishing resumes") == 1);
     harness_client_disconnect(alice);
     harness_client_disconnect(bob);
-    harness_broker_stop(b);
+    ts_broker_stop(b);
     unmount();
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 static void case_full_start(void)
 {
-    harness_broker *b = start_on_tmpfs("256k", NULL);
+    ts_broker *b = start_on_tmpfs("256k", NULL);
     harness_client *alice;
     char path[600];
 
     if (b == NULL) {
-        harness_log("SKIP: cannot mount a tmpfs here (needs root)");
+        ts_log("SKIP: cannot mount a tmpfs here (needs root)");
         return;
     }
     /* Fill it to the last byte. */
     snprintf(path, sizeof path, "dd if=/dev/zero of=%s/filler bs=4k 2>/dev/null",
-             harness_broker_db_path(b));
+             ts_broker_db_path(b));
     (void)system(path);
-    harness_broker_launch(b);
-    ASSERT(harness_broker_log_count(b, "running without it") == 1);
+    ts_broker_launch(b);
+    ASSERT(ts_broker_log_count(b, "running without it") == 1);
     alice = connect5(b, "alice");
     ASSERTF(publish_n(alice, 1) == 0x87, "a publish without a store was accepted");
     expect_storage_error(alice);
-    snprintf(path, sizeof path, "%s/filler", harness_broker_db_path(b));
+    snprintf(path, sizeof path, "%s/filler", ts_broker_db_path(b));
     ASSERT(unlink(path) == 0);
     remount("size=64m");
     publish_until_accepted(alice, 2, 20000);
     expect_intact(alice, 1);
     harness_client_disconnect(alice);
-    harness_broker_stop(b);
+    ts_broker_stop(b);
     unmount();
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
+
+static const ts_case cases[] = {
+    {"disk_full", case_disk_full},
+    {"full_start", case_full_start},
+};
 
 int main(int argc, char **argv)
 {
-    static const struct {
-        const char *name;
-        void (*fn)(void);
-    } cases[] = {
-        {"disk_full", case_disk_full},
-        {"full_start", case_full_start},
-    };
-    char name[64];
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s <case>\n", argv[0]);
-        return 2;
-    }
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (strcmp(argv[1], cases[i].name) == 0) {
-            snprintf(name, sizeof name, "integ_fault_%s", argv[1]);
-            harness_init(name);
-            atexit(unmount);
-            cases[i].fn();
-            return harness_pass();
-        }
-    }
-    fprintf(stderr, "unknown case %s\n", argv[1]);
-    return 2;
+    return ts_run_case(argc, argv, "integ_fault_", cases, sizeof cases / sizeof cases[0]);
 }

@@ -29,11 +29,11 @@
 
 int main(void)
 {
-    harness_conf conf = {
+    ts_broker_conf conf = {
         .lines = (const char *const[]){"max_connections 1000", "max_queued_messages 1000",
                                        "max_inflight_messages 20", NULL},
         .plugin_opts = (const char *const[]){"replay_window 4", "page_size 100", NULL}};
-    harness_broker *b;
+    ts_broker *b;
     char port[16], pid[16], out[600], err[600];
     char *argv[] = {(char *)CHAT_LOAD_BIN,
                     "--port",
@@ -69,18 +69,18 @@ int main(void)
     pid_t child;
     char *text;
 
-    harness_init("integ_load");
-    b = harness_broker_start_conf(&conf);
-    snprintf(port, sizeof port, "%d", harness_broker_port(b));
+    ts_init("integ_load");
+    b = ts_broker_start_conf(&conf);
+    snprintf(port, sizeof port, "%d", ts_broker_port(b));
     /* Under AddressSanitizer freed memory waits in a quarantine, so the
      * broker's resident memory only grows: it is not checked then (--pid 0);
      * LeakSanitizer checks for leaks when the broker stops. */
     asan = getenv("CHAT_BROKER_PRELOAD") != NULL && getenv("CHAT_BROKER_PRELOAD")[0] != '\0';
-    snprintf(pid, sizeof pid, "%d", asan ? 0 : harness_broker_pid(b));
+    snprintf(pid, sizeof pid, "%d", asan ? 0 : ts_broker_pid(b));
     if (asan)
-        harness_log("the broker runs under AddressSanitizer: its memory is not checked");
-    snprintf(out, sizeof out, "%s/chat_load.out", harness_broker_dir(b));
-    snprintf(err, sizeof err, "%s/chat_load.err", harness_broker_dir(b));
+        ts_log("the broker runs under AddressSanitizer: its memory is not checked");
+    snprintf(out, sizeof out, "%s/chat_load.out", ts_broker_dir(b));
+    snprintf(err, sizeof err, "%s/chat_load.err", ts_broker_dir(b));
     fflush(NULL);
     child = fork();
     ASSERTF(child >= 0, "fork: %s", strerror(errno));
@@ -98,16 +98,16 @@ int main(void)
         if (waitpid(child, &status, WNOHANG) == child)
             exited = true;
         else
-            harness_sleep_ms(100);
+            ts_sleep_ms(100);
     }
     if (!exited) {
         kill(child, SIGKILL);
         waitpid(child, &status, 0);
     }
-    text = harness_read_file(err, NULL);
+    text = ts_read_file(err, NULL);
     printf("%s", text);
     free(text);
-    text = harness_read_file(out, NULL);
+    text = ts_read_file(out, NULL);
     printf("%s", text);
     ASSERTF(exited, "chat_load did not finish within %d ms", RUN_MS);
     ASSERTF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "chat_load failed (status %d)",
@@ -115,11 +115,10 @@ int main(void)
     ASSERTF(strstr(text, "\nlost=0\n") && strstr(text, "\nduplicated=0\n"),
             "chat_load reported a loss or a duplicate");
     free(text);
-    ASSERTF(harness_broker_log_count(b, "being dropped") == 0,
+    ASSERTF(ts_broker_log_count(b, "being dropped") == 0,
             "the broker dropped messages (a queue limit)");
-    ASSERTF(harness_broker_pid(b) != 0 && kill(harness_broker_pid(b), 0) == 0,
-            "the broker is gone");
-    harness_broker_stop(b);
-    harness_broker_destroy(b);
-    return harness_pass();
+    ASSERTF(ts_broker_pid(b) != 0 && kill(ts_broker_pid(b), 0) == 0, "the broker is gone");
+    ts_broker_stop(b);
+    ts_broker_destroy(b);
+    return ts_pass();
 }

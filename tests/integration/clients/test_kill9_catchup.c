@@ -98,7 +98,7 @@ static void on_event(void *arg, const chat_client_event *ev)
         g_app.catchup++;
         pthread_mutex_unlock(&g_app.mu);
     } else if (ev->type == CHAT_CLIENT_EV_ERROR || ev->type == CHAT_CLIENT_EV_TRUNCATED) {
-        ct_log("reader: event %d: %s", (int)ev->type, ev->reason ? ev->reason : "");
+        ts_log("reader: event %d: %s", (int)ev->type, ev->reason ? ev->reason : "");
     }
 }
 
@@ -114,11 +114,11 @@ static uint64_t shown(void)
 /* Waits until the application has been shown at least id. */
 static void wait_shown(uint64_t id)
 {
-    int64_t deadline = ct_now_ms() + WAIT_MS;
+    int64_t deadline = ts_now_ms() + WAIT_MS;
     while (shown() < id) {
-        CHECK(ct_now_ms() < deadline, "shown %" PRIu64 " of %" PRIu64 " after %d ms", shown(), id,
+        CHECK(ts_now_ms() < deadline, "shown %" PRIu64 " of %" PRIu64 " after %d ms", shown(), id,
               WAIT_MS);
-        ct_sleep_ms(10);
+        ts_sleep_ms(10);
     }
 }
 
@@ -126,7 +126,7 @@ static void wait_shown(uint64_t id)
 static char *log_from(size_t from)
 {
     size_t len = 0;
-    char *text = ct_read_file(g_log, &len);
+    char *text = ts_read_file(g_log, &len);
     CHECK(text != NULL, "no broker log at %s", g_log);
     if (from > len)
         from = len;
@@ -137,7 +137,7 @@ static char *log_from(size_t from)
 static size_t log_size(void)
 {
     size_t len = 0;
-    char *text = ct_read_file(g_log, &len);
+    char *text = ts_read_file(g_log, &len);
     free(text);
     return len;
 }
@@ -186,13 +186,13 @@ static int catchups_from(size_t from, uint64_t *cursors, int cap)
  * every catch-up of the same connection must start there too. */
 static uint64_t resumed_from(size_t from)
 {
-    int64_t deadline = ct_now_ms() + WAIT_MS;
+    int64_t deadline = ts_now_ms() + WAIT_MS;
     uint64_t c[16];
     int n;
 
     while ((n = catchups_from(from, c, 16)) == 0) {
-        CHECK(ct_now_ms() < deadline, "no catch-up in the log after the restart");
-        ct_sleep_ms(20);
+        CHECK(ts_now_ms() < deadline, "no catch-up in the log after the restart");
+        ts_sleep_ms(20);
     }
     return c[0];
 }
@@ -217,7 +217,7 @@ static void send_all(int port)
              (err = chat_client_send(sender, GROUP, body, NULL, 0)) == CHAT_CLIENT_ERR_FULL &&
              tries < 1000;
              tries++)
-            ct_sleep_ms(10);
+            ts_sleep_ms(10);
         CHECK(err == CHAT_CLIENT_OK, "send: %s", chat_client_strerror(err));
     }
     err = chat_client_flush(sender, WAIT_MS, &refused);
@@ -253,33 +253,33 @@ int main(void)
     const char *opts[] = {"page_size 50", NULL};
     char state[512];
     chat_client *c;
-    ct_broker *b;
+    ts_broker *b;
     chat_client_err err;
     uint64_t head = 0, cursor, at_kill;
     size_t from;
     int64_t deadline;
 
     ct_init("clients_kill9_catchup");
-    b = ct_broker_start(opts);
-    snprintf(g_log, sizeof g_log, "%s", ct_broker_db(b));
+    b = ts_broker_start(opts);
+    snprintf(g_log, sizeof g_log, "%s", ts_broker_db_path(b));
     CHECK(strlen(g_log) > 3, "odd store path %s", g_log);
     snprintf(g_log + strlen(g_log) - 3, sizeof g_log - strlen(g_log) + 3, "/mosquitto.log");
     ct_path(state, sizeof state, "reader.state");
 
     /* The device joins, then is offline while 3,000 messages are stored. */
-    c = reader(ct_broker_port(b), state);
+    c = reader(ts_broker_port(b), state);
     err = chat_client_connect(c, 10000);
     CHECK(err == CHAT_CLIENT_OK, "connect: %s", chat_client_reason());
     err = chat_client_join(c, GROUP, NULL, &head);
     CHECK(err == CHAT_CLIENT_OK && head == 0, "join: %s, head %" PRIu64, chat_client_reason(),
           head);
     chat_client_destroy(c);
-    send_all(ct_broker_port(b));
-    ct_log("%d messages stored", M);
+    send_all(ts_broker_port(b));
+    ts_log("%d messages stored", M);
 
     /* The catch-up, held at message 1001. */
     from = log_size();
-    c = reader(ct_broker_port(b), state);
+    c = reader(ts_broker_port(b), state);
     err = chat_client_connect(c, 10000);
     CHECK(err == CHAT_CLIENT_OK, "connect: %s", chat_client_reason());
     pthread_mutex_lock(&g_app.mu);
@@ -297,50 +297,50 @@ int main(void)
     CHECK(catchups_from(from, &cursor, 1) == 1 && cursor == 0, "the first catch-up did not start "
                                                                "at 0");
     /* The library acked 1000 at the end of page 20, before it showed 1001. */
-    deadline = ct_now_ms() + WAIT_MS;
+    deadline = ts_now_ms() + WAIT_MS;
     while (!ack_1000_answered(from)) {
-        CHECK(ct_now_ms() < deadline, "the broker did not answer the reader's ack of 1000");
-        ct_sleep_ms(20);
+        CHECK(ts_now_ms() < deadline, "the broker did not answer the reader's ack of 1000");
+        ts_sleep_ms(20);
     }
-    ct_log("holding message %d; the broker acknowledged the ack of %d", HOLD_AT, HOLD_AT - 1);
+    ts_log("holding message %d; the broker acknowledged the ack of %d", HOLD_AT, HOLD_AT - 1);
 
     /* kill -9 in the middle of the catch-up. */
-    ct_broker_kill(b);
+    ts_broker_kill(b);
     pthread_mutex_lock(&g_app.mu);
     g_app.release = true;
     pthread_cond_broadcast(&g_app.cv);
     pthread_mutex_unlock(&g_app.mu);
     from = log_size();
-    ct_sleep_ms(300);
-    ct_broker_restart(b);
+    ts_sleep_ms(300);
+    ts_broker_restart(b);
     cursor = resumed_from(from);
-    ct_log("after the restart the catch-up resumed from %" PRIu64, cursor);
+    ts_log("after the restart the catch-up resumed from %" PRIu64, cursor);
     CHECK(cursor == HOLD_AT - 1,
           "the catch-up resumed from %" PRIu64 ", not from the device's last ack %d", cursor,
           HOLD_AT - 1);
 
     /* A second kill -9 while pages flow. */
     wait_shown(SECOND_KILL_AFTER);
-    ct_broker_kill(b);
+    ts_broker_kill(b);
     at_kill = shown();
     from = log_size();
-    ct_sleep_ms(300);
-    ct_broker_restart(b);
+    ts_sleep_ms(300);
+    ts_broker_restart(b);
     cursor = resumed_from(from);
-    ct_log("second kill with %" PRIu64 " shown; resumed from %" PRIu64, at_kill, cursor);
+    ts_log("second kill with %" PRIu64 " shown; resumed from %" PRIu64, at_kill, cursor);
     CHECK(cursor >= HOLD_AT - 1 && cursor <= at_kill,
           "resumed from %" PRIu64 ": not between the first resume and the %" PRIu64 " shown",
           cursor, at_kill);
 
     wait_shown(M);
-    ct_sleep_ms(500); /* nothing more may come */
+    ts_sleep_ms(500); /* nothing more may come */
     pthread_mutex_lock(&g_app.mu);
     CHECK(g_app.bad[0] == '\0', "%s", g_app.bad);
     CHECK(g_app.shown == M, "shown %" PRIu64 ", expected %d", g_app.shown, M);
     CHECK(g_app.catchup > 0, "no catch-up event");
     pthread_mutex_unlock(&g_app.mu);
-    ct_log("%d messages shown exactly once, in order, across two kill -9", M);
+    ts_log("%d messages shown exactly once, in order, across two kill -9", M);
     chat_client_destroy(c);
-    ct_broker_destroy(b);
+    ts_broker_destroy(b);
     return ct_pass();
 }

@@ -1,4 +1,4 @@
-/* integ_kill9_fsync: kill -9 of the broker in the middle of two streams of
+/* integ_kill9_two: kill -9 of the broker in the middle of two streams of
  * QoS 1 publishes (two publishers, two groups, interleaved), with the
  * plugin's fsync mode given as the argument (none, batch, always). After a
  * restart on the same store every publish that was acknowledged (PUBACK)
@@ -76,7 +76,7 @@ int main(int argc, char **argv)
 {
     struct stream st[PUBLISHERS];
     harness_catchup g[PUBLISHERS];
-    harness_broker *b;
+    ts_broker *b;
     harness_client *reader;
     char opt[32], name[64], payload[160], topic[64];
     bool killed = false;
@@ -87,10 +87,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s none|batch|always\n", argv[0]);
         return 2;
     }
-    snprintf(name, sizeof name, "integ_kill9_fsync_%s", argv[1]);
-    harness_init(name);
+    snprintf(name, sizeof name, "integ_kill9_two_%s", argv[1]);
+    ts_init(name);
     snprintf(opt, sizeof opt, "fsync %s", argv[1]);
-    b = harness_broker_start((const char *const[]){opt, NULL});
+    b = ts_broker_start((const char *const[]){opt, NULL});
     stream_init(&st[0], "fs1", "fs-sender1");
     stream_init(&st[1], "fs2", "fs-sender2");
 
@@ -120,7 +120,7 @@ int main(int argc, char **argv)
         }
         if (k > KILL_AFTER && harness_client_acked(st[0].c, st[0].tickets[KILL_AFTER]) &&
             harness_client_acked(st[1].c, st[1].tickets[KILL_AFTER])) {
-            harness_broker_kill(b);
+            ts_broker_kill(b);
             killed = true;
         }
     }
@@ -135,12 +135,12 @@ int main(int argc, char **argv)
             st[p].acked[k] = harness_client_acked(st[p].c, st[p].tickets[k]);
             acked += st[p].acked[k];
         }
-        harness_log("%s: killed with %d sent, %d acknowledged", st[p].sender, st[p].sent, acked);
+        ts_log("%s: killed with %d sent, %d acknowledged", st[p].sender, st[p].sent, acked);
         nacked += acked;
         harness_client_destroy(st[p].c);
     }
 
-    harness_broker_restart(b);
+    ts_broker_restart(b);
     reader = harness_client_connect(b, "fs-reader", NULL);
     harness_client_subscribe(reader, "chat/fs1", 1);
     harness_client_subscribe(reader, "chat/fs2", 1);
@@ -154,9 +154,9 @@ int main(int argc, char **argv)
                     "%s: message %d was acknowledged (PUBACK) but is not in the store after "
                     "kill -9 with fsync %s",
                     st[p].group, k, argv[1]);
-        harness_log("%s: head %lld after the restart", st[p].group, (long long)g[p].head);
+        ts_log("%s: head %lld after the restart", st[p].group, (long long)g[p].head);
     }
-    harness_log("every one of %d acknowledged messages is there, once, in order", nacked);
+    ts_log("every one of %d acknowledged messages is there, once, in order", nacked);
 
     /* The next message of each group takes the next id. */
     for (int p = 0; p < PUBLISHERS; p++) {
@@ -175,8 +175,8 @@ int main(int argc, char **argv)
         harness_msg_free(m);
     }
     harness_client_disconnect(reader);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
     for (int p = 0; p < PUBLISHERS; p++)
         stream_free(&st[p]);
-    return harness_pass();
+    return ts_pass();
 }
