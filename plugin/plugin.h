@@ -148,6 +148,7 @@ struct chat_plugin {
     bool ticks_seen;                    /* the broker sends us ticks (see plugin.c) */
     bool disk_full;                     /* the store's disk filled up: see storage.c */
     bool fds_out;                       /* the process ran out of descriptors: storage.c */
+    bool write_fatal;                   /* another write error: refused until a restart */
     time_t disk_next_look;              /* when storage.c looks at the disk (or descriptors)
                                            again */
     int64_t last_chores_ms;             /* housekeeping run from events, without ticks */

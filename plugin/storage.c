@@ -11,8 +11,10 @@
  * lasts, publishes are refused with "storage error" and every read goes on
  * (catch-up, fetch, history); once the filesystem has ROOM_BYTES free again,
  * or ROOM_FDS descriptors can be opened, the chores close the store and open
- * it anew, without the broker restarting. Any other write error stays until
- * the broker restarts. A disk already full at start does not stop the
+ * it anew, without the broker restarting. Any other write error (an I/O
+ * error, damage that a compaction found) stays until the broker restarts:
+ * reopening a store whose files may be damaged would hide the damage, so it
+ * is logged once, and the operator decides. A disk already full at start does not stop the
  * broker either: the plugin runs without a store (every store call fails,
  * see chat_store_close) until it can open it. */
 #include "plugin.h"
@@ -35,6 +37,15 @@
 static bool disk_full(const char *why)
 {
     return why && strstr(why, "No space left on device") != NULL;
+}
+
+/* Whether why is the store's latched write error (invariant 5): its first
+ * report ("writing <key>: ...") or a refusal that follows it. LevelDB only:
+ * PostgreSQL's errors are per transaction. */
+static bool write_latched(const char *why)
+{
+    return why && (strncmp(why, "writing ", 8) == 0 ||
+                   strstr(why, "writes refused until the store is reopened") != NULL);
 }
 
 static bool fds_out(const char *why)
@@ -137,6 +148,15 @@ void chat_storage_failed(struct chat_plugin *pl, const char *why)
                              "descriptors are free again; reads go on. Raise the limit, or set "
                              "max_connections well below it (docs/scaling.md)",
                              (unsigned long long)rl.rlim_cur, pl->cfg.db_path);
+    }
+    if (!pl->write_fatal && !pl->disk_full && !pl->fds_out && !shared(pl) && write_latched(why)) {
+        pl->write_fatal = true;
+        mosquitto_log_printf(MOSQ_LOG_ERR,
+                             "mosquitto-chat: the store \"%s\" failed a write (%s): publishes are "
+                             "refused until the broker restarts; reads go on. Not a full disk: "
+                             "look at the disk and the store before restarting (\"When the store "
+                             "fails\" in mosquitto-chat's protocol.md)",
+                             pl->cfg.db_path, why);
     }
 }
 
