@@ -316,6 +316,7 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
     cfg->fsync = CHAT_SYNC_NONE;
     cfg->replay = true;
     cfg->open_groups = true;
+    cfg->verify_store = true;
     cfg->acl_mode = CHAT_ACL_AUTO;
     cfg->device_expiry_days = 90;
 
@@ -373,6 +374,8 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
             rc = parse_bool(val, &cfg->replay) ? 0 : bad(k, val, "true or false");
         } else if (!strcmp(k, "open_groups")) {
             rc = parse_bool(val, &cfg->open_groups) ? 0 : bad(k, val, "true or false");
+        } else if (!strcmp(k, "verify_store")) {
+            rc = parse_bool(val, &cfg->verify_store) ? 0 : bad(k, val, "true or false");
         } else if (!strcmp(k, "admins")) {
             rc = parse_admins(cfg, val);
         } else if (!strcmp(k, "retention_count")) {

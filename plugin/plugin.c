@@ -173,8 +173,13 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
     }
     chat_err err = chat_storage_open(pl, &errmsg);
     if (err != CHAT_OK) {
-        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: cannot open store \"%s\": %s",
-                             chat_storage_where(pl), errmsg ? errmsg : chat_strerror(err));
+        /* One line: the path, the cause, and what to do about damage. */
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: cannot open store \"%s\": %s%s",
+                             chat_storage_where(pl), errmsg ? errmsg : chat_strerror(err),
+                             err == CHAT_ECORRUPT
+                                 ? "; stop the broker and repair the store (\"A damaged "
+                                   "store\" in mosquitto-chat's protocol.md)"
+                                 : "");
         free(errmsg);
         rc = MOSQ_ERR_UNKNOWN;
         goto fail;

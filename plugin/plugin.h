@@ -86,7 +86,8 @@ struct chat_config {
     chat_sync fsync;
     bool replay;
     bool open_groups;
-    char **admins; /* NULL-terminated */
+    bool verify_store; /* read every block of the store at start (plugin_opt_verify_store) */
+    char **admins;     /* NULL-terminated */
     uint64_t retention_count;
     uint64_t retention_days;
     enum chat_acl_mode acl_mode;
@@ -146,7 +147,10 @@ struct chat_plugin {
     bool probing;                       /* inside our own call of broker_acl_check */
     bool ticks_seen;                    /* the broker sends us ticks (see plugin.c) */
     bool disk_full;                     /* the store's disk filled up: see storage.c */
-    time_t disk_next_look;              /* when storage.c looks at the disk again */
+    bool fds_out;                       /* the process ran out of descriptors: storage.c */
+    bool write_fatal;                   /* another write error: refused until a restart */
+    time_t disk_next_look;              /* when storage.c looks at the disk (or descriptors)
+                                           again */
     int64_t last_chores_ms;             /* housekeeping run from events, without ticks */
     /* The envelope stored last: the deliveries of one publish all read it. */
     char last_group[CHAT_GROUP_MAX + 1];
@@ -479,20 +483,25 @@ void chat_retention_count(struct chat_plugin *pl, const char *group, uint64_t he
 /* Advances the retention_days sweep by a bounded step; from the tick. */
 void chat_retention_tick(struct chat_plugin *pl, time_t now);
 
-/* storage.c: the store, opened at start and again when a full disk has room */
+/* storage.c: the store, opened at start and again when a full disk has room,
+ * or when descriptors are free again after the process ran out */
 
-/* Opens pl->store. A disk already full is not an error: pl->store stays
- * NULL (every store call fails) until the chores can open it. */
+/* Opens pl->store at start, reading every block first unless
+ * plugin_opt_verify_store is false. A disk already full is not an error:
+ * pl->store stays NULL (every store call fails) until the chores can open
+ * it. */
 chat_err chat_storage_open(struct chat_plugin *pl, char **errmsg);
 
 /* Where the store is, for log lines: db_path, or "in PostgreSQL" (never the
  * connection string, which may hold a password). */
 const char *chat_storage_where(const struct chat_plugin *pl);
 
-/* A store call failed for why (chat_store_last_error): notes a full disk. */
+/* A store call failed for why (chat_store_last_error): notes a full disk, or
+ * descriptors run out. */
 void chat_storage_failed(struct chat_plugin *pl, const char *why);
 
-/* From the chores: opens the store again once its full disk has room. */
+/* From the chores: opens the store again once its full disk has room, or
+ * once descriptors are free again. */
 void chat_storage_chores(struct chat_plugin *pl, time_t now);
 
 /* relay.c: a shared store's messages from other brokers */

@@ -1,27 +1,75 @@
 /* storage.c: the plugin's store: opened at start, and opened again when a
- * full disk has room once more.
+ * full disk has room once more, or when the process has file descriptors
+ * again after it ran out.
  *
  * LevelDB keeps a write error until the database is reopened, and so does
- * the store (invariant 5 of chat_store.h). A disk that filled up is the one
- * such error that mends itself: while it lasts, publishes are refused with
- * "storage error" and every read goes on (catch-up, fetch, history); once
- * the filesystem has CHAT_ROOM_BYTES free again the chores close the store
- * and open it anew, without the broker restarting. Any other write error
- * stays until the broker restarts. A disk already full at start does not
- * stop the broker either: the plugin runs without a store (every store call
- * fails, see chat_store_close) until it can open it. */
+ * the store (invariant 5 of chat_store.h). Two such errors mend themselves:
+ * a disk that filled up, and a process that ran out of file descriptors
+ * (connections take one each: a flood of them left LevelDB unable to open
+ * its next write-ahead log, and the store refused every write until the
+ * broker restarted, long after the connections had gone). While either
+ * lasts, publishes are refused with "storage error" and every read goes on
+ * (catch-up, fetch, history); once the filesystem has ROOM_BYTES free again,
+ * or ROOM_FDS descriptors can be opened, the chores close the store and open
+ * it anew, without the broker restarting. Any other write error (an I/O
+ * error, damage that a compaction found) stays until the broker restarts:
+ * reopening a store whose files may be damaged would hide the damage, so it
+ * is logged once, and the operator decides. A disk already full at start does not stop the
+ * broker either: the plugin runs without a store (every store call fails,
+ * see chat_store_close) until it can open it. */
 #include "plugin.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
 
-#define ROOM_BYTES (16u << 20) /* free space that lets the store reopen */
-#define RETRY_S 2              /* seconds between two looks at the disk */
+/* Free space, and free descriptors (at most an eighth of the limit: a log,
+ * tables, the manifest, and some for the broker), that let the store
+ * reopen; seconds between two looks. */
+#define ROOM_BYTES (16u << 20)
+#define ROOM_FDS 64
+#define RETRY_S 2
 
 static bool disk_full(const char *why)
 {
     return why && strstr(why, "No space left on device") != NULL;
+}
+
+/* Whether why is the store's latched write error (invariant 5): its first
+ * report ("writing <key>: ...") or a refusal that follows it. LevelDB only:
+ * PostgreSQL's errors are per transaction. */
+static bool write_latched(const char *why)
+{
+    return why && (strncmp(why, "writing ", 8) == 0 ||
+                   strstr(why, "writes refused until the store is reopened") != NULL);
+}
+
+static bool fds_out(const char *why)
+{
+    return why && strstr(why, "Too many open files") != NULL;
+}
+
+/* Whether ROOM_FDS descriptors (an eighth of the limit, if less) can be
+ * opened now; they are closed again at once. */
+static bool fds_free(void)
+{
+    struct rlimit rl;
+    int fds[ROOM_FDS];
+    int n = 0, want = ROOM_FDS;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur / 8 < (rlim_t)want) {
+        want = rl.rlim_cur / 8 > 4 ? (int)(rl.rlim_cur / 8) : 4;
+    }
+    while (n < want && (fds[n] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0) {
+        n++;
+    }
+    for (int i = 0; i < n; i++) {
+        close(fds[i]);
+    }
+    return n == want;
 }
 
 static bool shared(const struct chat_plugin *pl)
@@ -35,18 +83,32 @@ const char *chat_storage_where(const struct chat_plugin *pl)
     return shared(pl) ? "in PostgreSQL" : pl->cfg.db_path;
 }
 
-chat_err chat_storage_open(struct chat_plugin *pl, char **errmsg)
+/* Opens the store; verify reads every block first (at start only: on the
+ * broker's thread, later, it would stall every client). */
+static chat_err open_store(struct chat_plugin *pl, bool verify, char **errmsg)
 {
     chat_store_opts so = CHAT_STORE_OPTS_INIT;
+    struct timespec t0, t1;
     so.sync = pl->cfg.fsync;
+    so.verify = verify;
     so.backend = pl->cfg.store;
     /* Tests fake a reboot (see chat_store_recovered) with another boot id. */
     so.boot_id = getenv("MOSQUITTO_CHAT_TEST_BOOT_ID");
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     chat_err rc = chat_store_open_opts(shared(pl) ? pl->cfg.pg_conninfo : pl->cfg.db_path, &so,
                                        &pl->store, errmsg);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     /* Device cursors are stamped with the plugin's clock (a test may shift
      * it: see chat_clock_init). */
     chat_store_set_clock(pl->store, chat_store_clock, NULL);
+    double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (rc == CHAT_OK && verify && !shared(pl) && took >= 1.0) {
+        /* A slow start has a reason the operator can see, and a way out. */
+        mosquitto_log_printf(MOSQ_LOG_NOTICE,
+                             "mosquitto-chat: read every block of store \"%s\" in %.1f s "
+                             "(plugin_opt_verify_store false skips this check)",
+                             pl->cfg.db_path, took);
+    }
     if (rc != CHAT_OK && errmsg && disk_full(*errmsg)) {
         mosquitto_log_printf(MOSQ_LOG_ERR,
                              "mosquitto-chat: cannot open store \"%s\": %s; running without it "
@@ -61,6 +123,11 @@ chat_err chat_storage_open(struct chat_plugin *pl, char **errmsg)
     return rc;
 }
 
+chat_err chat_storage_open(struct chat_plugin *pl, char **errmsg)
+{
+    return open_store(pl, pl->cfg.verify_store, errmsg);
+}
+
 void chat_storage_failed(struct chat_plugin *pl, const char *why)
 {
     if (!pl->disk_full && disk_full(why)) {
@@ -70,6 +137,27 @@ void chat_storage_failed(struct chat_plugin *pl, const char *why)
                              "until it has room again; reads go on",
                              pl->cfg.db_path);
     }
+    if (!pl->fds_out && fds_out(why)) {
+        struct rlimit rl = {0, 0};
+        (void)getrlimit(RLIMIT_NOFILE, &rl);
+        pl->fds_out = true;
+        mosquitto_log_printf(MOSQ_LOG_ERR,
+                             "mosquitto-chat: the broker ran out of file descriptors (its limit "
+                             "is %llu: ulimit -n, or LimitNOFILE of its systemd unit): the store "
+                             "\"%s\" cannot open its files and publishes are refused until "
+                             "descriptors are free again; reads go on. Raise the limit, or set "
+                             "max_connections well below it (docs/scaling.md)",
+                             (unsigned long long)rl.rlim_cur, pl->cfg.db_path);
+    }
+    if (!pl->write_fatal && !pl->disk_full && !pl->fds_out && !shared(pl) && write_latched(why)) {
+        pl->write_fatal = true;
+        mosquitto_log_printf(MOSQ_LOG_ERR,
+                             "mosquitto-chat: the store \"%s\" failed a write (%s): publishes are "
+                             "refused until the broker restarts; reads go on. Not a full disk: "
+                             "look at the disk and the store before restarting (\"When the store "
+                             "fails\" in mosquitto-chat's protocol.md)",
+                             pl->cfg.db_path, why);
+    }
 }
 
 void chat_storage_chores(struct chat_plugin *pl, time_t now)
@@ -77,18 +165,21 @@ void chat_storage_chores(struct chat_plugin *pl, time_t now)
     struct statvfs fs;
     char *errmsg = NULL;
 
-    if (!pl->disk_full || now < pl->disk_next_look || shared(pl)) {
+    if ((!pl->disk_full && !pl->fds_out) || now < pl->disk_next_look || shared(pl)) {
         return;
     }
     pl->disk_next_look = now + RETRY_S;
-    if (statvfs(pl->cfg.db_path, &fs) != 0 ||
-        (uint64_t)fs.f_bavail * fs.f_frsize < (uint64_t)ROOM_BYTES) {
+    if (pl->disk_full && (statvfs(pl->cfg.db_path, &fs) != 0 ||
+                          (uint64_t)fs.f_bavail * fs.f_frsize < (uint64_t)ROOM_BYTES)) {
+        return;
+    }
+    if (pl->fds_out && !fds_free()) {
         return;
     }
     /* Room again: LevelDB forgets its write error only when reopened. */
     chat_store_close(pl->store);
     pl->store = NULL;
-    chat_err rc = chat_storage_open(pl, &errmsg);
+    chat_err rc = open_store(pl, false, &errmsg);
     if (rc != CHAT_OK) {
         mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: cannot open store \"%s\" again: %s",
                              pl->cfg.db_path, errmsg ? errmsg : chat_strerror(rc));
@@ -97,6 +188,7 @@ void chat_storage_chores(struct chat_plugin *pl, time_t now)
     }
     if (pl->store) {
         pl->disk_full = false;
+        pl->fds_out = false;
         mosquitto_log_printf(MOSQ_LOG_NOTICE,
                              "mosquitto-chat: store \"%s\" open again: publishing resumes",
                              pl->cfg.db_path);

@@ -33,6 +33,8 @@ const char *chat_strerror(chat_err err)
         return "stored record is corrupt";
     case CHAT_ECONFLICT:
         return "id is not the group's next id";
+    case CHAT_EFORMAT:
+        return "store format is newer than this version reads";
     }
     return "unknown error";
 }

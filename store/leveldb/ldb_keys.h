@@ -38,6 +38,12 @@
 #define META_RUNNING "running"         /* sync mode (1), boot id: a run under way */
 #define META_INCARNATION "incarnation" /* 32 hex digits */
 #define META_GROUPS "groups"           /* the number of 'H' records */
+#define META_FORMAT "format"           /* the key layout's version (8) */
+
+/* The version of the key layout this code writes and reads. A store from
+ * before the '#format' record is version 1; a layout that older code would
+ * misread takes the next number, and older code then refuses the store. */
+#define LDB_FORMAT 1u
 
 /* Longest key component (group, member, device, cid) accepted. Group names
  * stop at 128 bytes and cids at 64; client ids and usernames may in theory

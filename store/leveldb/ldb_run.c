@@ -68,12 +68,46 @@ static chat_err count_groups(ldb *st, uint64_t *n)
     return err ? ldb_read_error(st, err, "counting the groups") : CHAT_OK;
 }
 
+/* Reads the '#format' record: CHAT_OK with *missing set for a store from
+ * before it (version 1), CHAT_EFORMAT for a newer version than this code
+ * reads. Before any write: a newer layout must not be written by older
+ * code. */
+static chat_err check_format(ldb *st, bool *missing, char **errmsg)
+{
+    char *v = NULL, why[160];
+    size_t len = 0;
+    uint64_t version;
+    chat_err rc = ldb_get_meta(st, META_FORMAT, &v, &len);
+
+    *missing = rc == CHAT_OK && !v;
+    if (rc != CHAT_OK || !v) {
+        return rc;
+    }
+    version = len == 8 ? get_u64(v) : 0;
+    leveldb_free(v);
+    if (version == 0) {
+        store_set_text(why, sizeof(why),
+                       "the store's format record (%zu bytes) holds no version number", len);
+        store_open_error(errmsg, "damaged store", why);
+        return CHAT_ECORRUPT;
+    }
+    if (version > LDB_FORMAT) {
+        store_set_text(why, sizeof(why),
+                       "format version %llu, newer than this mosquitto-chat reads (%u): run the "
+                       "newer version that wrote it, or restore a backup",
+                       (unsigned long long)version, LDB_FORMAT);
+        store_open_error(errmsg, "store written by a newer mosquitto-chat", why);
+        return CHAT_EFORMAT;
+    }
+    return CHAT_OK;
+}
+
 chat_err ldb_run_start(ldb *st, const char *boot_override, char **errmsg)
 {
     char boot[BOOT_ID_MAX], prev_boot[BOOT_ID_MAX], val[BOOT_ID_MAX + 1];
     char *run = NULL, *inc = NULL, *grp = NULL, *err = NULL;
     size_t run_len = 0, inc_len = 0, grp_len = 0;
-    bool fresh = false, count = false;
+    bool fresh = false, count = false, no_format = false;
     leveldb_writebatch_t *wb = NULL;
     chat_err rc;
 
@@ -82,7 +116,10 @@ chat_err ldb_run_start(ldb *st, const char *boot_override, char **errmsg)
     } else {
         read_boot_id(boot, sizeof(boot));
     }
-    rc = ldb_get_meta(st, META_RUNNING, &run, &run_len);
+    rc = check_format(st, &no_format, errmsg);
+    if (rc == CHAT_OK) {
+        rc = ldb_get_meta(st, META_RUNNING, &run, &run_len);
+    }
     if (rc == CHAT_OK) {
         rc = ldb_get_meta(st, META_INCARNATION, &inc, &inc_len);
     }
@@ -134,6 +171,11 @@ chat_err ldb_run_start(ldb *st, const char *boot_override, char **errmsg)
     if (count) {
         put_u64(val, st->groups);
         ldb_put_meta(wb, META_GROUPS, val, 8);
+    }
+    if (no_format) {
+        /* A new store, or one from before the record: both are version 1. */
+        put_u64(val, LDB_FORMAT);
+        ldb_put_meta(wb, META_FORMAT, val, 8);
     }
     leveldb_write(st->db, st->wopt_sync, wb, &err);
     if (err) {

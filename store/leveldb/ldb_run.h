@@ -12,7 +12,9 @@
  * digits. False when the kernel gave too few bytes. */
 bool ldb_new_incarnation(char out[STORE_INCARNATION_LEN + 1]);
 
-/* Starts a run (invariant 7): reads the previous run's marker and the
+/* Starts a run (invariant 7): refuses a store of a newer format
+ * (CHAT_EFORMAT, see LDB_FORMAT) before writing anything, and writes the
+ * format record where it is missing; reads the previous run's marker and the
  * incarnation, replaces the incarnation when the previous run ended in a
  * way that may have lost acknowledged writes, and writes this run's marker
  * (boot id and sync mode), all synced before the store takes any write. */

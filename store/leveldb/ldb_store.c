@@ -2,6 +2,7 @@
  * of the whole store: close, figures, compaction, syncs (see ldb_store.h). */
 #include "ldb_store.h"
 #include "ldb_cursor.h"
+#include "ldb_damage.h"
 #include "ldb_db.h"
 #include "ldb_admin.h"
 #include "ldb_delete.h"
@@ -17,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* Entries of the value cache: about 100 bytes each. */
 #define CACHE_ENTRIES 262144u
@@ -186,6 +189,21 @@ chat_err ldb_open(const char *path, const chat_store_opts *opts, chat_store **ou
         store_open_error(errmsg, what, strerror(e));
         return CHAT_EIO;
     }
+    /* LevelDB would name a file inside (LOCK, or a table it could not
+     * write): the operator has to change the directory. */
+    if (faccessat(AT_FDCWD, path, R_OK | W_OK | X_OK, AT_EACCESS) != 0) {
+        int e = errno;
+        char what[PATH_MAX_LEN + 96];
+        snprintf(what, sizeof(what), "the broker's user (uid %u) cannot read and write %s",
+                 (unsigned)geteuid(), path);
+        store_open_error(errmsg, what, strerror(e));
+        return CHAT_EIO;
+    }
+    rc = ldb_damage_before_open(path, errmsg);
+    if (rc != CHAT_OK) {
+        return rc;
+    }
+    rc = CHAT_EIO;
     st = calloc(1, sizeof(*st));
     if (!st) {
         return CHAT_ENOMEM;
@@ -224,13 +242,21 @@ chat_err ldb_open(const char *path, const chat_store_opts *opts, chat_store **ou
 
     st->db = leveldb_open(st->options, path, &err);
     if (err) {
-        store_open_error(errmsg, path, err);
+        /* The caller names the path; LevelDB's text names the file. */
+        bool corrupt = strncmp(err, "Corruption", 10) == 0;
+        store_open_error(errmsg, corrupt ? "damaged store" : "LevelDB cannot open it", err);
         leveldb_free(err);
+        rc = corrupt ? CHAT_ECORRUPT : CHAT_EIO;
         goto fail;
     }
     st->path = strdup(path);
     if (!st->path) {
         rc = CHAT_ENOMEM;
+        goto fail;
+    }
+    /* Before the run starts: nothing is written to a damaged store. */
+    rc = ldb_damage_check(st, opts->verify, errmsg);
+    if (rc != CHAT_OK) {
         goto fail;
     }
     rc = ldb_run_start(st, opts->boot_id, errmsg);

@@ -8,12 +8,27 @@
  *               room again, publishing resumes by itself, with the next id
  *   full_start  a disk already full at start: the broker runs without the
  *               store and opens it once the disk has room
+ *
+ * and the write errors that do not mend themselves, made in a running
+ * broker's store and found by a compaction (the admin command `compact`),
+ * whose failure LevelDB keeps as its background error:
+ *
+ *   write_io       the store's directory becomes read-only (the broker runs
+ *                  as nobody, so that the permission counts), LevelDB cannot
+ *                  create the compaction's table: publishes are refused with
+ *                  "storage error", reads go on, the log says why, and it
+ *                  stays so once the directory is writable again, until a
+ *                  restart; then nothing stored is missing and ids go on
+ *   write_corrupt  a block of a table is garbled under the running broker;
+ *                  the compaction's checksum check finds it: the same, and
+ *                  the messages outside the damaged block still read
  */
 #include "harness.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define WAIT_MS 5000
@@ -253,9 +268,211 @@ static void case_full_start(void)
     ts_broker_destroy(b);
 }
 
+/* ===========================================================================
+ * Write errors that stay: an I/O error and damage found by a compaction
+ * ========================================================================= */
+
+#define BIG 200 /* messages of about 2 KB in "bad": tables of 400 KB */
+#define SMALL 5 /* messages in "good" (keys after "bad") */
+
+static harness_client *admin5(ts_broker *b)
+{
+    harness_client_opts o = {.client_id = "alice", .username = "alice", .mqtt_version = 5};
+    harness_client *c = harness_client_connect_opts(b, &o);
+    harness_client_subscribe(c, HARNESS_RESPONSE_TOPIC, 1);
+    return c;
+}
+
+/* Stores BIG incompressible messages in "bad" and SMALL in "good", then
+ * restarts the broker, so that they are in a table file (LevelDB writes its
+ * log into one when it opens). */
+static void fill_tables(ts_broker *b)
+{
+    harness_client *alice = admin5(b);
+    harness_ticket t;
+    char msg[2200];
+
+    srand(11);
+    for (int i = 0; i < BIG; i++) {
+        int n = snprintf(msg, sizeof msg, "{\"body\":\"");
+        for (int k = 0; k < 2000; k++)
+            msg[n++] = "abcdefghijklmnopqrstuvwxyz0123456789"[rand() % 36];
+        snprintf(msg + n, sizeof msg - (size_t)n, "\"}");
+        ASSERT(harness_client_publish_async(alice, "chat/bad", msg, 1, &t) == 0);
+    }
+    harness_client_wait_acked(alice, t, WAIT_MS);
+    for (int i = 0; i < SMALL; i++)
+        harness_client_publish(alice, "chat/good", "{\"body\":\"fine\"}", 1);
+    harness_client_disconnect(alice);
+    ts_broker_stop(b);
+    ts_broker_restart(b);
+}
+
+static void largest_table(const ts_broker *b, char *out, size_t cap)
+{
+    char cmd[600];
+    FILE *p;
+    snprintf(cmd, sizeof cmd, "ls -S %s/*.ldb 2>/dev/null | head -1", ts_broker_db_path(b));
+    out[0] = '\0';
+    if ((p = popen(cmd, "r")) != NULL) {
+        if (fgets(out, (int)cap, p) == NULL)
+            out[0] = '\0';
+        pclose(p);
+    }
+    out[strcspn(out, "\n")] = '\0';
+    ASSERTF(out[0] != '\0', "no table file in %s", ts_broker_db_path(b));
+}
+
+/* Asks for a compaction, waits (at most 10 s) until the job has ended and
+ * expects it to have failed, the log saying why. */
+static void compact(ts_broker *b, harness_client *alice)
+{
+    cJSON *resp = harness_request(alice, "{\"commands\":[{\"command\":\"compact\"}]}", WAIT_MS);
+    harness_expect_ok(harness_response_only(resp), "compact", NULL);
+    cJSON_Delete(resp);
+    for (int i = 0; i < 500; i++) {
+        const cJSON *job;
+        bool running;
+        resp = harness_request(alice, "{\"commands\":[{\"command\":\"stats\"}]}", WAIT_MS);
+        job = cJSON_GetObjectItemCaseSensitive(harness_response_only(resp), "job");
+        running = strcmp(harness_json_str(job, "state"), "running") == 0;
+        if (!running) {
+            ASSERTF(strcmp(harness_json_str(job, "state"), "failed") == 0,
+                    "the compaction's job ended \"%s\"", harness_json_str(job, "state"));
+            cJSON_Delete(resp);
+            /* The tick logs the job's end. */
+            for (int k = 0; k < 100 && ts_broker_log_count(b, "compaction failed") == 0; k++)
+                ts_sleep_ms(50);
+            ASSERT(ts_broker_log_count(b, "compaction failed") == 1);
+            return;
+        }
+        cJSON_Delete(resp);
+        ts_sleep_ms(20);
+    }
+    FAILF("the compaction did not end in 10 s");
+}
+
+/* Publishes to group until one is refused (LevelDB reports its background
+ * error to the first write after the compaction failed; the plugin's own
+ * cursor writes may meet it first); returns the messages accepted. */
+static int publish_until_refused(harness_client *c, const char *group)
+{
+    char topic[64];
+    snprintf(topic, sizeof topic, "chat/%s", group);
+    for (int n = 0; n < 50; n++) {
+        int rc = harness_client_publish_bytes(c, topic, "{\"body\":\"after\"}", 16, 1, NULL);
+        if (rc == 0x87) {
+            expect_storage_error(c);
+            return n;
+        }
+        ASSERTF(rc == 0 || rc == 0x10, "publish: reason 0x%x", (unsigned)rc);
+        ts_sleep_ms(100);
+    }
+    FAILF("publishes were still accepted after the store's write error");
+}
+
+/* Publishes are refused (and say so), again after the chores had the time
+ * to reopen a store that could mend (they do not, for this error). */
+static void expect_refused_for_good(harness_client *c, const char *group)
+{
+    char topic[64];
+    snprintf(topic, sizeof topic, "chat/%s", group);
+    for (int i = 0; i < 3; i++) {
+        int rc = harness_client_publish_bytes(c, topic, "{\"body\":\"x\"}", 12, 1, NULL);
+        ASSERTF(rc == 0x87, "publish %d after the write error: reason 0x%x", i, (unsigned)rc);
+        expect_storage_error(c);
+        ts_sleep_ms(1500);
+    }
+}
+
+static void case_write_io(void)
+{
+    ts_broker_conf conf = {.plugin_opts = (const char *const[]){"admins alice", NULL},
+                           .run_as = "nobody"};
+    ts_broker *b;
+    harness_client *alice;
+    int accepted;
+
+    if (geteuid() != 0) {
+        ts_log("SKIP: needs root (the broker runs as nobody)");
+        return;
+    }
+    b = ts_broker_start_conf(&conf);
+    fill_tables(b);
+    alice = admin5(b);
+    ASSERT(chmod(ts_broker_db_path(b), 0555) == 0);
+    compact(b, alice);
+    accepted = publish_until_refused(alice, "good");
+    ts_log("the compaction failed; %d publish(es) accepted before the refusal", accepted);
+    ASSERT(!harness_client_is_lost(alice));
+    /* Reads go on. */
+    harness_expect_store(alice, "bad", BIG);
+    harness_expect_store(alice, "good", SMALL + accepted);
+    ASSERTF(ts_broker_log_count(b, "Permission denied") >= 1, "the log does not say why");
+    ASSERT(ts_broker_log_count(b, "until the broker restarts") == 1);
+    /* Not a full disk: writable again, it stays refused until a restart. */
+    ASSERT(chmod(ts_broker_db_path(b), 0755) == 0);
+    expect_refused_for_good(alice, "good");
+    ASSERT(ts_broker_log_count(b, "publishing resumes") == 0);
+    harness_client_disconnect(alice);
+    ts_broker_stop(b);
+    ts_broker_restart(b);
+    alice = admin5(b);
+    harness_expect_store(alice, "bad", BIG);
+    harness_expect_store(alice, "good", SMALL + accepted);
+    {
+        int rc =
+            harness_client_publish_bytes(alice, "chat/good", "{\"body\":\"again\"}", 16, 1, NULL);
+        ASSERTF(rc == 0 || rc == 0x10, "publish after the restart: reason 0x%x", (unsigned)rc);
+    }
+    harness_expect_store(alice, "good", SMALL + accepted + 1);
+    harness_client_disconnect(alice);
+    ts_broker_destroy(b);
+}
+
+static void case_write_corrupt(void)
+{
+    ts_broker_conf conf = {.plugin_opts = (const char *const[]){"admins alice", NULL}};
+    ts_broker *b = ts_broker_start_conf(&conf);
+    harness_client *alice;
+    char table[512];
+    int accepted;
+
+    fill_tables(b);
+    largest_table(b, table, sizeof table);
+    {
+        /* In place, under the running broker: LevelDB maps its tables, and
+         * has read no block of "bad" since the restart. */
+        size_t len = 0;
+        char *bytes = ts_read_file(table, &len);
+        ASSERT(len > 100000);
+        for (size_t i = len / 3; i < len / 3 + 64; i++)
+            bytes[i] = (char)~bytes[i];
+        ts_write_file(table, bytes, len);
+        free(bytes);
+    }
+    alice = admin5(b);
+    compact(b, alice);
+    accepted = publish_until_refused(alice, "good");
+    ASSERT(!harness_client_is_lost(alice));
+    ASSERTF(ts_broker_log_count(b, "Corruption") >= 1, "the log does not say why");
+    ASSERT(ts_broker_log_count(b, "until the broker restarts") == 1);
+    /* Reads go on, outside the damaged block. */
+    harness_expect_store(alice, "good", SMALL + accepted);
+    expect_refused_for_good(alice, "good");
+    harness_client_disconnect(alice);
+    /* The failed compaction kept its input: the check at start still finds
+     * the damage, and refuses the store until it is repaired. */
+    ts_broker_stop(b);
+    ASSERTF(ts_broker_try_restart(b) != 0, "the broker started on the damaged store");
+    ts_broker_destroy(b);
+}
+
 static const ts_case cases[] = {
     {"disk_full", case_disk_full},
     {"full_start", case_full_start},
+    {"write_io", case_write_io},
+    {"write_corrupt", case_write_corrupt},
 };
 
 int main(int argc, char **argv)

@@ -7,6 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <leveldb/c.h>
 
 /* Finds needle in buf; NULL when absent. */
 static char *find_bytes(char *buf, size_t len, const char *needle)
@@ -130,6 +134,136 @@ static void test_i7_bad_block_fails_reads_not_writes(void **state)
 }
 
 /* ------------------------------------------------------------------------
+ * Issue 11: damage found at open (leveldb/ldb_damage)
+ * --------------------------------------------------------------------- */
+
+/* The name of the largest table file (*.ldb) of dir in out; false if none. */
+static bool largest_table(const char *dir, char *out, size_t cap)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    long best = -1;
+
+    assert_non_null(d);
+    while ((de = readdir(d)) != NULL) {
+        size_t nl = strlen(de->d_name);
+        char path[512];
+        struct stat sb;
+        if (nl < 5 || strcmp(de->d_name + nl - 4, ".ldb") != 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        if (stat(path, &sb) == 0 && sb.st_size > best) {
+            best = sb.st_size;
+            snprintf(out, cap, "%s", path);
+        }
+    }
+    closedir(d);
+    return best >= 0;
+}
+
+/* Fills two groups into table files and closes the store. */
+static void tables_closed(struct fixture *fx)
+{
+    noise_fill(fx->st, "bad", 60);
+    noise_fill(fx->st, "good", 60);
+    ASSERT_OK(chat_store_compact(fx->st));
+    chat_store_close(fx->st);
+    fx->st = NULL;
+}
+
+/* Opens fx->dir (verify as given), expecting rc and an error naming
+ * needle. */
+static void expect_refused(struct fixture *fx, bool verify, chat_err rc, const char *needle)
+{
+    chat_store_opts opts = CHAT_STORE_OPTS_INIT;
+    char *errmsg = NULL;
+
+    opts.verify = verify;
+    assert_int_equal(chat_store_open_opts(fx->dir, &opts, &fx->st, &errmsg), rc);
+    assert_null(fx->st);
+    assert_non_null(errmsg);
+    if (!strstr(errmsg, needle))
+        fail_msg("\"%s\" does not say \"%s\"", errmsg, needle);
+    free(errmsg);
+}
+
+static void repair(struct fixture *fx)
+{
+    leveldb_options_t *opt = leveldb_options_create();
+    char *err = NULL;
+
+    /* Without it RepairDB reads blocks unchecked and keeps a damaged one. */
+    leveldb_options_set_paranoid_checks(opt, 1);
+    leveldb_repair_db(opt, fx->dir, &err);
+    if (err)
+        fail_msg("RepairDB %s: %s", fx->dir, err);
+    leveldb_options_destroy(opt);
+}
+
+static void test_i11_missing_current_refused(void **state)
+{
+    struct fixture *fx = *state;
+    char path[512], table[512];
+    struct stat sb;
+
+    tables_closed(fx);
+    assert_true(largest_table(fx->dir, table, sizeof(table)));
+    snprintf(path, sizeof(path), "%s/CURRENT", fx->dir);
+    assert_int_equal(unlink(path), 0);
+    /* LevelDB alone would start an empty store and delete the table */
+    expect_refused(fx, false, CHAT_ECORRUPT, "CURRENT is missing");
+    assert_int_equal(stat(table, &sb), 0);
+    assert_int_equal(stat(path, &sb), -1);
+    /* RepairDB rebuilds the manifest from the tables: nothing is lost */
+    repair(fx);
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_head(fx->st, "bad", 60);
+    assert_head(fx->st, "good", 60);
+    assert_int_equal(append_parts(fx->st, "good", "u", NULL, "g", 1, "@", 1, NULL, 0, NULL), 61);
+}
+
+static void test_i11_truncated_table_refused(void **state)
+{
+    struct fixture *fx = *state;
+    char table[512];
+
+    tables_closed(fx);
+    assert_true(largest_table(fx->dir, table, sizeof(table)));
+    assert_int_equal(truncate(table, 1000), 0);
+    /* found without reading every block: the manifest has its size */
+    expect_refused(fx, false, CHAT_ECORRUPT, "is truncated: 1000 bytes");
+    expect_refused(fx, true, CHAT_ECORRUPT, table);
+}
+
+static void test_i11_verify_finds_bad_block(void **state)
+{
+    struct fixture *fx = *state;
+    chat_store_opts opts = CHAT_STORE_OPTS_INIT;
+
+    tables_closed(fx);
+    /* a good store passes the check */
+    opts.verify = true;
+    ASSERT_OK(chat_store_open_opts(fx->dir, &opts, &fx->st, NULL));
+    assert_head(fx->st, "bad", 60);
+    chat_store_close(fx->st);
+    fx->st = NULL;
+    assert_true(damage_table(fx->dir, "<bad#30>"));
+    /* without the check the store opens (reads of the block fail later) */
+    reopen(fx, CHAT_SYNC_NONE);
+    chat_store_close(fx->st);
+    fx->st = NULL;
+    /* with it, the open fails, saying about where */
+    expect_refused(fx, true, CHAT_ECORRUPT, "checksum");
+    expect_refused(fx, true, CHAT_ECORRUPT, "of group \"bad\"");
+    /* RepairDB keeps every record it can read: the other group whole */
+    repair(fx);
+    ASSERT_OK(chat_store_open_opts(fx->dir, &opts, &fx->st, NULL));
+    assert_head(fx->st, "good", 60);
+    assert_head(fx->st, "bad", 60);
+    assert_not_stored(fx->st, "bad", 30);
+}
+
+/* ------------------------------------------------------------------------
  * Table
  * --------------------------------------------------------------------- */
 
@@ -137,6 +271,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         CASE(test_i7_bad_block_fails_reads_not_writes),
+        CASE(test_i11_missing_current_refused),
+        CASE(test_i11_truncated_table_refused),
+        CASE(test_i11_verify_finds_bad_block),
     };
 
     return cmocka_run_group_tests_name("store_damage", tests, NULL, NULL);

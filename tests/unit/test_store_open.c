@@ -133,7 +133,7 @@ static void test_null_destructors(void **state)
 static void test_strerror_every_code(void **state)
 {
     (void)state;
-    for (int e = CHAT_OK; e <= CHAT_ECONFLICT; e++) {
+    for (int e = CHAT_OK; e <= CHAT_EFORMAT; e++) {
         const char *s = chat_strerror((chat_err)e);
 
         assert_non_null(s);
@@ -459,6 +459,124 @@ static void test_i11_power_loss_new_incarnation(void **state)
 }
 
 /* ------------------------------------------------------------------------
+ * Issue 11: the format version
+ * --------------------------------------------------------------------- */
+
+#define FORMAT_KEY "#format"
+
+/* Puts (v not NULL) or deletes a raw key of the closed store in dir. */
+static void raw_put_closed(const char *dir, const char *k, const void *v, size_t vlen)
+{
+    leveldb_options_t *opt = leveldb_options_create();
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    char *err = NULL;
+    leveldb_t *db = leveldb_open(opt, dir, &err);
+
+    if (err)
+        fail_msg("leveldb_open %s: %s", dir, err);
+    if (v)
+        leveldb_put(db, wo, k, strlen(k), v, vlen, &err);
+    else
+        leveldb_delete(db, wo, k, strlen(k), &err);
+    if (err)
+        fail_msg("writing %s: %s", k, err);
+    leveldb_close(db);
+    leveldb_writeoptions_destroy(wo);
+    leveldb_options_destroy(opt);
+}
+
+/* The raw value of k in the closed store in dir (len bytes, freed with
+ * free()), or NULL when missing. */
+static char *raw_get_closed(const char *dir, const char *k, size_t *len)
+{
+    leveldb_options_t *opt = leveldb_options_create();
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    char *err = NULL, *v;
+    leveldb_t *db = leveldb_open(opt, dir, &err);
+
+    if (err)
+        fail_msg("leveldb_open %s: %s", dir, err);
+    v = leveldb_get(db, ro, k, strlen(k), len, &err);
+    if (err)
+        fail_msg("reading %s: %s", k, err);
+    leveldb_close(db);
+    leveldb_readoptions_destroy(ro);
+    leveldb_options_destroy(opt);
+    return v;
+}
+
+/* The closed store's format record as a number; 0 when missing. */
+static uint64_t raw_format(const char *dir)
+{
+    size_t len = 0;
+    char *v = raw_get_closed(dir, FORMAT_KEY, &len);
+    uint64_t n = 0;
+
+    if (!v)
+        return 0;
+    assert_int_equal(len, 8);
+    for (size_t i = 0; i < 8; i++)
+        n = n << 8 | (unsigned char)v[i];
+    free(v);
+    return n;
+}
+
+static void put_format(const char *dir, uint64_t version)
+{
+    char v[8];
+    for (int i = 7; i >= 0; i--, version >>= 8)
+        v[i] = (char)(version & 0xff);
+    raw_put_closed(dir, FORMAT_KEY, v, 8);
+}
+
+static void test_i11_format_written_and_checked(void **state)
+{
+    struct fixture *fx = *state;
+    char *errmsg = NULL, *run;
+    size_t len = 0;
+
+    /* a new store records version 1 */
+    fill(fx->st, "g", 2);
+    chat_store_close(fx->st);
+    fx->st = NULL;
+    assert_int_equal(raw_format(fx->dir), 1);
+
+    /* a store from before the record is version 1, and gets the record */
+    raw_put_closed(fx->dir, FORMAT_KEY, NULL, 0);
+    assert_int_equal(raw_format(fx->dir), 0);
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_head(fx->st, "g", 2);
+    chat_store_close(fx->st);
+    fx->st = NULL;
+    assert_int_equal(raw_format(fx->dir), 1);
+
+    /* a newer one is refused, and nothing is written to it: no run marker */
+    put_format(fx->dir, 2);
+    assert_int_equal(chat_store_open(fx->dir, CHAT_SYNC_NONE, &fx->st, &errmsg), CHAT_EFORMAT);
+    assert_null(fx->st);
+    assert_non_null(errmsg);
+    if (!strstr(errmsg, "format version 2") || !strstr(errmsg, "newer"))
+        fail_msg("the refusal does not say why: %s", errmsg);
+    free(errmsg);
+    errmsg = NULL;
+    assert_int_equal(raw_format(fx->dir), 2);
+    run = raw_get_closed(fx->dir, "#running", &len);
+    assert_null(run);
+
+    /* a record of the wrong shape is damage */
+    raw_put_closed(fx->dir, FORMAT_KEY, "v2", 2);
+    assert_int_equal(chat_store_open(fx->dir, CHAT_SYNC_NONE, &fx->st, &errmsg), CHAT_ECORRUPT);
+    assert_non_null(errmsg);
+    assert_non_null(strstr(errmsg, "format record"));
+    free(errmsg);
+
+    /* back to version 1: the store opens with everything in it */
+    put_format(fx->dir, 1);
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_head(fx->st, "g", 2);
+}
+
+/* ------------------------------------------------------------------------
  * Table
  * --------------------------------------------------------------------- */
 
@@ -477,6 +595,7 @@ int main(void)
         CASE(test_i11_incarnation_kept_by_clean_close),
         CASE(test_i11_process_crash_keeps_incarnation),
         CASE(test_i11_power_loss_new_incarnation),
+        CASE(test_i11_format_written_and_checked),
     };
 
     return cmocka_run_group_tests_name("store_open", tests, NULL, NULL);
