@@ -6,6 +6,7 @@
 #include "ldb_delete.h"
 #include "ldb_log.h"
 #include "ldb_member.h"
+#include "ldb_read.h"
 #include "ldb_run.h"
 #include "ldb_syncer.h"
 #include "ldb_trim.h"
@@ -142,6 +143,10 @@ static const chat_store_ops ldb_ops = {
     .member_remove = ldb_member_remove,
     .member_groups = ldb_member_groups,
     .group_delete = ldb_group_delete,
+    .member_count = ldb_member_count,
+    .read_advance = ldb_read_advance,
+    .read_get = ldb_read_get,
+    .reads = ldb_reads,
 };
 
 chat_err ldb_open(const char *path, const chat_store_opts *opts, chat_store **out, char **errmsg)
@@ -207,6 +212,9 @@ chat_err ldb_open(const char *path, const chat_store_opts *opts, chat_store **ou
         goto fail;
     }
     rc = ldb_run_start(st, opts->boot_id, errmsg);
+    if (rc == CHAT_OK) {
+        rc = ldb_read_upgrade(st, errmsg);
+    }
     if (rc != CHAT_OK) {
         goto fail;
     }
