@@ -959,6 +959,7 @@ struct harness_client {
                                       drops what still arrives */
     bool hands_off;                /* MQTT 3.1.1 being disconnected: on_message must not even
                                       read a message (see settle_deliveries) */
+    bool pushes;                   /* keep pushed entries (harness_client_opts.pushes) */
     struct harness_client *buried; /* graveyard link */
 };
 
@@ -1011,13 +1012,16 @@ static int on_message(void *context, char *topic, int topic_len, MQTTClient_mess
     pthread_mutex_unlock(&c->mu);
     if (hands_off)
         return 1;
-    if (dropping) {
+    tlen = topic_len > 0 ? (size_t)topic_len : strlen(topic);
+    plen = msg->payloadlen > 0 ? (size_t)msg->payloadlen : 0;
+    /* c->pushes is set before the connect and never changes. */
+    if (dropping ||
+        (!c->pushes && tlen == strlen(HARNESS_RESPONSE_TOPIC) &&
+         memcmp(topic, HARNESS_RESPONSE_TOPIC, tlen) == 0 && harness_is_push(msg->payload, plen))) {
         MQTTClient_freeMessage(&msg);
         MQTTClient_free(topic);
         return 1;
     }
-    tlen = topic_len > 0 ? (size_t)topic_len : strlen(topic);
-    plen = msg->payloadlen > 0 ? (size_t)msg->payloadlen : 0;
     m = calloc(1, sizeof *m);
     if (m != NULL) {
         m->topic = malloc(tlen + 1);
@@ -1154,6 +1158,7 @@ static int connect_client(const harness_broker *b, const harness_client_opts *o,
     snprintf(c->id, sizeof c->id, "%s", client_id);
     c->window = HARNESS_DEFAULT_WINDOW;
     c->version = o->mqtt_version == 5 ? 5 : 4;
+    c->pushes = o->pushes;
     if (pthread_mutex_init(&c->mu, NULL) != 0 || pthread_condattr_init(&attr) != 0 ||
         pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) != 0 ||
         pthread_cond_init(&c->cv, &attr) != 0)
@@ -1943,6 +1948,34 @@ void harness_catch_up(harness_client *c, harness_catchup *groups, size_t ngroups
 /* ===========================================================================
  * Requests and responses
  * ========================================================================= */
+
+bool harness_is_push(const char *payload, size_t len)
+{
+    static const char reads[] = "{\"responses\":[{\"command\":\"reads\"";
+    static const char presence[] = "{\"responses\":[{\"command\":\"presence\"";
+    const cJSON *e;
+    bool push = true;
+
+    /* Most responses are answers and pages: only these two starts parse. */
+    if ((len < sizeof reads - 1 || memcmp(payload, reads, sizeof reads - 1) != 0) &&
+        (len < sizeof presence - 1 || memcmp(payload, presence, sizeof presence - 1) != 0))
+        return false;
+    cJSON *root = cJSON_ParseWithLength(payload, len);
+    const cJSON *entries = cJSON_GetObjectItemCaseSensitive(root, "responses");
+    cJSON_ArrayForEach(e, entries)
+    {
+        const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(e, "command");
+        bool is_reads = cJSON_IsString(cmd) && strcmp(cmd->valuestring, "reads") == 0;
+        bool is_presence = cJSON_IsString(cmd) && strcmp(cmd->valuestring, "presence") == 0 &&
+                           !cJSON_GetObjectItemCaseSensitive(e, "members") &&
+                           !cJSON_GetObjectItemCaseSensitive(e, "error");
+        push = push && (is_reads || is_presence) &&
+               !cJSON_GetObjectItemCaseSensitive(e, "correlationData");
+    }
+    push = push && cJSON_IsArray(entries);
+    cJSON_Delete(root);
+    return push;
+}
 
 /* Whether m is on the response topic and is not a replay page. */
 static bool is_answer(const harness_msg *m, void *arg)
