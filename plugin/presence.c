@@ -557,7 +557,9 @@ const char *chat_presence_answer(struct chat_plugin *pl, struct mosquitto *clien
         return "out of memory";
     }
     /* In name order, so that "after" pages through them as receipts do. */
-    qsort(o.names, o.n, sizeof(*o.names), by_name);
+    if (o.n > 1) {
+        qsort(o.names, o.n, sizeof(*o.names), by_name);
+    }
     sbuf_puts(b, ",\"online\":[");
     size_t i = 0;
     for (; i < o.n && i < limit; i++) {
