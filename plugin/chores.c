@@ -4,16 +4,17 @@
  * per_listener_settings true). It keeps the longest tick, for the log. */
 #include "plugin.h"
 
-static int64_t mono_us(void)
+static int64_t clock_us(clockid_t clock)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 void chat_chores(struct chat_plugin *pl)
 {
-    int64_t start = mono_us();
+    int64_t start = clock_us(CLOCK_MONOTONIC);
+    int64_t cpu = clock_us(CLOCK_THREAD_CPUTIME_ID);
     if (pl->tick_us && start - pl->tick_us > pl->tick_gap_max_us) {
         pl->tick_gap_max_us = start - pl->tick_us;
     }
@@ -28,10 +29,12 @@ void chat_chores(struct chat_plugin *pl)
     chat_replay_tick(pl, now);
     chat_retention_tick(pl, now);
     chat_presence_tick(pl, chat_now_ms());
-    int64_t took = mono_us() - start;
-    if (took > pl->tick_max_us) {
-        pl->tick_max_us = took;
-    }
+    /* Wall time counts the time the machine gave others too; the thread's
+     * CPU time is the tick's own work. */
+    int64_t took = clock_us(CLOCK_MONOTONIC) - start;
+    int64_t worked = clock_us(CLOCK_THREAD_CPUTIME_ID) - cpu;
+    pl->tick_max_us = took > pl->tick_max_us ? took : pl->tick_max_us;
+    pl->tick_cpu_max_us = worked > pl->tick_cpu_max_us ? worked : pl->tick_cpu_max_us;
 }
 
 void chat_chores_without_ticks(struct chat_plugin *pl)
@@ -52,6 +55,8 @@ void chat_chores_report(struct chat_plugin *pl)
      * ticks when idle (2.0.11 to 2.0.20): a longer gap is time the broker
      * spent working, ours or anyone's. */
     mosquitto_log_printf(MOSQ_LOG_INFO,
-                         "mosquitto-chat: longest tick %.3f ms, longest gap between ticks %.3f ms",
-                         (double)pl->tick_max_us / 1000.0, (double)pl->tick_gap_max_us / 1000.0);
+                         "mosquitto-chat: longest tick %.3f ms (%.3f ms of CPU at most), longest "
+                         "gap between ticks %.3f ms",
+                         (double)pl->tick_max_us / 1000.0, (double)pl->tick_cpu_max_us / 1000.0,
+                         (double)pl->tick_gap_max_us / 1000.0);
 }

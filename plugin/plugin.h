@@ -132,8 +132,9 @@ struct chat_plugin {
     bool sweeping;                             /* a sweep is under way */
     char sweep_after[CHAT_STORE_MAX_NAME + 1]; /* last group swept ("" at start) */
     struct chat_presence *presence;            /* presence.c */
-    int64_t tick_us;         /* chores.c: when the last tick began (monotonic µs) ... */
-    int64_t tick_max_us;     /* ... the longest tick so far ... */
+    int64_t tick_us;     /* chores.c: when the last tick began (monotonic µs) ... */
+    int64_t tick_max_us; /* ... the longest tick so far (wall, and CPU) ... */
+    int64_t tick_cpu_max_us;
     int64_t tick_gap_max_us; /* ... and the longest time from one tick to the next */
 };
 

@@ -28,12 +28,20 @@
  *      connected clients' subscriptions and the reads of one interval.
  *   5. A group pushes at most once per receipt_interval, one message that
  *      holds every change since its last push (what exceeds PUSH_MAX bytes
- *      waits for the next one), sent to the devices subscribed when it was
- *      built that are still subscribed when their turn comes.
+ *      waits for the next one), sent to the devices subscribed while it goes
+ *      out: those in subs[0, cursor) have it, those from cursor on get it
+ *      in turn. Removing a device keeps that so (see subs_remove), and a
+ *      device that comes meanwhile gets it too. So a push costs no copy of
+ *      the group's subscribers, whatever their number.
  *   6. The work of one tick is bounded: at most SENDS_PER_TICK pushes,
  *      BYTES_PER_TICK bytes and TICK_BUDGET_US of time, over all groups in
  *      turn (a push to 10,000 devices spreads over several ticks), and a
- *      group starts its next push only once the last one went out.
+ *      group starts its next push only once the last one went out. The
+ *      broker copies each push to its client's queue at the start of its
+ *      next loop pass, outside our tick: the bounds keep that pass short
+ *      too (measured: docs/benchmarks.md, Receipts and presence). A pass
+ *      that has nothing else to do comes 100 ms after the last one, so a
+ *      push reaches about 5,000 devices a second.
  */
 #include "plugin.h"
 
@@ -42,9 +50,9 @@
 #include <string.h>
 
 #define MAX_LINKS 1024u           /* groups one device is counted online in */
-#define SENDS_PER_TICK 1000u      /* pushes published per tick, over all groups */
-#define BYTES_PER_TICK (4u << 20) /* ... and their bytes */
-#define TICK_BUDGET_US 5000       /* ... and the time spent */
+#define SENDS_PER_TICK 500u       /* pushes published per tick, over all groups */
+#define BYTES_PER_TICK (2u << 20) /* ... and their bytes */
+#define TICK_BUDGET_US 3000       /* ... and the time spent */
 #define PUSH_MAX (1u << 20)       /* bytes of one push; the rest waits for the next */
 #define LIMIT_LOG_EVERY_MS 10000  /* one log line per period about MAX_LINKS */
 
@@ -82,11 +90,10 @@ struct pres_group {
     struct pres_member **changed; /* dirty members, in the order they changed */
     size_t nchanged, changed_cap;
     int64_t last_push_ms; /* when the last push was built (0: never) */
-    /* A push under way: its payload, and the client ids still to send it
-     * to (NUL-separated, from to_pos on). */
+    /* A push under way (invariant 5): its payload, and where it stands. */
+    bool pushing;
     sbuf payload;
-    char *to;
-    size_t to_len, to_pos;
+    size_t cursor; /* subs[0, cursor) have it */
     /* In the active list: something changed, or a push is under way. */
     bool active;
     struct pres_group *next, *prev;
@@ -142,9 +149,28 @@ static void active_remove(struct chat_presence *ps, struct pres_group *g)
 static void push_clear(struct pres_group *g)
 {
     sbuf_free(&g->payload);
-    free(g->to);
-    g->to = NULL;
-    g->to_len = g->to_pos = 0;
+    g->pushing = false;
+    g->cursor = 0;
+}
+
+/* Takes subs[slot] out of g's array, keeping invariant 5: a device that
+ * has not had the push under way never lands below the cursor. */
+static void subs_remove(struct pres_group *g, size_t slot)
+{
+    size_t last = --g->nsubs;
+    if (g->pushing && slot < g->cursor) {
+        /* The freed slot is among those served: fill it with the last one
+         * served, and that one's slot with the last one of all (unserved),
+         * which becomes the next to serve. */
+        size_t served = --g->cursor;
+        g->subs[slot] = g->subs[served];
+        g->subs[slot]->slot = slot;
+        slot = served;
+    }
+    if (slot != last) {
+        g->subs[slot] = g->subs[last];
+        g->subs[slot]->slot = slot;
+    }
 }
 
 static void group_free(void *p)
@@ -272,8 +298,7 @@ static void unlink_at(struct chat_presence *ps, struct pres_device *d, size_t j)
     struct pres_link *l = d->links[j];
     struct pres_group *g = l->g;
     d->links[j] = d->links[--d->nlinks];
-    g->subs[l->slot] = g->subs[--g->nsubs];
-    g->subs[l->slot]->slot = l->slot;
+    subs_remove(g, l->slot);
     free(l);
     if (g->nsubs == 0) {
         group_drop(ps, g);
@@ -634,9 +659,9 @@ static bool say(struct pres_member *m, sbuf *reads, sbuf *on, sbuf *off)
     return true;
 }
 
-/* Builds g's next push from its changed list (invariant 5) and the list of
- * devices to send it to. Leaves nothing under way when there is nothing to
- * say or no memory. */
+/* Builds g's next push from its changed list (invariant 5), to go out from
+ * the first subscriber on. Leaves nothing under way when there is nothing
+ * to say or no memory. */
 static void push_build(struct pres_group *g)
 {
     sbuf reads = {0}, on = {0}, off = {0};
@@ -677,21 +702,13 @@ static void push_build(struct pres_group *g)
             sbuf_puts(p, "]}");
         }
         sbuf_puts(p, "]}");
-        size_t len = 0;
-        for (size_t i = 0; i < g->nsubs; i++) {
-            len += strlen(g->subs[i]->d->id) + 1;
-        }
-        g->to = malloc(len ? len : 1);
-        if (g->to && !p->failed && !reads.failed && !on.failed && !off.failed) {
-            for (size_t i = 0; i < g->nsubs; i++) {
-                size_t n = strlen(g->subs[i]->d->id) + 1;
-                memcpy(g->to + g->to_len, g->subs[i]->d->id, n);
-                g->to_len += n;
-            }
-        } else {
+        if (p->failed || reads.failed || on.failed || off.failed) {
             mosquitto_log_printf(MOSQ_LOG_ERR,
                                  "mosquitto-chat: out of memory: a push of %s is lost", g->name);
             push_clear(g);
+        } else {
+            g->pushing = true;
+            g->cursor = 0;
         }
     }
     sbuf_free(&reads);
@@ -699,30 +716,13 @@ static void push_build(struct pres_group *g)
     sbuf_free(&off);
 }
 
-/* Whether client id is still linked to g (it may have gone since the push
- * was built). */
-static bool still_subscribed(struct chat_presence *ps, struct pres_group *g, const char *id)
-{
-    struct pres_device *d = chat_hmap_get(ps->devices, id, strlen(id));
-    for (size_t j = 0; d && j < d->nlinks; j++) {
-        if (d->links[j]->g == g) {
-            return true;
-        }
-    }
-    return false;
-}
-
 /* Sends g's push under way to as many devices as bu allows. */
 static void push_send(struct chat_plugin *pl, struct pres_group *g, struct budget *bu)
 {
     struct chat_presence *ps = pl->presence;
-    while (g->to_pos < g->to_len && budget_left(bu)) {
-        const char *id = g->to + g->to_pos;
-        g->to_pos += strlen(id) + 1;
+    while (g->cursor < g->nsubs && budget_left(bu)) {
+        const char *id = g->subs[g->cursor++]->d->id;
         bu->sends++;
-        if (!still_subscribed(ps, g, id)) {
-            continue;
-        }
         bu->bytes += g->payload.len;
         if (chat_push(pl, id, g->payload.data, g->payload.len)) {
             ps->pushes++;
@@ -730,7 +730,7 @@ static void push_send(struct chat_plugin *pl, struct pres_group *g, struct budge
             ps->skipped++;
         }
     }
-    if (g->to_pos >= g->to_len) {
+    if (g->cursor >= g->nsubs) {
         push_clear(g);
     }
 }
@@ -749,15 +749,15 @@ void chat_presence_tick(struct chat_plugin *pl, int64_t now_ms)
     for (size_t i = 0; i < n && ps->head && budget_left(&bu); i++) {
         struct pres_group *g = ps->head;
         active_remove(ps, g);
-        if (!g->to && g->nchanged > 0 &&
+        if (!g->pushing && g->nchanged > 0 &&
             now_ms - g->last_push_ms >= (int64_t)pl->cfg.receipt_interval) {
             g->last_push_ms = now_ms;
             push_build(g);
         }
-        if (g->to) {
+        if (g->pushing) {
             push_send(pl, g, &bu);
         }
-        if (g->to || g->nchanged > 0) {
+        if (g->pushing || g->nchanged > 0) {
             active_add(ps, g);
         }
     }
