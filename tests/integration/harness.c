@@ -960,6 +960,9 @@ struct harness_client {
     bool hands_off;                /* MQTT 3.1.1 being disconnected: on_message must not even
                                       read a message (see settle_deliveries) */
     bool pushes;                   /* keep pushed entries (harness_client_opts.pushes) */
+    bool persistent;               /* the session outlives the connection */
+    char **filters;                /* filters subscribed (granted), for settle_deliveries */
+    size_t nfilters;               /* ... and how many */
     struct harness_client *buried; /* graveyard link */
 };
 
@@ -1127,6 +1130,9 @@ static void free_client(harness_client *c)
     }
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
+    for (size_t i = 0; i < c->nfilters; i++)
+        free(c->filters[i]);
+    free(c->filters);
     free(c->sent);
     free(c->done);
     free(c->reason);
@@ -1159,6 +1165,7 @@ static int connect_client(const harness_broker *b, const harness_client_opts *o,
     c->window = HARNESS_DEFAULT_WINDOW;
     c->version = o->mqtt_version == 5 ? 5 : 4;
     c->pushes = o->pushes;
+    c->persistent = o->persistent;
     if (pthread_mutex_init(&c->mu, NULL) != 0 || pthread_condattr_init(&attr) != 0 ||
         pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) != 0 ||
         pthread_cond_init(&c->cv, &attr) != 0)
@@ -1270,9 +1277,9 @@ static int subscribe_codes(harness_client *c, size_t count, const char *const *t
         FAILF("too many topics");
     for (size_t i = 0; i < count; i++)
         codes[i] = qos;
-    if (c->version != 5)
-        return MQTTClient_subscribeMany(c->mc, (int)count, (char *const *)topics, codes);
-    {
+    if (c->version != 5) {
+        rc = MQTTClient_subscribeMany(c->mc, (int)count, (char *const *)topics, codes);
+    } else {
         MQTTResponse r =
             MQTTClient_subscribeMany5(c->mc, (int)count, (char *const *)topics, codes, NULL, NULL);
         rc = r.reasonCode < 0 ? r.reasonCode : MQTTCLIENT_SUCCESS;
@@ -1284,6 +1291,17 @@ static int subscribe_codes(harness_client *c, size_t count, const char *const *t
                 codes[i] = count == 1 ? (int)r.reasonCode : (int)r.reasonCodes[i];
         }
         MQTTResponse_free(r);
+    }
+    /* Remembered for settle_deliveries. */
+    for (size_t i = 0; rc == MQTTCLIENT_SUCCESS && i < count; i++) {
+        char **n;
+        if (codes[i] < 0 || codes[i] >= 0x80)
+            continue;
+        if ((n = realloc(c->filters, (c->nfilters + 1) * sizeof *n)) == NULL ||
+            (n[c->nfilters] = strdup(topics[i])) == NULL)
+            FAILF("out of memory");
+        c->filters = n;
+        c->nfilters++;
     }
     return rc;
 }
@@ -1587,7 +1605,14 @@ bool harness_client_is_lost(harness_client *c)
  * one round trip that Paho's thread completes only after every delivery
  * begun before the mark: the UNSUBACK of an UNSUBSCRIBE of SETTLE_TOPIC.
  * Paho's thread reads one packet per turn and posts the UNSUBACK at the end
- * of that turn, after the turn's delivery and its unlinking. An MQTT 5
+ * of that turn, after the turn's delivery and its unlinking.
+ *
+ * The plugin's pushes (protocol v1.1) come unasked at any time to a client
+ * subscribed to a group, and one that arrived after the mark would be left
+ * alone and leak. So a clean session first unsubscribes from every filter
+ * it has (freeing what arrives meanwhile, as it drops it): past that
+ * UNSUBACK the plugin pushes it nothing more. A persistent session keeps
+ * its subscriptions for its next connection. An MQTT 5
  * client needs no round trip (Paho keeps its queue on disconnect, and its
  * handle lives until the thread stops: see g_graveyard), nor does a lost or
  * closed connection (Paho's thread emptied the queue itself, in turn). */
@@ -1597,6 +1622,15 @@ static void settle_deliveries(harness_client *c)
 
     pthread_mutex_lock(&c->mu);
     c->dropping = true;
+    pthread_mutex_unlock(&c->mu);
+    if (c->version != 5 && !c->persistent && c->nfilters > 0 && !harness_client_is_lost(c) &&
+        MQTTClient_isConnected(c->mc)) {
+        rc = MQTTClient_unsubscribeMany(c->mc, (int)c->nfilters, c->filters);
+        if (rc != MQTTCLIENT_SUCCESS && !harness_client_is_lost(c))
+            fprintf(stderr, "client %s: warning: no UNSUBACK of its filters: %s (%d)\n", c->id,
+                    paho_err(rc), rc);
+    }
+    pthread_mutex_lock(&c->mu);
     c->hands_off = c->version != 5;
     pthread_mutex_unlock(&c->mu);
     if (c->version == 5 || harness_client_is_lost(c) || !MQTTClient_isConnected(c->mc))
