@@ -131,11 +131,13 @@ typedef enum chat_client_event_type {
 /* What happened; fields that do not apply are NULL or 0. */
 typedef struct chat_client_event {
     chat_client_event_type type;
-    const char *group;  /* CATCHUP, SEND_REFUSED, LISTEN_REFUSED, TRUNCATED, maybe ERROR */
+    const char *group;  /* CATCHUP, SEND_REFUSED, LISTEN_REFUSED, TRUNCATED, READ, PRESENCE,
+                           maybe ERROR */
     const char *cid;    /* SEND_REFUSED */
     const char *reason; /* SEND_REFUSED, LISTEN_REFUSED, ERROR; DISCONNECTED: the broker's
                            reason (MQTT 5) or Paho's, if any */
-    uint64_t id;        /* CATCHUP: last id shown; TRUNCATED: the oldest id still kept */
+    uint64_t id;        /* CATCHUP: last id shown; TRUNCATED: the oldest id still kept;
+                           READ: the member's read marker */
     uint64_t head;      /* CATCHUP: the group's head; caught up when id == head */
     uint64_t pages;     /* CATCHUP: pages and fetches applied in this catch-up so far */
     uint64_t messages;  /* CATCHUP: messages shown in this catch-up so far */
