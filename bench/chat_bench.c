@@ -5,7 +5,7 @@
  *
  *   chat_bench port                          a free 127.0.0.1 port
  *   chat_bench wait    --port P              until the broker answers
- *   chat_bench ingest  --port P --pid PID --members M [--rate R] ...
+ *   chat_bench ingest  --port P --pid PID --members M [--rate R] [--pub-port P2] ...
  *   chat_bench join    --port P --devices K --mode chat|session
  *   chat_bench fill    --port P --count N
  *   chat_bench catchup --port P --count N --mode chat|session [--pid PID]
@@ -57,6 +57,7 @@
 
 struct opts {
     int port;
+    int pub_port;        /* ingest: the publisher's broker (0: port), for two brokers */
     long pid;            /* broker process, for CPU time; 0: none */
     const char *group;   /* chat/<group> */
     const char *mode;    /* chat | session */
@@ -83,7 +84,7 @@ static void usage(void)
     fprintf(
         stderr,
         "usage: chat_bench port | wait | idle | ingest | join | fill | catchup [--name value]...\n"
-        "  --port P --pid PID --group G --mode chat|session --client ID --prefix P\n"
+        "  --port P --pub-port P --pid PID --group G --mode chat|session --client ID --prefix P\n"
         "  --members M --devices K --window W --rate R --warm-ms T --dur-ms T\n"
         "  --timeout-ms T --idle-ms T --count N --first N --seq N --max-busy CORES\n"
         "  --online N --readers K\n");
@@ -147,6 +148,8 @@ static bool parse_opts(int argc, char **argv, struct opts *o)
             return false;
         } else if (!strcmp(name, "--port") && u > 0 && u < 65536) {
             o->port = (int)u;
+        } else if (!strcmp(name, "--pub-port") && u > 0 && u < 65536) {
+            o->pub_port = (int)u;
         } else if (!strcmp(name, "--pid")) {
             o->pid = (long)u;
         } else if (!strcmp(name, "--members") && u <= BENCH_SET_MAX - 1) {
@@ -582,7 +585,7 @@ static int cmd_ingest(const struct opts *o)
     if (m && !bench_set_wait_subacked(s, 5000)) {
         goto done;
     }
-    pub = bench_set_add(s, "pub0", true, o->port, NULL);
+    pub = bench_set_add(s, "pub0", true, o->pub_port ? o->pub_port : o->port, NULL);
     if (!pub || !bench_set_wait_connected(s, 5000)) {
         goto done;
     }

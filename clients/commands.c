@@ -1,9 +1,10 @@
 /* commands.c: the blocking requests of the public API (fetch, history,
- * unread, join, leave, receipts, presence): each writes one command, runs
- * it through the dispatcher (api.c) and turns the plugin's answer into
- * results. */
+ * unread, join, leave, receipts, presence, and any other command through
+ * chat_client_request): each writes one command, runs it through the
+ * dispatcher (api.c) and turns the plugin's answer into results. */
 #include "chat_client.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -438,4 +439,67 @@ fail:
     free(after);
     chat_client_presence_free(l, n);
     return err;
+}
+
+chat_client_err chat_client_request(chat_client *c, const char *command_json, char **answer_json)
+{
+    cJSON *cmd = NULL, *entry = NULL;
+    const cJSON *name, *group;
+    struct call *call = NULL;
+    chat_client_err err;
+    char *text;
+
+    if (answer_json == NULL || c == NULL || command_json == NULL)
+        return chat_api_report(CHAT_CLIENT_ERR_INVAL, "NULL argument");
+    *answer_json = NULL;
+    cmd = cJSON_Parse(command_json);
+    name = cJSON_GetObjectItemCaseSensitive(cmd, "command");
+    group = cJSON_GetObjectItemCaseSensitive(cmd, "group");
+    if (!cJSON_IsObject(cmd) || !cJSON_IsString(name) || name->valuestring[0] == '\0' ||
+        strlen(name->valuestring) > 40 ||
+        cJSON_GetObjectItemCaseSensitive(cmd, "correlationData") != NULL) {
+        cJSON_Delete(cmd);
+        return chat_api_report(CHAT_CLIENT_ERR_INVAL,
+                               "a command is a JSON object with a \"command\" string of at most "
+                               "40 bytes and no \"correlationData\"");
+    }
+    /* Sent as the caller wrote it, bar blanks; answers match it by the
+     * correlationData the request adds. */
+    if ((text = cJSON_PrintUnformatted(cmd)) == NULL ||
+        (call = chat_call_new(CALL_REQUEST)) == NULL ||
+        (cJSON_IsString(group) && (call->group = strdup(group->valuestring)) == NULL)) {
+        cJSON_free(text);
+        cJSON_Delete(cmd);
+        chat_call_free(call);
+        return chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL);
+    }
+    snprintf(call->name, sizeof call->name, "%s", name->valuestring);
+    cJSON_Delete(cmd);
+    call->command = call->name;
+    call->payload = strdup(text);
+    cJSON_free(text);
+    if (call->payload == NULL) {
+        chat_call_free(call);
+        return chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL);
+    }
+    if ((err = chat_api_run(c, call, 0)) != CHAT_CLIENT_OK)
+        return err;
+    entry = call->entry;
+    call->entry = NULL;
+    chat_call_free(call);
+    cJSON_DeleteItemFromObjectCaseSensitive(entry, "correlationData");
+    text = cJSON_PrintUnformatted(entry);
+    cJSON_Delete(entry);
+    if (text == NULL)
+        return chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL);
+    /* Handed over as malloc'd memory, whatever cJSON's allocator. */
+    *answer_json = strdup(text);
+    cJSON_free(text);
+    return *answer_json != NULL ? chat_api_report(CHAT_CLIENT_OK, NULL)
+                                : chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL);
+}
+
+void chat_client_free(void *p)
+{
+    free(p);
 }

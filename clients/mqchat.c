@@ -45,6 +45,12 @@ static const char *usage_text =
     "       mqchat [options] who <group>              who of the group is online\n"
     "       mqchat [options] receipts <group> [id]    who read up to which message (\"read by\n"
     "                                                 k of n\" for #id, default the newest)\n"
+    "       mqchat [options] admin groups             (admins) every group: head, first, members\n"
+    "       mqchat [options] admin members <group>    (admins) members, read markers, devices\n"
+    "       mqchat [options] admin stats              (admins) the plugin's figures\n"
+    "       mqchat [options] admin delete <group>     (admins) delete a group's messages and "
+    "members\n"
+    "       mqchat [options] admin compact|backup     (admins) compact or back up the store\n"
     "\n"
     "Options:\n"
     "  -h <host>      broker host (default 127.0.0.1)\n"
@@ -61,7 +67,8 @@ static const char *usage_text =
     "  -C <count>     listen: stop after printing this many messages\n"
     "  -l             send: send each line of stdin as a message\n"
     "  -n <count>     history: how many messages (default 20)\n"
-    "  --json         listen, history: print the stored envelopes as JSON\n"
+    "  --json         listen, history: print the stored envelopes as JSON;\n"
+    "                 admin: print the plugin's answers as JSON instead of a table\n"
     "  --no-read      listen: do not mark the messages printed as read\n"
     "  --state <file> listen: the state file, the last id shown per group (default\n"
     "                 <client id>@<host>-<port>.state in $XDG_STATE_HOME/mqchat,\n"
@@ -321,6 +328,17 @@ static void check_command(const struct opts *o)
     } else if (strcmp(cmd, "unread") == 0) {
         if (o->nargs != 0)
             die_usage("usage: mqchat unread");
+    } else if (strcmp(cmd, "admin") == 0) {
+        const char *sub = o->nargs > 0 ? o->args[0] : "";
+        bool with_group = strcmp(sub, "members") == 0 || strcmp(sub, "delete") == 0;
+        bool alone = strcmp(sub, "groups") == 0 || strcmp(sub, "stats") == 0 ||
+                     strcmp(sub, "compact") == 0 || strcmp(sub, "backup") == 0;
+        if (!(with_group && o->nargs == 2) && !(alone && o->nargs == 1))
+            die_usage("usage: mqchat admin groups|members <group>|stats|delete <group>|compact|"
+                      "backup");
+        if (with_group)
+            check_group(o->args[1]);
+        return;
     } else {
         die_usage("unknown command '%s'", cmd);
     }

@@ -1,5 +1,6 @@
-/* mqchat.h: what the two halves of mqchat share: main and its options
- * (mqchat.c), and the commands with their output (mqchat_commands.c). */
+/* mqchat.h: what the parts of mqchat share: main and its options
+ * (mqchat.c), the commands with their output (mqchat_commands.c), and the
+ * admin commands (mqchat_admin.c). */
 #ifndef MQCHAT_H
 #define MQCHAT_H
 
@@ -46,6 +47,10 @@ void mqchat_on_event(void *arg, const chat_client_event *ev);
 
 /* Prints why a library call failed and returns the exit status for it. */
 int mqchat_failed(const char *what, chat_client_err err);
+
+/* mqchat admin ...: the admin commands (mqchat_admin.c); returns the exit
+ * status. */
+int mqchat_admin(chat_client *c, const struct opts *o, int wait_ms);
 
 /* Runs o's command on c (waiting for signals in sigs when listening),
  * then disconnects; returns the exit status. */

@@ -521,6 +521,8 @@ int mqchat_run(chat_client *c, const struct opts *o, sigset_t *sigs, int wait_ms
         status = cmd_who(c, o);
     } else if (strcmp(o->command, "receipts") == 0) {
         status = cmd_receipts(c, o);
+    } else if (strcmp(o->command, "admin") == 0) {
+        status = mqchat_admin(c, o, wait_ms);
     } else {
         status = cmd_membership(c, o, strcmp(o->command, "join") == 0);
     }

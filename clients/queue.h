@@ -56,7 +56,8 @@ struct call {
     char *group;                      /* LISTEN, SEND, REQUEST (NULL for sync), READ */
     uint64_t id;                      /* READ: read up to this id */
     char *payload;                    /* SEND: the JSON message; REQUEST: one command object */
-    const char *command;              /* REQUEST: the command's name (a static string) */
+    const char *command;              /* REQUEST: the command's name (static, or name) */
+    char name[48];                    /* REQUEST: a command's name chosen by the caller */
     char cid[CHAT_PROTO_CID_MAX + 1]; /* SEND */
     chat_client_err err;
     char reason[CHAT_REASON_MAX];

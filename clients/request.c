@@ -94,7 +94,13 @@ struct chat_request *chat_requests_new(chat_requests *rq, enum req_kind kind, co
     if (r == NULL)
         return NULL;
     r->kind = kind;
-    r->command = command;
+    /* A copy (chat_client_request's names live in the call), cut to fit:
+     * the API allows 40 bytes. */
+    size_t n = strlen(command);
+    n = n < sizeof r->command_buf ? n : sizeof r->command_buf - 1;
+    memcpy(r->command_buf, command, n);
+    r->command_buf[n] = '\0';
+    r->command = r->command_buf;
     r->call = call;
     if ((group != NULL && (r->group = strdup(group)) == NULL) || (r->cmd = strdup(cmd)) == NULL) {
         chat_request_free(r);

@@ -41,7 +41,8 @@ enum req_kind {
 struct chat_request {
     struct chat_request *next;
     enum req_kind kind;
-    const char *command;            /* the command's name, said back in its entry */
+    const char *command;            /* the command's name, said back in its entry (command_buf) */
+    char command_buf[48];           /* a copy of it: a call's name lives only as long as the call */
     char *group;                    /* the group the command names, or NULL */
     char *cmd;                      /* the command object, without correlationData */
     char corr[48];                  /* the correlationData of its last sending */

@@ -3,10 +3,12 @@
 #
 #   <libdir>/mosquitto-chat/mosquitto_chat.so     the plugin
 #   <bindir>/mqchat                               the command-line client
+#   <bindir>/mqchat-store                         the offline store tool
 #   <libdir>/libmosquitto-chat-client.{so,a}      the client library
 #   <includedir>/mosquitto-chat/chat_client.h     its public header
 #   <libdir>/pkgconfig/mosquitto-chat-client.pc
-#   <docdir>/                                     README, docs/, the example app
+#   <docdir>/                                     README, docs/, the example app,
+#                                                 prometheus-mqtt-exporter.yaml
 #   <sysconfdir>/mosquitto/conf.d/mosquitto-chat.conf
 #                                                 loads the plugin; sysconfdir
 #                                                 is /etc for the prefix /usr
@@ -16,6 +18,7 @@
 # --prefix`, or CPack's /usr), not the one configured.
 
 install(TARGETS mosquitto_chat LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/mosquitto-chat)
+install(TARGETS mqchat-store RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(CHAT_BUILD_CLIENTS)
   install(TARGETS mqchat RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   install(TARGETS chat_client chat_client_shared
@@ -26,6 +29,7 @@ if(CHAT_BUILD_CLIENTS)
 endif()
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/protocol.md
               ${PROJECT_SOURCE_DIR}/docs/client.md ${PROJECT_SOURCE_DIR}/docs/install.md
+              ${PROJECT_SOURCE_DIR}/docs/prometheus-mqtt-exporter.yaml
               ${PROJECT_SOURCE_DIR}/packaging/deb/copyright
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/examples/chat_example/CMakeLists.txt

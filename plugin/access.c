@@ -46,8 +46,14 @@ bool chat_is_member(struct chat_plugin *pl, const struct mosquitto *client, cons
     const char *member = chat_member(pl, client, buf, &why);
     uint64_t joined = 0;
     bool found = false;
-    return member && chat_store_member_get(pl->store, group, member, &joined, &found) == CHAT_OK &&
-           found;
+    if (!member) {
+        return false;
+    }
+    chat_err rc = chat_store_member_get(pl->store, group, member, &joined, &found);
+    if (rc != CHAT_OK) {
+        chat_log_store_error(pl, rc, "membership of %s in %s", member, group);
+    }
+    return rc == CHAT_OK && found;
 }
 
 bool chat_may_read(struct chat_plugin *pl, struct mosquitto *client, const char *group,

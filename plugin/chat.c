@@ -20,12 +20,17 @@ int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char 
     chat_err rc = chat_store_cursor_advance(pl->store, group, member, device, id, &cursor);
     if (rc != CHAT_OK) {
         chat_log_store_error(pl, rc, "ack of %s in %s", device, group);
+        /* The device holds what it acked even if the store cannot say so
+         * (a full disk): its catch-up goes on; after a reconnect it resumes
+         * from the stored cursor, and shows nothing twice (ids). */
+        chat_replay_acked(pl, client, group, id);
         *why = "storage error";
         return MOSQ_ERR_UNKNOWN;
     }
     if (now) {
         *now = cursor;
     }
+    pl->stats.acks++;
     chat_replay_acked(pl, client, group, cursor);
     return MOSQ_ERR_SUCCESS;
 }
@@ -64,9 +69,8 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
     char from_buf[CHAT_MEMBER_BUF];
     const char *from = NULL;
     char *env = NULL, *cid = NULL;
-    uint64_t head = 0, id = 0;
-    bool dup = false;
-    chat_msg stored = {0};
+    chat_envelope tpl;
+    chat_appended ap = {0};
     int rc = MOSQ_ERR_ACL_DENIED;
 
     if (ev->payloadlen > pl->cfg.max_payload) {
@@ -77,76 +81,57 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         goto fail;
     }
     from = chat_member(pl, ev->client, from_buf, &why);
-    if (chat_store_head(pl->store, group, &head) != CHAT_OK) {
-        why = "storage error";
-        goto fail;
-    }
-    chat_envelope_build(ev->payload, ev->payloadlen, head + 1, group, from, chat_now_ms(), &env,
-                        &cid, &why);
+    chat_envelope_build(ev->payload, ev->payloadlen, group, from, &env, &tpl, &cid, &why);
     if (!env) {
         goto fail;
     }
-    if (cid && chat_store_cid_find(pl->store, group, from, cid, &id, &dup) != CHAT_OK) {
+    /* The store takes the id and the time, and finds a retry by its cid
+     * (delivered again as the stored copy, with its original id, which
+     * receivers that hold it drop): one write, which with PostgreSQL is
+     * one transaction that several brokers' appends to the group queue on. */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    chat_err err = chat_store_append(pl->store, group, from, cid, &tpl, &ap);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    chat_stats_write(
+        &pl->stats, (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec)));
+    if (err != CHAT_OK) {
+        chat_log_store_error(pl, err, "append to %s", group);
         why = "storage error";
         goto fail;
     }
-    if (dup) {
-        /* A retry of a message already stored: deliver the stored copy, with
-         * its original id, which receivers that hold it drop. */
-        bool found = false;
-        if (chat_store_get(pl->store, group, id, &stored, &found) != CHAT_OK) {
-            why = "storage error";
-            goto fail;
-        }
-        if (!found) {
-            why = "duplicate cid of a message since removed by retention";
-            goto fail;
-        }
-        rc = set_payload(ev, stored.data, stored.len);
-    } else {
-        chat_err err = chat_store_append(pl->store, group, head + 1, from, cid, env, strlen(env));
-        if (err != CHAT_OK) {
-            chat_log_store_error(pl, err, "append to %s", group);
-            why = "storage error";
-            goto fail;
-        }
-        if (pl->cfg.fsync == CHAT_SYNC_BATCH && !pl->ticks_seen &&
+    if (!ap.duplicate) {
+        if (pl->cfg.fsync == CHAT_SYNC_BATCH && !pl->ticks_seen && !chat_store_shared(pl->store) &&
             (err = chat_store_sync(pl->store)) != CHAT_OK) {
             /* No tick syncs for us (see chat_chores_without_ticks). */
             chat_log_store_error(pl, err, "sync after an append to %s", group);
             why = "storage error";
             goto fail;
         }
-        rc = set_payload(ev, env, strlen(env));
-        chat_retention_count(pl, group, head + 1);
+        pl->stats.stored++;
+        chat_retention_count(pl, group, ap.id);
     }
-    if (rc != MOSQ_ERR_SUCCESS) {
+    if (set_payload(ev, ap.env, ap.len) != MOSQ_ERR_SUCCESS) {
         /* Stored but not deliverable now: receivers get it by catch-up. */
         why = "out of memory";
-        rc = MOSQ_ERR_ACL_DENIED;
         goto fail;
     }
-    if (dup) {
-        remember(pl, group, id, stored.data, stored.len);
-        stored.data = NULL;
-    } else {
-        remember(pl, group, head + 1, env, strlen(env));
-        env = NULL;
-    }
+    remember(pl, group, ap.id, ap.env, ap.len);
+    ap.env = NULL;
     /* The log is the history; a retained envelope would be a second one. */
     ev->retain = false;
-    free(stored.data);
     free(env);
     free(cid);
     return MOSQ_ERR_SUCCESS;
 
 fail:
+    pl->stats.refused++;
     if (!cid) {
         /* Refused before the envelope was built: still name the message. */
         cid = chat_payload_cid(ev->payload, ev->payloadlen, 4 * pl->cfg.max_payload);
     }
     chat_respond_error(pl, ev->client, "publish", group, cid, why);
-    free(stored.data);
+    free(ap.env);
     free(env);
     free(cid);
     return rc;
@@ -192,10 +177,12 @@ int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev)
                  "not a chat topic: publish to %s/<group>, %s/<group>/ack or %s/<group>/read",
                  pl->cfg.topic_prefix, pl->cfg.topic_prefix, pl->cfg.topic_prefix);
         chat_respond_error(pl, ev->client, "publish", NULL, NULL, why);
+        pl->stats.refused++;
         return MOSQ_ERR_ACL_DENIED;
     }
     const char *why = chat_proto_group_error(g, glen);
     if (why) {
+        pl->stats.refused += kind == CHAT_TOPIC_GROUP;
         chat_respond_error(pl, ev->client,
                            kind == CHAT_TOPIC_ACK    ? "ack"
                            : kind == CHAT_TOPIC_READ ? "read"
@@ -275,6 +262,7 @@ static int on_subscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check *
             if (id) {
                 chat_pending_add(pl, id, group);
             }
+            chat_relay_follow(pl, group, 0);
             return pass;
         }
         final = true;
@@ -287,6 +275,8 @@ static int on_subscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check *
      * one of them up on the group's history would be nobody's catch-up. */
     if (pl->cfg.replay && !shared) {
         chat_replay_start(pl, ev->client, group);
+    } else {
+        chat_relay_follow(pl, group, 0);
     }
     /* A shared subscription is a service taking turns, not a person. */
     if (!shared) {
@@ -337,10 +327,19 @@ static bool is_stored_envelope(struct chat_plugin *pl, const char *group, const 
     if (pl->last_env && id == pl->last_id && !strcmp(group, pl->last_group)) {
         return len == pl->last_len && memcmp(p, pl->last_env, len) == 0;
     }
+    /* ... and of a message another broker stored, the relayed envelope. */
+    bool relayed = false;
+    if (chat_relay_lookup(pl, group, id, payload, len, &relayed)) {
+        return relayed;
+    }
     chat_msg m = {0};
     bool found = false;
-    bool same = chat_store_get(pl->store, group, id, &m, &found) == CHAT_OK && found &&
-                m.len == len && memcmp(m.data, p, len) == 0;
+    chat_err rc = chat_store_get(pl->store, group, id, &m, &found);
+    if (rc != CHAT_OK) {
+        chat_log_store_error(pl, rc, "reading message %llu of %s for a delivery",
+                             (unsigned long long)id, group);
+    }
+    bool same = rc == CHAT_OK && found && m.len == len && memcmp(m.data, p, len) == 0;
     free(m.data);
     return same;
 }

@@ -1,7 +1,8 @@
 /* chores.c: the plugin's periodic work (fsync batch, replay timeouts,
- * retention, the reads/presence pushes), from the broker's tick, or from
- * client events while the broker sends no tick (Mosquitto 2.0.11 with
- * per_listener_settings true). It keeps the longest tick, for the log. */
+ * retention, figures, device expiry, deletions, other brokers' messages, the
+ * reads/presence pushes), from the broker's tick, or from client events while
+ * the broker sends no tick (Mosquitto 2.0.11 with per_listener_settings
+ * true). It keeps the longest tick, for the log. */
 #include "plugin.h"
 
 static int64_t clock_us(clockid_t clock)
@@ -26,8 +27,13 @@ void chat_chores(struct chat_plugin *pl)
         }
     }
     time_t now = time(NULL);
+    chat_storage_chores(pl, now);
+    chat_relay_tick(pl);
     chat_replay_tick(pl, now);
     chat_retention_tick(pl, now);
+    chat_stats_tick(pl, now);
+    chat_expiry_tick(pl, now);
+    chat_admin_tick(pl);
     chat_presence_tick(pl, chat_now_ms());
     /* Wall time counts the time the machine gave others too; the thread's
      * CPU time is the tick's own work. */

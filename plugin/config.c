@@ -173,6 +173,9 @@ static void scan_config(const char *path, int depth, struct chat_broker_conf *bc
                     !strcmp(word, "use_subject_as_username")) &&
                    is_true(arg)) {
             bc->auth = true;
+        } else if (!strcmp(word, "sys_interval")) {
+            /* As the broker reads it: a number of seconds, 0 for none. */
+            bc->sys_interval = atoi(arg) > 0 ? atoi(arg) : 0;
         } else if (!strcmp(word, "per_listener_settings") && is_true(arg)) {
             bc->per_listener = true;
         } else if (!strcmp(word, "plugin") || !strcmp(word, "auth_plugin")) {
@@ -227,6 +230,7 @@ bool chat_broker_scan(struct chat_broker_conf *bc)
 
     memset(bc, 0, sizeof(*bc));
     bc->readable = true;
+    bc->sys_interval = 10; /* Mosquitto's default */
     FILE *f = fopen("/proc/self/cmdline", "r");
     if (!f) {
         unreadable(bc, "/proc/self/cmdline", errno);
@@ -298,7 +302,8 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
     int rc = MOSQ_ERR_SUCCESS;
 
     memset(cfg, 0, sizeof(*cfg));
-    if (set_string(&cfg->db_path, "mosquitto-chat.db") || set_string(&cfg->topic_prefix, "chat")) {
+    if (set_string(&cfg->db_path, "mosquitto-chat.db") || set_string(&cfg->topic_prefix, "chat") ||
+        set_string(&cfg->store, "leveldb") || set_string(&cfg->pg_conninfo, "")) {
         return MOSQ_ERR_NOMEM;
     }
     cfg->page_size = 100;
@@ -312,12 +317,19 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
     cfg->open_groups = true;
     cfg->acl_mode = CHAT_ACL_AUTO;
     cfg->receipt_interval = 1000;
+    cfg->device_expiry_days = 90;
 
     for (int i = 0; i < count && rc == MOSQ_ERR_SUCCESS; i++) {
         const char *k = opts[i].key;
         const char *val = opts[i].value ? opts[i].value : "";
         if (!strcmp(k, "db_path")) {
             rc = val[0] ? set_string(&cfg->db_path, val) : bad(k, val, "a directory path");
+        } else if (!strcmp(k, "store")) {
+            rc = !strcmp(val, "leveldb") || !strcmp(val, "postgresql")
+                     ? set_string(&cfg->store, val)
+                     : bad(k, val, "leveldb or postgresql");
+        } else if (!strcmp(k, "pg_conninfo")) {
+            rc = set_string(&cfg->pg_conninfo, val);
         } else if (!strcmp(k, "topic_prefix")) {
             if (chat_proto_group_error(val, strlen(val)) != NULL) {
                 rc = bad(k, val, "one topic level without / + # $ or control characters");
@@ -374,6 +386,13 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
         } else if (!strcmp(k, "receipt_interval")) {
             rc = parse_uint(val, 0, 3600000, &v) ? (cfg->receipt_interval = (unsigned)v, 0)
                                                  : bad(k, val, "milliseconds, from 0 to 3600000");
+        } else if (!strcmp(k, "device_expiry_days")) {
+            rc = parse_uint(val, 0, 1000000, &cfg->device_expiry_days)
+                     ? 0
+                     : bad(k, val, "a number of days, 0 for never");
+        } else if (!strcmp(k, "backup_dir")) {
+            rc = val[0] == '/' ? set_string(&cfg->backup_dir, val)
+                               : bad(k, val, "an absolute directory path");
         } else if (!strcmp(k, "read_check")) {
             if (!strcmp(val, "broker")) {
                 cfg->read_check = CHAT_READ_BROKER;
@@ -397,6 +416,11 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
             rc = MOSQ_ERR_INVAL;
         }
     }
+    if (rc == MOSQ_ERR_SUCCESS && !strcmp(cfg->store, "postgresql") && !cfg->pg_conninfo[0]) {
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: plugin_opt_store postgresql needs "
+                                           "plugin_opt_pg_conninfo, a libpq connection string");
+        rc = MOSQ_ERR_INVAL;
+    }
     if (rc == MOSQ_ERR_SUCCESS && !cfg->admins) {
         rc = parse_admins(cfg, "");
     }
@@ -408,7 +432,10 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
 void chat_config_free(struct chat_config *cfg)
 {
     free(cfg->db_path);
+    free(cfg->store);
+    free(cfg->pg_conninfo);
     free(cfg->topic_prefix);
+    free(cfg->backup_dir);
     free_admins(cfg->admins);
     memset(cfg, 0, sizeof(*cfg));
 }
@@ -424,4 +451,36 @@ bool chat_config_is_admin(const struct chat_config *cfg, const char *username)
         }
     }
     return false;
+}
+
+void chat_config_log(const struct chat_plugin *pl)
+{
+    const struct chat_config *c = &pl->cfg;
+    static const char *const fsyncs[] = {"none", "batch", "always"};
+    char admins[512] = "";
+    size_t n = 0;
+    for (char **a = c->admins; a && *a && n < sizeof(admins); a++) {
+        n += (size_t)snprintf(admins + n, sizeof(admins) - n, "%s%s", n ? "," : "", *a);
+    }
+    mosquitto_log_printf(
+        MOSQ_LOG_INFO,
+        "mosquitto-chat: store \"%s\", topics \"%s/<group>\", access checks: %s, history: %s, "
+        "members without a username: %s; page_size %zu, page_bytes %zu, page_qos %d, "
+        "replay_window %u, replay_timeout %u, max_payload %zu, fsync %s, replay %s, "
+        "open_groups %s, admins \"%s\", retention_count %llu, retention_days %llu, "
+        "device_expiry_days %llu, backup_dir %s, figures under $SYS every %d s (sys_interval; 0: "
+        "none)",
+        chat_storage_where(pl), c->topic_prefix,
+        c->acl_mode == CHAT_ACL_ALLOW ? "allow outside chat" : "defer to the broker's",
+        c->acl_mode == CHAT_ACL_ALLOW        ? "to members"
+        : c->read_check == CHAT_READ_MEMBERS ? "to members (plugin_opt_read_check members)"
+        : pl->broker_acl_check               ? "to members the broker lets read the group"
+                                             : "refused (the broker cannot be asked; see "
+                                               "plugin_opt_read_check)",
+        c->names_verified ? "~<client id>" : "<client id>", c->page_size, c->page_bytes,
+        c->page_qos, c->replay_window, c->replay_timeout, c->max_payload,
+        fsyncs[c->fsync <= CHAT_SYNC_ALWAYS ? c->fsync : 0], c->replay ? "true" : "false",
+        c->open_groups ? "true" : "false", admins, (unsigned long long)c->retention_count,
+        (unsigned long long)c->retention_days, (unsigned long long)c->device_expiry_days,
+        c->backup_dir ? c->backup_dir : "(none: backups refused)", pl->sys_interval);
 }

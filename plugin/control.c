@@ -31,7 +31,7 @@ static void entry_start(struct req *r);
 
 static void fail(struct req *r, const char *why)
 {
-    mosquitto_log_printf(MOSQ_LOG_NOTICE, "mosquitto-chat: %s from %s refused: %s%s%s", r->cmd,
+    mosquitto_log_printf(MOSQ_LOG_DEBUG, "mosquitto-chat: %s from %s refused: %s%s%s", r->cmd,
                          r->device, why, r->group ? " in group " : "", r->group ? r->group : "");
     entry_start(r);
     sbuf_puts(r->out, ",\"error\":");
@@ -316,8 +316,12 @@ static int sync_group(void *ctx, const char *group, uint64_t joined)
     if (!chat_may_read(r->pl, r->client, group, &why)) {
         return 0;
     }
-    /* Only a catch-up that starts writes the device's cursor. */
-    w->rc = cursor_peek(r, group, joined, &acked);
+    /* Only a catch-up that starts writes the device's cursor; an existing
+     * one is marked used (device expiry), at most once a day. */
+    w->rc = chat_store_cursor_touch(r->pl->store, group, r->member, r->device, chat_now_ms());
+    if (w->rc == CHAT_OK) {
+        w->rc = cursor_peek(r, group, joined, &acked);
+    }
     if (w->rc == CHAT_OK) {
         w->rc = chat_store_head(r->pl->store, group, &head);
     }
@@ -498,6 +502,10 @@ static void dispatch(struct req *r, const cJSON *c)
         cmd_read(r, c);
     } else if (!strcmp(r->cmd, "receipts") || !strcmp(r->cmd, "presence")) {
         cmd_list(r, c, r->cmd[0] == 'r');
+    } else if (chat_admin_is_command(r->cmd)) {
+        struct chat_admin_req ar = {r->pl,  r->client, r->device, r->cmd, r->corr,
+                                    r->out, &r->work,  MAX_WORK,  r->cap};
+        chat_admin_run(&ar, c);
     } else {
         fail(r, "unknown command");
     }
@@ -542,7 +550,7 @@ int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev)
                                    false);
     sbuf_puts(&out, "{\"responses\":[");
     if (budget == CHAT_BUDGET_SLOW_DOWN) {
-        fail(&r, "too many requests: answers to one client are limited to about 1 MiB per "
+        fail(&r, "too many requests: answers to one client are limited to about 2 MiB per "
                  "second; wait and retry");
         goto done;
     }

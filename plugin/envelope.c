@@ -200,8 +200,9 @@ static char *splice(const char *text, size_t len, uint64_t id, const char *group
     return buf;
 }
 
-void chat_envelope_build(const void *payload, size_t len, uint64_t id, const char *group,
-                         const char *from, int64_t ts_ms, char **env, char **cid, const char **why)
+/* Builds the envelope with 0 for the id and the time. */
+static void build(const void *payload, size_t len, uint64_t id, const char *group, const char *from,
+                  int64_t ts_ms, char **env, char **cid, const char **why)
 {
     cJSON *in = NULL, *out = NULL;
     char *text = NULL, *parsed = NULL;
@@ -309,6 +310,42 @@ done:
     cJSON_Delete(out);
     free(parsed);
     free(text);
+}
+
+/* Splits an envelope printed with 0 for the id and the time into the
+ * store's template around those two zeros. Both ways of printing put the
+ * plugin's fields first, in this order, and the group and sender are JSON
+ * strings, in which a '"' is always escaped: the first ,"ts": is the
+ * plugin's own. */
+static bool split(const char *text, chat_envelope *tpl)
+{
+    static const char id_key[] = "{\"id\":0,";
+    static const char ts_key[] = ",\"ts\":0";
+    if (strncmp(text, id_key, sizeof(id_key) - 1) != 0) {
+        return false;
+    }
+    const char *ts = strstr(text + sizeof(id_key) - 2, ts_key);
+    if (!ts) {
+        return false;
+    }
+    tpl->head = text;
+    tpl->head_len = sizeof(id_key) - 3; /* {"id": */
+    tpl->mid = text + sizeof(id_key) - 2;
+    tpl->mid_len = (size_t)(ts + sizeof(ts_key) - 2 - tpl->mid); /* ,"group":...,"ts": */
+    tpl->tail = ts + sizeof(ts_key) - 1;
+    tpl->tail_len = strlen(tpl->tail);
+    return true;
+}
+
+void chat_envelope_build(const void *payload, size_t len, const char *group, const char *from,
+                         char **env, chat_envelope *tpl, char **cid, const char **why)
+{
+    build(payload, len, 0, group, from, 0, env, cid, why);
+    if (*env && !split(*env, tpl)) {
+        free(*env);
+        *env = NULL;
+        *why = "internal error: the envelope has an unexpected shape";
+    }
 }
 
 bool chat_ack_parse(const void *payload, size_t len, uint64_t *id)

@@ -22,8 +22,8 @@
 
 #define MAX_PENDING 1024u       /* pending subscriptions of one client */
 #define MAX_GONE 10000u         /* disconnected persistent sessions remembered */
-#define BUDGET_BYTES (4u << 20) /* answers one client may have unread at once */
-#define BUDGET_RATE (1u << 20)  /* bytes per second the budget comes back */
+#define BUDGET_BYTES (8u << 20) /* answers one client may have unread at once */
+#define BUDGET_RATE (2u << 20)  /* bytes per second the budget comes back */
 #define ERRORS_PER_SECOND 10u   /* "slow down" answers while over budget */
 #define DROP_LOG_EVERY_MS 10000 /* one log line per client per period */
 
@@ -122,6 +122,24 @@ void chat_pending_remove(struct chat_plugin *pl, const char *client_id, const ch
     if (p && p->pending) {
         (void)chat_hmap_remove(p->pending, group, strlen(group));
     }
+}
+
+static bool forget_group_cb(void *ctx, const void *key, size_t len, void *val)
+{
+    const char *group = ctx;
+    struct chat_peer *p = val;
+    (void)key;
+    (void)len;
+    if (p->pending) {
+        (void)chat_hmap_remove(p->pending, group, strlen(group));
+    }
+    return false;
+}
+
+void chat_pending_forget_group(struct chat_plugin *pl, const char *group)
+{
+    /* Peers that keep nothing else stay until they disconnect, as always. */
+    chat_hmap_foreach(pl->peers, forget_group_cb, (void *)group);
 }
 
 static void peer_remove(struct chat_plugin *pl, struct chat_peer *p)

@@ -59,6 +59,7 @@ static int on_reload(int event, void *event_data, void *userdata)
     (void)event_data;
     chat_broker_scan(&bc);
     chat_config_apply_broker(&pl->cfg, &bc, true);
+    pl->sys_interval = bc.sys_interval;
     /* Only ever tighten: the broker keeps its old configuration when it
      * refuses the new one (an unknown option, a missing file), and nothing
      * tells us whether it did. A removed acl_file takes effect for us at the
@@ -114,7 +115,9 @@ static void plugin_free(struct chat_plugin *pl)
     chat_chores_report(pl);
     chat_replay_free_all(pl);
     chat_presence_free(pl);
+    chat_relay_free(pl);
     chat_peers_free(pl);
+    chat_admin_free(pl);
     free(pl->last_env);
     if (pl->store) {
         chat_store_sync(pl->store);
@@ -154,7 +157,9 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
     struct chat_broker_conf bc;
     chat_broker_scan(&bc);
     chat_config_apply_broker(&pl->cfg, &bc, true);
+    pl->sys_interval = bc.sys_interval;
     pl->broker_acl_check = chat_broker_acl_check();
+    chat_clock_init();
     if (bc.per_listener) {
         /* Mosquitto 2.0.11 never sends plugins a tick with
          * per_listener_settings true (src/plugin.c, fixed in later 2.0.x):
@@ -169,16 +174,17 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
     if (!chat_peers_init(pl) || !chat_replay_init(pl) || !chat_presence_init(pl)) {
         goto fail;
     }
-    chat_store_opts so = CHAT_STORE_OPTS_INIT;
-    so.sync = pl->cfg.fsync;
-    /* Tests fake a reboot (see chat_store_recovered) with another boot id. */
-    so.boot_id = getenv("MOSQUITTO_CHAT_TEST_BOOT_ID");
-    chat_err err = chat_store_open_opts(pl->cfg.db_path, &so, &pl->store, &errmsg);
+    chat_err err = chat_storage_open(pl, &errmsg);
     if (err != CHAT_OK) {
         mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: cannot open store \"%s\": %s",
-                             pl->cfg.db_path, errmsg ? errmsg : chat_strerror(err));
+                             chat_storage_where(pl), errmsg ? errmsg : chat_strerror(err));
         free(errmsg);
         rc = MOSQ_ERR_UNKNOWN;
+        goto fail;
+    }
+    /* Last-use stamps of devices follow the plugin's clock (device expiry). */
+    if (!chat_relay_init(pl)) {
+        rc = MOSQ_ERR_NOMEM;
         goto fail;
     }
     if (chat_store_recovered(pl->store)) {
@@ -199,18 +205,7 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
             goto fail;
         }
     }
-    mosquitto_log_printf(
-        MOSQ_LOG_INFO,
-        "mosquitto-chat: store \"%s\", topics \"%s/<group>\", access checks: %s, history: %s, "
-        "members without a username: %s",
-        pl->cfg.db_path, pl->cfg.topic_prefix,
-        pl->cfg.acl_mode == CHAT_ACL_ALLOW ? "allow outside chat" : "defer to the broker's",
-        pl->cfg.acl_mode == CHAT_ACL_ALLOW        ? "to members"
-        : pl->cfg.read_check == CHAT_READ_MEMBERS ? "to members (plugin_opt_read_check members)"
-        : pl->broker_acl_check                    ? "to members the broker lets read the group"
-                                                  : "refused (the broker cannot be asked; see "
-                                                    "plugin_opt_read_check)",
-        pl->cfg.names_verified ? "~<client id>" : "<client id>");
+    chat_config_log(pl);
     *userdata = pl;
     return MOSQ_ERR_SUCCESS;
 

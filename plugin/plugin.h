@@ -10,7 +10,12 @@
  *   plugin.c     the entry points and the dispatch of broker events
  *   control.c    requests on $CONTROL/chat/v1
  *   chat.c       the chat topics: publishes, acks, access checks
- *   chores.c     periodic work: fsync batch, replay timeouts, retention, pushes
+ *   chores.c     periodic work: fsync batch, replay timeouts, retention,
+ *                pushes, figures, device expiry, deletions and jobs, relay
+ *   admin.c      the admin commands, and the deletions and jobs they leave
+ *   stats.c      the figures under $SYS/broker/chat/
+ *   expiry.c     dropping device cursors unused for device_expiry_days
+ *   relay.c      other brokers' messages to local subscribers (shared store)
  *   receipts.c   read markers: the read topic and command, receipts
  *   replay.c     catch-up pages with a window of pages in flight
  *   presence.c   who is online, and the coalesced reads/presence pushes
@@ -70,6 +75,8 @@ enum chat_read_check {
 
 struct chat_config {
     char *db_path;
+    char *store;       /* "leveldb" or "postgresql" (plugin_opt_store) */
+    char *pg_conninfo; /* libpq connection string, with store postgresql */
     char *topic_prefix;
     size_t prefix_len;
     size_t page_size;
@@ -92,6 +99,8 @@ struct chat_config {
      * username is named "~<client id>", and usernames that start with "~"
      * may not chat, so that no client id can pass for a user. */
     bool names_verified;
+    uint64_t device_expiry_days; /* 0: never */
+    char *backup_dir;            /* NULL: backups refused */
 };
 
 /* What the broker's own configuration says (config.c). */
@@ -102,8 +111,26 @@ struct chat_broker_conf {
     bool per_listener;   /* per_listener_settings true */
     bool first_is_other; /* another plugin is loaded before ours */
     int plugins;         /* plugin and auth_plugin lines, ours included */
+    int sys_interval;    /* the broker's sys_interval (10 unless set); 0: no $SYS */
     int err;             /* errno of the first unreadable file */
     char unreadable[4096];
+};
+
+/* The figures under $SYS/broker/chat/ (stats.c). Counters are bumped in
+ * place where things happen (a field increment: nothing measurable per
+ * message); stats.c reads them from the tick. */
+#define CHAT_STATS_BUCKETS 320 /* of the write latency histogram, see chat_stats_write */
+struct chat_stats {
+    uint64_t stored;  /* messages stored since start */
+    uint64_t refused; /* publishes refused since start */
+    uint64_t acks;    /* acks applied since start */
+    uint64_t pages;   /* replay pages sent since start */
+    uint64_t expired; /* device cursors dropped by device_expiry_days since start */
+    uint32_t writes[CHAT_STATS_BUCKETS]; /* store append latency, this interval */
+    uint64_t nwrites;                    /* appends timed this interval */
+    uint64_t p50_us, p99_us;             /* of the last interval */
+    time_t interval_start;               /* when this interval began */
+    time_t last_sys;                     /* when the figures were last published */
 };
 
 /* The broker's own access check (src/security.c), when the broker exports it
@@ -121,19 +148,34 @@ struct chat_plugin {
     chat_acl_check_fn broker_acl_check; /* NULL when the broker does not export it */
     bool probing;                       /* inside our own call of broker_acl_check */
     bool ticks_seen;                    /* the broker sends us ticks (see plugin.c) */
+    bool disk_full;                     /* the store's disk filled up: see storage.c */
+    time_t disk_next_look;              /* when storage.c looks at the disk again */
     int64_t last_chores_ms;             /* housekeeping run from events, without ticks */
     /* The envelope stored last: the deliveries of one publish all read it. */
     char last_group[CHAT_GROUP_MAX + 1];
     uint64_t last_id;
     char *last_env; /* malloc'd, NULL when none */
     size_t last_len;
+    /* Envelopes relayed from other brokers by the last two ticks (relay.c);
+     * NULL unless the store is shared. */
+    chat_hmap *relay_now, *relay_prev;
     time_t last_timeout_scan;
     time_t next_sweep;                         /* retention_days: next sweep start */
     bool sweeping;                             /* a sweep is under way */
     char sweep_after[CHAT_STORE_MAX_NAME + 1]; /* last group swept ("" at start) */
-    struct chat_presence *presence;            /* presence.c */
-    int64_t tick_us;     /* chores.c: when the last tick began (monotonic µs) ... */
-    int64_t tick_max_us; /* ... the longest tick so far (wall, and CPU) ... */
+    int sys_interval;                          /* the broker's, see chat_broker_conf */
+    struct chat_stats stats;
+    time_t next_expiry;                        /* device expiry: next sweep start */
+    bool expiring;                             /* a sweep is under way */
+    uint64_t expiring_removed;                 /* cursors dropped by this sweep so far */
+    char expire_resume[CHAT_STORE_RESUME_MAX]; /* its resume point */
+    char **deleting;                           /* groups whose deletion the tick goes on with */
+    size_t n_deleting;
+    bool deletions_loaded;          /* those a previous run left were queued */
+    bool job_running;               /* a store job (backup, compact) is being watched */
+    struct chat_presence *presence; /* presence.c */
+    int64_t tick_us;                /* chores.c: when the last tick began (monotonic µs) ... */
+    int64_t tick_max_us;            /* ... the longest tick so far (wall, and CPU) ... */
     int64_t tick_cpu_max_us;
     int64_t tick_gap_max_us; /* ... and the longest time from one tick to the next */
 };
@@ -155,6 +197,10 @@ enum chat_topic_kind {
 int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int count);
 void chat_config_free(struct chat_config *cfg);
 bool chat_config_is_admin(const struct chat_config *cfg, const char *username);
+
+/* Logs, at info level, one line with every option in force (and what was
+ * read from the broker's configuration). */
+void chat_config_log(const struct chat_plugin *pl);
 
 /* Reads the broker's configuration (named by -c on its command line, and
  * the files it includes) into bc. Returns false when some file could not be
@@ -192,12 +238,14 @@ const char *chat_member(const struct chat_plugin *pl, const struct mosquitto *cl
 
 /* envelope.c */
 
-/* Builds the stored envelope for a publish. On success *env is a malloc'd,
- * NUL-terminated JSON object and *cid (if the payload had one) a malloc'd
- * string; the caller frees both. On a bad payload returns NULL in *env and a
+/* Builds the envelope for a publish as the store's template (chat_envelope:
+ * the store fills in the id and the time). On success *env is the malloc'd,
+ * NUL-terminated text that *tpl points into (an envelope with 0 for both),
+ * and *cid (if the payload had one) a malloc'd string; the caller frees
+ * both, after the append. On a bad payload returns NULL in *env and a
  * static reason in *why; *cid may still be set, to echo it in the error. */
-void chat_envelope_build(const void *payload, size_t len, uint64_t id, const char *group,
-                         const char *from, int64_t ts_ms, char **env, char **cid, const char **why);
+void chat_envelope_build(const void *payload, size_t len, const char *group, const char *from,
+                         char **env, chat_envelope *tpl, char **cid, const char **why);
 
 /* The cid of a payload that is a JSON object of at most max_len bytes with a
  * string cid, malloc'd (caller frees), else NULL. For error entries of
@@ -307,6 +355,9 @@ bool chat_pending_has(struct chat_plugin *pl, const char *client_id, const char 
 void chat_pending_add(struct chat_plugin *pl, const char *client_id, const char *group);
 void chat_pending_remove(struct chat_plugin *pl, const char *client_id, const char *group);
 
+/* Forgets every client's pending subscription to group (its deletion). */
+void chat_pending_forget_group(struct chat_plugin *pl, const char *group);
+
 /* The client disconnected: forget it, but keep the pending subscriptions of
  * a persistent session, which it resumes without subscribing again. */
 void chat_peer_disconnected(struct chat_plugin *pl, const struct mosquitto *client);
@@ -321,6 +372,69 @@ void chat_budget_spend(struct chat_plugin *pl, const char *client_id, size_t byt
 
 /* control.c: $CONTROL/chat/v1 */
 int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev);
+
+/* admin.c: the admin commands (groups, members, stats, delete, compact,
+ * backup) and the work they leave to the tick */
+
+/* One admin command being answered: what control.c hands admin.c. */
+struct cJSON;
+struct chat_admin_req {
+    struct chat_plugin *pl;
+    struct mosquitto *client;
+    const char *device;
+    const char *cmd;  /* the command's name */
+    const char *corr; /* its correlationData, or NULL */
+    sbuf *out;        /* the response being written: one entry is appended */
+    size_t *work;     /* store records the request has visited, raised here */
+    size_t work_max;  /* at most this many */
+    size_t cap;       /* bytes the whole answer may take */
+};
+
+/* Whether cmd names an admin command. */
+bool chat_admin_is_command(const char *cmd);
+
+/* Answers one admin command c (a JSON object): an entry in r->out, an error
+ * entry for a client that is not an admin. */
+void chat_admin_run(const struct chat_admin_req *r, const struct cJSON *c);
+
+/* From the tick: goes on with deletions (a bounded slice) and reports the
+ * end of a store job in the log. */
+void chat_admin_tick(struct chat_plugin *pl);
+
+/* Frees the deletion queue (cleanup). */
+void chat_admin_free(struct chat_plugin *pl);
+
+/* stats.c: the figures */
+
+/* Records one store append that took ns nanoseconds: a log-linear bucket
+ * (16 linear ones, then 8 per power of two) of the microseconds. */
+static inline void chat_stats_write(struct chat_stats *s, uint64_t ns)
+{
+    uint64_t us = ns / 1000;
+    unsigned b;
+    if (us < 16) {
+        b = (unsigned)us;
+    } else {
+        unsigned e = 63u - (unsigned)__builtin_clzll(us); /* >= 4 */
+        b = 16u + (e - 4u) * 8u + (unsigned)((us >> (e - 3u)) & 7u);
+    }
+    s->writes[b < CHAT_STATS_BUCKETS ? b : CHAT_STATS_BUCKETS - 1]++;
+    s->nwrites++;
+}
+
+/* From the tick: ends an interval every sys_interval seconds (10 when the
+ * broker publishes no $SYS) and, unless sys_interval is 0, publishes the
+ * figures, retained, under $SYS/broker/chat/. */
+void chat_stats_tick(struct chat_plugin *pl, time_t now);
+
+/* Appends the figures to b as the members of a JSON object, without the
+ * braces: "messages/stored":N,... */
+void chat_stats_json(struct chat_plugin *pl, sbuf *b);
+
+/* expiry.c */
+
+/* Advances the device expiry sweep by a bounded slice; from the tick. */
+void chat_expiry_tick(struct chat_plugin *pl, time_t now);
 
 /* reply.c: what the plugin sends a client */
 
@@ -403,6 +517,12 @@ void chat_replay_stop(struct chat_plugin *pl, const char *client_id, const char 
 /* Drops the replay state of every device of member in group (leave). */
 void chat_replay_stop_member(struct chat_plugin *pl, const char *member, const char *group);
 
+/* Drops the replay state of every device in group (its deletion). */
+void chat_replay_stop_group(struct chat_plugin *pl, const char *group);
+
+/* Devices with replay pages in flight. */
+unsigned chat_replay_active(struct chat_plugin *pl);
+
 /* Resends stalled pages; called from the tick. */
 void chat_replay_tick(struct chat_plugin *pl, time_t now);
 
@@ -418,10 +538,52 @@ void chat_retention_count(struct chat_plugin *pl, const char *group, uint64_t he
 /* Advances the retention_days sweep by a bounded step; from the tick. */
 void chat_retention_tick(struct chat_plugin *pl, time_t now);
 
+/* storage.c: the store, opened at start and again when a full disk has room */
+
+/* Opens pl->store. A disk already full is not an error: pl->store stays
+ * NULL (every store call fails) until the chores can open it. */
+chat_err chat_storage_open(struct chat_plugin *pl, char **errmsg);
+
+/* Where the store is, for log lines: db_path, or "in PostgreSQL" (never the
+ * connection string, which may hold a password). */
+const char *chat_storage_where(const struct chat_plugin *pl);
+
+/* A store call failed for why (chat_store_last_error): notes a full disk. */
+void chat_storage_failed(struct chat_plugin *pl, const char *why);
+
+/* From the chores: opens the store again once its full disk has room. */
+void chat_storage_chores(struct chat_plugin *pl, time_t now);
+
+/* relay.c: a shared store's messages from other brokers */
+
+/* Creates the relay's state when the store is shared; false when out of
+ * memory. chat_relay_free frees it. */
+bool chat_relay_init(struct chat_plugin *pl);
+void chat_relay_free(struct chat_plugin *pl);
+
+/* Publishes what other brokers stored in followed groups; from the tick. */
+void chat_relay_tick(struct chat_plugin *pl);
+
+/* Follows group (a local client subscribed to it) from head on. */
+void chat_relay_follow(struct chat_plugin *pl, const char *group, uint64_t head);
+
+/* When (group, id) was relayed by the last two ticks: true, and *same says
+ * whether payload is that envelope byte for byte. */
+bool chat_relay_lookup(struct chat_plugin *pl, const char *group, uint64_t id, const void *payload,
+                       size_t len, bool *same);
+
 /* util.c */
 
-/* Milliseconds since the epoch, for envelopes. */
+/* Milliseconds since the epoch, for envelopes, retention, device expiry
+ * and the store's last-use stamps: the real time, shifted by the seconds in
+ * the environment variable MOSQUITTO_CHAT_TEST_CLOCK_SHIFT (a test hook,
+ * read once by chat_clock_init at init; tests move the plugin into the
+ * future to see devices expire). */
 int64_t chat_now_ms(void);
+void chat_clock_init(void);
+
+/* chat_now_ms as a chat_clock_fn, for chat_store_set_clock. */
+int64_t chat_store_clock(void *ctx);
 
 /* Logs a store error at error level: "mosquitto-chat: <fmt...>: <error>
  * (<what the store said, with the keys concerned>)". */

@@ -196,6 +196,7 @@ static enum send_result send_page(struct chat_plugin *pl, struct chat_device *d,
         assert(g->n_out < WINDOW_MAX && d->inflight < pl->cfg.replay_window);
         g->outstanding[g->n_out++] = w.last;
         d->inflight++;
+        pl->stats.pages++;
         res = PAGE_SENT;
     } else {
         sbuf_free(&b);
@@ -281,8 +282,11 @@ void chat_replay_start(struct chat_plugin *pl, struct mosquitto *client, const c
     }
     if (rc != CHAT_OK) {
         chat_log_store_error(pl, rc, "catch-up of %s in %s", client_id, group);
+        chat_relay_follow(pl, group, 0);
         return;
     }
+    /* Live from the head on, caught up to it: nothing falls in between. */
+    chat_relay_follow(pl, group, head);
     struct chat_device *d = device_find(pl, client_id);
     if (!found || head <= cursor) {
         if (d) {
@@ -410,6 +414,45 @@ void chat_replay_stop_member(struct chat_plugin *pl, const char *member, const c
 {
     struct stop_member sm = {member, group};
     chat_hmap_foreach(pl->devices, stop_member_cb, &sm);
+}
+
+static bool stop_group_cb(void *ctx, const void *key, size_t len, void *val)
+{
+    const char *group = ctx;
+    struct chat_device *d = val;
+    (void)key;
+    (void)len;
+    struct replay_group *g = group_find(d, group);
+    if (g) {
+        group_remove(d, g);
+    }
+    if (d->groups) {
+        return false;
+    }
+    device_free(d);
+    return true;
+}
+
+void chat_replay_stop_group(struct chat_plugin *pl, const char *group)
+{
+    chat_hmap_foreach(pl->devices, stop_group_cb, (void *)group);
+}
+
+static bool count_active_cb(void *ctx, const void *key, size_t len, void *val)
+{
+    unsigned *n = ctx;
+    const struct chat_device *d = val;
+    (void)key;
+    (void)len;
+    *n += d->inflight > 0;
+    return false;
+}
+
+unsigned chat_replay_active(struct chat_plugin *pl)
+{
+    unsigned n = 0;
+    chat_hmap_foreach(pl->devices, count_active_cb, &n);
+    return n;
 }
 
 /* Pages were lost or the device stalled: send again from the cursor, in

@@ -94,7 +94,7 @@ static void answer(struct chat_plugin *pl, const char *client_id, const char *to
         sbuf_free(b);
         sbuf_puts(b, "{\"responses\":[");
         chat_entry_error(b, "request", NULL, NULL,
-                         "too many requests: answers to one client are limited to about 1 MiB "
+                         "too many requests: answers to one client are limited to about 2 MiB "
                          "per second; wait and retry");
         sbuf_puts(b, "]}");
         break;
@@ -112,7 +112,7 @@ void chat_respond_error(struct chat_plugin *pl, const struct mosquitto *client, 
     const char *id = mosquitto_client_id(client);
     sbuf b = {0};
 
-    mosquitto_log_printf(MOSQ_LOG_NOTICE, "mosquitto-chat: %s from %s refused: %s%s%s", cmd,
+    mosquitto_log_printf(MOSQ_LOG_DEBUG, "mosquitto-chat: %s from %s refused: %s%s%s", cmd,
                          id ? id : "?", why, group ? " in group " : "", group ? group : "");
     if (!id) {
         return;
@@ -202,7 +202,7 @@ void chat_reply_replay_error(struct chat_plugin *pl, const char *client_id, cons
                              uint64_t id, const char *why)
 {
     sbuf b = {0};
-    mosquitto_log_printf(MOSQ_LOG_NOTICE, "mosquitto-chat: catch-up of %s in %s: %s", client_id,
+    mosquitto_log_printf(MOSQ_LOG_DEBUG, "mosquitto-chat: catch-up of %s in %s: %s", client_id,
                          group, why);
     sbuf_puts(&b, "{\"responses\":[{\"command\":\"replay\",\"group\":");
     sbuf_json_str(&b, group);

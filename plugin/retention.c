@@ -26,6 +26,8 @@ static void trim_failed(struct chat_plugin *pl, const char *group, chat_err rc)
 void chat_retention_count(struct chat_plugin *pl, const char *group, uint64_t head)
 {
     uint64_t keep = pl->cfg.retention_count, first = 0;
+    /* With PostgreSQL this is a second round trip on the publish: a retry
+     * of a cid that retention removed must be stored anew at once. */
     if (keep == 0 || head <= keep) {
         return;
     }
@@ -43,7 +45,12 @@ static int64_t stored_ts(struct chat_plugin *pl, const char *group, uint64_t id)
     chat_msg m = {0};
     bool found = false;
     int64_t ts = -1;
-    if (chat_store_get(pl->store, group, id, &m, &found) != CHAT_OK || !found) {
+    chat_err rc = chat_store_get(pl->store, group, id, &m, &found);
+    if (rc != CHAT_OK) {
+        chat_log_store_error(pl, rc, "retention in %s: reading message %llu", group,
+                             (unsigned long long)id);
+    }
+    if (rc != CHAT_OK || !found) {
         return -1;
     }
     cJSON *env = cJSON_ParseWithLength(m.data, m.len);
@@ -91,7 +98,11 @@ static int sweep_group(void *ctx, const char *group, uint64_t head)
     struct chat_plugin *pl = sw->pl;
     uint64_t first = 1, before = 1;
 
-    if (chat_store_first(pl->store, group, &first) != CHAT_OK || first > head) {
+    chat_err rc = chat_store_first(pl->store, group, &first);
+    if (rc != CHAT_OK) {
+        chat_log_store_error(pl, rc, "retention in %s", group);
+    }
+    if (rc != CHAT_OK || first > head) {
         snprintf(pl->sweep_after, sizeof(pl->sweep_after), "%s", group);
         return 0;
     }

@@ -4,12 +4,40 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+
+/* The test hook's shift, in ms: set once at init, before any event. One
+ * plugin instance per broker process, so a file-wide value is its own. */
+static int64_t clock_shift_ms;
+
+void chat_clock_init(void)
+{
+    const char *s = getenv("MOSQUITTO_CHAT_TEST_CLOCK_SHIFT");
+    clock_shift_ms = 0;
+    if (s && s[0]) {
+        char *end = NULL;
+        long long v = strtoll(s, &end, 10);
+        if (*end == '\0' && v > -(1LL << 40) && v < (1LL << 40)) {
+            clock_shift_ms = (int64_t)v * 1000;
+            mosquitto_log_printf(MOSQ_LOG_WARNING,
+                                 "mosquitto-chat: test hook: the plugin's clock is shifted by %lld "
+                                 "s (MOSQUITTO_CHAT_TEST_CLOCK_SHIFT)",
+                                 v);
+        }
+    }
+}
 
 int64_t chat_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + clock_shift_ms;
+}
+
+int64_t chat_store_clock(void *ctx)
+{
+    (void)ctx;
+    return chat_now_ms();
 }
 
 void chat_log_store_error(struct chat_plugin *pl, chat_err rc, const char *fmt, ...)
@@ -19,7 +47,8 @@ void chat_log_store_error(struct chat_plugin *pl, chat_err rc, const char *fmt, 
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
-    const char *detail = pl->store ? chat_store_last_error(pl->store) : "";
+    const char *detail = pl->store ? chat_store_last_error(pl->store) : "the store is closed";
+    chat_storage_failed(pl, detail);
     mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: %s: %s%s%s%s", what, chat_strerror(rc),
                          detail[0] ? " (" : "", detail, detail[0] ? ")" : "");
 }

@@ -1,6 +1,10 @@
 /* store_backend: what every backend's handle shares (see store_backend.h). */
 #include "store_backend.h"
 
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static int64_t realtime_ms(void *ctx)
@@ -25,4 +29,38 @@ void store_set_clock(chat_store *st, chat_clock_fn fn, void *ctx)
 {
     st->clock = fn ? fn : realtime_ms;
     st->clock_ctx = fn ? ctx : NULL;
+}
+
+chat_err store_envelope_fill(const chat_envelope *env, uint64_t id, int64_t ts, chat_appended *out)
+{
+    char nid[24], nts[24];
+    int lid = snprintf(nid, sizeof(nid), "%" PRIu64, id);
+    int lts = snprintf(nts, sizeof(nts), "%" PRId64, ts);
+    size_t len = env->head_len + (size_t)lid + env->mid_len + (size_t)lts + env->tail_len;
+    char *p = malloc(len + 1);
+    if (!p) {
+        return CHAT_ENOMEM;
+    }
+    char *o = p;
+    /* memcpy of a NULL part of length 0 is undefined: skip empty parts. */
+    if (env->head_len) {
+        memcpy(o, env->head, env->head_len);
+        o += env->head_len;
+    }
+    memcpy(o, nid, (size_t)lid);
+    o += lid;
+    if (env->mid_len) {
+        memcpy(o, env->mid, env->mid_len);
+        o += env->mid_len;
+    }
+    memcpy(o, nts, (size_t)lts);
+    o += lts;
+    if (env->tail_len) {
+        memcpy(o, env->tail, env->tail_len);
+        o += env->tail_len;
+    }
+    *o = '\0';
+    out->env = p;
+    out->len = len;
+    return CHAT_OK;
 }

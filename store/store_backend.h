@@ -1,7 +1,9 @@
 /* store_backend: the boundary between chat_store.c, which implements the
  * public interface of chat_store.h, and a backend that keeps the data:
- * leveldb/ today, a PostgreSQL one shared by several brokers next (issue
- * 15). Private to store/.
+ * leveldb/ (embedded) and pg/ (PostgreSQL, shared by several brokers).
+ * Private to store/. Adding an op: its function type here, its pointer in
+ * chat_store_ops, the front in chat_store.c, and one function in each
+ * backend (for pg/, an SQL function or statement in pg_schema.c).
  *
  * A backend's handle begins with a struct chat_store, the part that every
  * backend has and chat_store.c reads (the error text, the clock, the
@@ -25,7 +27,8 @@
  * memberships in memory (chat_cache), which is right only while its
  * process is the store's only writer. A backend whose database other
  * processes write too (PostgreSQL, several brokers) must not take that
- * shortcut: see the list in leveldb/ldb_db.h of what relies on it.
+ * shortcut: see the list in leveldb/ldb_db.h of what relies on it. pg/
+ * caches memberships only, invalidated by notification (pg/pg_db.h).
  */
 #ifndef STORE_BACKEND_H
 #define STORE_BACKEND_H
@@ -53,13 +56,14 @@ typedef chat_err store_sync_fn(chat_store *st);
 typedef chat_err store_sync_async_fn(chat_store *st);
 typedef chat_err store_sync_state_fn(chat_store *st, chat_sync_state *out);
 
-/* The message log. append: group and from are not NULL, nor env unless
- * env_len is 0. scan: both directions (chat_store_scan_forward and the
- * reads of pages); max_count is not 0, fn is not NULL, *more is false. */
+/* The message log. append: group, from, env and out are not NULL, nor
+ * env's parts unless their length is 0; *out is zeroed. scan: both directions
+ * (chat_store_scan_forward and the reads of pages); max_count is not 0, fn is not NULL, *more is
+ * false. */
 typedef chat_err store_head_fn(chat_store *st, const char *group, uint64_t *head);
 typedef chat_err store_first_fn(chat_store *st, const char *group, uint64_t *first);
-typedef chat_err store_append_fn(chat_store *st, const char *group, uint64_t id, const char *from,
-                                 const char *cid, const void *env, size_t env_len);
+typedef chat_err store_append_fn(chat_store *st, const char *group, const char *from,
+                                 const char *cid, const chat_envelope *env, chat_appended *out);
 typedef chat_err store_cid_find_fn(chat_store *st, const char *group, const char *from,
                                    const char *cid, uint64_t *id, bool *found);
 typedef chat_err store_get_fn(chat_store *st, const char *group, uint64_t id, chat_msg *msg,
@@ -117,6 +121,26 @@ typedef chat_err store_read_get_fn(chat_store *st, const char *group, const char
 typedef chat_err store_reads_fn(chat_store *st, const char *group, const char *after, size_t max,
                                 chat_read_fn fn, void *ctx, bool *more);
 
+/* Operations (chat_store.h, "Operations"). group_members, member_devices:
+ * fn is not NULL, max is not 0, *done is false. deletions, check: fn is not
+ * NULL; check: *groups and *problems are 0. job_start: kind is a known
+ * kind, dest is not NULL for a backup. job_state: out is not NULL. */
+typedef chat_err store_group_members_fn(chat_store *st, const char *group, const char *after,
+                                        size_t max, chat_member_fn fn, void *ctx, bool *done);
+typedef chat_err store_member_devices_fn(chat_store *st, const char *group, const char *member,
+                                         size_t max, chat_device_fn fn, void *ctx, bool *done);
+typedef chat_err store_deletions_fn(chat_store *st, chat_head_fn fn, void *ctx);
+typedef chat_err store_group_init_fn(chat_store *st, const char *group, uint64_t head);
+typedef chat_err store_check_fn(chat_store *st, chat_problem_fn fn, void *ctx, uint64_t *groups,
+                                uint64_t *problems);
+typedef chat_err store_job_start_fn(chat_store *st, chat_job_kind kind, const char *dest);
+typedef chat_err store_job_state_fn(chat_store *st, chat_job_state *out);
+
+/* Messages of other processes (chat_store_follow, chat_store_feed):
+ * follow: group is not NULL; feed: fn is not NULL, max is not 0. */
+typedef chat_err store_follow_fn(chat_store *st, const char *group, uint64_t after);
+typedef size_t store_feed_fn(chat_store *st, size_t max, chat_feed_fn fn, void *ctx);
+
 /* What a backend implements: every op is required. */
 typedef struct chat_store_ops {
     const char *name; /* what chat_store_opts.backend names it by */
@@ -149,6 +173,16 @@ typedef struct chat_store_ops {
     store_read_advance_fn *read_advance;
     store_read_get_fn *read_get;
     store_reads_fn *reads;
+    store_group_members_fn *group_members;
+    store_member_devices_fn *member_devices;
+    store_deletions_fn *deletions;
+    store_group_init_fn *group_init;
+    store_check_fn *check;
+    store_job_start_fn *job_start;
+    store_job_state_fn *job_state;
+    store_follow_fn *follow;
+    store_feed_fn *feed;
+    bool shared; /* other processes write the database too (chat_store_shared) */
 } chat_store_ops;
 
 /* The part of every backend's handle that chat_store.c reads. */
@@ -168,6 +202,11 @@ void store_base_init(chat_store *st, const chat_store_ops *ops);
 /* chat_store_set_clock: fn, or the default clock when fn is NULL. */
 void store_set_clock(chat_store *st, chat_clock_fn fn, void *ctx);
 
+/* The envelope of env with id and ts filled in, as chat_envelope says,
+ * NUL-terminated, into out->env (malloc'd) and out->len; CHAT_ENOMEM when
+ * memory runs out. */
+chat_err store_envelope_fill(const chat_envelope *env, uint64_t id, int64_t ts, chat_appended *out);
+
 /* The store clock's time, in ms since the epoch. */
 static inline int64_t store_now_ms(const chat_store *st)
 {
@@ -180,5 +219,9 @@ static inline int64_t store_now_ms(const chat_store *st)
  * reason (chat_store_open_opts has set it to NULL). */
 typedef chat_err store_open_fn(const char *path, const chat_store_opts *opts, chat_store **out,
                                char **errmsg);
+
+/* A backend's chat_store_repair: path is not NULL, *errmsg (when errmsg is
+ * not NULL) is NULL. */
+typedef chat_err store_repair_fn(const char *path, char **errmsg);
 
 #endif

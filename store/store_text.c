@@ -45,10 +45,10 @@ void store_set_text(char *out, size_t cap, const char *fmt, ...)
 void store_open_error(char **errmsg, const char *what, const char *why)
 {
     if (errmsg && !*errmsg) {
-        size_t n = strlen(what) + strlen(why) + 3;
+        size_t n = strlen(what) + (why ? strlen(why) : 0) + 3;
         *errmsg = malloc(n);
         if (*errmsg) {
-            snprintf(*errmsg, n, "%s: %s", what, why);
+            snprintf(*errmsg, n, why ? "%s: %s" : "%s", what, why ? why : "");
         }
     }
 }

@@ -21,7 +21,7 @@ void store_put_text(char *out, size_t cap, const char *fmt, ...)
 void store_put_name(char *out, size_t cap, const char *label, const char *s, size_t n);
 
 /* Sets *errmsg (when errmsg is not NULL and *errmsg is still NULL) to a
- * malloc'd "what: why" that the caller frees; out of memory leaves it
+ * malloc'd "what: why" (why NULL: "what") that the caller frees; out of memory leaves it
  * NULL. The first error of an open wins. */
 void store_open_error(char **errmsg, const char *what, const char *why);
 

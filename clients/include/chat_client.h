@@ -18,7 +18,8 @@
  * its devices), coalesced like acks, and the read markers and presence the
  * plugin pushes for listened groups come as events (protocol v1.1). fetch,
  * history, unread, join, leave, receipts and presence are plain blocking
- * calls with results.
+ * calls with results; chat_client_request sends any other command (the
+ * admin commands).
  * Both MQTT 3.1.1 and MQTT 5 work; docs/client.md has a complete example.
  *
  * Conventions: functions that can fail return a chat_client_err and put
@@ -32,7 +33,8 @@
  * are copied, so the caller's strings may go after create. Results of
  * fetch/history (chat_client_page) and unread (chat_client_group_status) are
  * heap memory of the caller, freed with chat_client_page_free and
- * chat_client_unread_free. A chat_client_message or chat_client_event handed
+ * chat_client_unread_free, and chat_client_request's answer with
+ * chat_client_free. A chat_client_message or chat_client_event handed
  * to a callback, and every string in it, lives only during that call.
  *
  * Threading: every function may be called from any thread, concurrently.
@@ -42,7 +44,7 @@
  * the dispatcher, one at a time; they may call chat_client_send,
  * chat_client_send_json, chat_client_listen and chat_client_read, but not
  * the blocking calls (connect, flush, disconnect, fetch, history, unread,
- * join, leave, receipts, presence), which
+ * join, leave, receipts, presence, request), which
  * return CHAT_CLIENT_ERR_INVAL there rather than deadlock. A slow callback
  * delays later messages, never the connection. chat_client_destroy must not
  * be called from a callback, nor while another thread is inside a call on
@@ -353,5 +355,22 @@ chat_client_err chat_client_presence(chat_client *c, const char *group, char ***
 
 /* Frees what chat_client_presence returned. Accepts NULL. */
 void chat_client_presence_free(char **online, size_t count);
+
+/* Sends any one command of the protocol (docs/protocol.md, "Requests") and
+ * waits for its entry: the admin commands (groups, members, stats, delete,
+ * compact, backup) and any the plugin learns later. command_json is one
+ * JSON object with a string "command" of at most 40 bytes and no
+ * "correlationData" (the library sets its own), e.g.
+ * {"command":"members","group":"room1"}. On CHAT_CLIENT_OK *answer_json is
+ * the plugin's entry for it as compact JSON, without the library's
+ * correlationData: heap memory freed with chat_client_free. An error entry
+ * is CHAT_CLIENT_ERR_REFUSED with its "error" in chat_client_reason (an
+ * admin command from a non-admin: "only an admin may <command>"); a command
+ * that is not an object of that shape is CHAT_CLIENT_ERR_INVAL. */
+chat_client_err chat_client_request(chat_client *c, const char *command_json, char **answer_json);
+
+/* Frees memory the library handed over (chat_client_request's answer).
+ * Accepts NULL. */
+void chat_client_free(void *p);
 
 #endif

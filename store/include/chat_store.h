@@ -1,8 +1,9 @@
 /* chat_store: the log of group messages, member cursors and membership
  * that mosquitto-chat keeps; it knows nothing of MQTT. Behind these
  * functions a backend keeps the data, chosen at open
- * (chat_store_opts.backend): LevelDB, embedded in the process, is the only
- * one so far.
+ * (chat_store_opts.backend): LevelDB, embedded in the process (the
+ * default), or PostgreSQL, which several brokers share (store/pg; its
+ * schema and failure modes are in docs/postgresql.md).
  *
  * Ownership: a chat_store is created by chat_store_open and freed by
  * chat_store_close. Bytes go in as (pointer, length) and are copied; bytes
@@ -21,10 +22,13 @@
  * ctx.
  *
  * Threading: one thread (the broker's) owns a store; calls must not overlap.
- * With CHAT_SYNC_BATCH the store runs one thread of its own that only
- * fdatasyncs LevelDB's logs (or, when it cannot open them, writes a synced
- * empty batch). The LevelDB backend also takes its process for the store's
- * only writer: it answers heads, cursors and memberships from memory.
+ * With CHAT_SYNC_BATCH the LevelDB store runs one thread of its own that
+ * only fdatasyncs LevelDB's logs (or, when it cannot open them, writes a
+ * synced empty batch). The LevelDB backend also takes its process for the
+ * store's only writer: it answers heads, cursors and memberships from
+ * memory. The PostgreSQL backend runs one thread that listens for other
+ * brokers' messages and makes new connections (chat_store_feed); it caches
+ * memberships only, and empties that cache whenever any broker changes one.
  *
  * Design note: the LevelDB backend's key layout (store/leveldb/ldb_keys.h;
  * every integer is 8 bytes big-endian, so that byte order is id order and a
@@ -63,7 +67,9 @@
  *
  * Invariants (1 to 4 and 6 hold for the data whatever keeps it; 5 and 7
  * are how the LevelDB backend deals with its files; the modules of
- * store/leveldb/ that keep each one are named in brackets):
+ * store/leveldb/ that keep each one are named in brackets; PostgreSQL keeps
+ * 1 to 4 and 6 in transactions, 1 by the group's counter row lock, and
+ * has no files of its own to deal with):
  *   1. Ids of a group are 1..head with no gap: message id and the new head
  *      are written in one WriteBatch, so a crash leaves neither a hole nor a
  *      reused id. [ldb_log]
@@ -117,10 +123,13 @@ typedef enum chat_err {
     CHAT_OK = 0,
     CHAT_ENOMEM,   /* out of memory */
     CHAT_EINVAL,   /* an argument is out of range */
-    CHAT_EIO,      /* LevelDB reported an error (after a write: the store now refuses writes) */
+    CHAT_EIO,      /* the backend failed: LevelDB reported an error (after a write the store
+                      now refuses writes); PostgreSQL is unreachable or refused (the
+                      next call may succeed, on a new connection) */
     CHAT_ECORRUPT, /* a record does not have the shape this module writes, or a block of
                       LevelDB's files fails its checksum */
-    CHAT_ECONFLICT /* an append's id is not head + 1 */
+    CHAT_ECONFLICT /* no longer returned (appends take their id from the store); kept so that
+                      the codes keep their values */
 } chat_err;
 
 typedef enum chat_sync {
@@ -150,7 +159,8 @@ typedef struct chat_page {
  * I/O error or a damaged record, see chat_store_last_error). */
 const char *chat_strerror(chat_err err);
 
-/* Opens (creating if missing) the store at directory path. On success *out
+/* Opens (creating if missing) the store at directory path (for PostgreSQL,
+ * chat_store_open_opts: a connection string). On success *out
  * owns the store; free it with chat_store_close. On failure, *errmsg (if not
  * NULL) receives a malloc'd description to free().
  *
@@ -171,8 +181,9 @@ typedef struct chat_store_opts {
                                  write-ahead log starts each time it fills */
     const char *boot_id;      /* test hook: the boot id this run records and compares
                                  (NULL: /proc/sys/kernel/random/boot_id) */
-    const char *backend;      /* what keeps the data: "leveldb" (NULL: the same), the only
-                                 one so far; another name fails the open with CHAT_EINVAL */
+    const char *backend;      /* what keeps the data: "leveldb" (NULL: the same) or
+                                 "postgresql" (path is then a libpq connection string);
+                                 another name fails the open with CHAT_EINVAL */
 } chat_store_opts;
 
 #define CHAT_STORE_OPTS_INIT                                                                       \
@@ -188,7 +199,12 @@ chat_err chat_store_open_opts(const char *path, const chat_store_opts *opts, cha
 
 /* Closes the store and frees it. Accepts NULL. Unless a write failed, it
  * first forces everything to disk and removes the run marker: the next open
- * sees a clean close. */
+ * sees a clean close.
+ *
+ * A NULL store stands for one that is closed while its owner waits to open
+ * it again (the plugin after a disk filled up): every function that takes
+ * a store answers CHAT_EIO for it, chat_store_incarnation "" and
+ * chat_store_last_error "". */
 void chat_store_close(chat_store *st);
 
 /* The store's incarnation: 32 hex digits (128 random bits) drawn when the
@@ -217,8 +233,10 @@ chat_err chat_store_stats(chat_store *st, uint64_t *groups, uint64_t *approx_byt
 const char *chat_store_last_error(const chat_store *st);
 
 /* Compacts the whole store (LevelDB's compact_range over every key): moves
- * everything into table files and drops deleted records. Slow; for tools,
- * tests and maintenance, never on the broker's thread under load. */
+ * everything into table files and drops deleted records; PostgreSQL:
+ * VACUUM (ANALYZE) of the chat tables. Slow; for tools, tests and
+ * maintenance, never on the broker's thread under load (CHAT_JOB_COMPACT
+ * runs it on a thread of its own). */
 chat_err chat_store_compact(chat_store *st);
 
 /* Forces every write so far to stable storage before it returns. Cheap when
@@ -248,14 +266,44 @@ chat_err chat_store_sync_state(chat_store *st, chat_sync_state *out);
 chat_err chat_store_head(chat_store *st, const char *group, uint64_t *head);
 chat_err chat_store_first(chat_store *st, const char *group, uint64_t *first);
 
-/* Appends one envelope to group under id, which must be head + 1 (read it
- * with chat_store_head and put it in the envelope first). When cid is not
- * NULL the (group, from, cid) index entry and its reverse go in the same
- * batch; append does not look for an earlier entry (the caller asked
- * chat_store_cid_find), and a second append with the same cid moves the
- * entry to the new id. Copies everything; on error nothing is written. */
-chat_err chat_store_append(chat_store *st, const char *group, uint64_t id, const char *from,
-                           const char *cid, const void *env, size_t env_len);
+/* The envelope of a message about to be stored, with two holes that the
+ * store fills in: the stored bytes are head, the message's id in decimal,
+ * mid, its time in ms since the epoch in decimal, then tail. The store,
+ * not the caller, picks the id (head + 1 inside the write that stores the
+ * message: with a shared backend, several processes append to one group)
+ * and the time (the store's clock; the PostgreSQL backend's is the
+ * database server's, never behind the group's previous message). */
+typedef struct chat_envelope {
+    const char *head; /* bytes before the id */
+    size_t head_len;
+    const char *mid; /* between the id and the time */
+    size_t mid_len;
+    const char *tail; /* after the time */
+    size_t tail_len;
+} chat_envelope;
+
+/* What chat_store_append did. */
+typedef struct chat_appended {
+    uint64_t id;    /* the message's id: the new one, or the original of a duplicate */
+    int64_t ts;     /* the time put in a new envelope (0 for a duplicate) */
+    bool duplicate; /* (group, from, cid) was stored before: nothing was written */
+    char *env;      /* the stored envelope (the original of a duplicate), NUL-terminated:
+                       heap memory, free() */
+    size_t len;     /* bytes in env, not counting the NUL */
+} chat_appended;
+
+/* Stores one message in group: takes the next id and the time, writes the
+ * envelope with them filled in (see chat_envelope), the new head and, when
+ * cid is not NULL, the (group, from, cid) index entry and its reverse, all
+ * in one write (invariant 1). When cid is not NULL and (group, from, cid)
+ * is already stored (and still kept: see chat_store_cid_find), nothing is
+ * written: out says duplicate and holds the original id and envelope, so
+ * that a retry, even one sent to another broker on a shared backend,
+ * delivers the first copy. On CHAT_OK out->env is set and the caller frees
+ * it; on error nothing is written (a shared backend's transaction rolls
+ * back: no id is used up) and out->env is NULL. */
+chat_err chat_store_append(chat_store *st, const char *group, const char *from, const char *cid,
+                           const chat_envelope *env, chat_appended *out);
 
 /* Looks up the id a (group, from, cid) was stored under, while that message
  * is still kept: once retention or a group deletion removed it, *found is
@@ -451,5 +499,134 @@ chat_err chat_store_reads(chat_store *st, const char *group, const char *after, 
  * chat_store_cursor_get may show old values until the call that deletes
  * them; every other reading already ignores them. */
 chat_err chat_store_group_delete(chat_store *st, const char *group, size_t max_keys, bool *done);
+
+/* ------------------------------------------------------------------------
+ * Operations: listing, checking, backing up and repairing a store
+ * --------------------------------------------------------------------- */
+
+/* Calls fn(ctx, member, joined) for up to max members of group that come
+ * after `after` (NULL: from the first), in the order of the membership
+ * records' keys: shorter names first, names of one length in byte order.
+ * Memberships a group deletion has done away with are skipped (not
+ * counted in max). Sets *done when the walk reached the last member (never
+ * when fn stopped it). */
+typedef int (*chat_member_fn)(void *ctx, const char *member, uint64_t joined);
+chat_err chat_store_group_members(chat_store *st, const char *group, const char *after, size_t max,
+                                  chat_member_fn fn, void *ctx, bool *done);
+
+/* Calls fn(ctx, device, acked, last_used) for up to max device cursors of
+ * member in group (key order, as above); last_used as chat_store_cursor_info
+ * gives it. Sets *done as chat_store_group_members does. */
+typedef int (*chat_device_fn)(void *ctx, const char *device, uint64_t acked, int64_t last_used);
+chat_err chat_store_member_devices(chat_store *st, const char *group, const char *member,
+                                   size_t max, chat_device_fn fn, void *ctx, bool *done);
+
+/* Calls fn(ctx, group, 0) for every group whose deletion
+ * (chat_store_group_delete) is under way, so that a new run finishes what
+ * a stopped one began. There are as many as deletions were begun and not
+ * finished. */
+chat_err chat_store_deletions(chat_store *st, chat_head_fn fn, void *ctx);
+
+/* For an import: makes a group that has no head yet (head 0, never written)
+ * continue after head, with no message kept (first = head + 1), so that
+ * the next append is head + 1. CHAT_ECONFLICT when the group has a head. */
+chat_err chat_store_group_init(chat_store *st, const char *group, uint64_t head);
+
+/* Verifies the whole store, for the offline tool: for every group, that
+ * its ids are dense (a message for every id from first to head, none
+ * outside), that head is the highest id stored, that first <= head + 1,
+ * that no cursor and no maximum cursor record is above head, and that
+ * membership records come in pairs (invariant 4); every record is read,
+ * so LevelDB's checksums find damaged blocks too. Calls fn(ctx, group,
+ * problem) once per problem found (group "" for a problem of no group) and
+ * counts them in *problems; *groups receives the groups checked. A read
+ * error is a problem, not a failure: the walk goes on. Slow: reads every
+ * key; never on a broker's thread. PostgreSQL checks the whole database
+ * from one snapshot (brokers may be writing it meanwhile), in one
+ * statement that may take up to an hour; its membership records cannot
+ * come unpaired, so it looks instead at memberships begun above head and at
+ * cursors above their member's maximum cursor (invariant 3). */
+typedef void (*chat_problem_fn)(void *ctx, const char *group, const char *problem);
+chat_err chat_store_check(chat_store *st, chat_problem_fn fn, void *ctx, uint64_t *groups,
+                          uint64_t *problems);
+
+/* Maintenance jobs, which run on a thread of the store's own so that the
+ * caller's thread is never held: at most one at a time per store.
+ *   CHAT_JOB_BACKUP  copies a snapshot of the store, taken when the job
+ *                    starts, into a new store at dest: written in
+ *                    "<dest>.partial", synced, then renamed to dest, so
+ *                    that dest exists only complete. The copy has no run
+ *                    marker (it opens as cleanly closed) and a new
+ *                    incarnation: a store restored from it forgets what
+ *                    came after the backup, and its ids may be given again.
+ *   CHAT_JOB_COMPACT chat_store_compact on the job's thread (dest unused).
+ * chat_store_close waits for a running job, which stops at its next record
+ * (a backup then leaves only its ".partial" directory).
+ * PostgreSQL: the job's thread has a connection of its own, and a backup
+ * is a LevelDB store too, written from one REPEATABLE READ snapshot taken
+ * as that connection begins reading, moments after the start: the live
+ * state only (no deletion under way comes along), which mqchat-store reads
+ * and a broker on LevelDB opens; close cancels a running VACUUM. */
+typedef enum chat_job_kind { CHAT_JOB_NONE = 0, CHAT_JOB_BACKUP, CHAT_JOB_COMPACT } chat_job_kind;
+
+typedef enum chat_job_status {
+    CHAT_JOB_IDLE = 0, /* no job since the store was opened */
+    CHAT_JOB_RUNNING,
+    CHAT_JOB_DONE,
+    CHAT_JOB_FAILED
+} chat_job_status;
+
+/* What the last job did (chat_store_job_state). */
+typedef struct chat_job_state {
+    chat_job_kind kind;
+    chat_job_status status;
+    uint64_t records;                 /* backup: records copied so far */
+    int64_t started_ms, finished_ms;  /* by the store's clock; finished 0 while running */
+    char path[4096];                  /* backup: dest */
+    char error[CHAT_STORE_ERROR_MAX]; /* CHAT_JOB_FAILED: why */
+} chat_job_state;
+
+/* Starts a job. CHAT_EINVAL when one is running, when kind is unknown, or
+ * for a backup without dest or whose dest (or "<dest>.partial") exists;
+ * CHAT_EIO when the thread cannot start. The result comes through
+ * chat_store_job_state. */
+chat_err chat_store_job_start(chat_store *st, chat_job_kind kind, const char *dest);
+
+/* Copies the state of the running or last job to *out. */
+chat_err chat_store_job_state(chat_store *st, chat_job_state *out);
+
+/* For a stopped store (no process has it open): LevelDB's repair, which
+ * keeps every record it can read and drops what it cannot, then an open
+ * that draws a new incarnation (ids it lost may be given again; clients
+ * start over from their cursors) and a clean close. On failure *errmsg
+ * (if not NULL) receives a malloc'd reason to free(). backend as in
+ * chat_store_opts (NULL: leveldb). */
+chat_err chat_store_repair(const char *path, const char *backend, char **errmsg);
+
+/* Messages other processes store. With a backend that several brokers
+ * share (PostgreSQL), a message another broker stored reaches this one as
+ * a notification that a thread of the store's own receives; that thread
+ * reads the message and queues it until the caller's thread takes it with
+ * chat_store_feed. Only followed groups are read (chat_store_follow): the
+ * caller follows the groups that have local subscribers. After a lost
+ * notification connection the thread reads, once reconnected, every id of
+ * a followed group above the last one it handled, so that nothing
+ * committed meanwhile is missed; this store's own appends are never fed
+ * back. With LevelDB (one writer) both calls do nothing. */
+
+/* Whether other processes may write the store (a shared backend). */
+bool chat_store_shared(const chat_store *st);
+
+/* Follows group from the id after `after` on (0: from its head when the
+ * store's thread first reads it). Following a group already followed
+ * changes nothing. Cheap: no database call on the caller's thread. */
+chat_err chat_store_follow(chat_store *st, const char *group, uint64_t after);
+
+/* Calls fn(ctx, group, id, env, len) for up to max queued messages, oldest
+ * first; the bytes are valid during the call. Returns how many it handed
+ * over. */
+typedef void (*chat_feed_fn)(void *ctx, const char *group, uint64_t id, const char *env,
+                             size_t len);
+size_t chat_store_feed(chat_store *st, size_t max, chat_feed_fn fn, void *ctx);
 
 #endif

@@ -28,29 +28,62 @@ chat_err ldb_first(chat_store *cs, const char *group, uint64_t *first)
     return group_u64(ldb_of(cs), TAG_FIRST, group, 1, first);
 }
 
-chat_err ldb_append(chat_store *cs, const char *group, uint64_t id, const char *from,
-                    const char *cid, const void *env, size_t env_len)
+/* The message a (group, from, cid) entry names, when it is still kept:
+ * *dup then says so and out holds it. */
+static chat_err find_duplicate(chat_store *cs, const char *group, const char *from, const char *cid,
+                               chat_appended *out)
+{
+    uint64_t id = 0;
+    bool found = false;
+    chat_msg m = {0};
+    chat_err rc = ldb_cid_find(cs, group, from, cid, &id, &found);
+    if (rc == CHAT_OK && found) {
+        rc = ldb_get(cs, group, id, &m, &found);
+    }
+    if (rc == CHAT_OK && found) {
+        out->duplicate = true;
+        out->id = id;
+        out->env = m.data;
+        out->len = m.len;
+    }
+    return rc;
+}
+
+chat_err ldb_append(chat_store *cs, const char *group, const char *from, const char *cid,
+                    const chat_envelope *env, chat_appended *out)
 {
     ldb *st = ldb_of(cs);
     key kh, km, ki, kk, kv;
-    uint64_t head = 0;
+    uint64_t head = 0, id;
     char val[8];
     chat_err rc;
 
+    /* The only writer: the head read here (from the cache) is the one the
+     * batch below replaces, so the id needs no lock (ldb_db.h). */
+    if (cid) {
+        rc = find_duplicate(cs, group, from, cid, out);
+        if (rc != CHAT_OK || out->duplicate) {
+            return rc;
+        }
+    }
     rc = ldb_head(cs, group, &head);
     if (rc != CHAT_OK) {
         return rc;
     }
-    if (id != head + 1) {
-        return CHAT_ECONFLICT;
-    }
+    id = head + 1;
     group_key(&kh, TAG_HEAD, group);
     id_key(&km, NULL, TAG_MSG, group, id);
     if (kh.overflow || km.overflow) {
         return CHAT_EINVAL;
     }
+    int64_t ts = store_now_ms(cs);
+    rc = store_envelope_fill(env, id, ts, out);
+    if (rc != CHAT_OK) {
+        return rc;
+    }
+    out->ts = ts;
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
-    leveldb_writebatch_put(wb, km.buf, km.len, env, env_len);
+    leveldb_writebatch_put(wb, km.buf, km.len, out->env, out->len);
     put_u64(val, id);
     leveldb_writebatch_put(wb, kh.buf, kh.len, val, sizeof(val));
     if (head == 0) {
@@ -79,8 +112,11 @@ chat_err ldb_append(chat_store *cs, const char *group, uint64_t id, const char *
     }
     rc = ldb_write_batch(st, wb, st->wopt, &km);
     leveldb_writebatch_destroy(wb);
-    if (rc == CHAT_OK && head == 0) {
-        st->groups++;
+    if (rc == CHAT_OK) {
+        out->id = id;
+        if (head == 0) {
+            st->groups++;
+        }
     }
     return rc;
 }

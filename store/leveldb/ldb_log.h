@@ -17,8 +17,10 @@ store_head_fn ldb_head;
 /* 'F' through the cache; 1 for a group without one. */
 store_first_fn ldb_first;
 
-/* The message, the new head, the groups' count for a new group and the
- * cid keys both ways ('I', 'K'), in one batch (invariants 1 and 6). */
+/* A cid already stored answers with its message (an 'I' and an 'M'
+ * lookup); else the message under head + 1 (the cached head: this process
+ * is the only writer), the new head, the groups' count for a new group and
+ * the cid keys both ways ('I', 'K'), in one batch (invariants 1 and 6). */
 store_append_fn ldb_append;
 
 /* One 'I' lookup (a Bloom filter answers most), valid while its id is at

@@ -26,7 +26,7 @@ static chat_err pending_delete(ldb *st, const char *group, size_t glen, uint64_t
     return rc;
 }
 
-chat_err ldb_member_live(ldb *st, const char *group, size_t glen, const rec *r, bool *live)
+chat_err ldb_membership_live(ldb *st, const char *group, size_t glen, const rec *r, bool *live)
 {
     uint64_t gen = 0;
     bool pending = false;
@@ -48,7 +48,7 @@ chat_err ldb_member_get(chat_store *cs, const char *group, const char *member, u
     }
     chat_err rc = ldb_get_rec(st, &kj, &r, found);
     if (rc == CHAT_OK && *found) {
-        rc = ldb_member_live(st, group, strlen(group), &r, found);
+        rc = ldb_membership_live(st, group, strlen(group), &r, found);
     }
     if (rc == CHAT_OK && *found) {
         *joined = r.v;
@@ -217,7 +217,7 @@ static chat_err visit_group(ldb *st, void *ctx, const char *k, size_t klen, cons
     }
     memcpy(name, k + w->plen, n);
     name[n] = '\0';
-    chat_err rc = ldb_member_live(st, name, n, &r, &live);
+    chat_err rc = ldb_membership_live(st, name, n, &r, &live);
     *stop = rc == CHAT_OK && live && w->fn(w->ctx, name, r.v) != 0;
     return rc;
 }

@@ -8,6 +8,11 @@
 
 #include "ldb_db.h"
 
+/* Whether a membership record r (joined, generation) of group (glen bytes)
+ * counts: while its group is being deleted, only those added since the
+ * deletion began do. */
+chat_err ldb_membership_live(ldb *st, const char *group, size_t glen, const rec *r, bool *live);
+
 /* The ops below (store_backend.h) keep the contracts of the chat_store.h
  * functions of the same names; each comment says how this backend does it. */
 
@@ -31,10 +36,5 @@ store_member_groups_fn ldb_member_groups;
  * member_remove keep in their batches and a group deletion drops when it
  * begins. */
 store_member_count_fn ldb_member_count;
-
-/* Whether a membership record r (joined, generation) of group (glen
- * bytes) counts: while its group is being deleted, only those added since
- * the deletion began do. */
-chat_err ldb_member_live(ldb *st, const char *group, size_t glen, const rec *r, bool *live);
 
 #endif

@@ -183,7 +183,7 @@ static chat_err visit_join(ldb *st, void *ctx, const char *k, size_t klen, const
         u->glen = gl;
         u->members = 0;
     }
-    chat_err rc = ldb_member_live(st, g, gl, &r, &live);
+    chat_err rc = ldb_membership_live(st, g, gl, &r, &live);
     if (rc != CHAT_OK || !live) {
         return rc;
     }

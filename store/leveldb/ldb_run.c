@@ -26,8 +26,7 @@ static void read_boot_id(char *out, size_t cap)
     out[strcspn(out, "\r\n")] = '\0';
 }
 
-/* A new random incarnation: 128 bits as 32 hex digits. */
-static bool new_incarnation(char out[STORE_INCARNATION_LEN + 1])
+bool ldb_new_incarnation(char out[STORE_INCARNATION_LEN + 1])
 {
     unsigned char r[STORE_INCARNATION_LEN / 2];
     size_t got = 0;
@@ -111,7 +110,7 @@ chat_err ldb_run_start(ldb *st, const char *boot_override, char **errmsg)
         bool rebooted = !boot[0] || !prev_boot[0] || strcmp(boot, prev_boot) != 0;
         st->base.recovered = rebooted && (run_len < 1 || run[0] != (char)CHAT_SYNC_ALWAYS);
     }
-    if ((fresh || st->base.recovered) && !new_incarnation(st->base.incarnation)) {
+    if ((fresh || st->base.recovered) && !ldb_new_incarnation(st->base.incarnation)) {
         store_open_error(errmsg, "cannot draw a store incarnation", "/dev/urandom gave too little");
         rc = CHAT_EIO;
         goto fail;

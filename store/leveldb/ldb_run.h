@@ -8,6 +8,10 @@
 
 #include "ldb_db.h"
 
+/* Draws a new random incarnation: 128 bits from /dev/urandom as 32 hex
+ * digits. False when the kernel gave too few bytes. */
+bool ldb_new_incarnation(char out[STORE_INCARNATION_LEN + 1]);
+
 /* Starts a run (invariant 7): reads the previous run's marker and the
  * incarnation, replaces the incarnation when the previous run ended in a
  * way that may have lost acknowledged writes, and writes this run's marker

@@ -3,7 +3,9 @@
 #include "ldb_store.h"
 #include "ldb_cursor.h"
 #include "ldb_db.h"
+#include "ldb_admin.h"
 #include "ldb_delete.h"
+#include "ldb_job.h"
 #include "ldb_log.h"
 #include "ldb_member.h"
 #include "ldb_read.h"
@@ -42,6 +44,7 @@ static void op_close(chat_store *cs)
 {
     ldb *st = ldb_of(cs);
     ldb_syncer_stop(st);
+    ldb_job_stop(st);
     if (st->db && st->running && !atomic_load(&st->failed) && ldb_sync_all_logs(st->path)) {
         /* A clean close: everything is on disk, and the next open must not
          * take this run for one that lost writes (invariant 7). A close
@@ -116,6 +119,20 @@ static chat_err op_compact(chat_store *cs)
     return CHAT_OK;
 }
 
+/* One writer: nobody else stores messages, so there is nothing to follow
+ * or feed. */
+static chat_err op_follow(chat_store *cs, const char *group, uint64_t after)
+{
+    (void)cs, (void)group, (void)after;
+    return CHAT_OK;
+}
+
+static size_t op_feed(chat_store *cs, size_t max, chat_feed_fn fn, void *ctx)
+{
+    (void)cs, (void)max, (void)fn, (void)ctx;
+    return 0;
+}
+
 static const chat_store_ops ldb_ops = {
     .name = LDB_NAME,
     .close = op_close,
@@ -147,6 +164,16 @@ static const chat_store_ops ldb_ops = {
     .read_advance = ldb_read_advance,
     .read_get = ldb_read_get,
     .reads = ldb_reads,
+    .group_members = ldb_group_members,
+    .member_devices = ldb_member_devices,
+    .deletions = ldb_deletions,
+    .group_init = ldb_group_init,
+    .check = ldb_check,
+    .job_start = ldb_job_start,
+    .job_state = ldb_job_state,
+    .follow = op_follow,
+    .feed = op_feed,
+    .shared = false,
 };
 
 chat_err ldb_open(const char *path, const chat_store_opts *opts, chat_store **out, char **errmsg)

@@ -1,6 +1,7 @@
 #!/bin/sh
 # bad_options.sh MOSQUITTO PLUGIN: every bad plugin_opt value stops the broker
 # at start, with a log line that names the option; a good set starts it.
+# (store postgresql without pg_conninfo is bad too.)
 set -u
 mosquitto=$1
 plugin=$2
@@ -30,7 +31,7 @@ for case in "page_size 0" "page_size 100001" "page_size 12x" "page_bytes 10" \
             "max_payload -1" "fsync sometimes" "replay yes" "open_groups 1" \
             "topic_prefix a/b" "topic_prefix chat+" "retention_count -5" \
             "retention_days x" "acl maybe" "no_such_option 1" "page_bytes 268435456" \
-            "max_payload 50000000" "read_check sometimes"; do
+            "max_payload 50000000" "read_check sometimes" "store mysql" "store postgresql"; do
   set -- $case
   try "$1" "$2"
   rc=$?

@@ -1,25 +1,23 @@
-/* harness: scaffolding for the integration tests, which run a real mosquitto
- * with the chat plugin and drive it with Paho MQTT C clients.
+/* harness: Paho MQTT C clients for the integration tests, which run a real
+ * mosquitto with the chat plugin (tests/support/broker.h) and drive it with
+ * them.
  *
- * A harness_broker is a `mosquitto -c` (CHAT_MOSQUITTO_BIN) loading the plugin
- * (CHAT_PLUGIN_PATH) on a free 127.0.0.1 port, with its configuration, log and
- * LevelDB store in a fresh temporary directory (harness_conf adds other
- * configuration lines, or leaves the plugin out). A harness_client is a Paho
- * MQTTClient (MQTT 3.1.1 or 5, clean session) whose incoming messages,
- * delivery notices and connection loss are queued for the test's thread.
+ * A harness_client is a Paho MQTTClient (MQTT 3.1.1 or 5, clean session
+ * unless asked) whose incoming messages, delivery notices and connection loss
+ * are queued for the test's thread. On top of it: the chat protocol as the
+ * tests read it (JSON fields, replay pages, requests and responses, a
+ * device's whole catch-up, the store paged through).
  *
- * Failure policy: a test stops at its first failure. A harness function that
- * cannot do its job prints why (Paho codes with MQTTClient_strerror), then
- * harness_fail stops every broker, prints the tail of each broker's log, keeps
- * the temporary directories for inspection and exits with status 1. Callers
- * therefore need no error handling, and ASSERT/ASSERTF do the same for the
- * test's own checks.
+ * Failure policy (tests/support/util.h): a test stops at its first failure.
+ * A harness function that cannot do its job prints why (Paho codes with
+ * MQTTClient_strerror) and fails the test: every broker is stopped, the tail
+ * of its log printed and its directory kept. Callers therefore need no error
+ * handling, and ASSERT/ASSERTF/FAILF do the same for the test's own checks.
  *
- * Ownership: harness_broker_start/harness_broker_destroy and
- * harness_client_connect/harness_client_disconnect (or _destroy) are pairs.
- * A harness_msg returned by harness_client_receive belongs to the caller,
- * freed with harness_msg_free; a harness_page owns its parsed JSON, freed with
- * harness_page_free.
+ * Ownership: harness_client_connect/harness_client_disconnect (or _destroy)
+ * are a pair. A harness_msg returned by harness_client_receive belongs to the
+ * caller, freed with harness_msg_free; a harness_page owns its parsed JSON,
+ * freed with harness_page_free; a response (cJSON) is freed with cJSON_Delete.
  *
  * Threading: Paho calls back on its own thread; those callbacks only queue
  * under a mutex and signal a condition variable. Every harness function must
@@ -39,169 +37,15 @@
 
 #include <cjson/cJSON.h>
 
+#include "broker.h"
 #include "chat_proto.h"
+#include "util.h"
 
 /* Topic on which the plugin publishes responses and replay pages. */
 #define HARNESS_RESPONSE_TOPIC CHAT_PROTO_RESPONSE_TOPIC
 
 /* Topic of requests to the plugin. */
 #define HARNESS_CONTROL_TOPIC CHAT_PROTO_CONTROL_TOPIC
-
-/* Fails the test (see harness_fail) unless cond holds. */
-#define ASSERT(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            harness_fail(__FILE__, __LINE__, "assertion failed: %s", #cond);                       \
-    } while (0)
-
-/* The same, with a printf-style explanation after the condition. */
-#define ASSERTF(cond, ...)                                                                         \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            harness_note_assert(__FILE__, __LINE__, #cond);                                        \
-            harness_fail(__FILE__, __LINE__, __VA_ARGS__);                                         \
-        }                                                                                          \
-    } while (0)
-
-/* Fails the test unconditionally with a printf-style message. */
-#define FAILF(...) harness_fail(__FILE__, __LINE__, __VA_ARGS__)
-
-/* ---------------------------------------------------------------------------
- * Process-wide
- * ------------------------------------------------------------------------- */
-
-/* Records the test name for messages, ignores SIGPIPE (a killed broker must
- * not kill the test) and starts the clock of harness_log. Call first. */
-void harness_init(const char *test_name);
-
-/* Prints "PASS <name>", destroys nothing (callers destroy their own objects
- * first) and returns 0 for main to return. */
-int harness_pass(void);
-
-/* Prints file:line and the message, stops every running broker, prints the
- * tail of their logs, keeps their directories and exits with status 1. */
-_Noreturn void harness_fail(const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* Used by ASSERTF: prints the failed condition before the message. */
-void harness_note_assert(const char *file, int line, const char *cond);
-
-/* Prints a progress line to stdout, prefixed with the seconds since init. */
-void harness_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* Milliseconds of a monotonic clock. */
-int64_t harness_now_ms(void);
-
-/* Milliseconds since the epoch (the clock of an envelope's `ts`). */
-int64_t harness_wall_ms(void);
-
-/* Sleeps ms milliseconds (ms >= 0). */
-void harness_sleep_ms(int ms);
-
-/* Sum of the sizes of the regular files under path, recursively. */
-uint64_t harness_dir_bytes(const char *path);
-
-/* Writes len bytes to the file at path, replacing it. */
-void harness_write_file(const char *path, const void *data, size_t len);
-
-/* Reads the whole file at path; returns a NUL-terminated heap copy, freed
- * with free(), and its length in *len (may be NULL). */
-char *harness_read_file(const char *path, size_t *len);
-
-/* Runs a program (argv[0] looked up in PATH, NULL-terminated argv) with
- * stdin and stdout on /dev/null and waits for it, at most 10 s; fails the
- * test unless it exits with status 0. For mosquitto_passwd, mosquitto_ctrl. */
-void harness_run(const char *const *argv);
-
-/* ---------------------------------------------------------------------------
- * Broker
- * ------------------------------------------------------------------------- */
-
-typedef struct harness_broker harness_broker;
-
-/* Creates a temporary directory, writes a mosquitto.conf for a free loopback
- * port with the plugin and its store in <dir>/db, adds one line
- * `plugin_opt_<opt>` per entry of plugin_opts (a NULL-terminated array of
- * strings such as "page_size 7"; NULL for none), starts the broker and waits
- * (at most 10 s per attempt) until it accepts connections. A broker that
- * exits early is retried on a new port. Returns the running broker, owned by
- * the caller, freed with harness_broker_destroy. */
-harness_broker *harness_broker_start(const char *const *plugin_opts);
-
-/* A broker configuration beyond plugin options. The listener, logging,
- * `user root` and `persistence false` lines are always written. In lines and
- * after, "@DIR@" stands for the broker's directory (harness_broker_dir), so
- * that files a test writes there before the launch can be named. */
-typedef struct harness_conf {
-    const char *const *plugin_opts; /* as for harness_broker_start; NULL for none */
-    const char *const *lines;       /* global lines before the plugin line (password_file,
-                                       acl_file ...); NULL-terminated, NULL for none */
-    const char *const *after;       /* lines after the chat plugin's options, e.g. a second
-                                       `plugin` line and its plugin_opt_ lines */
-    bool without_chat;              /* leave the chat plugin out: the same broker without it */
-    bool no_anonymous;              /* allow_anonymous false instead of true */
-    const char *const *top;         /* lines before the listener (per_listener_settings) */
-    const char *run_as;             /* `user` line: NULL for root; another user gets the store
-                                       and the log, and the directory becomes world-readable */
-    bool private_conf;              /* mosquitto.conf readable by root only (mode 0600) */
-} harness_conf;
-
-/* Creates a broker's temporary directory (with an empty <dir>/db) for the
- * configuration conf (NULL: as harness_broker_start(NULL)), without starting
- * it, so that the test can write files there first. Returns the broker,
- * owned by the caller, freed with harness_broker_destroy. */
-harness_broker *harness_broker_create(const harness_conf *conf);
-
-/* Writes the configuration of a created broker for a free loopback port and
- * starts it as harness_broker_start does. Once per broker; later starts use
- * harness_broker_restart. */
-void harness_broker_launch(harness_broker *b);
-
-/* harness_broker_create followed by harness_broker_launch. */
-harness_broker *harness_broker_start_conf(const harness_conf *conf);
-
-/* The broker's temporary directory, owned by b. */
-const char *harness_broker_dir(const harness_broker *b);
-
-/* How many lines of the broker's log contain needle. */
-long harness_broker_log_count(const harness_broker *b, const char *needle);
-
-/* Stops the broker with SIGTERM, waits at most 10 s, then SIGKILLs it; fails
- * the test if it did not exit with status 0 on SIGTERM (a crash or a
- * sanitizer report in the plugin's cleanup). No-op if not running. */
-void harness_broker_stop(harness_broker *b);
-
-/* Kills the broker with SIGKILL and reaps it. No-op if not running. */
-void harness_broker_kill(harness_broker *b);
-
-/* Starts a stopped broker again on the same port with the same store. */
-void harness_broker_restart(harness_broker *b);
-
-/* Stops the broker if it runs, removes its directory and frees b. Accepts
- * NULL. */
-void harness_broker_destroy(harness_broker *b);
-
-/* Replaces the global lines of a broker's configuration (see
- * harness_conf.lines) and writes its configuration again; with
- * harness_broker_reload the running broker then reads it. */
-void harness_broker_set_lines(harness_broker *b, const char *const *lines);
-
-/* Replaces the plugin options of a broker (see harness_broker_start) and
- * writes its configuration again, for its next restart. */
-void harness_broker_set_opts(harness_broker *b, const char *const *plugin_opts);
-
-/* Sends the running broker SIGHUP and waits (at most 10 s) until it logs
- * that it reloaded its configuration. */
-void harness_broker_reload(harness_broker *b);
-
-/* The process id of the running broker (0 when stopped). */
-int harness_broker_pid(const harness_broker *b);
-
-/* The port the broker listens on (127.0.0.1). */
-int harness_broker_port(const harness_broker *b);
-
-/* The LevelDB directory of the broker's store, owned by b. */
-const char *harness_broker_db_path(const harness_broker *b);
 
 /* ---------------------------------------------------------------------------
  * Clients
@@ -215,7 +59,7 @@ typedef struct harness_msg {
     char *payload;            /* len bytes plus a NUL, for convenience */
     size_t len;               /* bytes of payload, not counting the NUL */
     int qos;                  /* QoS it was delivered with */
-    int64_t at_ms;            /* harness_now_ms() when Paho handed it over */
+    int64_t at_ms;            /* ts_now_ms() when Paho handed it over */
     bool retained;            /* delivered with the retain flag */
     bool has_corr;            /* MQTT 5: it carried Correlation Data */
     char *corr;               /* that data (corr_len bytes plus a NUL), or NULL */
@@ -234,7 +78,7 @@ typedef struct harness_ticket {
  * username, or none if NULL) to b, waiting at most 10 s. Returns the
  * connected client, owned by the caller, freed with harness_client_disconnect
  * or harness_client_destroy. */
-harness_client *harness_client_connect(const harness_broker *b, const char *client_id,
+harness_client *harness_client_connect(const ts_broker *b, const char *client_id,
                                        const char *username);
 
 /* How to connect a client: harness_client_connect_opts. */
@@ -259,13 +103,13 @@ typedef struct harness_client_opts {
  * Returns the connected client, owned by the caller, freed with
  * harness_client_disconnect or harness_client_destroy; fails the test if the
  * broker refuses. Every other function works on MQTT 5 clients too. */
-harness_client *harness_client_connect_opts(const harness_broker *b, const harness_client_opts *o);
+harness_client *harness_client_connect_opts(const ts_broker *b, const harness_client_opts *o);
 
 /* Tries to connect as o says. Returns 0 and the client in *out, or why the
  * connection was refused, with *out NULL: the CONNACK return code under MQTT
  * 3.1.1 (e.g. 5: not authorized), the CONNACK reason code under MQTT 5 (0x80
  * and above), or a negative Paho code (e.g. the connection was closed). */
-int harness_client_try_connect(const harness_broker *b, const harness_client_opts *o,
+int harness_client_try_connect(const ts_broker *b, const harness_client_opts *o,
                                harness_client **out);
 
 /* Subscribes to count topics at once with the given QoS, waiting for the
@@ -442,21 +286,23 @@ typedef struct harness_catchup {
     const char *group; /* in: group name */
     int64_t from;      /* in: first id expected (the device's cursor + 1) */
     int64_t to;        /* in: last id expected, i.e. the head; < 0: learn it from the pages */
+    int qos;           /* in: QoS every page must come with (the plugin's page_qos) */
     size_t pages;      /* out: pages received */
     size_t largest;    /* out: envelopes in the largest page */
     int64_t head;      /* out: head reported by the pages (to, if none came) */
-    int64_t done_ms;   /* out: harness_now_ms() when its last page arrived (0: none) */
+    int64_t done_ms;   /* out: ts_now_ms() when its last page arrived (0: none) */
 } harness_catchup;
 
 /* Receives replay pages on c until every group got ids from..to, acking each
  * page's `last` on chat/<group>/ack as it arrives (QoS 0), and checks that
  * every id comes exactly once, in order, in pages of 1..page_size envelopes
  * whose first/last/head/more agree with their envelopes, and that every
- * envelope names its group and carries `from` and `ts`. Calls fn (may be
+ * envelope names its group and carries `from` and `ts`, and that every page
+ * came with the group's qos. Calls fn (may be
  * NULL) with each envelope. Fails on a message on any other topic, and if
  * not done within timeout_ms. Then acks each group's head again at QoS 1 (so
- * the broker has applied every ack when this returns) and fails if another
- * page arrives within 500 ms. */
+ * the broker has applied every ack when this returns) and fails if the
+ * plugin sent another page (see harness_barrier). */
 void harness_catch_up(harness_client *c, harness_catchup *groups, size_t ngroups, size_t page_size,
                       int timeout_ms, harness_envelope_fn *fn, void *arg);
 
@@ -485,6 +331,21 @@ cJSON *harness_client_response(harness_client *c, int timeout_ms);
  * HARNESS_RESPONSE_TOPIC. */
 cJSON *harness_client_response_on(harness_client *c, const char *topic, int timeout_ms);
 
+/* Sends the plugin an empty request ({"commands":[]}) at QoS 1 and waits for
+ * its empty answer, which the plugin sends after every page and answer it
+ * queued for c before: those have then arrived, since the broker delivers
+ * one client's messages of one QoS in order and the plugin sends pages and
+ * answers at one QoS (page_qos). So a test counts what the plugin sent, or
+ * finds that it sent nothing, without waiting for time to pass. Live
+ * messages of other clients at that QoS that the broker took before the
+ * request (their publisher's acknowledgement came) have arrived too. The
+ * answer is consumed; everything else stays queued. */
+void harness_barrier(harness_client *c);
+
+/* harness_barrier, then fails if any message is queued; what says what was
+ * expected (for the message). */
+void harness_expect_quiet(harness_client *c, const char *what);
+
 /* Entries in a response. */
 int harness_response_count(const cJSON *resp);
 
@@ -509,6 +370,11 @@ void harness_expect_error(const cJSON *entry, const char *command, const char *g
  * from the head return head..1, and every page reports head. Fails
  * otherwise. */
 void harness_expect_store(harness_client *c, const char *group, int64_t head);
+
+/* The same after retention: the store serves ids first..head of group, and
+ * says "truncated" where it should (first > 1): on the fetch page after 0 and
+ * on the last history page. */
+void harness_expect_store_from(harness_client *c, const char *group, int64_t first, int64_t head);
 
 /* Looks up group in a sync entry ({"command":"sync","groups":[...]}),
  * checking the entry's shape and that unread = head - acked. Returns

@@ -41,7 +41,7 @@ int main(int argc, char **argv)
     char opt[64];
     const char *opts[] = {NULL, NULL};
     size_t page_size = DEFAULT_PAGE_SIZE;
-    harness_broker *b;
+    ts_broker *b;
     harness_client *dev, *snd;
     harness_catchup g = {.group = GROUP, .from = 1, .to = N};
     char payload[128];
@@ -58,17 +58,17 @@ int main(int argc, char **argv)
         opts[0] = opt;
     }
     snprintf(payload, sizeof payload, "integ_catchup (page_size %zu)", page_size);
-    harness_init(payload);
-    b = harness_broker_start(opts);
+    ts_init(payload);
+    b = ts_broker_start(opts);
 
     /* The device joins (its first subscribe) at head 0, then goes offline. */
     dev = harness_client_connect(b, DEVICE, NULL);
     harness_client_subscribe(dev, TOPIC, 1);
-    harness_client_expect_none(dev, 300, "no page on joining an empty group");
+    harness_expect_quiet(dev, "no page on joining an empty group");
     harness_client_disconnect(dev);
 
     snd = harness_client_connect(b, SENDER, NULL);
-    t0 = harness_now_ms();
+    t0 = ts_now_ms();
     for (int k = 1; k <= N; k++) {
         int rc;
         snprintf(payload, sizeof payload, "{\"body\":\"catch-up message %d\",\"n\":%d}", k, k);
@@ -77,22 +77,22 @@ int main(int argc, char **argv)
     }
     for (int k = 1; k <= N; k++)
         harness_client_wait_acked(snd, tickets[k], 10000);
-    t1 = harness_now_ms();
-    harness_log("sent %d QoS 1 messages in %lld ms", N, (long long)(t1 - t0));
+    t1 = ts_now_ms();
+    ts_log("sent %d QoS 1 messages in %lld ms", N, (long long)(t1 - t0));
     harness_client_disconnect(snd);
 
     /* Back online: the subscribe starts the catch-up. */
     dev = harness_client_connect(b, DEVICE, NULL);
-    t0 = harness_now_ms();
+    t0 = ts_now_ms();
     harness_client_subscribe(dev, TOPIC, 1);
     harness_catch_up(dev, &g, 1, page_size, CATCHUP_MS, check_envelope, NULL);
     t1 = g.done_ms;
-    harness_log("caught up on %d messages in %zu pages (largest %zu, page_size %zu) in %lld ms "
-                "from the subscribe to the last page",
-                N, g.pages, g.largest, page_size, (long long)(t1 - t0));
+    ts_log("caught up on %d messages in %zu pages (largest %zu, page_size %zu) in %lld ms "
+           "from the subscribe to the last page",
+           N, g.pages, g.largest, page_size, (long long)(t1 - t0));
     ASSERTF(g.pages >= (N + page_size - 1) / page_size, "%zu pages for %d messages", g.pages, N);
 
     harness_client_disconnect(dev);
-    harness_broker_destroy(b);
-    return harness_pass();
+    ts_broker_destroy(b);
+    return ts_pass();
 }

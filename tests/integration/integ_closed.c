@@ -18,7 +18,7 @@
 #define E_NOT_MEMBER "not a member of the group"
 #define E_NO_USERNAME "closed groups admit only clients with a username"
 
-static harness_client *connect_as(harness_broker *b, const char *id, const char *user, int version)
+static harness_client *connect_as(ts_broker *b, const char *id, const char *user, int version)
 {
     harness_client_opts o = {.client_id = id, .username = user, .mqtt_version = version};
 
@@ -113,12 +113,12 @@ static void expect_subscribe_refused(harness_client *c, bool v5, const char *err
 int main(void)
 {
     static const char *const opts[] = {"open_groups false", "admins admin, boss", NULL};
-    harness_broker *b;
+    ts_broker *b;
     harness_client *admin, *boss, *alice, *bob, *eve, *eve5, *anon;
     int64_t acked = -1;
 
-    harness_init("integ_closed");
-    b = harness_broker_start(opts);
+    ts_init("integ_closed");
+    b = ts_broker_start(opts);
     admin = connect_as(b, "admin-console", "admin", 4);
     boss = connect_as(b, "boss-console", "boss", 4);
     alice = connect_as(b, "alice-phone", "alice", 4);
@@ -143,7 +143,7 @@ int main(void)
     expect_one_error(alice, "{\"commands\":[{\"command\":\"leave\",\"group\":\"" GROUP "\"}]}",
                      "leave", GROUP, "only an admin may change membership of closed groups");
     ASSERT(listed(alice, &acked) && acked == 0);
-    harness_log("admins added alice and bob");
+    ts_log("admins added alice and bob");
 
     /* Members use the group; non-members learn nothing of it. */
     harness_client_subscribe(alice, TOPIC, 1);
@@ -180,7 +180,7 @@ int main(void)
     /* An admin is not a member by being an admin. */
     expect_publish_refused(admin, false, TOPIC, "admin speaking", "publish", E_NOT_MEMBER);
     ASSERT(!listed(admin, NULL));
-    harness_log("non-members and anonymous clients refused");
+    ts_log("non-members and anonymous clients refused");
 
     /* Removal takes effect at once, on the subscription bob holds too. */
     manage(boss, "leave", "bob");
@@ -192,7 +192,7 @@ int main(void)
     expect_one_error(bob,
                      "{\"commands\":[{\"command\":\"fetch\",\"group\":\"" GROUP "\",\"after\":0}]}",
                      "fetch", GROUP, E_NOT_MEMBER);
-    harness_log("bob removed");
+    ts_log("bob removed");
 
     /* Added back: starts at the head, and his subscription delivers again. */
     harness_client_publish(alice, TOPIC, "three", 1);
@@ -217,7 +217,7 @@ int main(void)
                 "eve's # subscription does not deliver once she is a member");
         harness_msg_free(m);
     }
-    harness_log("admins manage membership; members only");
+    ts_log("admins manage membership; members only");
 
     harness_client_disconnect(anon);
     harness_client_disconnect(eve5);
@@ -226,6 +226,6 @@ int main(void)
     harness_client_disconnect(alice);
     harness_client_disconnect(boss);
     harness_client_disconnect(admin);
-    harness_broker_destroy(b);
-    return harness_pass();
+    ts_broker_destroy(b);
+    return ts_pass();
 }

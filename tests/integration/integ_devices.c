@@ -14,9 +14,8 @@
 #define LAPTOP "carol-laptop"
 #define PAGE_SIZE 100
 #define CATCHUP_MS 20000
-#define NO_PAGE_MS 1500
 
-static void send_n(harness_broker *b, int from, int to)
+static void send_n(ts_broker *b, int from, int to)
 {
     harness_client *snd = harness_client_connect(b, "devices-sender", NULL);
     char payload[64];
@@ -29,25 +28,25 @@ static void send_n(harness_broker *b, int from, int to)
 
 /* Connects device, subscribes, and expects exactly ids from..to by replay
  * (from > to: no page at all), acking as it goes. */
-static void catch_up(harness_broker *b, const char *device, int64_t from, int64_t to)
+static void catch_up(ts_broker *b, const char *device, int64_t from, int64_t to)
 {
     harness_client *c = harness_client_connect(b, device, MEMBER);
     harness_client_subscribe(c, TOPIC, 1);
     if (from > to) {
-        harness_client_expect_none(c, NO_PAGE_MS, "no page: the device holds everything");
+        harness_expect_quiet(c, "no page: the device holds everything");
     } else {
         harness_catchup g = {.group = GROUP, .from = from, .to = to};
         harness_catch_up(c, &g, 1, PAGE_SIZE, CATCHUP_MS, NULL, NULL);
-        harness_log("%s caught up on %lld..%lld in %zu pages", device, (long long)from,
-                    (long long)to, g.pages);
+        ts_log("%s caught up on %lld..%lld in %zu pages", device, (long long)from, (long long)to,
+               g.pages);
     }
     harness_client_disconnect(c);
 }
 
 int main(void)
 {
-    harness_init("integ_devices");
-    harness_broker *b = harness_broker_start(NULL);
+    ts_init("integ_devices");
+    ts_broker *b = ts_broker_start(NULL);
 
     /* Messages before carol joins are not pushed to her. */
     send_n(b, 1, 5);
@@ -72,7 +71,7 @@ int main(void)
     /* A late member's device gets no older message, but live ones. */
     harness_client *dave = harness_client_connect(b, "dave-phone", "dave");
     harness_client_subscribe(dave, TOPIC, 1);
-    harness_client_expect_none(dave, NO_PAGE_MS, "no page for a member who just joined");
+    harness_expect_quiet(dave, "no page for a member who just joined");
     send_n(b, 41, 41);
     harness_msg *m = harness_client_receive(dave, 5000);
     ASSERTF(m != NULL, "dave got no live message");
@@ -83,6 +82,6 @@ int main(void)
     harness_msg_free(m);
     harness_client_disconnect(dave);
 
-    harness_broker_destroy(b);
-    return harness_pass();
+    ts_broker_destroy(b);
+    return ts_pass();
 }

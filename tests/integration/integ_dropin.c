@@ -1,5 +1,7 @@
 /* integ_dropin: loading mosquitto-chat changes nothing outside the chat
- * topics. For one broker setup (argv[1]):
+ * topics. For one broker setup (argv[1]; for dynsec, argv[2] is the path of
+ * mosquitto_dynamic_security.so as the mosquitto package installs it, which
+ * CMake finds in the library directories of the build's architecture):
  *
  *   anonymous  allow_anonymous true, no access control;
  *   passwd     password_file (made with mosquitto_passwd) + acl_file;
@@ -27,8 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#define DYNSEC_PLUGIN "/usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so"
 #define WAIT_MS 5000
 #define QUIET_MS 400 /* a subscriber's queue is complete after this long without a message */
 #define MAX_LINES 2000
@@ -139,10 +141,10 @@ static void write_passwd(const char *dir)
         snprintf(pw, sizeof pw, "%s", password_of(users[i]));
         if (i == 0) {
             const char *argv[] = {"mosquitto_passwd", "-b", "-c", path, users[i], pw, NULL};
-            harness_run(argv);
+            ts_run_ok(argv);
         } else {
             const char *argv[] = {"mosquitto_passwd", "-b", path, users[i], pw, NULL};
-            harness_run(argv);
+            ts_run_ok(argv);
         }
     }
 }
@@ -178,7 +180,7 @@ static void write_acl(const char *dir)
     char path[512];
 
     snprintf(path, sizeof path, "%s/acl", dir);
-    harness_write_file(path, acl, sizeof acl - 1);
+    ts_write_file(path, acl, sizeof acl - 1);
 }
 
 static void add_acl(cJSON *acls, const char *type, const char *topic, bool allow)
@@ -219,10 +221,11 @@ static void write_dynsec(const char *dir)
         snprintf(pw, sizeof pw, "%s", password_of("admin"));
         {
             const char *argv[] = {"mosquitto_ctrl", "dynsec", "init", path, "admin", pw, NULL};
-            harness_run(argv);
+            ts_run_ok(argv);
         }
     }
-    text = harness_read_file(path, NULL);
+    text = ts_read_file(path, NULL);
+    ASSERTF(text != NULL, "mosquitto_ctrl wrote no %s", path);
     root = cJSON_Parse(text);
     free(text);
     clients = cJSON_GetObjectItemCaseSensitive(root, "clients");
@@ -236,9 +239,10 @@ static void write_dynsec(const char *dir)
         snprintf(pw, sizeof pw, "%s", password_of(users[i]));
         {
             const char *argv[] = {"mosquitto_ctrl", "dynsec", "init", init, users[i], pw, NULL};
-            harness_run(argv);
+            ts_run_ok(argv);
         }
-        text = harness_read_file(init, NULL);
+        text = ts_read_file(init, NULL);
+        ASSERTF(text != NULL, "mosquitto_ctrl wrote no %s", init);
         made = cJSON_Parse(text);
         free(text);
         client = cJSON_DetachItemFromArray(cJSON_GetObjectItemCaseSensitive(made, "clients"), 0);
@@ -290,19 +294,22 @@ static void write_dynsec(const char *dir)
 
     text = cJSON_Print(root);
     ASSERT(text != NULL);
-    harness_write_file(path, text, strlen(text));
+    ts_write_text(path, text);
     cJSON_free(text);
     cJSON_Delete(root);
 }
 
-static harness_broker *start(enum setup setup, bool with_chat)
+/* The `plugin` line of the dynamic-security plugin (main sets it). */
+static char g_dynsec_line[600];
+
+static ts_broker *start(enum setup setup, bool with_chat)
 {
     static const char *const passwd_lines[] = {"password_file @DIR@/passwd", "acl_file @DIR@/acl",
                                                NULL};
-    static const char *const dynsec_after[] = {"plugin " DYNSEC_PLUGIN,
+    static const char *const dynsec_after[] = {g_dynsec_line,
                                                "plugin_opt_config_file @DIR@/dynsec.json", NULL};
-    harness_conf conf = {.without_chat = !with_chat};
-    harness_broker *b;
+    ts_broker_conf conf = {.without_chat = !with_chat};
+    ts_broker *b;
 
     if (setup == PASSWD) {
         conf.lines = passwd_lines;
@@ -311,14 +318,14 @@ static harness_broker *start(enum setup setup, bool with_chat)
         conf.after = dynsec_after;
         conf.no_anonymous = true;
     }
-    b = harness_broker_create(&conf);
+    b = ts_broker_create(&conf);
     if (setup == PASSWD) {
-        write_passwd(harness_broker_dir(b));
-        write_acl(harness_broker_dir(b));
+        write_passwd(ts_broker_dir(b));
+        write_acl(ts_broker_dir(b));
     } else if (setup == DYNSEC) {
-        write_dynsec(harness_broker_dir(b));
+        write_dynsec(ts_broker_dir(b));
     }
-    harness_broker_launch(b);
+    ts_broker_launch(b);
     return b;
 }
 
@@ -326,7 +333,7 @@ static harness_broker *start(enum setup setup, bool with_chat)
  * The scenario
  * ========================================================================= */
 
-static harness_client *login(harness_broker *b, const char *id, const char *user, int version)
+static harness_client *login(ts_broker *b, const char *id, const char *user, int version)
 {
     char pw[64];
     harness_client_opts o = {.client_id = id, .username = user, .mqtt_version = version};
@@ -338,7 +345,7 @@ static harness_client *login(harness_broker *b, const char *id, const char *user
     return harness_client_connect_opts(b, &o);
 }
 
-static void connect_matrix(harness_broker *b, transcript *t)
+static void connect_matrix(ts_broker *b, transcript *t)
 {
     static const struct {
         const char *label;
@@ -405,7 +412,7 @@ static void note_received(transcript *t, harness_client *c, const char *who)
         free(got[i]);
 }
 
-static void pubsub_matrix(harness_broker *b, enum setup setup, transcript *t)
+static void pubsub_matrix(ts_broker *b, enum setup setup, transcript *t)
 {
     harness_client *subs[USERS];
     harness_props retain = {.retain = true};
@@ -464,7 +471,7 @@ static void pubsub_matrix(harness_broker *b, enum setup setup, transcript *t)
 }
 
 /* dynamic-security answers on its own $CONTROL topic. */
-static void dynsec_control(harness_broker *b, transcript *t)
+static void dynsec_control(ts_broker *b, transcript *t)
 {
     static const char req[] = "{\"commands\":[{\"command\":\"getClient\",\"username\":\"u1\"}]}";
     harness_client *admin = login(b, "admin-console", "admin", 4);
@@ -491,15 +498,15 @@ static void dynsec_control(harness_broker *b, transcript *t)
 
 static void run_scenario(enum setup setup, bool with_chat, transcript *t)
 {
-    harness_broker *b = start(setup, with_chat);
+    ts_broker *b = start(setup, with_chat);
 
-    harness_log("scenario %s the plugin", with_chat ? "with" : "without");
+    ts_log("scenario %s the plugin", with_chat ? "with" : "without");
     if (setup != ANONYMOUS)
         connect_matrix(b, t);
     pubsub_matrix(b, setup, t);
     if (setup == DYNSEC)
         dynsec_control(b, t);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 /* ===========================================================================
@@ -524,16 +531,16 @@ static void expect_envelope(harness_client *c, int64_t id, const char *from)
 
 static void chat_works(enum setup setup)
 {
-    harness_broker *b = start(setup, true);
+    ts_broker *b = start(setup, true);
     harness_client *c1 = login(b, "chat-u1", "u1", 4);
     harness_client *c2 = login(b, "chat-u2", "u2", 5);
     cJSON *resp;
     int64_t head = -1;
 
-    harness_log("chat with %s", setup == ANONYMOUS ? "no access control"
-                                : setup == PASSWD  ? "password_file and acl_file"
-                                                   : "dynamic-security");
-    ASSERTF(harness_broker_log_count(b, "another plugin is loaded before mosquitto-chat") == 0,
+    ts_log("chat with %s", setup == ANONYMOUS ? "no access control"
+                           : setup == PASSWD  ? "password_file and acl_file"
+                                              : "dynamic-security");
+    ASSERTF(ts_broker_log_count(b, "another plugin is loaded before mosquitto-chat") == 0,
             "the plugin warns about the plugin order although it is loaded first");
     harness_client_subscribe(c1, "chat/room1", 1);
     harness_client_subscribe(c2, "chat/room1", 1);
@@ -562,7 +569,7 @@ static void chat_works(enum setup setup)
         /* dynamic-security refuses the subscription; Mosquitto 2.0's
          * acl_file grants every subscription and refuses each delivery. */
         code = harness_client_try_subscribe(c3, "chat/room1", 1);
-        harness_log("u3's subscription to chat/room1: SUBACK 0x%02x", (unsigned)code);
+        ts_log("u3's subscription to chat/room1: SUBACK 0x%02x", (unsigned)code);
         if (setup == DYNSEC)
             ASSERTF(code == 0x80, "u3's subscription to chat/room1: SUBACK 0x%02x, expected 0x80",
                     (unsigned)code);
@@ -600,7 +607,7 @@ static void chat_works(enum setup setup)
     }
     harness_client_disconnect(c2);
     harness_client_disconnect(c1);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 int main(int argc, char **argv)
@@ -614,12 +621,20 @@ int main(int argc, char **argv)
     for (int i = 0; i < 3; i++)
         if (argc > 1 && strcmp(argv[1], names[i]) == 0)
             setup = (enum setup)i;
-    if (argc < 2 || strcmp(argv[1], names[setup]) != 0) {
-        fprintf(stderr, "usage: %s anonymous|passwd|dynsec\n", argv[0]);
+    if (argc < 2 || strcmp(argv[1], names[setup]) != 0 || (setup == DYNSEC && argc < 3)) {
+        fprintf(stderr, "usage: %s anonymous|passwd|dynsec <mosquitto_dynamic_security.so>\n",
+                argv[0]);
         return 2;
     }
     snprintf(name, sizeof name, "integ_dropin_%s", names[setup]);
-    harness_init(name);
+    ts_init(name);
+    if (setup == DYNSEC) {
+        ASSERTF(access(argv[2], R_OK) == 0,
+                "the dynamic-security plugin is not at \"%s\" (found by CMake when the build was "
+                "configured; is the mosquitto package installed?)",
+                argv[2]);
+        snprintf(g_dynsec_line, sizeof g_dynsec_line, "plugin %s", argv[2]);
+    }
 
     run_scenario(setup, false, &without);
     run_scenario(setup, true, &with);
@@ -628,7 +643,7 @@ int main(int argc, char **argv)
         printf("  %s\n", with.lines[i]);
     differ = print_diff(&without, &with);
     if (differ == 0)
-        harness_log("%zu transcript lines identical with and without the plugin", with.n);
+        ts_log("%zu transcript lines identical with and without the plugin", with.n);
     transcript_free(&with);
     transcript_free(&without);
 
@@ -637,5 +652,5 @@ int main(int argc, char **argv)
         FAILF("loading mosquitto-chat changed %zu line(s) of what happens outside the chat topics "
               "(%s); see the differences above",
               differ, names[setup]);
-    return harness_pass();
+    return ts_pass();
 }

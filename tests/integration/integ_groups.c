@@ -38,26 +38,26 @@ int main(void)
     static char names[GROUPS][16], topics[GROUPS][32];
     const char *topic_list[GROUPS];
     harness_catchup g[GROUPS];
-    harness_broker *b;
+    ts_broker *b;
     harness_client *dev, *snd;
     char payload[512];
     int64_t t0, t1 = 0;
     size_t pages = 0;
 
-    harness_init("integ_groups");
+    ts_init("integ_groups");
     for (int i = 0; i < GROUPS; i++) {
         snprintf(names[i], sizeof names[i], "group%02d", i);
         snprintf(topics[i], sizeof topics[i], "chat/%s", names[i]);
         topic_list[i] = topics[i];
         g[i] = (harness_catchup){.group = names[i], .from = 1, .to = PER_GROUP};
     }
-    b = harness_broker_start(NULL);
+    b = ts_broker_start(NULL);
 
     /* Join the 20 groups one subscribe at a time, then go offline. */
     dev = harness_client_connect(b, DEVICE, NULL);
     for (int i = 0; i < GROUPS; i++)
         harness_client_subscribe(dev, topics[i], 1);
-    harness_client_expect_none(dev, 300, "no page on joining empty groups");
+    harness_expect_quiet(dev, "no page on joining empty groups");
     harness_client_disconnect(dev);
 
     snd = harness_client_connect(b, SENDER, NULL);
@@ -73,12 +73,12 @@ int main(void)
     }
     for (int j = 0; j < GROUPS * PER_GROUP; j++)
         harness_client_wait_acked(snd, tickets[j], 10000);
-    harness_log("sent %d messages to each of %d groups", PER_GROUP, GROUPS);
+    ts_log("sent %d messages to each of %d groups", PER_GROUP, GROUPS);
     harness_client_disconnect(snd);
 
     /* Back online: one SUBSCRIBE for all 20 groups. */
     dev = harness_client_connect(b, DEVICE, NULL);
-    t0 = harness_now_ms();
+    t0 = ts_now_ms();
     harness_client_subscribe_many(dev, GROUPS, topic_list, 1);
     harness_catch_up(dev, g, GROUPS, PAGE_SIZE, CATCHUP_MS, check_envelope, NULL);
     for (int i = 0; i < GROUPS; i++) {
@@ -86,10 +86,10 @@ int main(void)
         if (g[i].done_ms > t1)
             t1 = g[i].done_ms;
     }
-    harness_log("caught up on %d groups x %d messages in %zu pages in %lld ms", GROUPS, PER_GROUP,
-                pages, (long long)(t1 - t0));
+    ts_log("caught up on %d groups x %d messages in %zu pages in %lld ms", GROUPS, PER_GROUP, pages,
+           (long long)(t1 - t0));
 
     harness_client_disconnect(dev);
-    harness_broker_destroy(b);
-    return harness_pass();
+    ts_broker_destroy(b);
+    return ts_pass();
 }

@@ -31,7 +31,7 @@ typedef struct receiver {
     int duplicates;           /* envelopes of ids already shown */
 } receiver;
 
-static harness_client *connect_as(harness_broker *b, const char *id, const char *user, int version)
+static harness_client *connect_as(ts_broker *b, const char *id, const char *user, int version)
 {
     harness_client_opts o = {.client_id = id, .username = user, .mqtt_version = version};
 
@@ -41,10 +41,10 @@ static harness_client *connect_as(harness_broker *b, const char *id, const char 
 /* Takes every envelope that arrives within ms, until expect more came. */
 static void receive(receiver *r, int expect, int ms)
 {
-    int64_t deadline = harness_now_ms() + ms;
+    int64_t deadline = ts_now_ms() + ms;
 
     for (int got = 0, i = 0; got < expect && i < 1000; i++) {
-        int64_t left = deadline - harness_now_ms();
+        int64_t left = deadline - ts_now_ms();
         harness_msg *m = harness_client_receive(r->c, left > 0 ? (int)left : 0);
         cJSON *env;
         int64_t id;
@@ -71,7 +71,7 @@ static void receive(receiver *r, int expect, int ms)
     }
 }
 
-static void connect_receivers(harness_broker *b, receiver *rs, int n)
+static void connect_receivers(ts_broker *b, receiver *rs, int n)
 {
     for (int i = 0; i < n; i++) {
         rs[i].c = connect_as(b, rs[i].id, rs[i].user, 4);
@@ -94,12 +94,12 @@ int main(void)
 {
     static receiver rs[2] = {{.id = "rita-phone", .user = "rita", .qos = 1},
                              {.id = "rob-phone", .user = "rob", .qos = 2}};
-    harness_broker *b;
+    ts_broker *b;
     harness_client *sam, *sam5, *sue;
     int rc;
 
-    harness_init("integ_idempotent");
-    b = harness_broker_start(NULL);
+    ts_init("integ_idempotent");
+    b = ts_broker_start(NULL);
     connect_receivers(b, rs, 2);
 
     /* 1. The original, then two other messages. */
@@ -120,18 +120,18 @@ int main(void)
     for (int i = 0; i < 2; i++)
         receive(&rs[i], 1, WAIT_MS);
     harness_client_disconnect(sam5);
-    harness_log("retry after a reconnect delivered as a duplicate");
+    ts_log("retry after a reconnect delivered as a duplicate");
 
     /* Receivers ack what they hold, then the broker restarts. */
     for (int i = 0; i < 2; i++) {
         harness_ack(rs[i].c, GROUP, 3, 1);
         harness_client_disconnect(rs[i].c);
     }
-    harness_broker_stop(b);
-    harness_broker_restart(b);
+    ts_broker_stop(b);
+    ts_broker_restart(b);
     connect_receivers(b, rs, 2);
     for (int i = 0; i < 2; i++)
-        harness_client_expect_none(rs[i].c, i == 0 ? 500 : 0, "no page: everything was acked");
+        harness_expect_quiet(rs[i].c, "no page: everything was acked");
 
     /* 3. Third time, after the restart, with another body: the stored
      * envelope is delivered, original id and body. */
@@ -139,7 +139,7 @@ int main(void)
     harness_client_publish(sam, TOPIC, "{\"cid\":\"sam-1\",\"body\":\"hello again?\"}", 1);
     for (int i = 0; i < 2; i++)
         receive(&rs[i], 1, WAIT_MS);
-    harness_log("retry after a restart delivered as a duplicate");
+    ts_log("retry after a restart delivered as a duplicate");
 
     /* The cid belongs to its sender and its group. */
     sue = connect_as(b, "sue-phone", "sue", 4);
@@ -203,6 +203,6 @@ int main(void)
     }
     harness_client_disconnect(sue);
     harness_client_disconnect(sam);
-    harness_broker_destroy(b);
-    return harness_pass();
+    ts_broker_destroy(b);
+    return ts_pass();
 }

@@ -28,7 +28,7 @@
 #define WAIT_MS 5000
 #define QUIET_MS 1000
 
-static harness_broker *g_b;
+static ts_broker *g_b;
 
 static harness_client *connect_as(const char *id, const char *user, int version)
 {
@@ -42,11 +42,11 @@ static harness_client *connect_as(const char *id, const char *user, int version)
  * on `count_topic`. */
 static int drain(harness_client *c, int ms, const char *const *allowed, const char *count_topic)
 {
-    int64_t deadline = harness_now_ms() + ms;
+    int64_t deadline = ts_now_ms() + ms;
     int counted = 0;
 
     for (int i = 0; i < 10000; i++) {
-        int64_t left = deadline - harness_now_ms();
+        int64_t left = deadline - ts_now_ms();
         harness_msg *m = harness_client_receive(c, left > 0 ? (int)left : 0);
         bool ok = false;
         if (m == NULL)
@@ -100,7 +100,7 @@ static void test_wildcards(harness_client *spy, harness_client *spy5)
         expect_wildcard_refused(spy, false, filters[i]);
         expect_wildcard_refused(spy5, true, filters[i]);
     }
-    harness_log("wildcard subscriptions at the group level refused");
+    ts_log("wildcard subscriptions at the group level refused");
 }
 
 /* The envelope of the forged publish. */
@@ -117,7 +117,7 @@ static void check_forged(const harness_msg *m, int64_t id, int64_t t0)
             m->payload);
     ASSERTF(strcmp(harness_json_str(env, "from"), "alice") == 0, "from is not alice's username: %s",
             m->payload);
-    ASSERTF(ts >= t0 - 5000 && ts <= harness_wall_ms() + 5000, "forged ts kept: %s", m->payload);
+    ASSERTF(ts >= t0 - 5000 && ts <= ts_wall_ms() + 5000, "forged ts kept: %s", m->payload);
     ASSERT(strcmp(harness_json_str(env, "body"), "forged") == 0);
     cJSON_ArrayForEach(item, env)
     {
@@ -185,8 +185,8 @@ int main(void)
     int64_t t0;
     int got;
 
-    harness_init("integ_isolation");
-    g_b = harness_broker_start(NULL);
+    ts_init("integ_isolation");
+    g_b = ts_broker_start(NULL);
     alice = connect_as("alice-phone", "alice", 4);
     phone = connect_as("bob-phone", "bob", 4);
     laptop = connect_as("bob-laptop", "bob", 4);
@@ -213,7 +213,7 @@ int main(void)
     }
 
     /* Forged fields, from the username. */
-    t0 = harness_wall_ms();
+    t0 = ts_wall_ms();
     harness_client_publish(alice, TOPIC,
                            "{\"id\":999,\"group\":\"elsewhere\",\"from\":\"mallory\",\"ts\":1,"
                            "\"body\":\"forged\",\"extra\":{\"k\":[1,2]}}",
@@ -221,7 +221,7 @@ int main(void)
     m = expect_envelope(phone, 1);
     check_forged(m, 1, t0);
     harness_msg_free(m);
-    harness_log("forged id, group, from and ts overwritten");
+    ts_log("forged id, group, from and ts overwritten");
 
     /* Traffic nobody else may see: acks, requests, responses, a forged
      * response, a refused topic; and non-chat traffic that everyone sees. */
@@ -250,7 +250,7 @@ int main(void)
     phone = connect_as("bob-phone", "bob", 4);
     harness_client_subscribe(phone, TOPIC, 1);
     harness_catch_up(phone, &g, 1, 100, 10000, NULL, NULL);
-    harness_log("bob's phone caught up on 2..3");
+    ts_log("bob's phone caught up on 2..3");
 
     /* What the others got. */
     got = drain(spy, QUIET_MS, news_only, "news/" GROUP);
@@ -262,7 +262,7 @@ int main(void)
     ASSERTF(got == 3, "wide (a member, on #) got %d envelopes, expected 3", got);
     got = drain(plus, 0, member_sees, TOPIC);
     ASSERTF(got == 3, "plus (a member, on +/room1) got %d envelopes, expected 3", got);
-    harness_log("no ack, request, response or page reached anyone else");
+    ts_log("no ack, request, response or page reached anyone else");
 
     /* Wills: elsewhere delivered, on a chat topic never. */
     will("willy4", "presence/willy4", "gone", false, false);
@@ -285,7 +285,7 @@ int main(void)
     harness_client_expect_none(wide, 0, "no Will on a chat topic");
     harness_client_expect_none(laptop, 0, "no Will on a chat topic");
     harness_client_expect_none(spy, 0, "no Will on a chat topic");
-    harness_log("Wills on chat topics not delivered");
+    ts_log("Wills on chat topics not delivered");
 
     /* Not retained: a retained chat publish is delivered live, and a later
      * subscriber gets no retained copy (nor the retained Will). */
@@ -310,7 +310,7 @@ int main(void)
         cJSON_Delete(resp);
         harness_client_publish(alice, TOPIC, "unread for shary", 1);
         harness_client_subscribe(shary, "$share/g/" TOPIC, 1);
-        harness_client_expect_none(shary, QUIET_MS, "no replay on a shared subscription");
+        harness_expect_quiet(shary, "no replay on a shared subscription");
         harness_client_publish(alice, TOPIC, "live for shary", 1);
         m = harness_client_receive(shary, WAIT_MS);
         ASSERTF(m != NULL && strcmp(m->topic, TOPIC) == 0,
@@ -326,6 +326,6 @@ int main(void)
     harness_client_disconnect(laptop);
     harness_client_disconnect(phone);
     harness_client_disconnect(alice);
-    harness_broker_destroy(g_b);
-    return harness_pass();
+    ts_broker_destroy(g_b);
+    return ts_pass();
 }

@@ -2,16 +2,20 @@
  * publishes loses none that were acknowledged. After a restart on the same
  * store, a device that joined before the stream catches up on ids 1..head
  * with no gap, in order, holding every message whose PUBACK arrived, each
- * once; the next message gets id head + 1. */
+ * once; the next message gets id head + 1.
+ *
+ * Usage: integ_kill9 [none|batch|always]: plugin_opt_fsync (default none).
+ * With always every publish waits for its sync, so the kill comes sooner. */
 #include "harness.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_SEND 30000  /* stream length bound: the kill comes long before */
-#define KILL_AFTER 2000 /* kill once this message is acknowledged */
-#define PAGE_SIZE 100   /* PROTOCOL.md default */
+#define MAX_SEND 30000        /* stream length bound: the kill comes long before */
+#define KILL_AFTER 2000       /* kill once this message is acknowledged */
+#define KILL_AFTER_ALWAYS 200 /* the same with fsync always */
+#define PAGE_SIZE 100         /* PROTOCOL.md default */
 #define GROUP "stream"
 #define TOPIC "chat/" GROUP
 #define READER "kill9-reader"
@@ -50,23 +54,33 @@ static void check_envelope(void *arg, const char *group, const cJSON *env)
     s->count++;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     static harness_ticket tickets[MAX_SEND + 1];
     static bool acked[MAX_SEND + 1];
     static int id_of_n[MAX_SEND + 1];
     seen s = {.id_of_n = id_of_n};
     harness_catchup g = {.group = GROUP, .from = 1, .to = -1};
-    harness_broker *b;
+    ts_broker *b;
     harness_client *reader, *snd;
     char payload[128];
     int sent = 0, nacked = 0;
     bool killed = false;
     harness_msg *m;
     cJSON *env;
+    const char *fsync = argc > 1 ? argv[1] : "none";
+    int kill_after = strcmp(fsync, "always") == 0 ? KILL_AFTER_ALWAYS : KILL_AFTER;
+    char opt[32], name[64];
+    const char *opts[] = {opt, NULL};
 
-    harness_init("integ_kill9");
-    b = harness_broker_start(NULL);
+    if (strcmp(fsync, "none") != 0 && strcmp(fsync, "batch") != 0 && strcmp(fsync, "always") != 0) {
+        fprintf(stderr, "usage: %s [none|batch|always]\n", argv[0]);
+        return 2;
+    }
+    snprintf(opt, sizeof opt, "fsync %s", fsync);
+    snprintf(name, sizeof name, "integ_kill9 (fsync %s)", fsync);
+    ts_init(name);
+    b = ts_broker_start(opts);
 
     /* The reader joins before the stream, then goes offline. */
     reader = harness_client_connect(b, READER, NULL);
@@ -85,12 +99,12 @@ int main(void)
         rc = harness_client_publish_async(snd, TOPIC, payload, 1, &tickets[k]);
         ASSERTF(rc == 0, "publish %d failed with Paho code %d before the kill", k, rc);
         sent = k;
-        if (k > KILL_AFTER && harness_client_acked(snd, tickets[KILL_AFTER])) {
-            harness_broker_kill(b);
+        if (k > kill_after && harness_client_acked(snd, tickets[kill_after])) {
+            ts_broker_kill(b);
             killed = true;
         }
     }
-    ASSERTF(killed, "message %d not acknowledged after %d were sent", KILL_AFTER, MAX_SEND);
+    ASSERTF(killed, "message %d not acknowledged after %d were sent", kill_after, MAX_SEND);
     ASSERTF(harness_client_wait_lost(snd, 10000), "the sender did not notice the broker's death");
     /* Paho calls back in order on one thread: every PUBACK read before the
      * connection broke has been counted by now. */
@@ -98,17 +112,17 @@ int main(void)
         acked[k] = harness_client_acked(snd, tickets[k]);
         nacked += acked[k];
     }
-    harness_log("killed the broker with %d sent, %d acknowledged, %d in flight", sent, nacked,
-                sent - nacked);
+    ts_log("killed the broker with %d sent, %d acknowledged, %d in flight", sent, nacked,
+           sent - nacked);
     harness_client_destroy(snd);
 
-    harness_broker_restart(b);
+    ts_broker_restart(b);
     s.sent = sent;
     reader = harness_client_connect(b, READER, NULL);
     harness_client_subscribe(reader, TOPIC, 1);
     harness_catch_up(reader, &g, 1, PAGE_SIZE, CATCHUP_MS, check_envelope, &s);
-    harness_log("after the restart: head %lld, %lld messages stored, %lld acknowledged",
-                (long long)g.head, (long long)s.count, (long long)nacked);
+    ts_log("after the restart: head %lld, %lld messages stored, %lld acknowledged",
+           (long long)g.head, (long long)s.count, (long long)nacked);
     ASSERT(s.count == g.head);
     for (int k = 1; k <= sent; k++)
         ASSERTF(!acked[k] || id_of_n[k] != 0,
@@ -130,6 +144,6 @@ int main(void)
     harness_msg_free(m);
 
     harness_client_disconnect(reader);
-    harness_broker_destroy(b);
-    return harness_pass();
+    ts_broker_destroy(b);
+    return ts_pass();
 }

@@ -48,7 +48,7 @@ static uint64_t store_size(int members)
     static harness_ticket tickets[N + 1];
     char id[32], payload[BODY + 64], body[BODY + 1];
     harness_catchup g = {.group = GROUP, .from = 1, .to = N};
-    harness_broker *b = harness_broker_start(NULL);
+    ts_broker *b = ts_broker_start(NULL);
     harness_client *c;
     uint64_t bytes;
 
@@ -77,11 +77,11 @@ static uint64_t store_size(int members)
     harness_catch_up(c, &g, 1, PAGE_SIZE, CATCHUP_MS, check_envelope, NULL);
     harness_client_disconnect(c);
 
-    harness_broker_stop(b);
-    bytes = harness_dir_bytes(harness_broker_db_path(b));
-    harness_log("%d member device(s): store of %llu bytes after %d messages of %d bytes", members,
-                (unsigned long long)bytes, N, BODY);
-    harness_broker_destroy(b);
+    ts_broker_stop(b);
+    bytes = ts_dir_bytes(ts_broker_db_path(b));
+    ts_log("%d member device(s): store of %llu bytes after %d messages of %d bytes", members,
+           (unsigned long long)bytes, N, BODY);
+    ts_broker_destroy(b);
     return bytes;
 }
 
@@ -89,7 +89,7 @@ int main(void)
 {
     uint64_t one, many;
 
-    harness_init("integ_one_copy");
+    ts_init("integ_one_copy");
     one = store_size(1);
     many = store_size(MANY);
     ASSERTF(one >= (uint64_t)N * BODY, "the store (%llu bytes) is smaller than the bodies sent",
@@ -97,7 +97,7 @@ int main(void)
     ASSERTF(many * 10 <= one * 11 && many * 10 >= one * 9,
             "store of %llu bytes with %d members, %llu with 1: more than 10%% apart",
             (unsigned long long)many, MANY, (unsigned long long)one);
-    harness_log("store size with %d members is %.1f%% of the size with 1", MANY,
-                100.0 * (double)many / (double)one);
-    return harness_pass();
+    ts_log("store size with %d members is %.1f%% of the size with 1", MANY,
+           100.0 * (double)many / (double)one);
+    return ts_pass();
 }

@@ -45,7 +45,7 @@
  * Helpers
  * ========================================================================= */
 
-static harness_client *connect_as(harness_broker *b, const char *id, const char *user, bool pushes)
+static harness_client *connect_as(ts_broker *b, const char *id, const char *user, bool pushes)
 {
     harness_client_opts o = {.client_id = id, .username = user, .pushes = pushes};
     return harness_client_connect_opts(b, &o);
@@ -259,12 +259,12 @@ static void fold(struct seen *s, const harness_msg *m)
 static void wait_push_ms(harness_client *c, struct seen *s, const char *member, int online,
                          int64_t read, int wait_ms)
 {
-    int64_t until = harness_now_ms() + wait_ms;
+    int64_t until = ts_now_ms() + wait_ms;
     for (;;) {
         int i = seen_slot(s, member);
         if ((online >= 0 && s->online[i] == online) || (online < 0 && s->read[i] == read))
             return;
-        int64_t left = until - harness_now_ms();
+        int64_t left = until - ts_now_ms();
         harness_msg *m = left > 0 ? harness_client_receive_if(c, is_push, NULL, (int)left) : NULL;
         if (m == NULL)
             FAILF("%s: no push said %s is %s", harness_client_id(c), member,
@@ -296,7 +296,7 @@ static void expect_no_push(harness_client *c, int ms, const char *what)
 
 static void case_markers(void)
 {
-    harness_broker *b = harness_broker_start(NULL);
+    ts_broker *b = ts_broker_start(NULL);
     harness_client *a1 = connect_as(b, "a1", "alice", false);
     harness_client *a2 = connect_as(b, "a2", "alice", false);
     harness_client *bob = connect_as(b, "b1", "bob", false);
@@ -336,13 +336,13 @@ static void case_markers(void)
     harness_client_destroy(a2);
     harness_client_destroy(bob);
     harness_client_destroy(carol);
-    harness_broker_stop(b);
-    harness_broker_restart(b);
+    ts_broker_stop(b);
+    ts_broker_restart(b);
     carol = connect_as(b, "c1", "carol", false);
     expect_receipts(carol, "", "alice:8 bob:10 carol:3", 3, false);
-    harness_log("read by k of n for message 8: alice and bob, 2 of 3");
+    ts_log("read by k of n for message 8: alice and bob, 2 of 3");
     harness_client_disconnect(carol);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 /* ===========================================================================
@@ -351,7 +351,7 @@ static void case_markers(void)
 
 static void case_errors(void)
 {
-    harness_broker *b = harness_broker_start(NULL);
+    ts_broker *b = ts_broker_start(NULL);
     harness_client *alice = connect_as(b, "a1", "alice", false);
     harness_client *eve = connect_as(b, "e1", "eve", false);
 
@@ -390,7 +390,7 @@ static void case_errors(void)
     harness_client_expect_none(eve, QUIET_MS, "nothing: reads are never delivered");
     harness_client_disconnect(alice);
     harness_client_disconnect(eve);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 /* ===========================================================================
@@ -400,7 +400,7 @@ static void case_errors(void)
 static void case_coalesced(void)
 {
     const char *opts[] = {"receipt_interval 2000", NULL};
-    harness_broker *b = harness_broker_start(opts);
+    ts_broker *b = ts_broker_start(opts);
     harness_client *watch1 = connect_as(b, "w1", "walt", true);
     harness_client *watch2 = connect_as(b, "w2", "walt", true);
     harness_client *r[4];
@@ -420,7 +420,7 @@ static void case_coalesced(void)
      * one is a full interval away */
     wait_push(watch1, &s1, "dan", 1, 0);
     /* a burst of reads, some members twice */
-    int64_t t0 = harness_now_ms();
+    int64_t t0 = ts_now_ms();
     read_topic(r[0], 5);
     read_topic(r[1], 7);
     read_topic(r[0], 9);
@@ -428,7 +428,7 @@ static void case_coalesced(void)
     read_topic(r[3], 12);
     read_topic(r[2], 2); /* back: nothing moves */
     read_topic(r[3], 15);
-    int64_t burst = harness_now_ms() - t0;
+    int64_t burst = ts_now_ms() - t0;
     int before1 = s1.reads_entries;
     /* every marker that moved, with its latest value, reaches both devices */
     wait_push(watch1, &s1, "ann", -1, 9);
@@ -439,8 +439,8 @@ static void case_coalesced(void)
     wait_push(watch2, &s2, "ben", -1, 7);
     wait_push(watch2, &s2, "cat", -1, 3);
     wait_push(watch2, &s2, "dan", -1, 15);
-    harness_log("7 reads in %lld ms reached each device in %d reads entries", (long long)burst,
-                s1.reads_entries - before1);
+    ts_log("7 reads in %lld ms reached each device in %d reads entries", (long long)burst,
+           s1.reads_entries - before1);
     /* Coalescing: the burst took far less than the 2 s interval (measured,
      * not assumed), so at most two pushes (one may have gone at the burst's
      * start) carry its seven reads. */
@@ -453,7 +453,7 @@ static void case_coalesced(void)
         harness_client_disconnect(r[i]);
     harness_client_disconnect(watch1);
     harness_client_disconnect(watch2);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 /* ===========================================================================
@@ -476,7 +476,7 @@ static void raw_expect(int fd, unsigned type)
 {
     unsigned char buf[65536];
     size_t have = 0;
-    int64_t until = harness_now_ms() + WAIT_MS;
+    int64_t until = ts_now_ms() + WAIT_MS;
     for (;;) {
         /* whole packets at the front of buf */
         size_t pos = 0;
@@ -498,7 +498,7 @@ static void raw_expect(int fd, unsigned type)
         }
         memmove(buf, buf + pos, have - pos);
         have -= pos;
-        int64_t left = until - harness_now_ms();
+        int64_t left = until - ts_now_ms();
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         ASSERTF(left > 0 && poll(&pfd, 1, (int)left) == 1 && have < sizeof buf,
                 "raw client: no packet of type %u", type);
@@ -523,9 +523,9 @@ static void raw_send(int fd, unsigned char header, const unsigned char *body, si
  * keep-alive keepalive_s; returns its socket. It answers nothing the broker
  * sends it, PINGREQ included: with a short keep-alive it is a client that
  * stopped answering. */
-static int raw_connect(harness_broker *b, const char *id, const char *user, int keepalive_s)
+static int raw_connect(ts_broker *b, const char *id, const char *user, int keepalive_s)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(harness_broker_port(b))};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(ts_broker_port(b))};
     unsigned char body[128];
     int fd = socket(AF_INET, SOCK_STREAM, 0);
 
@@ -563,7 +563,7 @@ static void raw_subscription(int fd, bool subscribe)
 static void case_presence(void)
 {
     const char *opts[] = {"receipt_interval 200", NULL};
-    harness_broker *b = harness_broker_start(opts);
+    ts_broker *b = ts_broker_start(opts);
     harness_client *alice = connect_as(b, "a1", "alice", true);
     harness_client *asker = connect_as(b, "a2", "alice", false);
     struct seen s = {0};
@@ -619,7 +619,7 @@ static void case_presence(void)
     harness_client_disconnect(bob_again);
     harness_client_disconnect(asker);
     harness_client_disconnect(alice);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 /* ===========================================================================
@@ -629,7 +629,7 @@ static void case_presence(void)
 static void case_keepalive(void)
 {
     const char *opts[] = {"receipt_interval 200", NULL};
-    harness_broker *b = harness_broker_start(opts);
+    ts_broker *b = ts_broker_start(opts);
     harness_client *alice = connect_as(b, "a1", "alice", true);
     harness_client *asker = connect_as(b, "a2", "alice", false);
     struct seen s = {0};
@@ -644,11 +644,11 @@ static void case_keepalive(void)
      * keep-alives every 5 s) */
     wait_push_ms(alice, &s, "bob", 0, 0, 20000);
     expect_online(asker, "alice", 2);
-    ASSERT(harness_broker_log_count(b, "b-raw") > 0);
+    ASSERT(ts_broker_log_count(b, "b-raw") > 0);
     close(fd);
     harness_client_disconnect(asker);
     harness_client_disconnect(alice);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 /* ===========================================================================
@@ -658,17 +658,17 @@ static void case_keepalive(void)
 static void case_restart(void)
 {
     const char *opts[] = {"receipt_interval 200", NULL};
-    harness_broker *b = harness_broker_start(opts);
+    ts_broker *b = ts_broker_start(opts);
     harness_client *alice = connect_as(b, "a1", "alice", false);
     harness_client *bob = connect_as(b, "b1", "bob", false);
 
     harness_client_subscribe(alice, "chat/" GROUP, 1);
     harness_client_subscribe(bob, "chat/" GROUP, 1);
     expect_online(alice, "alice bob", 2);
-    harness_broker_stop(b);
+    ts_broker_stop(b);
     harness_client_destroy(alice);
     harness_client_destroy(bob);
-    harness_broker_restart(b);
+    ts_broker_restart(b);
 
     /* nobody is online until they subscribe again */
     harness_client *asker = connect_as(b, "a2", "alice", false);
@@ -680,7 +680,7 @@ static void case_restart(void)
     expect_online(asker, "bob", 2);
     harness_client_disconnect(bob);
     harness_client_disconnect(asker);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 /* ===========================================================================
@@ -690,7 +690,7 @@ static void case_restart(void)
 static void case_nonmember(void)
 {
     const char *opts[] = {"receipt_interval 200", "open_groups false", "admins boss", NULL};
-    harness_broker *b = harness_broker_start(opts);
+    ts_broker *b = ts_broker_start(opts);
     harness_client *boss = connect_as(b, "boss1", "boss", false);
     harness_client *alice = connect_as(b, "a1", "alice", true);
     harness_client *bob = connect_as(b, "b1", "bob", true);
@@ -736,7 +736,7 @@ static void case_nonmember(void)
     harness_client_disconnect(bob);
     harness_client_disconnect(alice);
     harness_client_disconnect(boss);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 /* ===========================================================================
@@ -752,27 +752,27 @@ static const char acl_rw[] = "user r\n"
 
 /* A broker with users r (reads and writes the chat) and w (may only write
  * chat/GROUP), behind acl_file. */
-static harness_broker *start_rw_broker(const char *const *opts)
+static ts_broker *start_rw_broker(const char *const *opts)
 {
-    harness_conf conf = {
+    ts_broker_conf conf = {
         .plugin_opts = opts,
         .lines = (const char *const[]){"password_file @DIR@/passwd", "acl_file @DIR@/acl", NULL},
         .no_anonymous = true};
-    harness_broker *b = harness_broker_create(&conf);
+    ts_broker *b = ts_broker_create(&conf);
     char path[512];
-    snprintf(path, sizeof path, "%s/passwd", harness_broker_dir(b));
-    harness_write_file(path, "", 0);
+    snprintf(path, sizeof path, "%s/passwd", ts_broker_dir(b));
+    ts_write_file(path, "", 0);
     const char *r[] = {"mosquitto_passwd", "-b", path, "r", "rpw", NULL};
     const char *w[] = {"mosquitto_passwd", "-b", path, "w", "wpw", NULL};
-    harness_run(r);
-    harness_run(w);
-    snprintf(path, sizeof path, "%s/acl", harness_broker_dir(b));
-    harness_write_file(path, acl_rw, strlen(acl_rw));
-    harness_broker_launch(b);
+    ts_run_ok(r);
+    ts_run_ok(w);
+    snprintf(path, sizeof path, "%s/acl", ts_broker_dir(b));
+    ts_write_file(path, acl_rw, strlen(acl_rw));
+    ts_broker_launch(b);
     return b;
 }
 
-static harness_client *connect_pw(harness_broker *b, const char *id, const char *user,
+static harness_client *connect_pw(ts_broker *b, const char *id, const char *user,
                                   const char *password, bool pushes)
 {
     harness_client_opts o = {
@@ -783,7 +783,7 @@ static harness_client *connect_pw(harness_broker *b, const char *id, const char 
 static void case_acl(void)
 {
     const char *opts[] = {"receipt_interval 200", NULL};
-    harness_broker *b = start_rw_broker(opts);
+    ts_broker *b = start_rw_broker(opts);
     harness_client *r = connect_pw(b, "r1", "r", "rpw", true);
     harness_client *w = connect_pw(b, "w1", "w", "wpw", true);
     struct seen s = {0};
@@ -806,7 +806,7 @@ static void case_acl(void)
     expect_no_push(w, QUIET_MS, "w may not read the group");
     harness_client_disconnect(r);
     harness_client_disconnect(w);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 
     /* As on an upstream build, where the broker cannot be asked: nobody is
      * counted online, nor told; with read_check members, members are. */
@@ -820,7 +820,7 @@ static void case_acl(void)
                    "history is unavailable: this broker cannot tell mosquitto-chat whether you "
                    "may read the group (see plugin_opt_read_check)");
     harness_client_disconnect(r);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
     const char *members[] = {"receipt_interval 200", "read_check members", NULL};
     b = start_rw_broker(members);
     r = connect_pw(b, "r1", "r", "rpw", true);
@@ -831,13 +831,10 @@ static void case_acl(void)
     expect_online(r, "r", 1);
     unsetenv("MOSQUITTO_CHAT_TEST_NO_ACL_CHECK");
     harness_client_disconnect(r);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
-static const struct {
-    const char *name;
-    void (*fn)(void);
-} cases[] = {
+static const ts_case cases[] = {
     {"markers", case_markers},     {"errors", case_errors},
     {"coalesced", case_coalesced}, {"presence", case_presence},
     {"keepalive", case_keepalive}, {"restart", case_restart},
@@ -846,19 +843,5 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-    char name[96];
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s <case>\n", argv[0]);
-        return 2;
-    }
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (strcmp(argv[1], cases[i].name) == 0) {
-            snprintf(name, sizeof name, "integ_receipts_%s", argv[1]);
-            harness_init(name);
-            cases[i].fn();
-            return harness_pass();
-        }
-    }
-    fprintf(stderr, "unknown case %s\n", argv[1]);
-    return 2;
+    return ts_run_case(argc, argv, "integ_receipts_", cases, sizeof cases / sizeof cases[0]);
 }

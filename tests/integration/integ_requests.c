@@ -26,9 +26,9 @@
 #define WAIT_MS 5000
 #define QUIET_MS 500 /* a page or message would come at once; wait this long */
 
-static harness_broker *g_b;
+static ts_broker *g_b;
 
-static harness_client *connect_as(harness_broker *b, const char *id, const char *user, int version)
+static harness_client *connect_as(ts_broker *b, const char *id, const char *user, int version)
 {
     harness_client_opts o = {.client_id = id, .username = user, .mqtt_version = version};
 
@@ -152,7 +152,7 @@ static void test_join_leave(harness_client *alice, harness_client *phone, harnes
     cJSON *resp;
     const cJSON *e;
 
-    harness_log("join and leave");
+    ts_log("join and leave");
     resp = command(phone, "{\"command\":\"join\",\"group\":\"room1\"}");
     e = harness_response_only(resp);
     expect_entry_int(e, "join", "room1", "head", 0);
@@ -227,7 +227,7 @@ static void test_sync_replay(harness_client *alice, harness_client *phone, int *
                             {.group = "room3", .from = 1, .to = 3}};
     cJSON *resp;
 
-    harness_log("sync with and without replay");
+    ts_log("sync with and without replay");
     resp = harness_request(phone,
                            "{\"commands\":[{\"command\":\"join\",\"group\":\"room2\"},"
                            "{\"command\":\"join\",\"group\":\"room3\"}]}",
@@ -243,7 +243,7 @@ static void test_sync_replay(harness_client *alice, harness_client *phone, int *
     expect_sync(phone, "room1", true, 9, 9);
     expect_sync(phone, "room2", true, 6, 2);
     expect_sync(phone, "room3", true, 3, 0);
-    harness_client_expect_none(phone, QUIET_MS, "no replay page after sync with replay false");
+    harness_expect_quiet(phone, "no replay page after sync with replay false");
 
     /* The default replays room2 and room3, not room1 (nothing unread). */
     resp = command(phone, "{\"command\":\"sync\"}");
@@ -255,7 +255,7 @@ static void test_sync_replay(harness_client *alice, harness_client *phone, int *
     }
     cJSON_Delete(resp);
     harness_catch_up(phone, g, 2, PAGE_SIZE, 10000, NULL, NULL);
-    harness_log("sync replayed room2 in %zu page(s) and room3 in %zu", g[0].pages, g[1].pages);
+    ts_log("sync replayed room2 in %zu page(s) and room3 in %zu", g[0].pages, g[1].pages);
     expect_sync(phone, "room2", true, 6, 6);
     expect_sync(phone, "room3", true, 3, 3);
 
@@ -263,14 +263,14 @@ static void test_sync_replay(harness_client *alice, harness_client *phone, int *
     resp = command(phone, "{\"command\":\"sync\",\"replay\":true}");
     harness_expect_ok(harness_response_only(resp), "sync", NULL);
     cJSON_Delete(resp);
-    harness_client_expect_none(phone, QUIET_MS, "no page when nothing is unread");
+    harness_expect_quiet(phone, "no page when nothing is unread");
 }
 
 static void test_fetch_history(harness_client *alice, harness_client *phone, int *sent)
 {
     cJSON *resp;
 
-    harness_log("fetch and history");
+    ts_log("fetch and history");
     send_n(alice, "room2", 5, sent); /* room2: head 11, phone's cursor 6 */
     expect_fetch(phone, "{\"command\":\"fetch\",\"group\":\"room2\"}", "room2", 7, 4, 11, true);
     expect_fetch(phone, "{\"command\":\"fetch\",\"group\":\"room2\",\"after\":10}", "room2", 11, 1,
@@ -314,7 +314,7 @@ static void test_batch_ack(harness_client *alice, harness_client *phone, int *se
 {
     cJSON *resp;
 
-    harness_log("batch ack");
+    ts_log("batch ack");
     send_n(alice, "room1", 1, sent); /* room1 head 10, cursor 9 */
     send_n(alice, "room3", 2, sent); /* room3 head 5, cursor 3 */
     resp = harness_request(phone,
@@ -334,7 +334,7 @@ static void test_batch_ack(harness_client *alice, harness_client *phone, int *se
     expect_sync(phone, "room3", true, 5, 4);
     /* The cursor is what fetch starts from. */
     expect_fetch(phone, "{\"command\":\"fetch\",\"group\":\"room2\"}", "room2", 10, 2, 11, false);
-    harness_client_expect_none(phone, QUIET_MS, "an ack pushes nothing");
+    harness_expect_quiet(phone, "an ack pushes nothing");
 }
 
 /* ===========================================================================
@@ -346,7 +346,7 @@ static bool on_topic(const harness_msg *m, void *arg)
     return strcmp(m->topic, (const char *)arg) == 0;
 }
 
-static void test_mqtt5(harness_broker *b, harness_client *alice, int *sent)
+static void test_mqtt5(ts_broker *b, harness_client *alice, int *sent)
 {
     static const char corr[] = {'c', 'o', 'r', 'r', '\0', '-', '4', '2'};
     harness_client *tablet = connect_as(b, "bob-tablet", "bob", 5);
@@ -360,7 +360,7 @@ static void test_mqtt5(harness_broker *b, harness_client *alice, int *sent)
     harness_msg *m;
     cJSON *resp;
 
-    harness_log("MQTT 5 Response Topic and Correlation Data");
+    ts_log("MQTT 5 Response Topic and Correlation Data");
     harness_client_subscribe(spy, "replies/#", 1);
     harness_client_subscribe(spy, "#", 1);
     harness_client_subscribe(tablet, "replies/bob-tablet", 1);
@@ -377,7 +377,7 @@ static void test_mqtt5(harness_broker *b, harness_client *alice, int *sent)
         cJSON_Delete(root);
     }
     harness_msg_free(m);
-    harness_client_expect_none(tablet, QUIET_MS, "one answer, on the Response Topic only");
+    harness_expect_quiet(tablet, "one answer, on the Response Topic only");
     harness_client_expect_none(spy, 0, "no answer to another client's request");
 
     /* Without a Response Topic: the response topic. */
@@ -410,14 +410,14 @@ static void test_mqtt5(harness_broker *b, harness_client *alice, int *sent)
 static void test_page_bytes(void)
 {
     static const char *const opts[] = {"page_bytes 1024", NULL};
-    harness_broker *b = harness_broker_start(opts);
+    ts_broker *b = ts_broker_start(opts);
     harness_client *alice = connect_as(b, "alice", "alice", 4);
     harness_client *bob = connect_as(b, "bob-phone", "bob", 4);
     char payload[2600], *body;
     int64_t next = 1, head = 7;
     cJSON *resp;
 
-    harness_log("page_bytes 1024");
+    ts_log("page_bytes 1024");
     resp = command(bob, "{\"command\":\"join\",\"group\":\"big\"}");
     harness_expect_ok(harness_response_only(resp), "join", "big");
     cJSON_Delete(resp);
@@ -473,7 +473,7 @@ static void test_page_bytes(void)
     cJSON_Delete(resp);
     harness_client_disconnect(alice);
     harness_client_disconnect(bob);
-    harness_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 /* Each command may carry correlationData, said back in its entry, whatever
@@ -510,8 +510,8 @@ int main(void)
     harness_client *alice, *phone, *laptop, *boss;
     int sent = 0;
 
-    harness_init("integ_requests");
-    g_b = harness_broker_start(opts);
+    ts_init("integ_requests");
+    g_b = ts_broker_start(opts);
     alice = connect_as(g_b, "alice", "alice", 4);
     phone = connect_as(g_b, "bob-phone", "bob", 4);
     laptop = connect_as(g_b, "bob-laptop", "bob", 4);
@@ -529,7 +529,7 @@ int main(void)
     harness_client_disconnect(phone);
     harness_client_disconnect(laptop);
     harness_client_disconnect(boss);
-    harness_broker_destroy(g_b);
+    ts_broker_destroy(g_b);
     test_page_bytes();
-    return harness_pass();
+    return ts_pass();
 }

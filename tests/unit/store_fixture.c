@@ -43,6 +43,14 @@ void rm_tree(const char *path)
     }
 }
 
+/* The fixture's store clock: every envelope gets this time, so that the
+ * tests know its bytes in advance. */
+static int64_t fixture_clock(void *ctx)
+{
+    (void)ctx;
+    return FIXTURE_TS;
+}
+
 int setup(void **state)
 {
     struct fixture *fx = calloc(1, sizeof(*fx));
@@ -61,6 +69,7 @@ int setup(void **state)
         rm_tree(fx->dir);
         goto fail;
     }
+    chat_store_set_clock(fx->st, fixture_clock, NULL);
     *state = fx;
     return 0;
 fail:
@@ -91,35 +100,60 @@ void reopen(struct fixture *fx, chat_sync sync)
                  errmsg ? errmsg : "(no message)");
         /* not reached: fail_msg leaves the case; errmsg leaks only on failure */
     }
+    chat_store_set_clock(fx->st, fixture_clock, NULL);
     free(errmsg);
 }
 
 size_t env_make(char *buf, const char *group, uint64_t id, size_t size)
 {
     char text[ENV_CAP];
-    int n = snprintf(text, sizeof(text), "%s#%llu", group, (unsigned long long)id);
+    int n = snprintf(text, sizeof(text), "%s#%llu@%d", group, (unsigned long long)id, FIXTURE_TS);
 
     assert_true(n > 0 && (size_t)n < sizeof(text));
     assert_true(size < ENV_CAP);
     if (size == 0)
         size = (size_t)n;
+    assert_true(size >= (size_t)n);
     for (size_t i = 0; i < size; i++)
         buf[i] = i < (size_t)n ? text[i] : '.';
     buf[size] = '\0';
     return size;
 }
 
+uint64_t append_parts(chat_store *st, const char *group, const char *from, const char *cid,
+                      const char *head, size_t head_len, const char *mid, size_t mid_len,
+                      const char *tail, size_t tail_len, bool *duplicate)
+{
+    chat_envelope tpl = {head, head_len, mid, mid_len, tail, tail_len};
+    chat_appended ap;
+
+    ASSERT_OK(chat_store_append(st, group, from, cid, &tpl, &ap));
+    assert_non_null(ap.env);
+    assert_int_equal(ap.env[ap.len], '\0');
+    if (duplicate)
+        *duplicate = ap.duplicate;
+    else
+        assert_false(ap.duplicate);
+    free(ap.env);
+    return ap.id;
+}
+
 uint64_t append_env(chat_store *st, const char *group, const char *from, const char *cid,
                     size_t size)
 {
-    char env[ENV_CAP];
-    uint64_t head = UINT64_MAX;
-    size_t len;
+    char env[ENV_CAP], head[ENV_CAP];
+    uint64_t before = UINT64_MAX;
+    size_t len, natural;
 
-    ASSERT_OK(chat_store_head(st, group, &head));
-    len = env_make(env, group, head + 1, size);
-    ASSERT_OK(chat_store_append(st, group, head + 1, from, cid, env, len));
-    return head + 1;
+    ASSERT_OK(chat_store_head(st, group, &before));
+    natural = env_make(env, group, before + 1, 0);
+    len = env_make(env, group, before + 1, size);
+    int hn = snprintf(head, sizeof(head), "%s#", group);
+    assert_true(hn > 0 && (size_t)hn < sizeof(head));
+    uint64_t id = append_parts(st, group, from, cid, head, (size_t)hn, "@", 1, env + natural,
+                               len - natural, NULL);
+    assert_int_equal(id, before + 1);
+    return id;
 }
 
 void fill(chat_store *st, const char *group, unsigned n)
@@ -239,7 +273,7 @@ int collect_group(void *ctx, const char *group, uint64_t joined)
 size_t noise_make(char *buf, const char *group, uint64_t id)
 {
     uint64_t x = 0x9e3779b97f4a7c15ull ^ (id * 0x100000001b3ull) ^ (uint64_t)strlen(group);
-    int n = snprintf(buf, NOISE_LEN, "<%s#%llu>", group, (unsigned long long)id);
+    int n = snprintf(buf, NOISE_LEN, "<%s#%llu>%d", group, (unsigned long long)id, FIXTURE_TS);
 
     assert_true(n > 0 && n < NOISE_LEN);
     for (size_t i = (size_t)n; i < NOISE_LEN; i++) {
@@ -253,10 +287,18 @@ size_t noise_make(char *buf, const char *group, uint64_t id)
 
 void noise_fill(chat_store *st, const char *group, uint64_t n)
 {
-    char env[NOISE_LEN];
+    char env[NOISE_LEN + 1], head[NOISE_LEN];
 
-    for (uint64_t id = 1; id <= n; id++)
-        ASSERT_OK(chat_store_append(st, group, id, "u", NULL, env, noise_make(env, group, id)));
+    for (uint64_t id = 1; id <= n; id++) {
+        noise_make(env, group, id);
+        env[NOISE_LEN] = '\0';
+        int hn = snprintf(head, sizeof(head), "<%s#", group);
+        size_t tail =
+            (size_t)hn + (size_t)snprintf(NULL, 0, "%llu>%d", (unsigned long long)id, FIXTURE_TS);
+        assert_int_equal(append_parts(st, group, "u", NULL, head, (size_t)hn, ">", 1, env + tail,
+                                      NOISE_LEN - tail, NULL),
+                         id);
+    }
 }
 
 size_t raw_prefix(char *buf, size_t cap, char tag, const char *a, const char *b)

@@ -43,13 +43,25 @@ int teardown(void **state);
 /* Closes the fixture's store and opens the same directory again. */
 void reopen(struct fixture *fx, chat_sync sync);
 
+/* The time every envelope of a fixture's store gets: setup and reopen set
+ * the store's clock to it (a case that sets its own clock changes it). */
+#define FIXTURE_TS 7
+
 /* Room for a test envelope and its NUL. */
 #define ENV_CAP 256
 
 /* Writes the test envelope of (group, id) to buf and returns its length:
- * "group#id" when size is 0, else exactly size bytes starting with as much
- * of that text as fits and padded with '.'. buf gets a NUL after them. */
+ * "group#id@7" (the id and FIXTURE_TS, as the store fills them in) when
+ * size is 0, else exactly size bytes, that text padded with '.' (size may
+ * not be less). buf gets a NUL after them. */
 size_t env_make(char *buf, const char *group, uint64_t id, size_t size);
+
+/* Appends the template (head, id, mid, ts, tail) and returns the id the
+ * store gave it; *duplicate (NULL: must not be one) receives whether the
+ * store found the cid stored already. */
+uint64_t append_parts(chat_store *st, const char *group, const char *from, const char *cid,
+                      const char *head, size_t head_len, const char *mid, size_t mid_len,
+                      const char *tail, size_t tail_len, bool *duplicate);
 
 /* Appends the test envelope of the group's next id; returns that id. */
 uint64_t append_env(chat_store *st, const char *group, const char *from, const char *cid,
@@ -100,7 +112,7 @@ int collect_group(void *ctx, const char *group, uint64_t joined);
 #define NOISE_LEN 1000
 
 /* Writes an envelope of NOISE_LEN bytes for (group, id): a marker
- * "<group#id>" then pseudo-random printable bytes, which snappy leaves as
+ * "<group#id>7" (the id and FIXTURE_TS) then pseudo-random printable bytes, which snappy leaves as
  * literals, so the marker can be found in a table file. */
 size_t noise_make(char *buf, const char *group, uint64_t id);
 

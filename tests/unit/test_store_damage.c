@@ -111,16 +111,16 @@ static void test_i7_bad_block_fails_reads_not_writes(void **state)
     chat_page_destroy(page);
 
     /* and writes go on, to the other group and to the damaged one */
-    ASSERT_OK(chat_store_append(fx->st, "good", 61, "u", "c", "g61", 3));
-    ASSERT_OK(chat_store_append(fx->st, "bad", 61, "u", "c", "b61", 3));
-    ASSERT_OK(chat_store_append(fx->st, "fresh", 1, "u", NULL, "f1", 2));
+    assert_int_equal(append_parts(fx->st, "good", "u", "c", "g", 1, "@", 1, NULL, 0, NULL), 61);
+    assert_int_equal(append_parts(fx->st, "bad", "u", "c", "b", 1, "@", 1, NULL, 0, NULL), 61);
+    assert_int_equal(append_parts(fx->st, "fresh", "u", NULL, "f", 1, "@", 1, NULL, 0, NULL), 1);
     ASSERT_OK(chat_store_member_add(fx->st, "bad", "alice", NULL));
     ASSERT_OK(chat_store_cursor_advance(fx->st, "bad", "alice", "d1", 61, NULL));
     ASSERT_OK(chat_store_sync(fx->st));
     ASSERT_OK(chat_store_read_forward(fx->st, "bad", 60, 10, SIZE_MAX, &page));
     assert_int_equal(page->count, 1);
     assert_int_equal(page->msgs[0].id, 61);
-    assert_string_equal(page->msgs[0].data, "b61");
+    assert_string_equal(page->msgs[0].data, "b61@7");
     chat_page_destroy(page);
     reopen(fx, CHAT_SYNC_NONE);
     assert_head(fx->st, "bad", 61);

@@ -43,46 +43,43 @@ static void test_append_dense_ids(void **state)
     chat_page_destroy(page);
 }
 
-static void test_append_wrong_id_conflict(void **state)
+/* A cid already stored: nothing written, the original id and envelope
+ * come back, whatever the new template held. */
+static void test_append_duplicate_cid(void **state)
 {
     struct fixture *fx = *state;
-    const uint64_t bad[] = {22, 20, 1, 19};
     chat_page *page = NULL;
-    chat_msg msg = {0};
-    bool found = false;
     char env[ENV_CAP];
-    size_t len;
+    chat_envelope tpl = {"intruder", 8, "", 0, "", 0};
+    chat_appended ap;
+    bool dup = false;
 
-    fill(fx->st, "g", 20);
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        len = env_make(env, "intruder", bad[i], 0);
-        assert_int_equal(chat_store_append(fx->st, "g", bad[i], "mallory", "x", env, len),
-                         CHAT_ECONFLICT);
-    }
-    /* nothing of those appends was written: head, message, index */
-    assert_head(fx->st, "g", 20);
-    assert_not_stored(fx->st, "g", 22);
-    assert_not_stored(fx->st, "g", 21);
-    ASSERT_OK(chat_store_get(fx->st, "g", 20, &msg, &found));
-    assert_true(found);
-    len = env_make(env, "g", 20, 0);
-    assert_int_equal(msg.len, len);
-    assert_memory_equal(msg.data, env, len);
-    free(msg.data);
-    assert_cid(fx->st, "g", "mallory", "x", false, 0);
+    fill(fx->st, "g", 3);
+    assert_int_equal(append_env(fx->st, "g", "alice", "x", 0), 4);
+    fill(fx->st, "g", 2);
+    ASSERT_OK(chat_store_append(fx->st, "g", "alice", "x", &tpl, &ap));
+    assert_true(ap.duplicate);
+    assert_int_equal(ap.id, 4);
+    size_t len = env_make(env, "g", 4, 0);
+    assert_int_equal(ap.len, len);
+    assert_memory_equal(ap.env, env, len);
+    free(ap.env);
+    /* nothing of it was written: head, messages, index */
+    assert_head(fx->st, "g", 6);
+    assert_not_stored(fx->st, "g", 7);
+    assert_cid(fx->st, "g", "alice", "x", true, 4);
     ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 100, SIZE_MAX, &page));
-    check_page_run(page, "g", 1, 1, 20, false);
+    check_page_run(page, "g", 1, 1, 6, false);
     chat_page_destroy(page);
 
-    /* an empty group only takes id 1 */
-    len = env_make(env, "empty", 2, 0);
-    assert_int_equal(chat_store_append(fx->st, "empty", 2, "mallory", NULL, env, len),
-                     CHAT_ECONFLICT);
-    assert_head(fx->st, "empty", 0);
-    assert_not_stored(fx->st, "empty", 2);
-
-    /* and the right id still works afterwards */
-    assert_int_equal(append_env(fx->st, "g", "alice", NULL, 0), 21);
+    /* another sender's, or another group's, same cid is a new message */
+    assert_int_equal(append_env(fx->st, "g", "bob", "x", 0), 7);
+    assert_int_equal(append_env(fx->st, "h", "alice", "x", 0), 1);
+    /* the template's parts may be empty: the id and the time alone */
+    assert_int_equal(append_parts(fx->st, "e", "u", NULL, NULL, 0, NULL, 0, NULL, 0, &dup), 1);
+    assert_false(dup);
+    assert_int_equal(append_parts(fx->st, "g", "alice", "x", NULL, 0, NULL, 0, NULL, 0, &dup), 4);
+    assert_true(dup);
 }
 
 static void test_groups_isolated(void **state)
@@ -282,7 +279,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         CASE(test_head_unknown_group),
         CASE(test_append_dense_ids),
-        CASE(test_append_wrong_id_conflict),
+        CASE(test_append_duplicate_cid),
         CASE(test_groups_isolated),
         CASE(test_cid_index),
         CASE(test_groups_cases),

@@ -179,14 +179,18 @@ static void test_get_found_and_not_found(void **state)
     chat_msg msg = {0};
     bool found = false;
 
-    ASSERT_OK(chat_store_append(fx->st, "g", 1, "u", NULL, "hello", 5));
-    ASSERT_OK(chat_store_append(fx->st, "g", 2, "u", NULL, binary, sizeof(binary)));
+    static const char binary_env[] = {'a', '\0', 'b', '2', '\0', '7', '\0'};
+
+    assert_int_equal(append_parts(fx->st, "g", "u", NULL, "hello", 5, NULL, 0, NULL, 0, NULL), 1);
+    assert_int_equal(append_parts(fx->st, "g", "u", NULL, binary, sizeof(binary), binary + 1, 1,
+                                  binary + 1, 1, NULL),
+                     2);
 
     ASSERT_OK(chat_store_get(fx->st, "g", 1, &msg, &found));
     assert_true(found);
     assert_int_equal(msg.id, 1);
-    assert_int_equal(msg.len, 5);
-    assert_string_equal(msg.data, "hello");
+    assert_int_equal(msg.len, 7);
+    assert_string_equal(msg.data, "hello17");
     free(msg.data);
 
     memset(&msg, 0, sizeof(msg));
@@ -194,8 +198,8 @@ static void test_get_found_and_not_found(void **state)
     ASSERT_OK(chat_store_get(fx->st, "g", 2, &msg, &found));
     assert_true(found);
     assert_int_equal(msg.id, 2);
-    assert_int_equal(msg.len, sizeof(binary));
-    assert_memory_equal(msg.data, binary, sizeof(binary));
+    assert_int_equal(msg.len, sizeof(binary_env));
+    assert_memory_equal(msg.data, binary_env, sizeof(binary_env));
     assert_int_equal(msg.data[msg.len], '\0');
     free(msg.data);
 

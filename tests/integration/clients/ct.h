@@ -1,134 +1,48 @@
-/* ct: scaffolding for the tests of the client library and mqchat: a real
- * mosquitto with the chat plugin on a free 127.0.0.1 port with a temporary
- * store, child processes with bounded waits, and failure reporting.
+/* ct: what the tests of the client library and mqchat add to the test
+ * support library (tests/support: brokers, child processes, clocks, files,
+ * failure reports): a temporary directory for the test's own files (state
+ * files, mqchat's output) and the CHECK/FAIL vocabulary of these tests.
  *
  * These tests drive the broker with the library under test (Paho MQTTAsync)
- * and with the mqchat binary; the shared harness of tests/integration links
- * Paho's synchronous library, which must not share a process with the
- * asynchronous one, hence this small helper of our own.
+ * and with the mqchat binary; tests/integration/harness links Paho's
+ * synchronous library, which must not share a process with the asynchronous
+ * one, hence a helper of their own on the same support library.
  *
- * Failure policy: a test stops at its first failure; ct_fail prints why,
- * kills every broker and child it started, prints the tail of each broker's
- * log, keeps the temporary directories and exits with status 1.
- *
- * Ownership: ct_broker_start/ct_broker_destroy are a pair; ct_read_file's
- * result is the caller's (free). Threading: call everything from the test's
- * main thread, except ct_now_ms, ct_sleep_ms and ct_log (any thread). Every
- * wait is bounded in time.
+ * Failure policy (tests/support/util.h): a test stops at its first failure;
+ * every broker and child it started is stopped, the tail of each broker's log
+ * printed, and the directories are kept. Threading: the test's main thread,
+ * as for tests/support.
  */
 #ifndef CHAT_CT_H
 #define CHAT_CT_H
 
-#include <stdbool.h>
 #include <stddef.h>
-#include <stdint.h>
-#include <sys/types.h>
 
-/* Fails the test unless cond holds; the rest is a printf-style message. */
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            ct_check_failed(__FILE__, __LINE__, #cond, __VA_ARGS__);                               \
-    } while (0)
+#include "broker.h"
+#include "pg.h"
+#include "util.h"
 
-#define FAIL(...) ct_fail(__FILE__, __LINE__, __VA_ARGS__)
+/* The names these tests use for ASSERTF and FAILF (tests/support/util.h). */
+#define CHECK(...) ASSERTF(__VA_ARGS__)
+#define FAIL(...) FAILF(__VA_ARGS__)
 
-/* Names the test, starts its clock, ignores SIGPIPE and makes a temporary
- * directory (ct_dir) for its files. Call first. */
+/* ts_init, then makes a temporary directory (ct_dir) for the test's files.
+ * Call first. */
 void ct_init(const char *name);
 
-/* Removes the temporary directory (kept if CT_KEEP is set), prints PASS and
- * returns 0. */
+/* Removes the temporary directory (kept if TS_KEEP is set) and passes the
+ * test (ts_pass): returns 0 for main to return. */
 int ct_pass(void);
 
-_Noreturn void ct_fail(const char *file, int line, const char *fmt, ...)
+/* Records the first violation a library callback saw, printf-style, in bad
+ * (size bytes, "" until then); later ones are dropped: the test's thread
+ * fails on it (callbacks run on the library's thread, which must not exit
+ * the test). The caller holds whatever lock guards bad. */
+void ct_violation(char *bad, size_t size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-
-/* ct_fail after naming the failed condition. */
-_Noreturn void ct_check_failed(const char *file, int line, const char *cond, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-/* A progress line on stdout with the seconds since ct_init. */
-void ct_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-int64_t ct_now_ms(void);
-void ct_sleep_ms(int ms);
 
 /* The test's temporary directory, and path = <dir>/<name> in buf. */
 const char *ct_dir(void);
 const char *ct_path(char *buf, size_t size, const char *name);
-
-/* ---------------------------------------------------------------------------
- * Broker
- * ------------------------------------------------------------------------- */
-
-typedef struct ct_broker ct_broker;
-
-/* Writes a configuration (listener on a free 127.0.0.1 port, user root,
- * set_tcp_nodelay, allow_anonymous, the plugin with its store in a fresh
- * directory, then "plugin_opt_<opt>" for each of the NULL-terminated opts)
- * and starts the broker, waiting until it accepts connections (a broker that
- * exits at start is retried on another port). CHAT_BROKER_PRELOAD, if set,
- * becomes the broker's LD_PRELOAD. */
-ct_broker *ct_broker_start(const char *const *opts);
-
-/* The same with broker configuration lines (NULL-terminated, may be NULL)
- * written after all of the above, e.g. "max_packet_size 2000". */
-ct_broker *ct_broker_start_with(const char *const *opts, const char *const *lines);
-
-/* kill -9, and reap. */
-void ct_broker_kill(ct_broker *b);
-
-/* Starts a killed or stopped broker again, same port, same store. */
-void ct_broker_restart(ct_broker *b);
-
-/* SIGTERM; fails the test unless it exits with status 0 within 10 s. */
-void ct_broker_stop(ct_broker *b);
-
-/* Stops the broker if running and frees b. Accepts NULL. */
-void ct_broker_destroy(ct_broker *b);
-
-int ct_broker_port(const ct_broker *b);
-
-/* The broker's LevelDB directory, owned by b. */
-const char *ct_broker_db(const ct_broker *b);
-
-/* The version of the broker the tests run, from `mosquitto -h`, as 10000 *
- * major + 100 * minor + patch (20011 for 2.0.11). */
-int ct_broker_version(void);
-
-/* ---------------------------------------------------------------------------
- * Processes
- * ------------------------------------------------------------------------- */
-
-/* Starts argv[0] (a path) with stdin from in_path (NULL: /dev/null) and
- * stdout and stderr appended to out_path and err_path (NULL: /dev/null).
- * The child is killed if the test fails. */
-pid_t ct_spawn(char *const argv[], const char *in_path, const char *out_path, const char *err_path);
-
-/* Waits at most timeout_ms for child pid; fails the test (after killing it)
- * if it does not end. Returns its exit status, or 128 + the signal that
- * killed it. */
-int ct_wait(pid_t pid, int timeout_ms);
-
-/* True if child pid has ended (reaps it, *status as for ct_wait). */
-bool ct_ended(pid_t pid, int *status);
-
-/* Sends sig to child pid. */
-void ct_signal(pid_t pid, int sig);
-
-/* ct_spawn then ct_wait. */
-int ct_run(char *const argv[], const char *in_path, const char *out_path, const char *err_path,
-           int timeout_ms);
-
-/* The whole file (NUL-terminated, *len bytes without the NUL; len may be
- * NULL), or NULL if it does not exist. The caller frees it. */
-char *ct_read_file(const char *path, size_t *len);
-
-/* Writes text to path (replacing it). */
-void ct_write_file(const char *path, const char *text);
-
-/* A port on 127.0.0.1 that nobody listened on a moment ago. */
-int ct_free_port(void);
 
 #endif

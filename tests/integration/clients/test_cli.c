@@ -34,11 +34,11 @@ static void run_in(int expect, const char *in, ...)
     argv[argc] = NULL;
     unlink(g_out);
     unlink(g_err);
-    status = ct_run(argv, in, g_out, g_err, 30000);
+    status = ts_run(argv, in, g_out, g_err, 30000);
     free(g_stdout);
     free(g_stderr);
-    g_stdout = ct_read_file(g_out, NULL);
-    g_stderr = ct_read_file(g_err, NULL);
+    g_stdout = ts_read_file(g_out, NULL);
+    g_stderr = ts_read_file(g_err, NULL);
     if (g_stdout == NULL)
         g_stdout = strdup("");
     if (g_stderr == NULL)
@@ -92,34 +92,34 @@ static void usage_errors(void)
     long_name[129] = '\0';
     run(2, "join", long_name);
     expect_err("longer than 128 bytes");
-    ct_log("usage errors and bad group names: exit 2");
+    ts_log("usage errors and bad group names: exit 2");
 }
 
 static void unreachable(void)
 {
     char port[16];
-    int64_t t0 = ct_now_ms();
+    int64_t t0 = ts_now_ms();
 
     /* Each command waits -W seconds for the broker, retrying; listen until
      * it is stopped (here by -W), and then says it never got through. */
-    snprintf(port, sizeof port, "%d", ct_free_port());
+    snprintf(port, sizeof port, "%d", ts_free_port());
     run(1, "-p", port, "-W", "1", "send", "room", "hi");
     expect_err("cannot connect within 1 s");
     run(1, "-p", port, "-V", "5", "-W", "1", "--state", g_state, "listen", "room");
     expect_err("stopped before the broker could be reached");
     run(1, "-p", port, "-W", "1", "unread");
     run(1, "-p", port, "-W", "1", "history", "room");
-    CHECK(ct_now_ms() - t0 < 15000, "unreachable broker took %lld ms",
-          (long long)(ct_now_ms() - t0));
-    ct_log("unreachable broker: exit 1 after -W");
+    CHECK(ts_now_ms() - t0 < 15000, "unreachable broker took %lld ms",
+          (long long)(ts_now_ms() - t0));
+    ts_log("unreachable broker: exit 1 after -W");
 }
 
 static void open_groups(void)
 {
-    ct_broker *b = ct_broker_start(NULL);
+    ts_broker *b = ts_broker_start(NULL);
     char port[16], state[512];
 
-    snprintf(port, sizeof port, "%d", ct_broker_port(b));
+    snprintf(port, sizeof port, "%d", ts_broker_port(b));
     ct_path(state, sizeof state, "bob.state");
     run(0, "-p", port, "-i", "alice", "send", "room", "hello", "world");
     CHECK(g_stdout[0] == '\0', "send printed: %s", g_stdout);
@@ -147,41 +147,41 @@ static void open_groups(void)
         char out[512], err[512];
         pid_t pid;
         int status;
-        pid = ct_spawn(argv, NULL, ct_path(out, sizeof out, "listen.out"),
+        pid = ts_spawn(argv, NULL, NULL, ct_path(out, sizeof out, "listen.out"),
                        ct_path(err, sizeof err, "listen.err"));
-        ct_sleep_ms(1000);
+        ts_sleep_ms(1000);
         run(0, "-p", port, "-i", "alice", "send", "room", "third");
-        status = ct_wait(pid, 20000);
+        status = ts_wait(pid, 20000);
         free(g_stdout);
-        g_stdout = ct_read_file(out, NULL);
+        g_stdout = ts_read_file(out, NULL);
         CHECK(status == 0 && g_stdout != NULL && strcmp(g_stdout, "[room #3] alice: third\n") == 0,
               "second listen (status %d):\n%s", status, g_stdout ? g_stdout : "");
     }
     /* send -l: one message per non-empty line. */
-    ct_write_file(g_in, "line one\n\nline two\nline three");
+    ts_write_text(g_in, "line one\n\nline two\nline three");
     run_in(0, g_in, "-p", port, "-i", "alice", "send", "-l", "room", NULL);
     run(0, "-p", port, "-u", "bob", "history", "room", "-n", "3");
     CHECK(strcmp(g_stdout, "[room #4] alice: line one\n[room #5] alice: line two\n"
                            "[room #6] alice: line three\n") == 0,
           "history after send -l:\n%s", g_stdout);
     /* Control characters from others never reach the terminal raw. */
-    ct_write_file(g_in, "bell\a and escape\x1b[31m\n");
+    ts_write_text(g_in, "bell\a and escape\x1b[31m\n");
     run_in(0, g_in, "-p", port, "-i", "alice", "send", "-l", "room", NULL);
     run(0, "-p", port, "-u", "bob", "history", "room", "-n", "1");
     expect_out("[room #7] alice: bell? and escape?[31m\n");
     run(0, "-p", port, "-u", "bob", "leave", "room");
     expect_out("left room");
-    ct_broker_destroy(b);
-    ct_log("open groups: send, join, history, unread, listen, send -l, leave");
+    ts_broker_destroy(b);
+    ts_log("open groups: send, join, history, unread, listen, send -l, leave");
 }
 
 static void refusals(void)
 {
     const char *opts[] = {"open_groups false", "admins admin", NULL};
-    ct_broker *b = ct_broker_start(opts);
+    ts_broker *b = ts_broker_start(opts);
     char port[16];
 
-    snprintf(port, sizeof port, "%d", ct_broker_port(b));
+    snprintf(port, sizeof port, "%d", ts_broker_port(b));
     run(3, "-p", port, "-u", "bob", "join", "staff");
     expect_err("only an admin may change membership of closed groups");
     run(0, "-p", port, "-u", "admin", "join", "staff");
@@ -202,8 +202,8 @@ static void refusals(void)
     run(0, "-p", port, "-u", "admin", "send", "staff", "admins only");
     run(0, "-p", port, "-u", "admin", "history", "staff");
     expect_out("[staff #1] admin: admins only");
-    ct_broker_destroy(b);
-    ct_log("refusals: exit 3 with the plugin's reason");
+    ts_broker_destroy(b);
+    ts_log("refusals: exit 3 with the plugin's reason");
 }
 
 int main(void)

@@ -37,8 +37,8 @@ static void slurp(const char *out, const char *err)
 {
     free(g_stdout);
     free(g_stderr);
-    g_stdout = ct_read_file(out, NULL);
-    g_stderr = ct_read_file(err, NULL);
+    g_stdout = ts_read_file(out, NULL);
+    g_stderr = ts_read_file(err, NULL);
     if (g_stdout == NULL)
         g_stdout = strdup("");
     if (g_stderr == NULL)
@@ -57,7 +57,7 @@ static int run_args(const char *const *args)
     make_argv(argv, args);
     unlink(g_out);
     unlink(g_err);
-    status = ct_run(argv, NULL, g_out, g_err, 30000);
+    status = ts_run(argv, NULL, g_out, g_err, 30000);
     slurp(g_out, g_err);
     return status;
 }
@@ -81,7 +81,7 @@ static pid_t start_args(const char *name, const char *const *args)
 
     make_argv(argv, args);
     output_paths(name, out, err, sizeof out);
-    return ct_spawn(argv, NULL, out, err);
+    return ts_spawn(argv, NULL, NULL, out, err);
 }
 
 /* Waits for a background mqchat started as name; returns its status, its
@@ -89,7 +89,7 @@ static pid_t start_args(const char *name, const char *const *args)
 static int finish(const char *name, pid_t pid, int timeout_ms)
 {
     char out[512], err[512];
-    int status = ct_wait(pid, timeout_ms);
+    int status = ts_wait(pid, timeout_ms);
 
     output_paths(name, out, err, sizeof out);
     slurp(out, err);
@@ -106,62 +106,62 @@ static void expect(const char *what, const char *text, const char *in)
 static void wait_member(const char *port, const char *user, const char *group)
 {
     char line[160];
-    int64_t deadline = ct_now_ms() + 20000;
+    int64_t deadline = ts_now_ms() + 20000;
 
     snprintf(line, sizeof line, "%s: ", group);
-    while (ct_now_ms() < deadline) {
+    while (ts_now_ms() < deadline) {
         if (run("-p", port, "-u", user, "-W", "5", "unread") == 0 && strstr(g_stdout, line) != NULL)
             return;
-        ct_sleep_ms(200);
+        ts_sleep_ms(200);
     }
     FAIL("%s's listener did not join %s within 20 s", user, group);
 }
 
 /* send -W waits for a broker that comes up within -W, and gives up after. */
-static void send_waits(ct_broker *b, const char *port)
+static void send_waits(ts_broker *b, const char *port)
 {
     int64_t t0;
     pid_t pid;
     int status;
 
-    ct_broker_stop(b);
-    t0 = ct_now_ms();
+    ts_broker_stop(b);
+    t0 = ts_now_ms();
     pid = start("send", "-p", port, "-i", "alice", "-W", "8", "send", "room", "sent while down");
-    ct_sleep_ms(2000);
-    ct_broker_restart(b);
+    ts_sleep_ms(2000);
+    ts_broker_restart(b);
     status = finish("send", pid, 20000);
     CHECK(status == 0, "send -W 8 with the broker down for 2 s: status %d\n%s", status, g_stderr);
-    CHECK(ct_now_ms() - t0 >= 2000, "send returned before the broker was up");
+    CHECK(ts_now_ms() - t0 >= 2000, "send returned before the broker was up");
     expect("send's stderr", "trying again for up to", g_stderr);
     CHECK(run("-p", port, "-i", "alice", "history", "room") == 0, "history: %s", g_stderr);
     expect("history", "[room #1] alice: sent while down", g_stdout);
-    ct_log("send -W 8: waited %lld ms for the broker, then sent", (long long)(ct_now_ms() - t0));
+    ts_log("send -W 8: waited %lld ms for the broker, then sent", (long long)(ts_now_ms() - t0));
 
-    ct_broker_stop(b);
-    t0 = ct_now_ms();
+    ts_broker_stop(b);
+    t0 = ts_now_ms();
     status = run("-p", port, "-i", "alice", "-W", "2", "send", "room", "never");
     CHECK(status == 1, "send -W 2 with the broker down: status %d, expected 1", status);
-    CHECK(ct_now_ms() - t0 >= 1500 && ct_now_ms() - t0 < 10000, "send -W 2 gave up after %lld ms",
-          (long long)(ct_now_ms() - t0));
+    CHECK(ts_now_ms() - t0 >= 1500 && ts_now_ms() - t0 < 10000, "send -W 2 gave up after %lld ms",
+          (long long)(ts_now_ms() - t0));
     expect("stderr", "cannot connect within 2 s", g_stderr);
-    ct_log("send -W 2 with the broker down: exit 1 after %lld ms", (long long)(ct_now_ms() - t0));
-    ct_broker_restart(b);
+    ts_log("send -W 2 with the broker down: exit 1 after %lld ms", (long long)(ts_now_ms() - t0));
+    ts_broker_restart(b);
 }
 
 /* listen started before the broker waits for it, however long. */
-static void listen_waits(ct_broker *b, const char *port)
+static void listen_waits(ts_broker *b, const char *port)
 {
     char state[512];
     pid_t pid;
     int status;
 
     ct_path(state, sizeof state, "bob.state");
-    ct_broker_stop(b);
+    ts_broker_stop(b);
     pid = start("listen", "-p", port, "-u", "bob", "--state", state, "-W", "60", "-C", "1",
                 "listen", "room");
-    ct_sleep_ms(2500);
-    CHECK(!ct_ended(pid, &status), "listen ended (status %d) while the broker was down", status);
-    ct_broker_restart(b);
+    ts_sleep_ms(2500);
+    CHECK(!ts_ended(pid, &status), "listen ended (status %d) while the broker was down", status);
+    ts_broker_restart(b);
     wait_member(port, "bob", "room");
     CHECK(run("-p", port, "-i", "alice", "send", "room", "welcome back") == 0, "send: %s",
           g_stderr);
@@ -171,7 +171,7 @@ static void listen_waits(ct_broker *b, const char *port)
           g_stdout);
     expect("listen's stderr", "waiting for the broker", g_stderr);
     expect("listen's stderr", "mqchat: connected", g_stderr);
-    ct_log("listen started 2.5 s before the broker: connected, printed, exit 0");
+    ts_log("listen started 2.5 s before the broker: connected, printed, exit 0");
 }
 
 /* A second listen of the same device: exit 4, the first carries on. */
@@ -193,26 +193,26 @@ static void second_listen(const char *port)
     status = finish("carol", first, 20000);
     CHECK(status == 0 && strstr(g_stdout, "alice: still there?") != NULL,
           "the first listener (status %d) printed:\n%s", status, g_stdout);
-    ct_log("second listen of a device: exit 4; the first carried on");
+    ts_log("second listen of a device: exit 4; the first carried on");
 }
 
 static void no_groups(const char *port)
 {
     CHECK(run("-p", port, "-u", "dave", "unread") == 0, "unread: %s", g_stderr);
     expect("unread", "no groups yet", g_stdout);
-    ct_log("unread without groups: \"%.*s\"", (int)strcspn(g_stdout, "\n"), g_stdout);
+    ts_log("unread without groups: \"%.*s\"", (int)strcspn(g_stdout, "\n"), g_stdout);
 }
 
 /* A broker that refuses the connection ends the wait at once: exit 3. */
 static void refused(void)
 {
-    static const char *const lines[] = {"allow_anonymous false", NULL};
-    ct_broker *b = ct_broker_start_with(NULL, lines);
+    ts_broker_conf conf = {.no_anonymous = true};
+    ts_broker *b = ts_broker_start_conf(&conf);
     char port[16], state[512];
-    int64_t t0 = ct_now_ms();
+    int64_t t0 = ts_now_ms();
     int status;
 
-    snprintf(port, sizeof port, "%d", ct_broker_port(b));
+    snprintf(port, sizeof port, "%d", ts_broker_port(b));
     status = run("-p", port, "-i", "alice", "-W", "20", "send", "room", "hi");
     CHECK(status == 3, "send to a broker that refuses: status %d, expected 3\n%s", status,
           g_stderr);
@@ -221,9 +221,9 @@ static void refused(void)
                  "listen", "room");
     CHECK(status == 3, "listen to a broker that refuses: status %d, expected 3\n%s", status,
           g_stderr);
-    CHECK(ct_now_ms() - t0 < 15000, "refusals took %lld ms", (long long)(ct_now_ms() - t0));
-    ct_broker_destroy(b);
-    ct_log("connection refused by the broker: exit 3 at once");
+    CHECK(ts_now_ms() - t0 < 15000, "refusals took %lld ms", (long long)(ts_now_ms() - t0));
+    ts_broker_destroy(b);
+    ts_log("connection refused by the broker: exit 3 at once");
 }
 
 /* ---------------------------------------------------------------------------
@@ -272,7 +272,7 @@ static chat_client *client(int port, const char *id, int version, struct seen *s
 /* Waits at most 10 s until *counter (a field of s) reaches n. */
 static void wait_count(struct seen *s, const int *counter, int n, const char *what)
 {
-    int64_t deadline = ct_now_ms() + 10000;
+    int64_t deadline = ts_now_ms() + 10000;
 
     for (;;) {
         int have;
@@ -281,8 +281,8 @@ static void wait_count(struct seen *s, const int *counter, int n, const char *wh
         pthread_mutex_unlock(&s->mu);
         if (have >= n)
             return;
-        CHECK(ct_now_ms() < deadline, "%s: %d of %d events within 10 s", what, have, n);
-        ct_sleep_ms(10);
+        CHECK(ts_now_ms() < deadline, "%s: %d of %d events within 10 s", what, have, n);
+        ts_sleep_ms(10);
     }
 }
 
@@ -296,8 +296,9 @@ static int wait_disconnect(struct seen *s, const char *what)
 static void disconnect_reasons(void)
 {
     static const char *const lines[] = {"max_packet_size 2000", NULL};
-    ct_broker *b = ct_broker_start_with(NULL, lines);
-    int port = ct_broker_port(b), version = ct_broker_version(), code;
+    ts_broker_conf conf = {.lines = lines};
+    ts_broker *b = ts_broker_start_conf(&conf);
+    int port = ts_broker_port(b), version = ts_broker_version(), code;
     char big[3001];
     struct seen s, s2;
     chat_client *c, *c2;
@@ -319,7 +320,7 @@ static void disconnect_reasons(void)
         } else {
             CHECK(code == 0, "MQTT 3.1.1, oversized publish: code 0x%X", (unsigned)code);
         }
-        ct_log("MQTT %s, oversized publish: DISCONNECTED code 0x%02X \"%s\"",
+        ts_log("MQTT %s, oversized publish: DISCONNECTED code 0x%02X \"%s\"",
                v == 5 ? "5" : "3.1.1", (unsigned)code, s.reason);
     }
 
@@ -335,26 +336,26 @@ static void disconnect_reasons(void)
               "session taken over: code 0x%X, reason \"%s\"", (unsigned)code, s.reason);
     else
         CHECK(code == 0, "session taken over on Mosquitto %d: code 0x%X", version, (unsigned)code);
-    ct_log("Mosquitto %d.%d.%d, session taken over: DISCONNECTED code 0x%02X \"%s\"",
+    ts_log("Mosquitto %d.%d.%d, session taken over: DISCONNECTED code 0x%02X \"%s\"",
            version / 10000, version / 100 % 100, version % 100, (unsigned)code, s.reason);
-    ct_broker_destroy(b);
+    ts_broker_destroy(b);
 }
 
 int main(void)
 {
-    ct_broker *b;
+    ts_broker *b;
     char port[16];
 
     ct_init("clients_connect");
     ct_path(g_out, sizeof g_out, "stdout.txt");
     ct_path(g_err, sizeof g_err, "stderr.txt");
-    b = ct_broker_start(NULL);
-    snprintf(port, sizeof port, "%d", ct_broker_port(b));
+    b = ts_broker_start(NULL);
+    snprintf(port, sizeof port, "%d", ts_broker_port(b));
     send_waits(b, port);
     listen_waits(b, port);
     second_listen(port);
     no_groups(port);
-    ct_broker_destroy(b);
+    ts_broker_destroy(b);
     refused();
     disconnect_reasons();
     free(g_stdout);

@@ -22,36 +22,36 @@ static pid_t start_listener(void)
 {
     char *argv[] = {(char *)MQCHAT_BIN, "-p",    g_port,   "-i",  "reader",
                     "--state",          g_state, "listen", GROUP, NULL};
-    return ct_spawn(argv, NULL, g_out, g_err);
+    return ts_spawn(argv, NULL, NULL, g_out, g_err);
 }
 
 static void send_line(const char *text)
 {
     char *argv[] = {(char *)MQCHAT_BIN, "-p", g_port, "-i", "sender", "send", GROUP,
                     (char *)text,       NULL};
-    CHECK(ct_run(argv, NULL, NULL, NULL, 20000) == 0, "mqchat send %s failed", text);
+    CHECK(ts_run(argv, NULL, NULL, NULL, 20000) == 0, "mqchat send %s failed", text);
 }
 
 /* Waits until the listener's output has a line containing text. */
 static void wait_for(const char *text)
 {
-    int64_t deadline = ct_now_ms() + 20000;
+    int64_t deadline = ts_now_ms() + 20000;
     for (;;) {
-        char *out = ct_read_file(g_out, NULL);
+        char *out = ts_read_file(g_out, NULL);
         bool found = out != NULL && strstr(out, text) != NULL;
         free(out);
         if (found)
             return;
-        if (ct_now_ms() > deadline)
+        if (ts_now_ms() > deadline)
             FAIL("the listener never showed \"%s\"", text);
-        ct_sleep_ms(50);
+        ts_sleep_ms(50);
     }
 }
 
 static void remove_dir(const char *dir)
 {
     char *argv[] = {"/bin/rm", "-rf", (char *)dir, NULL};
-    CHECK(ct_run(argv, NULL, NULL, NULL, 10000) == 0, "rm -rf %s", dir);
+    CHECK(ts_run(argv, NULL, NULL, NULL, 10000) == 0, "rm -rf %s", dir);
 }
 
 /* Copies a store, open or not. LevelDB's thread may remove a file it no
@@ -60,7 +60,7 @@ static void copy_dir(const char *from, const char *to)
 {
     char *argv[] = {"/bin/cp", "-a", (char *)from, (char *)to, NULL};
     for (int attempt = 0; attempt < 5; attempt++) {
-        if (ct_run(argv, NULL, NULL, NULL, 10000) == 0)
+        if (ts_run(argv, NULL, NULL, NULL, 10000) == 0)
             return;
         remove_dir(to);
     }
@@ -69,38 +69,38 @@ static void copy_dir(const char *from, const char *to)
 
 int main(void)
 {
-    ct_broker *b;
+    ts_broker *b;
     pid_t listener;
     char snapshot[512];
 
     ct_init("clients_incarnation");
     setenv("MOSQUITTO_CHAT_TEST_BOOT_ID", "boot-one", 1);
-    b = ct_broker_start(NULL);
-    snprintf(g_port, sizeof g_port, "%d", ct_broker_port(b));
+    b = ts_broker_start(NULL);
+    snprintf(g_port, sizeof g_port, "%d", ts_broker_port(b));
     ct_path(g_state, sizeof g_state, "reader.state");
     ct_path(g_out, sizeof g_out, "listen.out");
     ct_path(g_err, sizeof g_err, "listen.err");
     ct_path(snapshot, sizeof snapshot, "snapshot");
 
     listener = start_listener();
-    ct_sleep_ms(500);
+    ts_sleep_ms(500);
     send_line("one");
     send_line("two");
     wait_for("sender: two");
-    ct_sleep_ms(600);                    /* the listener's acks reach the store */
-    copy_dir(ct_broker_db(b), snapshot); /* what the disk holds now */
+    ts_sleep_ms(600);                         /* the listener's acks reach the store */
+    copy_dir(ts_broker_db_path(b), snapshot); /* what the disk holds now */
     send_line("three (lost)");
     send_line("four (lost)");
     wait_for("sender: four (lost)");
-    ct_signal(listener, SIGTERM);
-    CHECK(ct_wait(listener, 10000) == 0, "listener did not exit cleanly");
+    ts_signal(listener, SIGTERM);
+    CHECK(ts_wait(listener, 10000) == 0, "listener did not exit cleanly");
 
     /* The power goes: the store is back to the copy, the machine rebooted. */
-    ct_broker_kill(b);
-    remove_dir(ct_broker_db(b));
-    copy_dir(snapshot, ct_broker_db(b));
+    ts_broker_kill(b);
+    remove_dir(ts_broker_db_path(b));
+    copy_dir(snapshot, ts_broker_db_path(b));
     setenv("MOSQUITTO_CHAT_TEST_BOOT_ID", "boot-two", 1);
-    ct_broker_restart(b);
+    ts_broker_restart(b);
     send_line("new three");
     send_line("new four");
     send_line("five");
@@ -109,7 +109,7 @@ int main(void)
     wait_for("sender: five");
     wait_for("sender: new four");
     {
-        char *out = ct_read_file(g_out, NULL), *err = ct_read_file(g_err, NULL);
+        char *out = ts_read_file(g_out, NULL), *err = ts_read_file(g_err, NULL);
         CHECK(strstr(out, "[" GROUP " #3] sender: new three") != NULL,
               "id 3 of the new incarnation was not shown:\n%s", out);
         CHECK(strstr(out, "[" GROUP " #4] sender: new four") != NULL,
@@ -119,9 +119,9 @@ int main(void)
         free(out);
         free(err);
     }
-    ct_signal(listener, SIGTERM);
-    CHECK(ct_wait(listener, 10000) == 0, "listener did not exit cleanly");
-    ct_broker_destroy(b);
+    ts_signal(listener, SIGTERM);
+    CHECK(ts_wait(listener, 10000) == 0, "listener did not exit cleanly");
+    ts_broker_destroy(b);
     unsetenv("MOSQUITTO_CHAT_TEST_BOOT_ID");
     return ct_pass();
 }

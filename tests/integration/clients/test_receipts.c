@@ -71,39 +71,39 @@ static void on_event(void *arg, const chat_client_event *ev)
 /* Waits until s's log contains text; fails after WAIT_MS. */
 static void wait_log(struct seen *s, const char *text)
 {
-    int64_t deadline = ct_now_ms() + WAIT_MS;
+    int64_t deadline = ts_now_ms() + WAIT_MS;
     for (;;) {
         pthread_mutex_lock(&s->mu);
         bool found = strstr(s->log, text) != NULL;
         pthread_mutex_unlock(&s->mu);
         if (found)
             return;
-        CHECK(ct_now_ms() < deadline, "no event \"%s\" in: %s", text, s->log);
-        ct_sleep_ms(10);
+        CHECK(ts_now_ms() < deadline, "no event \"%s\" in: %s", text, s->log);
+        ts_sleep_ms(10);
     }
 }
 
 static void wait_shown(struct seen *s, uint64_t id)
 {
-    int64_t deadline = ct_now_ms() + WAIT_MS;
+    int64_t deadline = ts_now_ms() + WAIT_MS;
     for (;;) {
         pthread_mutex_lock(&s->mu);
         uint64_t shown = s->shown;
         pthread_mutex_unlock(&s->mu);
         if (shown >= id)
             return;
-        CHECK(ct_now_ms() < deadline, "message %llu never shown (at %llu)", (unsigned long long)id,
+        CHECK(ts_now_ms() < deadline, "message %llu never shown (at %llu)", (unsigned long long)id,
               (unsigned long long)shown);
-        ct_sleep_ms(10);
+        ts_sleep_ms(10);
     }
 }
 
-static chat_client *make(const ct_broker *b, const char *id, const char *user, int version,
+static chat_client *make(const ts_broker *b, const char *id, const char *user, int version,
                          struct seen *s, bool listen)
 {
     chat_client_options o = {0};
     chat_client *c = NULL;
-    o.port = ct_broker_port(b);
+    o.port = ts_broker_port(b);
     o.client_id = id;
     o.username = user;
     o.mqtt_version = version;
@@ -155,7 +155,7 @@ static void expect_online(chat_client *c, const char *want, uint64_t want_member
           (unsigned long long)want_members);
 }
 
-static void library(const ct_broker *b, int version)
+static void library(const ts_broker *b, int version)
 {
     struct seen sa, sb;
     memset(&sa, 0, sizeof sa);
@@ -208,7 +208,7 @@ static void library(const ct_broker *b, int version)
     wait_log(&sa, "-bob ");
     expect_online(alice, "alice", 2);
     chat_client_destroy(alice);
-    ct_log("MQTT %d: presence and read events, receipts and presence lists", version);
+    ts_log("MQTT %d: presence and read events, receipts and presence lists", version);
 }
 
 /* ===========================================================================
@@ -230,10 +230,10 @@ static void mqchat(int expect, ...)
     argv[argc] = NULL;
     unlink(g_out);
     unlink(g_err);
-    int status = ct_run(argv, NULL, g_out, g_err, 30000);
+    int status = ts_run(argv, NULL, g_out, g_err, 30000);
     free(g_stdout);
-    g_stdout = ct_read_file(g_out, NULL);
-    char *err = ct_read_file(g_err, NULL);
+    g_stdout = ts_read_file(g_out, NULL);
+    char *err = ts_read_file(g_err, NULL);
     CHECK(status == expect, "%s: exit %d, expected %d; stdout:\n%s\nstderr:\n%s", argv[argc - 2],
           status, expect, g_stdout ? g_stdout : "", err ? err : "");
     free(err);
@@ -249,9 +249,9 @@ static void expect_out(const char *text)
 static void cli(void)
 {
     const char *opts[] = {"receipt_interval 200", NULL};
-    ct_broker *b = ct_broker_start(opts);
+    ts_broker *b = ts_broker_start(opts);
     char port[16], state[512], out[512], err[512];
-    snprintf(port, sizeof port, "%d", ct_broker_port(b));
+    snprintf(port, sizeof port, "%d", ts_broker_port(b));
     ct_path(g_out, sizeof g_out, "mqchat.out");
     ct_path(g_err, sizeof g_err, "mqchat.err");
 
@@ -268,23 +268,23 @@ static void cli(void)
     ct_path(state, sizeof state, "bob.state");
     char *argv[] = {(char *)MQCHAT_BIN, "-p",  port,     "-u",  "bob",
                     "--state",          state, "listen", GROUP, NULL};
-    pid_t pid = ct_spawn(argv, NULL, ct_path(out, sizeof out, "listen.out"),
+    pid_t pid = ts_spawn(argv, NULL, NULL, ct_path(out, sizeof out, "listen.out"),
                          ct_path(err, sizeof err, "listen.err"));
-    int64_t deadline = ct_now_ms() + WAIT_MS;
+    int64_t deadline = ts_now_ms() + WAIT_MS;
     for (;;) {
         mqchat(0, "-p", port, "-u", "carol", "receipts", GROUP, NULL);
         if (strstr(g_stdout, "bob    read up to #2") != NULL)
             break;
-        CHECK(ct_now_ms() < deadline, "bob's listen did not mark #2 read:\n%s", g_stdout);
-        ct_sleep_ms(100);
+        CHECK(ts_now_ms() < deadline, "bob's listen did not mark #2 read:\n%s", g_stdout);
+        ts_sleep_ms(100);
     }
     expect_out("room #2: read by 1 of 3");
     mqchat(0, "-p", port, "-u", "carol", "receipts", GROUP, "1", NULL);
     expect_out("room #1: read by 1 of 3");
     mqchat(0, "-p", port, "-u", "carol", "who", GROUP, NULL);
     expect_out("room: 1 of 3 members online: bob");
-    ct_signal(pid, SIGTERM);
-    CHECK(ct_wait(pid, WAIT_MS) == 0, "listen ended badly");
+    ts_signal(pid, SIGTERM);
+    CHECK(ts_wait(pid, WAIT_MS) == 0, "listen ended badly");
     mqchat(0, "-p", port, "-u", "carol", "who", GROUP, NULL);
     expect_out("room: 0 of 3 members online\n");
 
@@ -301,18 +301,18 @@ static void cli(void)
     CHECK(strstr(g_stdout, "of") == NULL, "eve was told something: %s", g_stdout);
     free(g_stdout);
     g_stdout = NULL;
-    ct_broker_destroy(b);
-    ct_log("mqchat: listen reads what it prints, who and receipts");
+    ts_broker_destroy(b);
+    ts_log("mqchat: listen reads what it prints, who and receipts");
 }
 
 int main(void)
 {
     ct_init("clients_receipts");
     const char *opts[] = {"receipt_interval 200", NULL};
-    ct_broker *b = ct_broker_start(opts);
+    ts_broker *b = ts_broker_start(opts);
     library(b, 4);
     library(b, 5);
-    ct_broker_destroy(b);
+    ts_broker_destroy(b);
     cli();
     return ct_pass();
 }

@@ -35,7 +35,7 @@ static void on_event(void *arg, const chat_client_event *ev)
 }
 
 /* Sends body to group as username and checks the refusal's report. */
-static void check_refusal(const ct_broker *b, int version, const char *user, const char *group,
+static void check_refusal(const ts_broker *b, int version, const char *user, const char *group,
                           const char *body, const char *why)
 {
     chat_client_options o = {0};
@@ -48,7 +48,7 @@ static void check_refusal(const ct_broker *b, int version, const char *user, con
 
     memset(&s, 0, sizeof s);
     pthread_mutex_init(&s.mu, NULL);
-    o.port = ct_broker_port(b);
+    o.port = ts_broker_port(b);
     o.client_id = user;
     o.username = user;
     o.mqtt_version = version;
@@ -61,21 +61,21 @@ static void check_refusal(const ct_broker *b, int version, const char *user, con
     err = chat_client_flush(c, 10000, &refused);
     CHECK(err == CHAT_CLIENT_OK, "flush: %s", chat_client_strerror(err));
     CHECK(refused == 1, "MQTT %d, %s: flush counted %zu refusals", version, why, refused);
-    deadline = ct_now_ms() + 5000;
-    while (ct_now_ms() < deadline) {
+    deadline = ts_now_ms() + 5000;
+    while (ts_now_ms() < deadline) {
         int n;
         pthread_mutex_lock(&s.mu);
         n = s.refused;
         pthread_mutex_unlock(&s.mu);
         if (n > 0)
             break;
-        ct_sleep_ms(10);
+        ts_sleep_ms(10);
     }
     chat_client_destroy(c);
     CHECK(s.refused == 1, "MQTT %d, %s: %d refusal events", version, why, s.refused);
     CHECK(strcmp(s.reason, why) == 0, "MQTT %d: reason \"%s\", expected \"%s\"", version, s.reason,
           why);
-    ct_log("MQTT %d: \"%s\" reported for cid %s (sent as %s)", version, s.reason, s.cid, cid);
+    ts_log("MQTT %d: \"%s\" reported for cid %s (sent as %s)", version, s.reason, s.cid, cid);
     if (strcmp(s.cid, cid) != 0)
         g_missing_cid++;
 }
@@ -83,18 +83,18 @@ static void check_refusal(const ct_broker *b, int version, const char *user, con
 int main(void)
 {
     const char *opts[] = {"open_groups false", "admins admin", "max_payload 64", NULL};
-    ct_broker *b;
+    ts_broker *b;
     char big[200];
 
     ct_init("clients_refusal");
-    b = ct_broker_start(opts);
+    b = ts_broker_start(opts);
     memset(big, 'x', sizeof big - 1);
     big[sizeof big - 1] = '\0';
     for (int version = 4; version <= 5; version++) {
         check_refusal(b, version, "bob", "staff", "let me in", "not a member of the group");
         check_refusal(b, version, "admin", "staff", big, "payload is larger than max_payload");
     }
-    ct_broker_destroy(b);
+    ts_broker_destroy(b);
     CHECK(g_missing_cid == 0,
           "PLUGIN BUG: %d of 4 error entries of refused publishes lack the message's cid "
           "(docs/protocol.md, Refused publishes: every rejected publisher gets "

@@ -1,4 +1,4 @@
-/* test_seq.c: unit tests (cmocka) of clients/seq.c, the per-group ordering
+/* test_client_seq.c: unit tests (cmocka) of clients/seq.c, the per-group ordering
  * of the client library: ids released once, in order, held across gaps. */
 #include <setjmp.h>
 #include <stdarg.h>

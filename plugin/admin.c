@@ -1,0 +1,693 @@
+/* admin.c: the admin commands on $CONTROL/chat/v1 (groups, members, stats,
+ * delete, compact, backup), answered only for usernames in
+ * plugin_opt_admins, and the work they leave to the tick: the rest of a
+ * group's deletion, and the end of a store job (backup, compaction).
+ *
+ * Bounds on the broker's thread: a listing visits at most the request's
+ * store records (MAX_WORK in control.c) and fills at most its answer's
+ * bytes, then says "more" with the name to go on "after"; a deletion's
+ * first step (which makes the group read as empty) runs in the request and
+ * the rest from the tick, TICK_BUDGET_MS per broker loop pass; backups and
+ * compactions run on the store's job thread. */
+#include "plugin.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define LIMIT_DEFAULT 100u     /* groups or members per answer */
+#define LIMIT_MAX 1000u        /* ... at most */
+#define MEMBERS_COUNTED 10000u /* members counted per group in `groups` */
+#define DEVICES_LISTED 1000u   /* devices listed per member in `members` */
+#define DELETE_STEP 1024u      /* records looked at per deletion step */
+#define MAX_DELETIONS 1000u    /* deletions queued for the tick at once */
+#define TICK_BUDGET_MS 5       /* milliseconds of deleting per broker loop pass */
+#define ENTRY_ROOM 4096u       /* bytes kept free for an entry's tail */
+
+static const char *const commands[] = {"groups", "members", "stats", "delete", "compact", "backup"};
+
+bool chat_admin_is_command(const char *cmd)
+{
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        if (!strcmp(cmd, commands[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ===========================================================================
+ * Entries
+ * ========================================================================= */
+
+static void entry_start(const struct chat_admin_req *r, const char *group)
+{
+    sbuf_puts(r->out, "{\"command\":");
+    sbuf_json_str(r->out, r->cmd);
+    if (group) {
+        sbuf_puts(r->out, ",\"group\":");
+        sbuf_json_str(r->out, group);
+    }
+    if (r->corr) {
+        sbuf_puts(r->out, ",\"correlationData\":");
+        sbuf_json_str(r->out, r->corr);
+    }
+}
+
+/* An error entry, and its log line (debug: refusals are the client's). */
+static void fail(const struct chat_admin_req *r, const char *group, const char *why)
+{
+    mosquitto_log_printf(MOSQ_LOG_DEBUG, "mosquitto-chat: %s from %s refused: %s%s%s", r->cmd,
+                         r->device, why, group ? " in group " : "", group ? group : "");
+    entry_start(r, group);
+    sbuf_puts(r->out, ",\"error\":");
+    sbuf_json_str(r->out, why);
+    sbuf_add(r->out, "}", 1);
+}
+
+static bool storage_ok(const struct chat_admin_req *r, const char *group, chat_err rc)
+{
+    if (rc == CHAT_OK) {
+        return true;
+    }
+    chat_log_store_error(r->pl, rc, "%s from %s%s%s", r->cmd, r->device, group ? " in group " : "",
+                         group ? group : "");
+    fail(r, group, "storage error");
+    return false;
+}
+
+/* The group field (required), validated into buf. */
+static const char *group_field(const struct chat_admin_req *r, const cJSON *c, char *buf)
+{
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(c, "group");
+    const char *why = !g ? "group is missing"
+                      : !cJSON_IsString(g)
+                          ? "group must be a string"
+                          : chat_proto_group_error(g->valuestring, strlen(g->valuestring));
+    if (why) {
+        fail(r, NULL, why);
+        return NULL;
+    }
+    snprintf(buf, CHAT_GROUP_MAX + 1, "%s", g->valuestring);
+    return buf;
+}
+
+/* after (optional string) and limit (optional integer 1..LIMIT_MAX). */
+static bool paging_fields(const struct chat_admin_req *r, const cJSON *c, const char *group,
+                          const char **after, size_t *limit)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(c, "after");
+    const cJSON *l = cJSON_GetObjectItemCaseSensitive(c, "limit");
+    uint64_t v = LIMIT_DEFAULT;
+    if (a && (!cJSON_IsString(a) || strlen(a->valuestring) > CHAT_STORE_MAX_NAME)) {
+        fail(r, group, "after must be a name of at most 1024 bytes");
+        return false;
+    }
+    if (l && (!cJSON_IsNumber(l) || !chat_proto_json_int(l->valuedouble, 1, &v) || v > LIMIT_MAX)) {
+        fail(r, group, "limit must be an integer from 1 to 1000");
+        return false;
+    }
+    *after = a ? a->valuestring : NULL;
+    *limit = (size_t)v;
+    return true;
+}
+
+/* Whether the request may visit n more store records; counts them. */
+static bool spend(const struct chat_admin_req *r, size_t n)
+{
+    if (*r->work + n > r->work_max) {
+        return false;
+    }
+    *r->work += n;
+    return true;
+}
+
+/* Room left in the answer for something of about n bytes. */
+static bool room(const struct chat_admin_req *r, size_t n)
+{
+    return r->out->len + n + ENTRY_ROOM <= r->cap;
+}
+
+/* ===========================================================================
+ * groups, members
+ * ========================================================================= */
+
+/* Names a walk handed over: the store's walks must not call the store, so
+ * the names are kept and looked at after it. */
+struct names {
+    char **name;
+    uint64_t *num;
+    size_t n, cap;
+    bool failed;
+};
+
+static int keep_name(void *ctx, const char *name, uint64_t num)
+{
+    struct names *l = ctx;
+    char *copy = strdup(name);
+    if (!copy) {
+        l->failed = true;
+        return 1;
+    }
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        char **nn = realloc(l->name, cap * sizeof(*nn));
+        uint64_t *nu = nn ? realloc(l->num, cap * sizeof(*nu)) : NULL;
+        if (nn) {
+            l->name = nn;
+        }
+        if (!nn || !nu) {
+            free(copy);
+            l->failed = true;
+            return 1;
+        }
+        l->num = nu;
+        l->cap = cap;
+    }
+    l->name[l->n] = copy;
+    l->num[l->n++] = num;
+    return 0;
+}
+
+static void names_free(struct names *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->name[i]);
+    }
+    free(l->name);
+    free(l->num);
+}
+
+static int count_one(void *ctx, const char *member, uint64_t joined)
+{
+    (void)member;
+    (void)joined;
+    (*(size_t *)ctx)++;
+    return 0;
+}
+
+/* Ends a listing: "more" and, when there is more, where to go on. */
+static void list_end(const struct chat_admin_req *r, bool more, const char *last)
+{
+    sbuf_puts(r->out, more ? "],\"more\":true" : "],\"more\":false");
+    if (more && last) {
+        sbuf_puts(r->out, ",\"after\":");
+        sbuf_json_str(r->out, last);
+    }
+    sbuf_add(r->out, "}", 1);
+}
+
+static void cmd_groups(const struct chat_admin_req *r, const cJSON *c)
+{
+    struct chat_plugin *pl = r->pl;
+    struct names l = {0};
+    const char *after = NULL, *last = NULL;
+    size_t limit = 0, listed = 0;
+    bool done = false;
+
+    if (!paging_fields(r, c, NULL, &after, &limit)) {
+        return;
+    }
+    limit = limit < r->work_max - *r->work ? limit : r->work_max - *r->work;
+    if (limit == 0 || !spend(r, limit)) {
+        fail(r, NULL,
+             "request too large: it asks for too much work at once; send fewer commands "
+             "per request");
+        return;
+    }
+    chat_err rc = chat_store_groups(pl->store, after, limit, keep_name, &l, &done);
+    if (l.failed) {
+        names_free(&l);
+        fail(r, NULL, "out of memory");
+        return;
+    }
+    if (!storage_ok(r, NULL, rc)) {
+        names_free(&l);
+        return;
+    }
+    size_t mark = r->out->len;
+    entry_start(r, NULL);
+    sbuf_puts(r->out, ",\"groups\":[");
+    for (size_t i = 0; i < l.n; i++) {
+        uint64_t first = 1;
+        size_t members = 0, budget = r->work_max - *r->work;
+        bool all = false;
+        if (budget == 0 || !room(r, 6 * strlen(l.name[i]) + 128)) {
+            break;
+        }
+        budget = budget < MEMBERS_COUNTED ? budget : MEMBERS_COUNTED;
+        rc = chat_store_first(pl->store, l.name[i], &first);
+        if (rc == CHAT_OK) {
+            rc = chat_store_group_members(pl->store, l.name[i], NULL, budget, count_one, &members,
+                                          &all);
+        }
+        if (rc != CHAT_OK) {
+            r->out->len = mark;
+            names_free(&l);
+            storage_ok(r, NULL, rc);
+            return;
+        }
+        if (!all && budget < MEMBERS_COUNTED && listed > 0) {
+            break; /* the request's budget ran short: this group opens the next page */
+        }
+        (void)spend(r, members);
+        sbuf_puts(r->out, listed++ ? ",{\"group\":" : "{\"group\":");
+        sbuf_json_str(r->out, l.name[i]);
+        sbuf_puts(r->out, ",\"head\":");
+        sbuf_u64(r->out, l.num[i]);
+        sbuf_puts(r->out, ",\"first\":");
+        sbuf_u64(r->out, first);
+        sbuf_puts(r->out, ",\"members\":");
+        sbuf_u64(r->out, members);
+        if (!all) {
+            /* Where the contract is silent: a count cut short says so. */
+            sbuf_puts(r->out, ",\"members_capped\":true");
+        }
+        sbuf_add(r->out, "}", 1);
+        last = l.name[i];
+    }
+    list_end(r, !done || listed < l.n, last ? last : after);
+    names_free(&l);
+}
+
+/* The member's read marker in group. Read markers come with issue 14 (read
+ * receipts); until the store keeps them every member reads as 0, and this
+ * is the one place to ask the store instead. */
+static uint64_t member_read(struct chat_plugin *pl, const char *group, const char *member)
+{
+    (void)pl;
+    (void)group;
+    (void)member;
+    return 0;
+}
+
+struct device_list {
+    const struct chat_admin_req *r;
+    size_t count;
+};
+
+static int put_device(void *ctx, const char *device, uint64_t acked, int64_t used)
+{
+    struct device_list *dl = ctx;
+    sbuf *b = dl->r->out;
+    sbuf_puts(b, dl->count++ ? ",{\"device\":" : "{\"device\":");
+    sbuf_json_str(b, device);
+    sbuf_puts(b, ",\"acked\":");
+    sbuf_u64(b, acked);
+    sbuf_puts(b, ",\"used\":");
+    sbuf_u64(b, used > 0 ? (uint64_t)used : 0);
+    sbuf_add(b, "}", 1);
+    /* Out of room: stop here, the member's entry says so. */
+    return room(dl->r, 6 * CHAT_STORE_MAX_NAME) ? 0 : 1;
+}
+
+static void cmd_members(const struct chat_admin_req *r, const cJSON *c)
+{
+    struct chat_plugin *pl = r->pl;
+    char buf[CHAT_GROUP_MAX + 1];
+    struct names l = {0};
+    const char *group = group_field(r, c, buf), *after = NULL, *last = NULL;
+    size_t limit = 0, listed = 0;
+    bool done = false;
+
+    if (!group || !paging_fields(r, c, group, &after, &limit)) {
+        return;
+    }
+    limit = limit < r->work_max - *r->work ? limit : r->work_max - *r->work;
+    if (limit == 0 || !spend(r, limit)) {
+        fail(r, group,
+             "request too large: it asks for too much work at once; send fewer "
+             "commands per request");
+        return;
+    }
+    chat_err rc = chat_store_group_members(pl->store, group, after, limit, keep_name, &l, &done);
+    if (l.failed) {
+        names_free(&l);
+        fail(r, group, "out of memory");
+        return;
+    }
+    if (!storage_ok(r, group, rc)) {
+        names_free(&l);
+        return;
+    }
+    size_t mark = r->out->len;
+    entry_start(r, group);
+    sbuf_puts(r->out, ",\"members\":[");
+    for (size_t i = 0; i < l.n; i++) {
+        size_t budget = r->work_max - *r->work;
+        bool all = false;
+        if (budget == 0 || !room(r, 12 * CHAT_STORE_MAX_NAME)) {
+            break;
+        }
+        budget = budget < DEVICES_LISTED ? budget : DEVICES_LISTED;
+        size_t entry_mark = r->out->len;
+        sbuf_puts(r->out, listed ? ",{\"member\":" : "{\"member\":");
+        sbuf_json_str(r->out, l.name[i]);
+        sbuf_puts(r->out, ",\"joined\":");
+        sbuf_u64(r->out, l.num[i]);
+        sbuf_puts(r->out, ",\"read\":");
+        sbuf_u64(r->out, member_read(pl, group, l.name[i]));
+        sbuf_puts(r->out, ",\"devices\":[");
+        struct device_list dl = {r, 0};
+        rc = chat_store_member_devices(pl->store, group, l.name[i], budget, put_device, &dl, &all);
+        if (rc != CHAT_OK) {
+            r->out->len = mark;
+            names_free(&l);
+            storage_ok(r, group, rc);
+            return;
+        }
+        if (!all && budget < DEVICES_LISTED && listed > 0) {
+            r->out->len = entry_mark; /* out of budget: this member opens the next page */
+            break;
+        }
+        listed++;
+        (void)spend(r, dl.count);
+        sbuf_add(r->out, "]", 1);
+        if (!all) {
+            sbuf_puts(r->out, ",\"devices_capped\":true");
+        }
+        sbuf_add(r->out, "}", 1);
+        last = l.name[i];
+    }
+    list_end(r, !done || listed < l.n, last ? last : after);
+    names_free(&l);
+}
+
+/* ===========================================================================
+ * stats
+ * ========================================================================= */
+
+static const char *job_kind(chat_job_kind k)
+{
+    return k == CHAT_JOB_BACKUP ? "backup" : k == CHAT_JOB_COMPACT ? "compact" : "none";
+}
+
+static const char *job_status(chat_job_status s)
+{
+    switch (s) {
+    case CHAT_JOB_RUNNING:
+        return "running";
+    case CHAT_JOB_DONE:
+        return "done";
+    case CHAT_JOB_FAILED:
+        return "failed";
+    default:
+        return "idle";
+    }
+}
+
+static void cmd_stats(const struct chat_admin_req *r)
+{
+    chat_job_state js;
+    chat_err rc = chat_store_job_state(r->pl->store, &js);
+    if (!storage_ok(r, NULL, rc)) {
+        return;
+    }
+    entry_start(r, NULL);
+    sbuf_puts(r->out, ",\"figures\":{");
+    chat_stats_json(r->pl, r->out);
+    sbuf_puts(r->out, "},\"deletions\":");
+    sbuf_u64(r->out, r->pl->n_deleting);
+    sbuf_puts(r->out, ",\"job\":{\"kind\":");
+    sbuf_json_str(r->out, job_kind(js.kind));
+    sbuf_puts(r->out, ",\"state\":");
+    sbuf_json_str(r->out, job_status(js.status));
+    if (js.kind == CHAT_JOB_BACKUP) {
+        sbuf_puts(r->out, ",\"path\":");
+        sbuf_json_str(r->out, js.path);
+        sbuf_puts(r->out, ",\"records\":");
+        sbuf_u64(r->out, js.records);
+    }
+    if (js.status == CHAT_JOB_FAILED) {
+        sbuf_puts(r->out, ",\"error\":");
+        sbuf_json_str(r->out, js.error);
+    }
+    sbuf_puts(r->out, "}}");
+}
+
+/* ===========================================================================
+ * delete
+ * ========================================================================= */
+
+static bool queued(struct chat_plugin *pl, const char *group)
+{
+    for (size_t i = 0; i < pl->n_deleting; i++) {
+        if (!strcmp(pl->deleting[i], group)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool enqueue(struct chat_plugin *pl, const char *group)
+{
+    if (queued(pl, group)) {
+        return true;
+    }
+    char **n = realloc(pl->deleting, (pl->n_deleting + 1) * sizeof(*n));
+    if (!n) {
+        return false;
+    }
+    pl->deleting = n;
+    if (!(n[pl->n_deleting] = strdup(group))) {
+        return false;
+    }
+    pl->n_deleting++;
+    return true;
+}
+
+static void dequeue(struct chat_plugin *pl, size_t i)
+{
+    free(pl->deleting[i]);
+    memmove(pl->deleting + i, pl->deleting + i + 1, (pl->n_deleting - i - 1) * sizeof(char *));
+    pl->n_deleting--;
+}
+
+static void cmd_delete(const struct chat_admin_req *r, const cJSON *c)
+{
+    struct chat_plugin *pl = r->pl;
+    char buf[CHAT_GROUP_MAX + 1];
+    const char *group = group_field(r, c, buf);
+    uint64_t head = 0;
+    bool done = false;
+
+    if (!group) {
+        return;
+    }
+    if (!queued(pl, group) && pl->n_deleting >= MAX_DELETIONS) {
+        fail(r, group, "too many deletions under way: retry when some have finished");
+        return;
+    }
+    if (!storage_ok(r, group, chat_store_head(pl->store, group, &head))) {
+        return;
+    }
+    /* The first step makes the group read as empty: no message, member or
+     * cursor of it counts from here on; the tick removes the records. */
+    if (!storage_ok(r, group, chat_store_group_delete(pl->store, group, DELETE_STEP, &done))) {
+        return;
+    }
+    chat_replay_stop_group(pl, group);
+    chat_pending_forget_group(pl, group);
+    if (pl->last_env && !strcmp(pl->last_group, group)) {
+        free(pl->last_env);
+        pl->last_env = NULL;
+    }
+    if (!done && !enqueue(pl, group)) {
+        fail(r, group, "out of memory");
+        return;
+    }
+    mosquitto_log_printf(MOSQ_LOG_NOTICE, "mosquitto-chat: %s deleted group %s (head %llu)%s",
+                         r->device, group, (unsigned long long)head,
+                         done ? "" : "; its records go in the background");
+    entry_start(r, group);
+    sbuf_puts(r->out, ",\"head\":");
+    sbuf_u64(r->out, head);
+    sbuf_puts(r->out, done ? ",\"done\":true}" : ",\"done\":false}");
+}
+
+/* ===========================================================================
+ * compact, backup
+ * ========================================================================= */
+
+/* Starts a store job; false (answered) when one runs or it cannot start. */
+static bool job_start(const struct chat_admin_req *r, chat_job_kind kind, const char *dest)
+{
+    chat_job_state js;
+    chat_err rc = chat_store_job_state(r->pl->store, &js);
+    if (!storage_ok(r, NULL, rc)) {
+        return false;
+    }
+    if (js.status == CHAT_JOB_RUNNING) {
+        fail(r, NULL, "a backup or compaction is under way: see stats");
+        return false;
+    }
+    rc = chat_store_job_start(r->pl->store, kind, dest);
+    if (rc != CHAT_OK) {
+        chat_log_store_error(r->pl, rc, "%s from %s", r->cmd, r->device);
+        fail(r, NULL,
+             kind == CHAT_JOB_BACKUP ? "cannot start the backup (the log says why)"
+                                     : "cannot start the compaction (the log says why)");
+        return false;
+    }
+    r->pl->job_running = true;
+    mosquitto_log_printf(MOSQ_LOG_NOTICE, "mosquitto-chat: %s started by %s%s%s",
+                         kind == CHAT_JOB_BACKUP ? "backup" : "compaction", r->device,
+                         dest ? " into " : "", dest ? dest : "");
+    return true;
+}
+
+static void cmd_compact(const struct chat_admin_req *r)
+{
+    if (job_start(r, CHAT_JOB_COMPACT, NULL)) {
+        entry_start(r, NULL);
+        sbuf_puts(r->out, ",\"started\":true}");
+    }
+}
+
+/* A new directory name under backup_dir: mosquitto-chat-<UTC time>[-n]. */
+static bool backup_path(struct chat_plugin *pl, char *out, size_t cap)
+{
+    char stamp[32];
+    time_t t = (time_t)(chat_now_ms() / 1000);
+    struct tm tm;
+    struct stat sb;
+    gmtime_r(&t, &tm);
+    strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+    for (int i = 0; i < 100; i++) {
+        char partial[4200];
+        int n = i ? snprintf(out, cap, "%s/mosquitto-chat-%s-%d", pl->cfg.backup_dir, stamp, i)
+                  : snprintf(out, cap, "%s/mosquitto-chat-%s", pl->cfg.backup_dir, stamp);
+        if (n < 0 || (size_t)n >= cap) {
+            return false;
+        }
+        snprintf(partial, sizeof(partial), "%s.partial", out);
+        if (stat(out, &sb) != 0 && stat(partial, &sb) != 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void cmd_backup(const struct chat_admin_req *r)
+{
+    char dest[4096];
+    /* The place comes from the broker's configuration alone, never from
+     * the request. */
+    if (!r->pl->cfg.backup_dir) {
+        fail(r, NULL, "backups are not configured: set plugin_opt_backup_dir");
+        return;
+    }
+    if (mkdir(r->pl->cfg.backup_dir, 0700) != 0 && errno != EEXIST) {
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: cannot create backup_dir %s: %s",
+                             r->pl->cfg.backup_dir, strerror(errno));
+        fail(r, NULL, "cannot create backup_dir (the log says why)");
+        return;
+    }
+    if (!backup_path(r->pl, dest, sizeof(dest))) {
+        fail(r, NULL, "no free backup name under backup_dir");
+        return;
+    }
+    if (job_start(r, CHAT_JOB_BACKUP, dest)) {
+        entry_start(r, NULL);
+        sbuf_puts(r->out, ",\"path\":");
+        sbuf_json_str(r->out, dest);
+        sbuf_puts(r->out, ",\"started\":true}");
+    }
+}
+
+/* ===========================================================================
+ * Dispatch and the tick
+ * ========================================================================= */
+
+void chat_admin_run(const struct chat_admin_req *r, const cJSON *c)
+{
+    if (!chat_config_is_admin(&r->pl->cfg, mosquitto_client_username(r->client))) {
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(c, "group");
+        bool named =
+            cJSON_IsString(g) && !chat_proto_group_error(g->valuestring, strlen(g->valuestring));
+        char why[64];
+        snprintf(why, sizeof(why), "only an admin may %s", r->cmd);
+        fail(r, named ? g->valuestring : NULL, why);
+        return;
+    }
+    if (!strcmp(r->cmd, "groups")) {
+        cmd_groups(r, c);
+    } else if (!strcmp(r->cmd, "members")) {
+        cmd_members(r, c);
+    } else if (!strcmp(r->cmd, "stats")) {
+        cmd_stats(r);
+    } else if (!strcmp(r->cmd, "delete")) {
+        cmd_delete(r, c);
+    } else if (!strcmp(r->cmd, "compact")) {
+        cmd_compact(r);
+    } else {
+        cmd_backup(r);
+    }
+}
+
+static int queue_deletion(void *ctx, const char *group, uint64_t unused)
+{
+    (void)unused;
+    return enqueue(ctx, group) ? 0 : 1;
+}
+
+/* Logs the end of a store job once. */
+static void watch_job(struct chat_plugin *pl)
+{
+    chat_job_state js;
+    if (!pl->job_running || chat_store_job_state(pl->store, &js) != CHAT_OK ||
+        js.status == CHAT_JOB_RUNNING) {
+        return;
+    }
+    pl->job_running = false;
+    if (js.status == CHAT_JOB_FAILED) {
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: %s failed: %s",
+                             js.kind == CHAT_JOB_BACKUP ? "backup" : "compaction", js.error);
+    } else if (js.kind == CHAT_JOB_BACKUP) {
+        mosquitto_log_printf(
+            MOSQ_LOG_NOTICE, "mosquitto-chat: backup written to %s (%llu records, %lld ms)",
+            js.path, (unsigned long long)js.records, (long long)(js.finished_ms - js.started_ms));
+    } else {
+        mosquitto_log_printf(MOSQ_LOG_NOTICE, "mosquitto-chat: compaction done (%lld ms)",
+                             (long long)(js.finished_ms - js.started_ms));
+    }
+}
+
+void chat_admin_tick(struct chat_plugin *pl)
+{
+    watch_job(pl);
+    if (!pl->deletions_loaded) {
+        /* Deletions a previous run began and did not finish. */
+        pl->deletions_loaded = true;
+        chat_err rc = chat_store_deletions(pl->store, queue_deletion, pl);
+        if (rc != CHAT_OK) {
+            chat_log_store_error(pl, rc, "listing the deletions under way");
+        }
+    }
+    int64_t start = chat_now_ms();
+    while (pl->n_deleting > 0 && chat_now_ms() - start < TICK_BUDGET_MS) {
+        bool done = false;
+        chat_err rc = chat_store_group_delete(pl->store, pl->deleting[0], DELETE_STEP, &done);
+        if (rc != CHAT_OK) {
+            /* Left in the store: the next run (or delete) goes on with it. */
+            chat_log_store_error(pl, rc, "deletion of group %s", pl->deleting[0]);
+            dequeue(pl, 0);
+        } else if (done) {
+            mosquitto_log_printf(MOSQ_LOG_INFO, "mosquitto-chat: group %s: deletion finished",
+                                 pl->deleting[0]);
+            dequeue(pl, 0);
+        }
+    }
+}
+
+void chat_admin_free(struct chat_plugin *pl)
+{
+    while (pl->n_deleting > 0) {
+        dequeue(pl, pl->n_deleting - 1);
+    }
+    free(pl->deleting);
+    pl->deleting = NULL;
+}

@@ -1,0 +1,130 @@
+/* relay.c: with a store that several brokers share (PostgreSQL), the
+ * messages other brokers stored reach this broker's subscribers here. The
+ * store's own thread reads them (chat_store_feed); the broker's tick
+ * publishes them, since mosquitto_broker_publish may only be called from
+ * the broker's thread, and the broker delivers them at the start of its
+ * next loop pass, through the same read checks as a local publish.
+ *
+ * The read check (chat.c, is_stored_envelope) compares a delivery with the
+ * stored envelope: the envelopes published by the last two ticks are kept
+ * here for it, so that it answers from memory, not with a database round
+ * trip per subscriber. */
+#include "plugin.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Messages published per tick at most: the rest wait for the next. */
+#define RELAY_PER_TICK 2000u
+
+struct relayed {
+    size_t len;
+    char env[];
+};
+
+static void relayed_free(void *v)
+{
+    free(v);
+}
+
+/* The key of (group, id): the group, a NUL, the id's eight bytes. */
+static size_t relay_key(char *k, const char *group, uint64_t id)
+{
+    size_t g = strlen(group);
+    memcpy(k, group, g + 1);
+    memcpy(k + g + 1, &id, sizeof(id));
+    return g + 1 + sizeof(id);
+}
+
+static void publish_one(void *ctx, const char *group, uint64_t id, const char *env, size_t len)
+{
+    struct chat_plugin *pl = ctx;
+    char topic[CHAT_GROUP_MAX + 256];
+    char key[CHAT_STORE_MAX_NAME + 16];
+    if (strlen(group) > CHAT_GROUP_MAX) {
+        return;
+    }
+    struct relayed *r = malloc(sizeof(*r) + len);
+    if (r) {
+        r->len = len;
+        memcpy(r->env, env, len);
+        void *old = NULL;
+        if (chat_hmap_put(pl->relay_now, key, relay_key(key, group, id), r, &old)) {
+            free(old);
+        } else {
+            free(r);
+        }
+    }
+    snprintf(topic, sizeof(topic), "%s/%s", pl->cfg.topic_prefix, group);
+    /* QoS 1: the original publish's QoS is not known here; each subscriber
+     * gets at most its own. Out of memory: receivers catch up. */
+    int rc = mosquitto_broker_publish_copy(NULL, topic, (int)len, env, 1, false, NULL);
+    if (rc != MOSQ_ERR_SUCCESS) {
+        mosquitto_log_printf(MOSQ_LOG_WARNING,
+                             "mosquitto-chat: cannot relay message %llu of %s: error %d",
+                             (unsigned long long)id, group, rc);
+    }
+}
+
+void chat_relay_tick(struct chat_plugin *pl)
+{
+    if (!pl->relay_now) {
+        return;
+    }
+    /* What the tick before last published has been delivered by now. */
+    chat_hmap *fresh = chat_hmap_create();
+    if (fresh) {
+        chat_hmap_destroy(pl->relay_prev, relayed_free);
+        pl->relay_prev = pl->relay_now;
+        pl->relay_now = fresh;
+    }
+    chat_store_feed(pl->store, RELAY_PER_TICK, publish_one, pl);
+}
+
+bool chat_relay_lookup(struct chat_plugin *pl, const char *group, uint64_t id, const void *payload,
+                       size_t len, bool *same)
+{
+    char key[CHAT_STORE_MAX_NAME + 16];
+    if (!pl->relay_now || strlen(group) > CHAT_GROUP_MAX) {
+        return false;
+    }
+    size_t klen = relay_key(key, group, id);
+    struct relayed *r = chat_hmap_get(pl->relay_now, key, klen);
+    if (!r) {
+        r = chat_hmap_get(pl->relay_prev, key, klen);
+    }
+    if (!r) {
+        return false;
+    }
+    *same = r->len == len && memcmp(r->env, payload, len) == 0;
+    return true;
+}
+
+void chat_relay_follow(struct chat_plugin *pl, const char *group, uint64_t head)
+{
+    if (!pl->relay_now) {
+        return;
+    }
+    chat_err rc = chat_store_follow(pl->store, group, head);
+    if (rc != CHAT_OK) {
+        chat_log_store_error(pl, rc, "following %s for other brokers' messages", group);
+    }
+}
+
+bool chat_relay_init(struct chat_plugin *pl)
+{
+    if (!chat_store_shared(pl->store)) {
+        return true;
+    }
+    pl->relay_now = chat_hmap_create();
+    pl->relay_prev = chat_hmap_create();
+    return pl->relay_now && pl->relay_prev;
+}
+
+void chat_relay_free(struct chat_plugin *pl)
+{
+    chat_hmap_destroy(pl->relay_now, relayed_free);
+    chat_hmap_destroy(pl->relay_prev, relayed_free);
+    pl->relay_now = pl->relay_prev = NULL;
+}

@@ -1,0 +1,227 @@
+/* pg_db: connections, calls and errors of the PostgreSQL backend (see
+ * pg_db.h). */
+#include "pg_db.h"
+#include "pg_watch.h"
+#include "store_text.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* libpq's messages end with a newline; a log line must not. */
+static void put_message(char *out, size_t cap, const char *msg)
+{
+    store_put_text(out, cap, "%s", msg ? msg : "unknown error");
+    size_t n = strlen(out);
+    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' ')) {
+        out[--n] = '\0';
+    }
+    for (char *p = out; *p; p++) {
+        if (*p == '\n') {
+            *p = ' ';
+        }
+    }
+}
+
+PGconn *pg_connect(const char *conninfo, chat_sync sync, bool prepare, char *err, size_t cap)
+{
+    /* Defaults that the operator's connection string overrides: a dead
+     * host must not hold a connection attempt for ever. */
+    const char *const keys[] = {"connect_timeout", "application_name", "dbname", NULL};
+    const char *const vals[] = {"5", "mosquitto-chat", conninfo, NULL};
+    PGconn *conn = PQconnectdbParams(keys, vals, 1);
+    if (!conn || PQstatus(conn) != CONNECTION_OK) {
+        err[0] = '\0';
+        put_message(err, cap, conn ? PQerrorMessage(conn) : "out of memory");
+        PQfinish(conn);
+        return NULL;
+    }
+    /* none: a broker crash loses nothing (the commit reached the server),
+     * a database crash may lose its last moments; batch and always: a
+     * commit is on disk (and, with a synchronous standby, on two
+     * machines) before the publish is acknowledged. */
+    const char *setup = sync == CHAT_SYNC_NONE
+                            ? "SET synchronous_commit TO off; SET client_min_messages TO warning"
+                            : "SET synchronous_commit TO on; SET client_min_messages TO warning";
+    PGresult *res = PQexec(conn, setup);
+    bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+    PQclear(res);
+    err[0] = '\0';
+    if (ok && prepare) {
+        ok = pg_prepare(conn, err, cap);
+    }
+    if (!ok) {
+        if (!err[0]) {
+            put_message(err, cap, PQerrorMessage(conn));
+        }
+        PQfinish(conn);
+        return NULL;
+    }
+    return conn;
+}
+
+bool pg_prepare(PGconn *conn, char *err, size_t cap)
+{
+    for (int i = 0; i < PG_STMT_COUNT; i++) {
+        const struct pg_statement *s = &pg_statements[i];
+        PGresult *res = PQprepare(conn, s->name, s->sql, s->nparams, NULL);
+        bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+        if (!ok) {
+            store_set_text(err, cap, "preparing %s: ", s->name);
+            put_message(err, cap, PQresultErrorMessage(res));
+        }
+        PQclear(res);
+        if (!ok) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Sends stmt and waits for its result until the deadline. *lost is set
+ * when the connection can no longer be used (broken, or timed out with
+ * the statement in flight). */
+static PGresult *run(PGconn *conn, enum pg_stmt stmt, const char *const *params, const int *lens,
+                     int timeout_ms, char *err, size_t cap, bool *lost, bool *data)
+{
+    const struct pg_statement *s = &pg_statements[stmt];
+    int fmts[8] = {0}, lengths[8] = {0};
+    *lost = false;
+    *data = false;
+    err[0] = '\0';
+    for (int i = 0; lens && i < s->nparams && i < 8; i++) {
+        fmts[i] = lens[i] >= 0;
+        lengths[i] = lens[i] >= 0 ? lens[i] : 0;
+    }
+    if (!PQsendQueryPrepared(conn, s->name, s->nparams, params, lengths, fmts, 1)) {
+        put_message(err, cap, PQerrorMessage(conn));
+        *lost = PQstatus(conn) != CONNECTION_OK;
+        return NULL;
+    }
+    int64_t deadline = mono_ms() + timeout_ms;
+    while (PQisBusy(conn)) {
+        int64_t left = deadline - mono_ms();
+        struct pollfd p = {PQsocket(conn), POLLIN, 0};
+        if (left <= 0) {
+            store_set_text(err, cap, "no answer from PostgreSQL within %d ms", timeout_ms);
+            *lost = true;
+            return NULL;
+        }
+        if (poll(&p, 1, (int)left) < 0 && errno != EINTR) {
+            store_set_text(err, cap, "poll: %s", strerror(errno));
+            *lost = true;
+            return NULL;
+        }
+        if (!PQconsumeInput(conn)) {
+            break; /* PQgetResult reports it */
+        }
+    }
+    PGresult *res = PQgetResult(conn), *extra;
+    while ((extra = PQgetResult(conn)) != NULL) {
+        PQclear(extra);
+    }
+    ExecStatusType status = PQresultStatus(res);
+    if (res && (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK)) {
+        return res;
+    }
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    put_message(err, cap, res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+    /* A server going away (57P0x), a connection class error (08), or a
+     * session that landed on a standby (25006: read-only after a
+     * failover): this connection is of no more use. */
+    *lost = PQstatus(conn) != CONNECTION_OK ||
+            (state &&
+             (!strncmp(state, "08", 2) || !strncmp(state, "57P", 3) || !strcmp(state, "25006")));
+    /* a data exception (a name that is not UTF-8, a number out of range):
+     * the caller's argument, not the store */
+    *data = state && !strncmp(state, "22", 2) && !*lost;
+    PQclear(res);
+    return NULL;
+}
+
+PGresult *pg_call(pg *st, enum pg_stmt stmt, const char *const *params, const int *lens,
+                  const char *what, chat_err *rc)
+{
+    return pg_call_long(st, stmt, params, lens, PG_CALL_TIMEOUT_MS, what, rc);
+}
+
+PGresult *pg_call_long(pg *st, enum pg_stmt stmt, const char *const *params, const int *lens,
+                       int timeout_ms, const char *what, chat_err *rc)
+{
+    char err[CHAT_STORE_ERROR_MAX];
+    bool lost = false, data = false;
+    if (!st->conn) {
+        st->conn = pg_watch_take_writer(st);
+    }
+    if (!st->conn) {
+        store_set_text(st->base.last_err, sizeof(st->base.last_err),
+                       "%s: not connected to PostgreSQL (reconnecting)", what);
+        *rc = CHAT_EIO;
+        return NULL;
+    }
+    PGresult *res = run(st->conn, stmt, params, lens, timeout_ms, err, sizeof(err), &lost, &data);
+    if (res) {
+        *rc = CHAT_OK;
+        return res;
+    }
+    store_set_text(st->base.last_err, sizeof(st->base.last_err), "%s: %s", what, err);
+    *rc = data ? CHAT_EINVAL : CHAT_EIO;
+    if (lost) {
+        PQfinish(st->conn);
+        st->conn = NULL;
+        pg_watch_want_writer(st);
+    }
+    return NULL;
+}
+
+PGresult *pg_call_on(PGconn *conn, enum pg_stmt stmt, const char *const *params, char *err,
+                     size_t cap)
+{
+    bool lost = false, data = false;
+    return run(conn, stmt, params, NULL, PG_CALL_TIMEOUT_MS, err, cap, &lost, &data);
+}
+
+int64_t pg_i64(const PGresult *res, int row, int col)
+{
+    if (PQgetisnull(res, row, col)) {
+        return 0;
+    }
+    const unsigned char *p = (const unsigned char *)PQgetvalue(res, row, col);
+    int len = PQgetlength(res, row, col);
+    uint64_t v = 0;
+    for (int i = 0; i < len && i < 8; i++) {
+        v = (v << 8) | p[i];
+    }
+    /* int4 (4 bytes) and bool (1) read the same way; int8 is 8 */
+    if (len == 4) {
+        return (int32_t)(uint32_t)v;
+    }
+    return (int64_t)v;
+}
+
+const char *pg_u64(char buf[24], uint64_t v)
+{
+    snprintf(buf, 24, "%" PRIu64, v > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX : v);
+    return buf;
+}
+
+const char *pg_i64s(char buf[24], int64_t v)
+{
+    snprintf(buf, 24, "%" PRId64, v);
+    return buf;
+}
+
+bool pg_name_ok(const char *s)
+{
+    return s && strlen(s) <= CHAT_STORE_MAX_NAME;
+}

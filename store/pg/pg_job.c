@@ -1,0 +1,385 @@
+/* pg_job: backups and compactions of a PostgreSQL store (see pg_job.h). */
+#include "pg_job.h"
+#include "ldb_copy.h"
+#include "store_text.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+/* Rows per FETCH: envelopes are at most a broker's max_payload and some
+ * (64 KiB by default), so a page of messages stays a few MiB. */
+#define FETCH_MESSAGES "256"
+#define FETCH_ROWS "1000"
+/* How long a cancelled statement may take to end before its connection is
+ * dropped (the server may be out of reach). */
+#define CANCEL_WAIT_MS 5000
+
+struct pg_job {
+    pg *st; /* conninfo and sync: read only */
+    pthread_t thread;
+    pthread_mutex_t mu;
+    chat_job_state state; /* under mu */
+    atomic_bool cancel;   /* close asks the thread to stop */
+    atomic_bool finished; /* the thread has set its result */
+    PGconn *conn;         /* the thread's own */
+};
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The job's end: its status and, on failure (fmt not NULL), why. */
+static void finish(struct pg_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void finish(struct pg_job *j, const char *fmt, ...)
+{
+    pthread_mutex_lock(&j->mu);
+    j->state.status = fmt ? CHAT_JOB_FAILED : CHAT_JOB_DONE;
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(j->state.error, sizeof(j->state.error), fmt, ap);
+        va_end(ap);
+    }
+    j->state.finished_ms = wall_ms();
+    pthread_mutex_unlock(&j->mu);
+    atomic_store(&j->finished, true);
+}
+
+/* libpq's message without its trailing newline. */
+static void put_message(char *err, size_t cap, const char *what, const char *msg)
+{
+    store_set_text(err, cap, "%s: %s", what, msg && msg[0] ? msg : "unknown error");
+    size_t n = strlen(err);
+    while (n > 0 && (err[n - 1] == '\n' || err[n - 1] == ' ')) {
+        err[--n] = '\0';
+    }
+}
+
+/* Runs sql on the job's connection with binary results and waits for its
+ * end, with no deadline (a VACUUM or a page of a large table takes what it
+ * takes) until close asks the job to stop: then PostgreSQL is asked to
+ * cancel the statement, and waited for CANCEL_WAIT_MS at most. Returns the
+ * result to PQclear, or NULL with why in err. */
+static PGresult *job_exec(struct pg_job *j, const char *sql, const char *what, char *err,
+                          size_t cap)
+{
+    PGconn *conn = j->conn;
+    int64_t give_up = 0;
+    if (!PQsendQueryParams(conn, sql, 0, NULL, NULL, NULL, NULL, 1)) {
+        put_message(err, cap, what, PQerrorMessage(conn));
+        return NULL;
+    }
+    while (PQisBusy(conn)) {
+        struct pollfd p = {PQsocket(conn), POLLIN, 0};
+        if (atomic_load(&j->cancel) && give_up == 0) {
+            char why[256];
+            PGcancel *c = PQgetCancel(conn);
+            if (c) {
+                (void)PQcancel(c, why, sizeof(why));
+                PQfreeCancel(c);
+            }
+            give_up = mono_ms() + CANCEL_WAIT_MS;
+        }
+        if (give_up && mono_ms() > give_up) {
+            store_set_text(err, cap, "stopped: the store was closed");
+            return NULL; /* the connection is left mid-statement: only PQfinish remains */
+        }
+        if (poll(&p, 1, 200) < 0 && errno != EINTR) {
+            store_set_text(err, cap, "%s: poll: %s", what, strerror(errno));
+            return NULL;
+        }
+        if (!PQconsumeInput(conn)) {
+            break; /* PQgetResult reports it */
+        }
+    }
+    PGresult *res = PQgetResult(conn), *extra;
+    while ((extra = PQgetResult(conn)) != NULL) {
+        PQclear(extra);
+    }
+    ExecStatusType status = PQresultStatus(res);
+    if (res && (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK)) {
+        return res;
+    }
+    if (atomic_load(&j->cancel)) {
+        store_set_text(err, cap, "stopped: the store was closed");
+    } else {
+        put_message(err, cap, what, res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+    }
+    PQclear(res);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Backup
+ * --------------------------------------------------------------------- */
+
+/* What a backup reads: one cursor per kind of record, in that order. */
+enum part { PART_GROUPS, PART_MESSAGES, PART_MEMBERS, PART_CURSORS, PART_MAX };
+
+static const struct {
+    const char *what;
+    const char *query; /* its rows, as copy_row reads them */
+    const char *fetch; /* "FETCH n FROM c" */
+} parts[] = {
+    [PART_GROUPS] = {"reading the groups",
+                     "SELECT grp, head, first FROM chat_groups WHERE head > 0",
+                     "FETCH " FETCH_ROWS " FROM c"},
+    /* messages first..head only: those below first are deleted or being
+     * deleted */
+    [PART_MESSAGES] = {"reading the messages",
+                       "SELECT mm.grp, mm.id, mm.sender, mm.cid, mm.env FROM chat_messages mm "
+                       "JOIN chat_groups gg ON gg.grp = mm.grp WHERE mm.id >= gg.first AND "
+                       "mm.id <= gg.head",
+                       "FETCH " FETCH_MESSAGES " FROM c"},
+    /* while a group is being deleted only the memberships begun since
+     * count, and only their cursors: the copy holds no deletion */
+    [PART_MEMBERS] = {"reading the memberships",
+                      "SELECT mm.grp, mm.member, mm.joined FROM chat_members mm LEFT JOIN "
+                      "chat_groups gg ON gg.grp = mm.grp WHERE gg.del_gen IS NULL OR mm.gen = "
+                      "gg.del_gen",
+                      "FETCH " FETCH_ROWS " FROM c"},
+    [PART_CURSORS] = {"reading the cursors",
+                      "SELECT cc.grp, cc.member, cc.device, cc.acked, cc.used FROM chat_cursors "
+                      "cc LEFT JOIN chat_groups gg ON gg.grp = cc.grp WHERE gg.del_gen IS NULL "
+                      "OR EXISTS (SELECT 1 FROM chat_members mm WHERE mm.grp = cc.grp AND "
+                      "mm.member = cc.member AND mm.gen = gg.del_gen)",
+                      "FETCH " FETCH_ROWS " FROM c"},
+    [PART_MAX] = {"reading the maximum cursors",
+                  "SELECT x.grp, x.member, x.acked FROM chat_cursor_max x LEFT JOIN chat_groups "
+                  "gg ON gg.grp = x.grp WHERE gg.del_gen IS NULL OR EXISTS (SELECT 1 FROM "
+                  "chat_members mm WHERE mm.grp = x.grp AND mm.member = x.member AND mm.gen = "
+                  "gg.del_gen)",
+                  "FETCH " FETCH_ROWS " FROM c"},
+};
+
+static const char *text_at(const PGresult *res, int r, int c)
+{
+    return PQgetisnull(res, r, c) ? NULL : PQgetvalue(res, r, c);
+}
+
+static chat_err copy_row(ldb_copy *cp, enum part part, const PGresult *res, int r)
+{
+    const char *g = PQgetvalue(res, r, 0);
+    switch (part) {
+    case PART_GROUPS:
+        return ldb_copy_group(cp, g, (uint64_t)pg_i64(res, r, 1), (uint64_t)pg_i64(res, r, 2));
+    case PART_MESSAGES:
+        return ldb_copy_message(cp, g, (uint64_t)pg_i64(res, r, 1), PQgetvalue(res, r, 2),
+                                text_at(res, r, 3), PQgetvalue(res, r, 4),
+                                (size_t)PQgetlength(res, r, 4));
+    case PART_MEMBERS:
+        return ldb_copy_member(cp, g, PQgetvalue(res, r, 1), (uint64_t)pg_i64(res, r, 2));
+    case PART_CURSORS:
+        return ldb_copy_cursor(cp, g, PQgetvalue(res, r, 1), PQgetvalue(res, r, 2),
+                               (uint64_t)pg_i64(res, r, 3), pg_i64(res, r, 4));
+    case PART_MAX:
+        return ldb_copy_max(cp, g, PQgetvalue(res, r, 1), (uint64_t)pg_i64(res, r, 2));
+    }
+    return CHAT_EINVAL;
+}
+
+/* Reads one part through a cursor, a page at a time, into the copy. */
+static bool copy_part(struct pg_job *j, ldb_copy *cp, enum part part, char *err, size_t cap)
+{
+    char sql[1024];
+    snprintf(sql, sizeof(sql), "DECLARE c NO SCROLL CURSOR FOR %s", parts[part].query);
+    PGresult *res = job_exec(j, sql, parts[part].what, err, cap);
+    if (!res) {
+        return false;
+    }
+    PQclear(res);
+    for (;;) {
+        if (atomic_load(&j->cancel)) {
+            store_set_text(err, cap, "stopped: the store was closed");
+            return false;
+        }
+        res = job_exec(j, parts[part].fetch, parts[part].what, err, cap);
+        if (!res) {
+            return false;
+        }
+        int rows = PQntuples(res);
+        for (int r = 0; r < rows; r++) {
+            chat_err rc = copy_row(cp, part, res, r);
+            if (rc != CHAT_OK) {
+                store_set_text(err, cap, "%s: %s", parts[part].what,
+                               rc == CHAT_EINVAL ? "a name too long for a LevelDB key"
+                                                 : "writing the copy failed");
+                PQclear(res);
+                return false;
+            }
+        }
+        PQclear(res);
+        pthread_mutex_lock(&j->mu);
+        j->state.records = ldb_copy_records(cp);
+        pthread_mutex_unlock(&j->mu);
+        if (rows == 0) {
+            break;
+        }
+    }
+    res = job_exec(j, "CLOSE c", parts[part].what, err, cap);
+    PQclear(res);
+    return res != NULL;
+}
+
+static void run_backup(struct pg_job *j)
+{
+    char err[CHAT_STORE_ERROR_MAX] = "";
+    ldb_copy *cp = ldb_copy_create(j->state.path, err, sizeof(err));
+    bool ok = cp != NULL;
+    if (ok) {
+        /* One snapshot for every part: the copy is the database as one
+         * moment left it, whatever brokers commit meanwhile. */
+        PGresult *res = job_exec(j, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+                                 "starting the snapshot", err, sizeof(err));
+        ok = res != NULL;
+        PQclear(res);
+    }
+    for (int part = PART_GROUPS; ok && part <= PART_MAX; part++) {
+        ok = copy_part(j, cp, (enum part)part, err, sizeof(err));
+    }
+    if (ok) {
+        PGresult *res = job_exec(j, "COMMIT", "ending the snapshot", err, sizeof(err));
+        ok = res != NULL;
+        PQclear(res);
+    }
+    if (ok) {
+        ok = ldb_copy_finish(cp, err, sizeof(err)) == CHAT_OK;
+    }
+    if (cp) {
+        pthread_mutex_lock(&j->mu);
+        j->state.records = ldb_copy_records(cp);
+        pthread_mutex_unlock(&j->mu);
+    }
+    ldb_copy_destroy(cp);
+    if (ok) {
+        finish(j, NULL);
+    } else {
+        finish(j, "%s", err);
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * The thread, start and state
+ * --------------------------------------------------------------------- */
+
+static void *job_main(void *arg)
+{
+    struct pg_job *j = arg;
+    char err[CHAT_STORE_ERROR_MAX];
+    j->conn = pg_connect(j->st->conninfo, j->st->sync, false, err, sizeof(err));
+    if (!j->conn) {
+        finish(j, "cannot connect to PostgreSQL: %s", err);
+        return NULL;
+    }
+    if (j->state.kind == CHAT_JOB_BACKUP) {
+        run_backup(j);
+    } else {
+        PGresult *res = job_exec(j,
+                                 "VACUUM (ANALYZE) chat_messages, chat_groups, chat_members, "
+                                 "chat_cursors, chat_cursor_max, chat_meta",
+                                 "VACUUM", err, sizeof(err));
+        if (res) {
+            finish(j, NULL);
+        } else {
+            finish(j, "%s", err);
+        }
+        PQclear(res);
+    }
+    PQfinish(j->conn);
+    j->conn = NULL;
+    return NULL;
+}
+
+static void job_free(pg *st)
+{
+    struct pg_job *j = st->job;
+    if (!j) {
+        return;
+    }
+    pthread_join(j->thread, NULL);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+    st->job = NULL;
+}
+
+chat_err pg_job_start(chat_store *cs, chat_job_kind kind, const char *dest)
+{
+    pg *st = pg_of(cs);
+    struct stat sb;
+    char partial[sizeof(((chat_job_state *)0)->path) + 16];
+    if (st->job && !atomic_load(&st->job->finished)) {
+        store_set_text(cs->last_err, sizeof(cs->last_err), "a %s is under way",
+                       st->job->state.kind == CHAT_JOB_BACKUP ? "backup" : "compaction");
+        return CHAT_EINVAL;
+    }
+    job_free(st);
+    struct pg_job *j = calloc(1, sizeof(*j));
+    if (!j) {
+        return CHAT_ENOMEM;
+    }
+    j->st = st;
+    j->state.kind = kind;
+    j->state.status = CHAT_JOB_RUNNING;
+    j->state.started_ms = wall_ms();
+    atomic_init(&j->cancel, false);
+    atomic_init(&j->finished, false);
+    if (kind == CHAT_JOB_BACKUP) {
+        int n = snprintf(j->state.path, sizeof(j->state.path), "%s", dest);
+        snprintf(partial, sizeof(partial), "%s.partial", dest);
+        if (n < 0 || (size_t)n >= sizeof(j->state.path) || stat(dest, &sb) == 0 ||
+            stat(partial, &sb) == 0) {
+            store_set_text(cs->last_err, sizeof(cs->last_err),
+                           "backup destination too long or already there: %s", dest);
+            free(j);
+            return CHAT_EINVAL;
+        }
+    }
+    pthread_mutex_init(&j->mu, NULL);
+    st->job = j;
+    if (pthread_create(&j->thread, NULL, job_main, j) != 0) {
+        pthread_mutex_destroy(&j->mu);
+        free(j);
+        st->job = NULL;
+        store_set_text(cs->last_err, sizeof(cs->last_err), "cannot start the job's thread");
+        return CHAT_EIO;
+    }
+    return CHAT_OK;
+}
+
+chat_err pg_job_state(chat_store *cs, chat_job_state *out)
+{
+    struct pg_job *j = pg_of(cs)->job;
+    if (!j) {
+        memset(out, 0, sizeof(*out));
+        return CHAT_OK;
+    }
+    pthread_mutex_lock(&j->mu);
+    *out = j->state;
+    pthread_mutex_unlock(&j->mu);
+    return CHAT_OK;
+}
+
+void pg_job_stop(pg *st)
+{
+    if (st->job) {
+        atomic_store(&st->job->cancel, true);
+        job_free(st);
+    }
+}

@@ -1,0 +1,323 @@
+/* pg_member: cursors, memberships and group deletion (see pg_member.h). */
+#include "pg_member.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+chat_err pg_cursor_info(chat_store *cs, const char *group, const char *member, const char *device,
+                        uint64_t *id, int64_t *last_used, bool *found)
+{
+    chat_err rc;
+    *found = false;
+    if (!pg_name_ok(group) || !pg_name_ok(member) || !pg_name_ok(device)) {
+        return CHAT_EINVAL;
+    }
+    const char *p[3] = {group, member, device};
+    PGresult *res = pg_call(pg_of(cs), PG_STMT_CURSOR_INFO, p, NULL, "reading a cursor", &rc);
+    if (!res) {
+        return rc;
+    }
+    if (PQntuples(res) > 0) {
+        *found = true;
+        *id = (uint64_t)pg_i64(res, 0, 0);
+        if (last_used) {
+            *last_used = pg_i64(res, 0, 1);
+        }
+    }
+    PQclear(res);
+    return CHAT_OK;
+}
+
+chat_err pg_cursor_advance(chat_store *cs, const char *group, const char *member,
+                           const char *device, uint64_t id, uint64_t *now)
+{
+    char b1[24], b2[24];
+    chat_err rc;
+    if (!pg_name_ok(group) || !pg_name_ok(member) || !pg_name_ok(device)) {
+        return CHAT_EINVAL;
+    }
+    const char *p[5] = {group, member, device, pg_u64(b1, id), pg_i64s(b2, store_now_ms(cs))};
+    PGresult *res = pg_call(pg_of(cs), PG_STMT_CURSOR_ADVANCE, p, NULL, "moving a cursor", &rc);
+    if (!res) {
+        return rc;
+    }
+    if (now) {
+        *now = (uint64_t)pg_i64(res, 0, 0);
+    }
+    PQclear(res);
+    return CHAT_OK;
+}
+
+chat_err pg_cursor_max(chat_store *cs, const char *group, const char *member, uint64_t *id,
+                       bool *found)
+{
+    chat_err rc;
+    *found = false;
+    if (!pg_name_ok(group) || !pg_name_ok(member)) {
+        return CHAT_EINVAL;
+    }
+    const char *p[2] = {group, member};
+    PGresult *res =
+        pg_call(pg_of(cs), PG_STMT_CURSOR_MAX, p, NULL, "reading a maximum cursor", &rc);
+    if (!res) {
+        return rc;
+    }
+    if (PQntuples(res) > 0) {
+        *found = true;
+        *id = (uint64_t)pg_i64(res, 0, 0);
+    }
+    PQclear(res);
+    return CHAT_OK;
+}
+
+chat_err pg_cursor_start(chat_store *cs, const char *group, const char *member, const char *device,
+                         uint64_t *id, bool *found)
+{
+    char b[24];
+    chat_err rc;
+    *found = false;
+    if (!pg_name_ok(group) || !pg_name_ok(member) || !pg_name_ok(device)) {
+        return CHAT_EINVAL;
+    }
+    const char *p[4] = {group, member, device, pg_i64s(b, store_now_ms(cs))};
+    PGresult *res =
+        pg_call(pg_of(cs), PG_STMT_CURSOR_START, p, NULL, "starting a device's cursor", &rc);
+    if (!res) {
+        return rc;
+    }
+    *found = pg_i64(res, 0, 1) != 0;
+    if (*found) {
+        *id = (uint64_t)pg_i64(res, 0, 0);
+    }
+    PQclear(res);
+    return CHAT_OK;
+}
+
+chat_err pg_cursor_touch(chat_store *cs, const char *group, const char *member, const char *device,
+                         int64_t now_ms)
+{
+    char b[24];
+    chat_err rc;
+    if (!pg_name_ok(group) || !pg_name_ok(member) || !pg_name_ok(device)) {
+        return CHAT_EINVAL;
+    }
+    const char *p[4] = {group, member, device, pg_i64s(b, now_ms)};
+    PGresult *res = pg_call(pg_of(cs), PG_STMT_CURSOR_TOUCH, p, NULL, "stamping a device", &rc);
+    PQclear(res);
+    return rc;
+}
+
+/* The resume point: two bytes of length, then group, member and device,
+ * each two bytes of length and its bytes. */
+static bool resume_get(const char *resume, char parts[3][CHAT_STORE_MAX_NAME + 1])
+{
+    const unsigned char *r = (const unsigned char *)resume;
+    size_t total = ((size_t)r[0] << 8) | r[1], at = 2;
+    if (total == 0) {
+        return false;
+    }
+    for (int i = 0; i < 3; i++) {
+        size_t n = ((size_t)r[at] << 8) | r[at + 1];
+        if (n > CHAT_STORE_MAX_NAME || at + 2 + n > total + 2) {
+            return false;
+        }
+        memcpy(parts[i], resume + at + 2, n);
+        parts[i][n] = '\0';
+        at += 2 + n;
+    }
+    return true;
+}
+
+static void resume_put(char *resume, const char *const parts[3])
+{
+    size_t at = 2;
+    for (int i = 0; i < 3; i++) {
+        size_t n = strlen(parts[i]);
+        resume[at] = (char)(n >> 8);
+        resume[at + 1] = (char)(n & 0xff);
+        memcpy(resume + at + 2, parts[i], n);
+        at += 2 + n;
+    }
+    resume[0] = (char)((at - 2) >> 8);
+    resume[1] = (char)((at - 2) & 0xff);
+}
+
+chat_err pg_expire_devices(chat_store *cs, int64_t older_than_ms, size_t max_keys, char *resume,
+                           size_t resume_cap, size_t *removed, bool *done)
+{
+    char parts[3][CHAT_STORE_MAX_NAME + 1];
+    char b1[24], b2[24];
+    chat_err rc;
+    (void)resume_cap; /* at least CHAT_STORE_RESUME_MAX: three names fit */
+    bool from = resume_get(resume, parts);
+    const char *p[5] = {pg_i64s(b1, older_than_ms), pg_u64(b2, max_keys), from ? parts[0] : NULL,
+                        from ? parts[1] : NULL, from ? parts[2] : NULL};
+    PGresult *res = pg_call(pg_of(cs), PG_STMT_EXPIRE, p, NULL, "expiring devices", &rc);
+    if (!res) {
+        return rc;
+    }
+    *removed = (size_t)pg_i64(res, 0, 0);
+    *done = pg_i64(res, 0, 1) != 0;
+    if (*done) {
+        resume[0] = resume[1] = 0;
+    } else if (!PQgetisnull(res, 0, 2)) {
+        const char *last[3] = {PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 4)};
+        resume_put(resume, last);
+    }
+    PQclear(res);
+    return CHAT_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Memberships, with the broker's cache
+ * --------------------------------------------------------------------- */
+
+/* The cache's key: group, a NUL, member. */
+static size_t member_key(char *k, const char *group, const char *member)
+{
+    size_t g = strlen(group), m = strlen(member);
+    memcpy(k, group, g + 1);
+    memcpy(k + g + 1, member, m);
+    return g + 1 + m;
+}
+
+/* The cache when it may be used (the watcher listens), emptied when a
+ * membership changed since; NULL when it may not. *gen receives the
+ * generation the lookup belongs to. */
+static chat_cache *members_cache(pg *st, uint64_t *gen)
+{
+    *gen = atomic_load(&st->member_gen);
+    if (!atomic_load(&st->member_live)) {
+        return NULL;
+    }
+    if (*gen != st->members_gen) {
+        chat_cache *fresh = chat_cache_create(65536);
+        if (!fresh) {
+            return NULL;
+        }
+        chat_cache_destroy(st->members);
+        st->members = fresh;
+        st->members_gen = *gen;
+    }
+    return st->members;
+}
+
+/* Keeps a lookup's answer, unless a membership changed since it began. */
+static void members_put(pg *st, uint64_t gen, const char *k, size_t klen, bool found,
+                        uint64_t joined)
+{
+    if (st->members && gen == st->members_gen && atomic_load(&st->member_gen) == gen &&
+        atomic_load(&st->member_live)) {
+        chat_cache_put(st->members, k, klen, found, joined, 0);
+    }
+}
+
+chat_err pg_member_get(chat_store *cs, const char *group, const char *member, uint64_t *joined,
+                       bool *found)
+{
+    pg *st = pg_of(cs);
+    char k[2 * CHAT_STORE_MAX_NAME + 2];
+    uint64_t gen = 0, v = 0, x = 0;
+    chat_err rc;
+    *found = false;
+    if (!pg_name_ok(group) || !pg_name_ok(member)) {
+        return CHAT_EINVAL;
+    }
+    size_t klen = member_key(k, group, member);
+    chat_cache *c = members_cache(st, &gen);
+    if (c && chat_cache_get(c, k, klen, found, &v, &x)) {
+        if (*found) {
+            *joined = v;
+        }
+        return CHAT_OK;
+    }
+    const char *p[2] = {group, member};
+    PGresult *res = pg_call(st, PG_STMT_MEMBER_GET, p, NULL, "reading a membership", &rc);
+    if (!res) {
+        return rc;
+    }
+    *found = !PQgetisnull(res, 0, 0);
+    if (*found) {
+        *joined = (uint64_t)pg_i64(res, 0, 0);
+    }
+    PQclear(res);
+    members_put(st, gen, k, klen, *found, *found ? *joined : 0);
+    return CHAT_OK;
+}
+
+chat_err pg_member_add(chat_store *cs, const char *group, const char *member, uint64_t *joined)
+{
+    pg *st = pg_of(cs);
+    chat_err rc;
+    if (!pg_name_ok(group) || !pg_name_ok(member)) {
+        return CHAT_EINVAL;
+    }
+    const char *p[2] = {group, member};
+    PGresult *res = pg_call(st, PG_STMT_MEMBER_ADD, p, NULL, "adding a member", &rc);
+    if (!res) {
+        return rc;
+    }
+    if (joined) {
+        *joined = (uint64_t)pg_i64(res, 0, 0);
+    }
+    PQclear(res);
+    /* Our own cache forgets at once; the others when the notification
+     * arrives. */
+    atomic_fetch_add(&st->member_gen, 1);
+    return CHAT_OK;
+}
+
+chat_err pg_member_remove(chat_store *cs, const char *group, const char *member)
+{
+    pg *st = pg_of(cs);
+    chat_err rc;
+    if (!pg_name_ok(group) || !pg_name_ok(member)) {
+        return CHAT_EINVAL;
+    }
+    const char *p[2] = {group, member};
+    PGresult *res = pg_call(st, PG_STMT_MEMBER_REMOVE, p, NULL, "removing a member", &rc);
+    PQclear(res);
+    atomic_fetch_add(&st->member_gen, 1);
+    return rc;
+}
+
+chat_err pg_member_groups(chat_store *cs, const char *member, chat_group_fn fn, void *ctx)
+{
+    chat_err rc;
+    if (!pg_name_ok(member)) {
+        return CHAT_EINVAL;
+    }
+    const char *p[1] = {member};
+    PGresult *res =
+        pg_call(pg_of(cs), PG_STMT_MEMBER_GROUPS, p, NULL, "listing a member's groups", &rc);
+    if (!res) {
+        return rc;
+    }
+    for (int r = 0; r < PQntuples(res); r++) {
+        if (fn(ctx, PQgetvalue(res, r, 0), (uint64_t)pg_i64(res, r, 1)) != 0) {
+            break;
+        }
+    }
+    PQclear(res);
+    return CHAT_OK;
+}
+
+chat_err pg_group_delete(chat_store *cs, const char *group, size_t max_keys, bool *done)
+{
+    pg *st = pg_of(cs);
+    char b[24];
+    chat_err rc;
+    if (!pg_name_ok(group)) {
+        return CHAT_EINVAL;
+    }
+    const char *p[2] = {group, pg_u64(b, max_keys)};
+    PGresult *res = pg_call(st, PG_STMT_GROUP_DELETE, p, NULL, "deleting a group", &rc);
+    if (!res) {
+        return rc;
+    }
+    *done = pg_i64(res, 0, 0) != 0;
+    PQclear(res);
+    atomic_fetch_add(&st->member_gen, 1);
+    return CHAT_OK;
+}

@@ -1,0 +1,418 @@
+/* Tests of the PostgreSQL backend's operations for operators (store/pg:
+ * pg_admin, pg_job) below the broker, on a real database: listings in key
+ * order with paging, deletions under way across a reopen, a group's start
+ * for an import, the check of a whole database (clean, and with rows
+ * changed behind the store's back), a backup (a LevelDB store of the live
+ * state, a deletion under way left out), a compaction, and a close while a
+ * backup runs.
+ *
+ * They need a PostgreSQL cluster: CHAT_TEST_PG_PORT names one on
+ * 127.0.0.1 (scripts/test's pg stage makes it); without it the test exits
+ * 77, which ctest counts as skipped. Each case gets a new database of its
+ * own (tests/pg/pgcluster.sh createdb). One table of named cases. */
+#include "store_fixture.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+struct pgfx {
+    char conninfo[160];
+    char dir[64]; /* for backups */
+    chat_store *st;
+};
+
+static chat_store *open_pg(const char *conninfo)
+{
+    chat_store_opts opts = CHAT_STORE_OPTS_INIT;
+    chat_store *st = NULL;
+    char *errmsg = NULL;
+    opts.backend = "postgresql";
+    if (chat_store_open_opts(conninfo, &opts, &st, &errmsg) != CHAT_OK) {
+        fail_msg("open %s: %s", conninfo, errmsg ? errmsg : "(no message)");
+    }
+    free(errmsg);
+    return st;
+}
+
+static int pg_setup(void **state)
+{
+    static int n;
+    char cmd[512];
+    const char *port = getenv("CHAT_TEST_PG_PORT");
+    struct pgfx *fx = calloc(1, sizeof(*fx));
+    if (!fx) {
+        return -1;
+    }
+    snprintf(cmd, sizeof(cmd), "%s createdb %s store_pg_%d_%d", CHAT_PGCLUSTER, port, (int)getpid(),
+             n);
+    if (system(cmd) != 0) {
+        free(fx);
+        return -1;
+    }
+    snprintf(fx->conninfo, sizeof(fx->conninfo),
+             "host=127.0.0.1 port=%s user=postgres dbname=store_pg_%d_%d", port, (int)getpid(),
+             n++);
+    snprintf(fx->dir, sizeof(fx->dir), "/tmp/chat_store_pg.XXXXXX");
+    if (!mkdtemp(fx->dir)) {
+        free(fx);
+        return -1;
+    }
+    fx->st = open_pg(fx->conninfo);
+    *state = fx;
+    return 0;
+}
+
+static int pg_teardown(void **state)
+{
+    struct pgfx *fx = *state;
+    chat_store_close(fx->st);
+    rm_tree(fx->dir);
+    free(fx);
+    return 0;
+}
+
+/* Runs SQL in the case's database, behind the store's back. */
+static void sql(struct pgfx *fx, const char *text)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "%s sql '%s' \"%s\"", CHAT_PGCLUSTER, fx->conninfo, text);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Appends n messages to group (from "alice", cid "<group>-<id>" when
+ * cids); returns the last id. */
+static uint64_t publish(chat_store *st, const char *group, unsigned n, bool cids)
+{
+    static const char head[] = "{\"id\":", mid[] = ",\"ts\":", tail[] = ",\"body\":\"x\"}";
+    chat_envelope env = {head, sizeof(head) - 1, mid, sizeof(mid) - 1, tail, sizeof(tail) - 1};
+    uint64_t id = 0, h = 0;
+    char cid[64];
+    for (unsigned i = 0; i < n; i++) {
+        chat_appended ap;
+        ASSERT_OK(chat_store_head(st, group, &h));
+        snprintf(cid, sizeof(cid), "%s-%llu", group, (unsigned long long)(h + 1));
+        ASSERT_OK(chat_store_append(st, group, "alice", cids ? cid : NULL, &env, &ap));
+        assert_false(ap.duplicate);
+        id = ap.id;
+        free(ap.env);
+    }
+    return id;
+}
+
+struct names {
+    char name[8][32];
+    uint64_t num[8];
+    int n;
+};
+
+static int collect_member(void *ctx, const char *member, uint64_t joined)
+{
+    struct names *w = ctx;
+    assert_true(w->n < 8);
+    snprintf(w->name[w->n], sizeof(w->name[0]), "%s", member);
+    w->num[w->n++] = joined;
+    return 0;
+}
+
+static int collect_device(void *ctx, const char *device, uint64_t acked, int64_t used)
+{
+    (void)used;
+    return collect_member(ctx, device, acked);
+}
+
+static int collect_name(void *ctx, const char *group, uint64_t head)
+{
+    return collect_member(ctx, group, head);
+}
+
+struct problems {
+    int n;
+    char all[2048];
+};
+
+static void collect_problem(void *ctx, const char *group, const char *problem)
+{
+    struct problems *p = ctx;
+    p->n++;
+    size_t len = strlen(p->all);
+    snprintf(p->all + len, sizeof(p->all) - len, "%s: %s\n", group, problem);
+}
+
+/* ------------------------------------------------------------------------
+ * Cases
+ * --------------------------------------------------------------------- */
+
+static void test_members_and_devices(void **state)
+{
+    struct pgfx *fx = *state;
+    struct names w = {0};
+    bool done = false;
+
+    publish(fx->st, "g", 2, false);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "bob", NULL));
+    publish(fx->st, "g", 1, false);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "al", NULL));
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "carol", NULL));
+    ASSERT_OK(chat_store_member_add(fx->st, "other", "dave", NULL));
+    /* Shorter names first, then byte order; at most max per call. */
+    ASSERT_OK(chat_store_group_members(fx->st, "g", NULL, 2, collect_member, &w, &done));
+    assert_false(done);
+    assert_int_equal(w.n, 2);
+    assert_string_equal(w.name[0], "al");
+    assert_int_equal(w.num[0], 3);
+    assert_string_equal(w.name[1], "bob");
+    assert_int_equal(w.num[1], 2);
+    ASSERT_OK(chat_store_group_members(fx->st, "g", "bob", 2, collect_member, &w, &done));
+    assert_true(done);
+    assert_int_equal(w.n, 3);
+    assert_string_equal(w.name[2], "carol");
+
+    /* devices in the same order, bounded the same way */
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "bob", "laptop", 2, NULL));
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "bob", "phone", 3, NULL));
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "bobby", "x", 1, NULL));
+    memset(&w, 0, sizeof(w));
+    ASSERT_OK(chat_store_member_devices(fx->st, "g", "bob", 10, collect_device, &w, &done));
+    assert_true(done);
+    assert_int_equal(w.n, 2);
+    assert_string_equal(w.name[0], "phone");
+    assert_int_equal(w.num[0], 3);
+    assert_string_equal(w.name[1], "laptop");
+    memset(&w, 0, sizeof(w));
+    ASSERT_OK(chat_store_member_devices(fx->st, "g", "bob", 1, collect_device, &w, &done));
+    assert_false(done);
+    assert_int_equal(w.n, 1);
+
+    /* A deletion's first step: no member counts any more. */
+    ASSERT_OK(chat_store_group_delete(fx->st, "g", 1, &done));
+    assert_false(done);
+    memset(&w, 0, sizeof(w));
+    ASSERT_OK(chat_store_group_members(fx->st, "g", NULL, 10, collect_member, &w, &done));
+    assert_int_equal(w.n, 0);
+    assert_true(done);
+}
+
+static void test_deletions_and_group_init(void **state)
+{
+    struct pgfx *fx = *state;
+    struct names w = {0};
+    bool done = false;
+    uint64_t first = 0;
+
+    publish(fx->st, "a", 30, true);
+    publish(fx->st, "b", 3, false);
+    ASSERT_OK(chat_store_deletions(fx->st, collect_name, &w));
+    assert_int_equal(w.n, 0);
+    ASSERT_OK(chat_store_group_delete(fx->st, "a", 4, &done));
+    assert_false(done);
+    /* A new run (another broker, a restart) finds it and goes on. */
+    chat_store_close(fx->st);
+    fx->st = open_pg(fx->conninfo);
+    ASSERT_OK(chat_store_deletions(fx->st, collect_name, &w));
+    assert_int_equal(w.n, 1);
+    assert_string_equal(w.name[0], "a");
+    for (int i = 0; i < 100 && !done; i++) {
+        ASSERT_OK(chat_store_group_delete(fx->st, "a", 4, &done));
+    }
+    assert_true(done);
+    memset(&w, 0, sizeof(w));
+    ASSERT_OK(chat_store_deletions(fx->st, collect_name, &w));
+    assert_int_equal(w.n, 0);
+
+    /* An import's start of a group: it continues after head. */
+    ASSERT_OK(chat_store_group_init(fx->st, "g", 41));
+    assert_head(fx->st, "g", 41);
+    ASSERT_OK(chat_store_first(fx->st, "g", &first));
+    assert_int_equal(first, 42);
+    assert_int_equal(publish(fx->st, "g", 1, true), 42);
+    assert_int_equal(chat_store_group_init(fx->st, "g", 5), CHAT_ECONFLICT);
+    assert_int_equal(chat_store_group_init(fx->st, "b", 5), CHAT_ECONFLICT);
+    ASSERT_OK(chat_store_group_init(fx->st, "h", 0));
+    assert_head(fx->st, "h", 0);
+    /* a group whose only row is a deletion's (head 0) may be started */
+    ASSERT_OK(chat_store_group_delete(fx->st, "k", 10, &done));
+    ASSERT_OK(chat_store_group_init(fx->st, "k", 7));
+    assert_head(fx->st, "k", 7);
+}
+
+static void test_check(void **state)
+{
+    struct pgfx *fx = *state;
+    struct problems p = {0};
+    uint64_t groups = 0, problems = 0;
+    bool done = false;
+
+    publish(fx->st, "a", 20, true);
+    publish(fx->st, "b", 3, false);
+    ASSERT_OK(chat_store_member_add(fx->st, "a", "bob", NULL));
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "a", "bob", "d", 7, NULL));
+    ASSERT_OK(chat_store_trim(fx->st, "a", 5, 100, NULL));
+    publish(fx->st, "c", 4, false);
+    ASSERT_OK(chat_store_member_add(fx->st, "c", "carol", NULL));
+    ASSERT_OK(chat_store_group_delete(fx->st, "c", 2, &done));
+    assert_false(done);
+    ASSERT_OK(chat_store_check(fx->st, collect_problem, &p, &groups, &problems));
+    assert_int_equal(groups, 3);
+    if (problems) {
+        fail_msg("%d problems:\n%s", p.n, p.all);
+    }
+
+    /* Damage, as a hand in the database would do it. */
+    sql(fx, "DELETE FROM chat_messages WHERE grp = 'a' AND id IN (8, 9, 12)");
+    sql(fx, "UPDATE chat_cursors SET acked = 99 WHERE grp = 'a'");
+    sql(fx, "UPDATE chat_groups SET first = 9 WHERE grp = 'b'");
+    sql(fx, "INSERT INTO chat_messages VALUES ('b', 7, 'x', NULL, 1, 'e'), ('zz', 1, 'x', NULL, "
+            "1, 'e')");
+    sql(fx, "INSERT INTO chat_members VALUES ('b', 'eve', 50, 0)");
+    memset(&p, 0, sizeof(p));
+    ASSERT_OK(chat_store_check(fx->st, collect_problem, &p, &groups, &problems));
+    static const char *const want[] = {
+        "a: messages 8 to 9 are missing\n",
+        "a: messages 12 to 12 are missing\n",
+        "a: the cursor of bob/d is 99, above head 20\n",
+        "a: the cursor of bob/d (99) is above the maximum cursor of bob (7)\n",
+        "b: first (9) is above head + 1 (4)\n",
+        "b: head is 3 but message 7 is stored\n",
+        "b: 4 messages below first (9) are still stored\n",
+        "zz: 1 messages are stored but the group has no head\n",
+        "b: the membership of eve began at 50, above head 3\n",
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        if (!strstr(p.all, want[i])) {
+            fail_msg("check did not say \"%s\"; it said:\n%s", want[i], p.all);
+        }
+    }
+    assert_int_equal(problems, sizeof(want) / sizeof(want[0]));
+    assert_int_equal(p.n, (int)problems);
+    assert_int_equal(groups, 3);
+}
+
+/* Waits (at most 30 s) for the job to end; returns its state. */
+static chat_job_state wait_job(chat_store *st)
+{
+    chat_job_state js;
+    for (int i = 0; i < 3000; i++) {
+        ASSERT_OK(chat_store_job_state(st, &js));
+        if (js.status != CHAT_JOB_RUNNING) {
+            return js;
+        }
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    fail_msg("the job did not end in 30 s");
+    return js;
+}
+
+static void test_backup_and_compact(void **state)
+{
+    struct pgfx *fx = *state;
+    char dest[96], partial[112];
+    chat_store *copy = NULL;
+    struct stat sb;
+    struct problems p = {0};
+    uint64_t id = 0, groups = 0, problems = 0;
+    bool found = false, done = false;
+    chat_job_state js;
+
+    ASSERT_OK(chat_store_job_state(fx->st, &js));
+    assert_int_equal(js.status, CHAT_JOB_IDLE);
+    snprintf(dest, sizeof(dest), "%s/backup", fx->dir);
+    snprintf(partial, sizeof(partial), "%s.partial", dest);
+    publish(fx->st, "g", 50, true);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "bob", NULL));
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "bob", "d", 20, NULL));
+    ASSERT_OK(chat_store_trim(fx->st, "g", 11, 100, NULL));
+    /* a group being deleted: its old member and messages stay out of the
+     * copy, a member who joined since comes along */
+    publish(fx->st, "old", 5, false);
+    ASSERT_OK(chat_store_member_add(fx->st, "old", "carol", NULL));
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "old", "carol", "c", 5, NULL));
+    ASSERT_OK(chat_store_group_delete(fx->st, "old", 1, &done));
+    assert_false(done);
+    ASSERT_OK(chat_store_member_add(fx->st, "old", "dan", NULL));
+
+    ASSERT_OK(chat_store_job_start(fx->st, CHAT_JOB_BACKUP, dest));
+    assert_int_equal(chat_store_job_start(fx->st, CHAT_JOB_COMPACT, NULL), CHAT_EINVAL);
+    js = wait_job(fx->st);
+    assert_int_equal(js.kind, CHAT_JOB_BACKUP);
+    if (js.status != CHAT_JOB_DONE) {
+        fail_msg("backup failed: %s", js.error);
+    }
+    assert_string_equal(js.path, dest);
+    assert_true(js.records >= 40);
+    assert_int_equal(stat(partial, &sb), -1);
+    /* A second backup to the same place is refused at once. */
+    assert_int_equal(chat_store_job_start(fx->st, CHAT_JOB_BACKUP, dest), CHAT_EINVAL);
+
+    ASSERT_OK(chat_store_open(dest, CHAT_SYNC_NONE, &copy, NULL));
+    assert_false(chat_store_recovered(copy));
+    assert_string_not_equal(chat_store_incarnation(copy), chat_store_incarnation(fx->st));
+    assert_head(copy, "g", 50);
+    ASSERT_OK(chat_store_first(copy, "g", &id));
+    assert_int_equal(id, 11);
+    assert_not_stored(copy, "g", 10);
+    assert_cursor(copy, "g", "bob", "d", true, 20);
+    assert_member(copy, "g", "bob", true, 50);
+    assert_cid(copy, "g", "alice", "g-50", true, 50);
+    ASSERT_OK(chat_store_cursor_max(copy, "g", "bob", &id, &found));
+    assert_true(found);
+    assert_int_equal(id, 20);
+    chat_page *page = NULL;
+    ASSERT_OK(chat_store_read_forward(copy, "g", 0, 100, 1u << 20, &page));
+    assert_int_equal(page->count, 40);
+    assert_int_equal(page->msgs[0].id, 11);
+    assert_non_null(strstr(page->msgs[0].data, "\"id\":11,"));
+    chat_page_destroy(page);
+    assert_head(copy, "old", 5);
+    assert_member(copy, "old", "carol", false, 0);
+    assert_cursor(copy, "old", "carol", "c", false, 0);
+    assert_member(copy, "old", "dan", true, 5);
+    ASSERT_OK(chat_store_check(copy, collect_problem, &p, &groups, &problems));
+    assert_int_equal(groups, 2);
+    if (problems) {
+        fail_msg("%d problems in the copy:\n%s", p.n, p.all);
+    }
+    chat_store_close(copy);
+
+    ASSERT_OK(chat_store_job_start(fx->st, CHAT_JOB_COMPACT, NULL));
+    js = wait_job(fx->st);
+    assert_int_equal(js.kind, CHAT_JOB_COMPACT);
+    if (js.status != CHAT_JOB_DONE) {
+        fail_msg("compaction failed: %s", js.error);
+    }
+    assert_true(js.finished_ms >= js.started_ms);
+}
+
+static void test_close_during_backup(void **state)
+{
+    struct pgfx *fx = *state;
+    char dest[96];
+    uint64_t head = 0;
+    snprintf(dest, sizeof(dest), "%s/stopped", fx->dir);
+    publish(fx->st, "g", 300, true);
+    ASSERT_OK(chat_store_job_start(fx->st, CHAT_JOB_BACKUP, dest));
+    /* Close waits for the job (stopped or done): nothing leaks, no crash. */
+    chat_store_close(fx->st);
+    fx->st = open_pg(fx->conninfo);
+    ASSERT_OK(chat_store_head(fx->st, "g", &head));
+    assert_int_equal(head, 300);
+}
+
+int main(void)
+{
+    const char *port = getenv("CHAT_TEST_PG_PORT");
+    if (!port || !port[0]) {
+        printf("SKIP: CHAT_TEST_PG_PORT is not set (scripts/test pg sets it)\n");
+        return 77;
+    }
+#define PGCASE(f) cmocka_unit_test_setup_teardown(f, pg_setup, pg_teardown)
+    const struct CMUnitTest tests[] = {
+        PGCASE(test_members_and_devices), PGCASE(test_deletions_and_group_init), PGCASE(test_check),
+        PGCASE(test_backup_and_compact),  PGCASE(test_close_during_backup),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
