@@ -29,6 +29,9 @@ int chat_read_apply(struct chat_plugin *pl, struct mosquitto *client, const char
                                           &moved, &found);
     if (rc != CHAT_OK) {
         chat_log_store_error(pl, rc, "read of %s in %s", device, group);
+        /* As an ack that cannot be stored (chat.c): the device holds what
+         * it read, so its catch-up goes on. */
+        chat_replay_acked(pl, client, group, id);
         *why = "storage error";
         return MOSQ_ERR_UNKNOWN;
     }
@@ -36,6 +39,7 @@ int chat_read_apply(struct chat_plugin *pl, struct mosquitto *client, const char
         *why = "not a member of the group";
         return MOSQ_ERR_ACL_DENIED;
     }
+    pl->stats.acks++; /* the ack the read implies was applied with it */
     chat_replay_acked(pl, client, group, cursor);
     if (moved) {
         chat_presence_read(pl, group, member, marker);
