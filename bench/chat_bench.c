@@ -11,6 +11,10 @@
  *   chat_bench catchup --port P --count N --mode chat|session [--pid PID]
  *   chat_bench idle    --pid PID             until the broker's CPU is quiet
  *   chat_bench quiet   [--max-busy CORES]    until the whole machine is quiet
+ *   chat_bench receipts --port P --pid PID --members M --rate R --mode read|ack
+ *                                            every member reads (or acks) every message
+ *   chat_bench presence --port P --online N --readers K --rate R
+ *                                            N raw connections online in one group
  *
  * The same commands drive plain Mosquitto and Mosquitto with the plugin:
  * both see the same topic (chat/<group>) and the same JSON payloads of about
@@ -31,6 +35,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -68,6 +75,8 @@ struct opts {
     uint64_t count;      /* fill: messages; catchup: messages expected */
     uint64_t first;      /* catchup: first id (chat) or n (session) expected */
     uint64_t seq;        /* fill: n of the first message is seq + 1 */
+    unsigned online;     /* presence: raw connections online */
+    unsigned readers;    /* presence: how many of them read every message */
 };
 
 static void usage(void)
@@ -77,7 +86,8 @@ static void usage(void)
         "usage: chat_bench port | wait | idle | ingest | join | fill | catchup [--name value]...\n"
         "  --port P --pub-port P --pid PID --group G --mode chat|session --client ID --prefix P\n"
         "  --members M --devices K --window W --rate R --warm-ms T --dur-ms T\n"
-        "  --timeout-ms T --idle-ms T --count N --first N --seq N --max-busy CORES\n");
+        "  --timeout-ms T --idle-ms T --count N --first N --seq N --max-busy CORES\n"
+        "  --online N --readers K\n");
 }
 
 static bool parse_u64(const char *s, uint64_t *v)
@@ -162,13 +172,18 @@ static bool parse_opts(int argc, char **argv, struct opts *o)
             o->first = u;
         } else if (!strcmp(name, "--seq")) {
             o->seq = u;
+        } else if (!strcmp(name, "--online") && u >= 2 && u <= 60000) {
+            o->online = (unsigned)u;
+        } else if (!strcmp(name, "--readers") && u <= 60000) {
+            o->readers = (unsigned)u;
         } else {
             fprintf(stderr, "chat_bench: unknown option or value out of range: %s %s\n", name, val);
             return false;
         }
     }
-    if (strcmp(o->mode, "chat") != 0 && strcmp(o->mode, "session") != 0) {
-        fprintf(stderr, "chat_bench: --mode is chat or session\n");
+    if (strcmp(o->mode, "chat") != 0 && strcmp(o->mode, "session") != 0 &&
+        strcmp(o->mode, "read") != 0 && strcmp(o->mode, "ack") != 0) {
+        fprintf(stderr, "chat_bench: --mode is chat or session (receipts: read or ack)\n");
         return false;
     }
     return true;
@@ -293,6 +308,20 @@ static bool scan_u64(const char *s, size_t len, const char *key, uint64_t *v)
         }
     }
     return false;
+}
+
+/* The plugin's pushes (protocol v1.1: reads and presence) come on the
+ * response topic to every device subscribed to a group: the measurements
+ * other than receipts' and presence's leave them aside. */
+#define PUSH_READS "{\"responses\":[{\"command\":\"reads\""
+#define PUSH_PRESENCE "{\"responses\":[{\"command\":\"presence\""
+
+static bool is_push(const char *p, size_t len)
+{
+    return p &&
+           ((len >= sizeof(PUSH_READS) - 1 && !memcmp(p, PUSH_READS, sizeof(PUSH_READS) - 1)) ||
+            (len >= sizeof(PUSH_PRESENCE) - 1 &&
+             !memcmp(p, PUSH_PRESENCE, sizeof(PUSH_PRESENCE) - 1)));
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -464,6 +493,9 @@ static void ingest_on_msg(bench_client *c, const struct mosquitto_message *m)
     const char *p = m->payload;
     size_t len = (size_t)m->payloadlen;
 
+    if (!strcmp(m->topic, RESPONSE_TOPIC)) {
+        return; /* a push about the group's members */
+    }
     st->got++;
     if (!p || !scan_u64(p, len, "\"n\":", &n)) {
         st->disorder++;
@@ -857,6 +889,9 @@ static struct catchup *g_catchup;
 static void catchup_on_msg(bench_client *c, const struct mosquitto_message *m)
 {
     struct catchup *cu = g_catchup;
+    if (!strcmp(m->topic, RESPONSE_TOPIC) && is_push(m->payload, (size_t)m->payloadlen)) {
+        return;
+    }
     cu->last_msg = bench_now_ns();
     cu->bytes += (uint64_t)m->payloadlen;
     if (!strcmp(m->topic, RESPONSE_TOPIC)) {
@@ -961,6 +996,577 @@ done:
     return rc;
 }
 
+/* ---------------------------------------------------------------------------
+ * receipts: M members online in one group (clients of libmosquitto), every
+ * one reading (--mode read) or acking (--mode ack, the baseline) every
+ * message the first one publishes at --rate; counts the pushes each member
+ * receives and the broker's CPU per read
+ * ------------------------------------------------------------------------- */
+
+struct rc_member {
+    uint64_t read;   /* highest id read (or acked) */
+    uint64_t msgs;   /* chat messages received */
+    uint64_t pushes; /* pushes received while measuring */
+    uint64_t reads;  /* reads published while measuring */
+};
+
+struct rc_run {
+    bool measuring;
+    char topic[256]; /* chat/<group>/read or /ack */
+};
+
+static struct rc_run g_rc;
+
+static void rc_on_msg(bench_client *c, const struct mosquitto_message *m)
+{
+    struct rc_member *mb = c->ctx;
+    const char *p = m->payload;
+    size_t len = (size_t)m->payloadlen;
+    uint64_t id = 0;
+    char buf[24];
+
+    if (!strcmp(m->topic, RESPONSE_TOPIC)) {
+        if (g_rc.measuring && is_push(p, len)) {
+            mb->pushes++;
+        }
+        return;
+    }
+    if (!p || len < 8 || memcmp(p, "{\"id\":", 6) != 0 || !scan_u64(p, len, "\"id\":", &id)) {
+        return;
+    }
+    mb->msgs++;
+    if (id <= mb->read) {
+        return;
+    }
+    mb->read = id;
+    snprintf(buf, sizeof(buf), "%" PRIu64, id);
+    if (bench_client_publish(c, g_rc.topic, buf, strlen(buf), 1) && g_rc.measuring) {
+        mb->reads++;
+    }
+}
+
+static int cmd_receipts(const struct opts *o)
+{
+    bench_set *s = bench_set_create();
+    struct rc_member *mb = calloc(o->members ? o->members : 1, sizeof(*mb));
+    unsigned m = o->members;
+    char topic[256], payload[PAYLOAD_BYTES + 1];
+    uint64_t published = 0, pub0 = 0, pub1 = 0, cpu0 = 0, cpu1 = 0, self0 = 0, self1 = 0;
+    uint64_t busy0 = 0, busy1 = 0;
+    bool cpu_ok = o->pid > 0, busy_ok = true, reading = !strcmp(o->mode, "read");
+    int rc = 1;
+
+    if (!s || !mb || m < 2) {
+        fprintf(stderr, "chat_bench: receipts needs --members 2 or more\n");
+        goto done;
+    }
+    snprintf(topic, sizeof(topic), "chat/%s", o->group);
+    snprintf(g_rc.topic, sizeof(g_rc.topic), "chat/%s/%s", o->group, reading ? "read" : "ack");
+    for (unsigned i = 0; i < m; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "m%03u", i);
+        bench_client *c = bench_set_add(s, id, true, o->port, &mb[i]);
+        if (!c) {
+            goto done;
+        }
+        c->on_msg = rc_on_msg;
+    }
+    if (!bench_set_wait_connected(s, 10000)) {
+        goto done;
+    }
+    for (unsigned i = 0; i < m; i++) {
+        if (!bench_client_subscribe(bench_set_get(s, i), topic, 1)) {
+            goto done;
+        }
+    }
+    if (!bench_set_wait_subacked(s, 10000)) {
+        goto done;
+    }
+    bench_client *pub = bench_set_get(s, 0);
+    uint64_t begin = bench_now_ns();
+    uint64_t t0 = begin + (uint64_t)o->warm_ms * 1000000ull;
+    uint64_t t1 = t0 + (uint64_t)o->dur_ms * 1000000ull;
+    double gap_ns = 1e9 / (o->rate > 0 ? o->rate : 10);
+    for (uint64_t pass = 0; pass < 100000000ull; pass++) {
+        uint64_t now = bench_now_ns();
+        if (!g_rc.measuring && now >= t0 && now < t1) {
+            g_rc.measuring = true;
+            pub0 = published;
+            self0 = self_cpu_us();
+            cpu_ok = cpu_ok && proc_cpu_us(o->pid, &cpu0);
+            busy_ok = machine_busy_us(&busy0);
+        }
+        if (now >= t1) {
+            g_rc.measuring = false;
+            pub1 = published;
+            self1 = self_cpu_us();
+            cpu_ok = cpu_ok && proc_cpu_us(o->pid, &cpu1);
+            busy_ok = busy_ok && machine_busy_us(&busy1);
+            break;
+        }
+        /* On schedule, and never more than a window ahead of the slowest
+         * member. */
+        uint64_t slowest = UINT64_MAX;
+        for (unsigned i = 0; i < m; i++) {
+            slowest = mb[i].msgs < slowest ? mb[i].msgs : slowest;
+        }
+        uint64_t due = begin + (uint64_t)((double)published * gap_ns);
+        if (now >= due && published - slowest < o->window) {
+            size_t len = make_payload(payload, "m000", published + 1, now);
+            if (!bench_client_publish(pub, topic, payload, len, 1)) {
+                goto done;
+            }
+            published++;
+        }
+        if (bench_set_poll(s, 1) < 0) {
+            goto done;
+        }
+    }
+    /* The stragglers: every member gets every message. */
+    uint64_t drain_end = bench_now_ns() + (uint64_t)DRAIN_TIMEOUT_MS * 1000000ull;
+    for (uint64_t pass = 0; pass < 10000000ull && bench_now_ns() < drain_end; pass++) {
+        uint64_t slowest = UINT64_MAX;
+        for (unsigned i = 0; i < m; i++) {
+            slowest = mb[i].msgs < slowest ? mb[i].msgs : slowest;
+        }
+        if (slowest >= published) {
+            break;
+        }
+        if (bench_set_poll(s, 5) < 0) {
+            goto done;
+        }
+    }
+    uint64_t reads = 0, pushes = 0, lost = 0;
+    for (unsigned i = 0; i < m; i++) {
+        reads += mb[i].reads;
+        pushes += mb[i].pushes;
+        lost += mb[i].msgs < published ? published - mb[i].msgs : 0;
+    }
+    double sec = o->dur_ms / 1e3;
+    double reads_s = (double)reads / sec;
+    printf("members=%u mode=%s published=%" PRIu64 " reads=%" PRIu64 " reads_per_s=%.0f "
+           "pushes_per_member_s=%.2f naive_per_member_s=%.0f lost=%" PRIu64,
+           m, o->mode, pub1 - pub0, reads, reads_s, (double)pushes / m / sec,
+           reads_s * (double)(m - 1) / (double)m, lost);
+    printf(" bench_util=%.2f", (double)(self1 - self0) / 1e3 / o->dur_ms);
+    if (cpu_ok && reads > 0) {
+        printf(" cpu_us_per_read=%.2f broker_util=%.2f", (double)(cpu1 - cpu0) / (double)reads,
+               (double)(cpu1 - cpu0) / 1e3 / o->dur_ms);
+        if (busy_ok) {
+            double other =
+                ((double)(busy1 - busy0) - (double)(cpu1 - cpu0) - (double)(self1 - self0)) / 1e3 /
+                o->dur_ms;
+            printf(" other_util=%.2f", other > 0 ? other : 0.0);
+        }
+    }
+    printf("\n");
+    rc = 0;
+done:
+    if (s) {
+        bench_set_disconnect_all(s, 2000);
+    }
+    bench_set_destroy(s);
+    free(mb);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------
+ * presence: N raw MQTT 3.1.1 connections (no libmosquitto: one epoll over
+ * thousands of sockets) subscribed to one group, K of them reading one
+ * more message each --rate times a second; the messages (--count) were
+ * stored before the others came online, so that nothing but the pushes
+ * reaches the N devices (a chat message's fan-out to N subscribers is the
+ * broker's own work, with or without the plugin). A probe pings the broker
+ * throughout: the longest round trip is the longest the broker's loop
+ * stalled, while they came online (ramp), while the reads were pushed
+ * (measure) and while they left (leave).
+ * ------------------------------------------------------------------------- */
+
+#define RAW_HEAD 256u /* bytes of a packet's body kept for a look */
+
+struct raw {
+    int fd;
+    bool reader;
+    bool connacked, subacked;
+    /* the packet being read */
+    int stage; /* 0: type byte, 1: remaining length, 2: body */
+    unsigned char type;
+    size_t remaining; /* body bytes still to read */
+    size_t body_len;
+    unsigned shift;
+    unsigned char head[RAW_HEAD];
+    size_t head_len;
+    uint64_t read;   /* highest id read */
+    uint64_t pushes; /* pushes received while measuring */
+    uint64_t push_bytes;
+    uint64_t pingresps;
+};
+
+struct pr_run {
+    const struct opts *o;
+    struct raw *c;
+    unsigned n;
+    bool measuring;
+    char read_topic[160];
+    uint64_t write_drops;
+    uint64_t reads;
+    uint64_t ping_sent_ns; /* 0: no ping out */
+    uint64_t *rtt;         /* ping round trips, ns */
+    size_t nrtt, caprtt;
+    uint64_t rtt_max;      /* the longest since the last phase began */
+    uint64_t last_push_ns; /* when the last push arrived, measuring or not */
+};
+
+static bool raw_write(struct pr_run *r, struct raw *c, const unsigned char *p, size_t n)
+{
+    ssize_t w = write(c->fd, p, n);
+    if (w != (ssize_t)n) {
+        r->write_drops++;
+        return false;
+    }
+    return true;
+}
+
+/* A PUBLISH at QoS 0 of payload to topic. */
+static bool raw_publish(struct pr_run *r, struct raw *c, const char *topic, const char *payload)
+{
+    unsigned char p[512];
+    size_t tl = strlen(topic), pl = strlen(payload), rem = 2 + tl + pl, n = 0;
+    if (rem + 5 > sizeof(p)) {
+        return false;
+    }
+    p[n++] = 0x30;
+    do {
+        unsigned char b = rem & 0x7f;
+        rem >>= 7;
+        p[n++] = rem ? (unsigned char)(b | 0x80) : b;
+    } while (rem);
+    p[n++] = (unsigned char)(tl >> 8);
+    p[n++] = (unsigned char)(tl & 0xff);
+    memcpy(p + n, topic, tl);
+    n += tl;
+    memcpy(p + n, payload, pl);
+    n += pl;
+    return raw_write(r, c, p, n);
+}
+
+/* One whole packet (its first RAW_HEAD body bytes in c->head). */
+static void raw_packet(struct pr_run *r, struct raw *c)
+{
+    unsigned t = c->type >> 4;
+    if (t == 2) {
+        c->connacked = true;
+    } else if (t == 9) {
+        c->subacked = true;
+    } else if (t == 13) {
+        c->pingresps++;
+        if (r->ping_sent_ns) {
+            uint64_t d = bench_now_ns() - r->ping_sent_ns;
+            if (r->nrtt == r->caprtt) {
+                size_t cap = r->caprtt ? r->caprtt * 2 : 1024;
+                uint64_t *nr = realloc(r->rtt, cap * sizeof(*nr));
+                if (nr) {
+                    r->rtt = nr;
+                    r->caprtt = cap;
+                }
+            }
+            if (r->nrtt < r->caprtt) {
+                r->rtt[r->nrtt++] = d;
+            }
+            r->rtt_max = d > r->rtt_max ? d : r->rtt_max;
+            r->ping_sent_ns = 0;
+        }
+    } else if (t == 3 && c->head_len >= 2) {
+        size_t tl = ((size_t)c->head[0] << 8) | c->head[1];
+        const char *topic = (const char *)c->head + 2;
+        if (2 + tl > c->head_len) {
+            return;
+        }
+        const char *pl = topic + tl;
+        size_t plen = c->head_len - 2 - tl;
+        if (tl == strlen(RESPONSE_TOPIC) && !memcmp(topic, RESPONSE_TOPIC, tl)) {
+            if (is_push(pl, plen)) {
+                r->last_push_ns = bench_now_ns();
+            }
+            if (r->measuring && is_push(pl, plen)) {
+                c->pushes++;
+                c->push_bytes += c->body_len;
+            }
+            return;
+        }
+    }
+}
+
+/* Reads what c's socket holds; false when it closed. */
+static bool raw_read(struct pr_run *r, struct raw *c)
+{
+    unsigned char buf[65536];
+    for (int rounds = 0; rounds < 64; rounds++) {
+        ssize_t n = read(c->fd, buf, sizeof(buf));
+        if (n == 0) {
+            return false;
+        }
+        if (n < 0) {
+            return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+        }
+        for (ssize_t i = 0; i < n;) {
+            if (c->stage == 0) {
+                c->type = buf[i++];
+                c->stage = 1;
+                c->body_len = 0;
+                c->shift = 0;
+                c->head_len = 0;
+            } else if (c->stage == 1) {
+                c->body_len |= (size_t)(buf[i] & 0x7f) << c->shift;
+                c->shift += 7;
+                if (!(buf[i++] & 0x80) || c->shift > 21) {
+                    c->remaining = c->body_len;
+                    c->stage = 2;
+                }
+            }
+            if (c->stage == 2) {
+                size_t take = (size_t)(n - i) < c->remaining ? (size_t)(n - i) : c->remaining;
+                if (c->head_len < RAW_HEAD) {
+                    size_t keep = RAW_HEAD - c->head_len < take ? RAW_HEAD - c->head_len : take;
+                    memcpy(c->head + c->head_len, buf + i, keep);
+                    c->head_len += keep;
+                }
+                i += (ssize_t)take;
+                c->remaining -= take;
+                if (c->remaining == 0) {
+                    raw_packet(r, c);
+                    c->stage = 0;
+                }
+            }
+        }
+    }
+    return true;
+}
+
+/* Connects raw client c as client id id, keep-alive 10 minutes, and sends
+ * CONNECT (and SUBSCRIBE to topic, QoS 0, when topic is not NULL). */
+static bool raw_open(struct pr_run *r, struct raw *c, int ep, const char *id, const char *topic)
+{
+    struct sockaddr_in a = {0};
+    unsigned char p[512];
+    size_t n = 0, il = strlen(id);
+    int one = 1;
+
+    c->fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (c->fd < 0) {
+        perror("chat_bench: socket");
+        return false;
+    }
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)r->o->port);
+    if (connect(c->fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        perror("chat_bench: connect");
+        return false;
+    }
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    p[n++] = 0x10;
+    p[n++] = (unsigned char)(10 + 2 + il);
+    memcpy(p + n, "\0\4MQTT\4\2\2\130", 10); /* clean session, keep-alive 600 s */
+    n += 10;
+    p[n++] = (unsigned char)(il >> 8);
+    p[n++] = (unsigned char)(il & 0xff);
+    memcpy(p + n, id, il);
+    n += il;
+    if (topic) {
+        size_t tl = strlen(topic);
+        p[n++] = 0x82;
+        p[n++] = (unsigned char)(2 + 2 + tl + 1);
+        p[n++] = 0;
+        p[n++] = 1;
+        p[n++] = (unsigned char)(tl >> 8);
+        p[n++] = (unsigned char)(tl & 0xff);
+        memcpy(p + n, topic, tl);
+        n += tl;
+        p[n++] = 0;
+    }
+    if (!raw_write(r, c, p, n)) {
+        return false;
+    }
+    fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    return epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev) == 0;
+}
+
+/* Handles socket activity for up to timeout_ms; false when a socket closed. */
+static bool raw_poll(struct pr_run *r, int ep, int timeout_ms)
+{
+    struct epoll_event evs[256];
+    int k = epoll_wait(ep, evs, 256, timeout_ms);
+    for (int i = 0; i < k; i++) {
+        if (!raw_read(r, evs[i].data.ptr)) {
+            fprintf(stderr, "chat_bench: a connection closed\n");
+            return false;
+        }
+    }
+    return k >= 0 || errno == EINTR;
+}
+
+/* Polls, pinging the broker with the probe (the last client) every 20 ms. */
+static bool raw_pump(struct pr_run *r, int ep, struct raw *probe, uint64_t until_ns)
+{
+    static const unsigned char ping[2] = {0xc0, 0x00};
+    static uint64_t last_ping;
+    for (uint64_t pass = 0; pass < 100000000ull; pass++) {
+        uint64_t now = bench_now_ns();
+        if (now >= until_ns) {
+            return true;
+        }
+        if (!r->ping_sent_ns && now - last_ping >= 20000000ull) {
+            last_ping = now;
+            if (raw_write(r, probe, ping, sizeof(ping))) {
+                r->ping_sent_ns = now;
+            }
+        }
+        if (!raw_poll(r, ep, 1)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static int cmd_presence(const struct opts *o)
+{
+    struct pr_run r = {.o = o, .n = o->online};
+    struct rlimit rl;
+    char topic[160], id[32], buf[24];
+    unsigned n = o->online;
+    int ep = epoll_create1(0), rc = 1;
+    uint64_t t_conn = 0, max_ramp = 0, max_measure = 0, max_leave = 0;
+
+    /* A socket per connection, and the probe: raise the soft limit. */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (n < 2 || getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < n + 64) {
+        fprintf(stderr, "chat_bench: --online %u needs %u open files, the limit is %llu\n", n,
+                n + 64, (unsigned long long)rl.rlim_cur);
+        return 1;
+    }
+    r.c = calloc(n + 1, sizeof(*r.c));
+    if (!r.c || ep < 0) {
+        goto done;
+    }
+    snprintf(topic, sizeof(topic), "chat/%s", o->group);
+    snprintf(r.read_topic, sizeof(r.read_topic), "chat/%s/read", o->group);
+    struct raw *probe = &r.c[n];
+    if (!raw_open(&r, probe, ep, "probe", NULL)) {
+        goto done;
+    }
+    /* The messages first, from client 0 (a member, online from here on). */
+    if (!raw_open(&r, &r.c[0], ep, "u00000", topic)) {
+        goto done;
+    }
+    for (uint64_t i = 0; i < o->count; i++) {
+        if (!raw_publish(&r, &r.c[0], topic, "{\"body\":\"hello\"}") ||
+            !raw_pump(&r, ep, probe, bench_now_ns() + 1000000ull)) {
+            goto done;
+        }
+    }
+    /* The others in batches (a listen backlog is finite); 1..readers read. */
+    uint64_t t0 = bench_now_ns();
+    r.rtt_max = 0;
+    for (unsigned i = 1; i < n; i += 100) {
+        for (unsigned j = i; j < n && j < i + 100; j++) {
+            snprintf(id, sizeof(id), "u%05u", j);
+            r.c[j].reader = j <= o->readers;
+            if (!raw_open(&r, &r.c[j], ep, id, topic)) {
+                goto done;
+            }
+        }
+        uint64_t until = bench_now_ns() + (uint64_t)o->timeout_ms * 1000000ull;
+        for (unsigned j = i; j < n && j < i + 100; j++) {
+            while (!r.c[j].subacked) {
+                if (bench_now_ns() > until ||
+                    !raw_pump(&r, ep, probe, bench_now_ns() + 5000000ull)) {
+                    fprintf(stderr, "chat_bench: client %u not subscribed in time\n", j);
+                    goto done;
+                }
+            }
+        }
+    }
+    t_conn = bench_now_ns() - t0;
+    /* The presence pushes of the ramp go out (until none came for 2 s, at
+     * most warm_ms); then the reads. */
+    uint64_t settle_end = bench_now_ns() + (uint64_t)o->warm_ms * 1000000ull;
+    r.last_push_ns = bench_now_ns();
+    while (bench_now_ns() < settle_end && bench_now_ns() - r.last_push_ns < 2000000000ull) {
+        if (!raw_pump(&r, ep, probe, bench_now_ns() + 100000000ull)) {
+            goto done;
+        }
+    }
+    uint64_t settle_ns = bench_now_ns() - t0 - t_conn;
+    max_ramp = r.rtt_max;
+    r.rtt_max = 0;
+    r.measuring = true;
+    uint64_t m0 = bench_now_ns(), m1 = m0 + (uint64_t)o->dur_ms * 1000000ull;
+    double gap_ns = 1e9 / (o->rate > 0 ? o->rate : 1);
+    uint64_t step = 0;
+    while (bench_now_ns() < m1) {
+        uint64_t due = m0 + (uint64_t)((double)step * gap_ns);
+        if (bench_now_ns() >= due && step < o->count) {
+            step++;
+            snprintf(buf, sizeof(buf), "%" PRIu64, step);
+            for (unsigned j = 1; j <= o->readers && j < n; j++) {
+                if (raw_publish(&r, &r.c[j], r.read_topic, buf)) {
+                    r.reads++;
+                }
+            }
+        }
+        if (!raw_pump(&r, ep, probe, bench_now_ns() + 2000000ull)) {
+            goto done;
+        }
+    }
+    r.measuring = false;
+    max_measure = r.rtt_max;
+    r.rtt_max = 0;
+    /* Everybody leaves, but the probe: the offline pushes go to the rest. */
+    uint64_t pushes = 0, bytes = 0;
+    for (unsigned i = 0; i < n; i++) {
+        pushes += r.c[i].pushes;
+        bytes += r.c[i].push_bytes;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        epoll_ctl(ep, EPOLL_CTL_DEL, r.c[i].fd, NULL);
+        close(r.c[i].fd);
+        r.c[i].fd = -1;
+    }
+    if (!raw_pump(&r, ep, probe, bench_now_ns() + 3000000000ull)) {
+        goto done;
+    }
+    max_leave = r.rtt_max;
+    qsort(r.rtt, r.nrtt, sizeof(*r.rtt), cmp_u64);
+    double sec = o->dur_ms / 1e3;
+    printf("online=%u readers=%u connect_ms=%.0f settle_ms=%.0f reads=%" PRIu64
+           " pushes_per_member_s=%.2f push_bytes_per_member_s=%.0f pings=%zu "
+           "ping_p50_ms=%.2f ping_p99_ms=%.2f ping_max_ramp_ms=%.1f ping_max_measure_ms=%.1f "
+           "ping_max_leave_ms=%.1f write_drops=%" PRIu64 "\n",
+           n, o->readers, (double)t_conn / 1e6, (double)settle_ns / 1e6, r.reads,
+           (double)pushes / n / sec, (double)bytes / n / sec, r.nrtt,
+           (double)quantile(r.rtt, r.nrtt, 0.5) / 1e6, (double)quantile(r.rtt, r.nrtt, 0.99) / 1e6,
+           (double)max_ramp / 1e6, (double)max_measure / 1e6, (double)max_leave / 1e6,
+           r.write_drops);
+    rc = 0;
+done:
+    for (unsigned i = 0; r.c && i <= n; i++) {
+        if (r.c[i].fd > 0) {
+            close(r.c[i].fd);
+        }
+    }
+    free(r.c);
+    free(r.rtt);
+    if (ep >= 0) {
+        close(ep);
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     struct opts o;
@@ -999,6 +1605,10 @@ int main(int argc, char **argv)
         rc = cmd_fill(&o);
     } else if (!strcmp(argv[1], "catchup")) {
         rc = cmd_catchup(&o);
+    } else if (!strcmp(argv[1], "receipts")) {
+        rc = cmd_receipts(&o);
+    } else if (!strcmp(argv[1], "presence")) {
+        rc = cmd_presence(&o);
     } else {
         usage();
     }

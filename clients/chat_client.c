@@ -119,6 +119,12 @@ static void wire(chat_client *c, const chat_client_options *o, unsigned seed)
                                          .ack_interval_ms =
                                              o->ack_interval_ms ? o->ack_interval_ms : 1000,
                                          .listen_qos = o->listen_qos ? o->listen_qos : 1};
+    struct chat_receipts_cfg receipts = {.groups = &c->groups,
+                                         .paho = &c->paho,
+                                         .notify = &c->notify,
+                                         .prefix = c->prefix,
+                                         .interval_ms =
+                                             o->ack_interval_ms ? o->ack_interval_ms : 1000};
     struct chat_requests_cfg requests = {.paho = &c->paho,
                                          .queue = &c->queue,
                                          .notify = &c->notify,
@@ -132,6 +138,7 @@ static void wire(chat_client *c, const chat_client_options *o, unsigned seed)
     chat_outbox_init(&c->outbox, &outbox);
     c->groups.max_held = o->max_held ? o->max_held : 100000;
     chat_delivery_init(&c->delivery, &delivery);
+    chat_receipts_init(&c->receipts, &receipts);
     chat_requests_init(&c->requests, &requests);
     c->responses = (chat_responses){.requests = &c->requests,
                                     .delivery = &c->delivery,
@@ -139,7 +146,8 @@ static void wire(chat_client *c, const chat_client_options *o, unsigned seed)
                                     .outbox = &c->outbox,
                                     .paho = &c->paho,
                                     .queue = &c->queue,
-                                    .notify = &c->notify};
+                                    .notify = &c->notify,
+                                    .receipts = &c->receipts};
 }
 
 chat_client_err chat_client_create(const chat_client_options *opts, chat_client **out)
@@ -348,6 +356,21 @@ chat_client_err chat_client_send_json(chat_client *c, const char *group, const c
         call->payload = cJSON_PrintUnformatted(msg);
     cJSON_Delete(msg);
     return send_post(c, call, cid, cid_size);
+}
+
+chat_client_err chat_client_read(chat_client *c, const char *group, uint64_t id)
+{
+    struct call *call;
+    chat_client_err err = chat_api_check_group(c, group);
+
+    if (err != CHAT_CLIENT_OK)
+        return err;
+    if ((call = chat_call_new(CALL_READ)) == NULL || (call->group = strdup(group)) == NULL) {
+        chat_call_free(call);
+        return chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL);
+    }
+    call->id = id;
+    return chat_api_post(c, call);
 }
 
 chat_client_err chat_client_flush(chat_client *c, int timeout_ms, size_t *refused)

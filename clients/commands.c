@@ -1,6 +1,6 @@
 /* commands.c: the blocking requests of the public API (fetch, history,
- * unread, join, leave, and any other command through chat_client_request):
- * each writes one command, runs it through the
+ * unread, join, leave, receipts, presence, and any other command through
+ * chat_client_request): each writes one command, runs it through the
  * dispatcher (api.c) and turns the plugin's answer into results. */
 #include "chat_client.h"
 
@@ -248,6 +248,197 @@ chat_client_err chat_client_join(chat_client *c, const char *group, const char *
 chat_client_err chat_client_leave(chat_client *c, const char *group, const char *member)
 {
     return membership(c, "leave", group, member, NULL);
+}
+
+/* ===========================================================================
+ * receipts and presence: every page of a list of members
+ * ========================================================================= */
+
+#define LIST_PAGES_MAX 100000 /* pages of one list at most (1000 names each) */
+
+/* One page of receipts or presence after `after` (NULL: from the first).
+ * On OK *entry is the answer, freed by the caller with cJSON_Delete. */
+static chat_client_err list_page(chat_client *c, const char *command, const char *group,
+                                 const char *after, cJSON **entry)
+{
+    chat_obj o = {0};
+
+    command_begin(&o, command, group);
+    if (after != NULL)
+        chat_obj_str(&o, "after", after);
+    return request(c, command, group, &o, entry);
+}
+
+/* Where the next page starts: the answer's "after" (or its last name), or
+ * NULL when the list is complete. Sets *bad when more comes without one. */
+static const char *next_after(const cJSON *entry, const char *last, bool *bad)
+{
+    const cJSON *after = cJSON_GetObjectItemCaseSensitive(entry, "after");
+
+    *bad = false;
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(entry, "more")))
+        return NULL;
+    if (cJSON_IsString(after))
+        return after->valuestring;
+    *bad = last == NULL;
+    return last;
+}
+
+void chat_client_receipts_free(chat_client_read_marker *list, size_t count)
+{
+    for (size_t i = 0; list != NULL && i < count; i++)
+        free(list[i].member);
+    free(list);
+}
+
+chat_client_err chat_client_receipts(chat_client *c, const char *group,
+                                     chat_client_read_marker **list, size_t *count,
+                                     uint64_t *members)
+{
+    chat_client_err err = chat_api_check_group(c, group);
+    chat_client_read_marker *l = NULL;
+    size_t n = 0, cap = 0;
+    char *after = NULL;
+
+    if (list == NULL || count == NULL)
+        return chat_api_report(CHAT_CLIENT_ERR_INVAL, "NULL argument");
+    *list = NULL;
+    *count = 0;
+    if (err != CHAT_CLIENT_OK)
+        return err;
+    for (int page = 0; page < LIST_PAGES_MAX; page++) {
+        cJSON *entry = NULL;
+        const cJSON *reads, *r;
+        bool bad = false;
+        if ((err = list_page(c, "receipts", group, after, &entry)) != CHAT_CLIENT_OK)
+            goto fail;
+        reads = cJSON_GetObjectItemCaseSensitive(entry, "reads");
+        if (!cJSON_IsObject(reads) ||
+            (members != NULL &&
+             !chat_json_u64(cJSON_GetObjectItemCaseSensitive(entry, "members"), 0, members))) {
+            cJSON_Delete(entry);
+            err = chat_api_report(CHAT_CLIENT_ERR_PROTOCOL, "receipts answer without reads");
+            goto fail;
+        }
+        cJSON_ArrayForEach(r, reads)
+        {
+            if (n == cap) {
+                size_t ncap = cap ? cap * 2 : 64;
+                chat_client_read_marker *nl = realloc(l, ncap * sizeof *nl);
+                if (nl == NULL) {
+                    cJSON_Delete(entry);
+                    err = chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL);
+                    goto fail;
+                }
+                l = nl;
+                cap = ncap;
+            }
+            if (!chat_json_u64(r, 0, &l[n].id) || (l[n].member = strdup(r->string)) == NULL) {
+                cJSON_Delete(entry);
+                err = chat_api_report(CHAT_CLIENT_ERR_PROTOCOL, "bad read marker in receipts");
+                goto fail;
+            }
+            n++;
+        }
+        const char *next = next_after(entry, n > 0 ? l[n - 1].member : NULL, &bad);
+        free(after);
+        after = next != NULL ? strdup(next) : NULL;
+        cJSON_Delete(entry);
+        if (bad || (next != NULL && after == NULL)) {
+            err = chat_api_report(bad ? CHAT_CLIENT_ERR_PROTOCOL : CHAT_CLIENT_ERR_NOMEM,
+                                  bad ? "receipts: more without where to go on" : NULL);
+            goto fail;
+        }
+        if (after == NULL)
+            break;
+    }
+    free(after);
+    *list = l;
+    *count = n;
+    return CHAT_CLIENT_OK;
+
+fail:
+    free(after);
+    chat_client_receipts_free(l, n);
+    return err;
+}
+
+void chat_client_presence_free(char **online, size_t count)
+{
+    for (size_t i = 0; online != NULL && i < count; i++)
+        free(online[i]);
+    free(online);
+}
+
+chat_client_err chat_client_presence(chat_client *c, const char *group, char ***online,
+                                     size_t *count, uint64_t *members)
+{
+    chat_client_err err = chat_api_check_group(c, group);
+    char **l = NULL;
+    size_t n = 0, cap = 0;
+    char *after = NULL;
+
+    if (online == NULL || count == NULL)
+        return chat_api_report(CHAT_CLIENT_ERR_INVAL, "NULL argument");
+    *online = NULL;
+    *count = 0;
+    if (err != CHAT_CLIENT_OK)
+        return err;
+    for (int page = 0; page < LIST_PAGES_MAX; page++) {
+        cJSON *entry = NULL;
+        const cJSON *names, *x;
+        bool bad = false;
+        if ((err = list_page(c, "presence", group, after, &entry)) != CHAT_CLIENT_OK)
+            goto fail;
+        names = cJSON_GetObjectItemCaseSensitive(entry, "online");
+        if (!cJSON_IsArray(names) ||
+            (members != NULL &&
+             !chat_json_u64(cJSON_GetObjectItemCaseSensitive(entry, "members"), 0, members))) {
+            cJSON_Delete(entry);
+            err = chat_api_report(CHAT_CLIENT_ERR_PROTOCOL, "presence answer without online");
+            goto fail;
+        }
+        cJSON_ArrayForEach(x, names)
+        {
+            if (n == cap) {
+                size_t ncap = cap ? cap * 2 : 64;
+                char **nl = realloc(l, ncap * sizeof *nl);
+                if (nl == NULL) {
+                    cJSON_Delete(entry);
+                    err = chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL);
+                    goto fail;
+                }
+                l = nl;
+                cap = ncap;
+            }
+            if (!cJSON_IsString(x) || (l[n] = strdup(x->valuestring)) == NULL) {
+                cJSON_Delete(entry);
+                err = chat_api_report(CHAT_CLIENT_ERR_PROTOCOL, "bad name in presence");
+                goto fail;
+            }
+            n++;
+        }
+        const char *next = next_after(entry, n > 0 ? l[n - 1] : NULL, &bad);
+        free(after);
+        after = next != NULL ? strdup(next) : NULL;
+        cJSON_Delete(entry);
+        if (bad || (next != NULL && after == NULL)) {
+            err = chat_api_report(bad ? CHAT_CLIENT_ERR_PROTOCOL : CHAT_CLIENT_ERR_NOMEM,
+                                  bad ? "presence: more without where to go on" : NULL);
+            goto fail;
+        }
+        if (after == NULL)
+            break;
+    }
+    free(after);
+    *online = l;
+    *count = n;
+    return CHAT_CLIENT_OK;
+
+fail:
+    free(after);
+    chat_client_presence_free(l, n);
+    return err;
 }
 
 chat_client_err chat_client_request(chat_client *c, const char *command_json, char **answer_json)

@@ -24,6 +24,7 @@ static void connection_ended(chat_client *c)
 {
     chat_outbox_connection_ended(&c->outbox);
     chat_delivery_connection_ended(&c->delivery);
+    chat_receipts_connection_ended(&c->receipts);
     chat_requests_connection_ended(&c->requests, &c->calls);
 }
 
@@ -82,6 +83,9 @@ static void on_done(chat_client *c, int token, bool ok, int code)
     case CHAT_OP_SUBSCRIBE:
         on_subscribed(c, op.ptr, ok, code);
         break;
+    case CHAT_OP_READ:
+        chat_receipts_done(&c->receipts, op.ptr, op.ref, ok);
+        break;
     }
 }
 
@@ -100,8 +104,10 @@ static void on_disconnect_call(chat_client *c, struct call *call)
         chat_queue_finish(&c->queue, call, CHAT_CLIENT_OK, NULL);
         return;
     }
-    if (c->conn.state == CONN_UP)
+    if (c->conn.state == CONN_UP) {
         chat_delivery_ack_all(&c->delivery);
+        chat_receipts_flush(&c->receipts);
+    }
     chat_calls_add(&c->calls, call); /* progress_calls goes on */
 }
 
@@ -155,6 +161,14 @@ static void on_call(chat_client *c, struct call *call)
                               call) == NULL)
             chat_queue_finish(&c->queue, call, CHAT_CLIENT_ERR_NOMEM, NULL);
         return;
+    case CALL_READ: {
+        struct chat_group *g = chat_groups_get(&c->groups, call->group);
+        if (g != NULL)
+            chat_receipts_want(&c->receipts, g, call->id);
+        chat_queue_finish(&c->queue, call, g != NULL ? CHAT_CLIENT_OK : CHAT_CLIENT_ERR_NOMEM,
+                          NULL);
+        return;
+    }
     }
 }
 
@@ -164,7 +178,7 @@ static bool disconnect_progress(chat_client *c, bool expired)
 {
     switch (c->conn.state) {
     case CONN_UP:
-        if (!expired && c->delivery.acks_inflight > 0)
+        if (!expired && (c->delivery.acks_inflight > 0 || c->receipts.inflight > 0))
             return false;
         return !chat_conn_disconnect(&c->conn, 1000);
     case CONN_CLOSING:
@@ -221,6 +235,7 @@ static void run_timers(chat_client *c, int64_t now)
 
     chat_conn_tick(&c->conn, now);
     chat_delivery_tick(&c->delivery, now);
+    chat_receipts_tick(&c->receipts, now);
     for (struct chat_group *g = c->groups.head; g != NULL; g = g->next) {
         if (!gap_waits(c, g) || now < g->progress_ms + c->gap_timeout_ms)
             continue;
@@ -244,6 +259,7 @@ static int64_t next_wake(const chat_client *c, int64_t now)
 
     t = chat_conn_next_wake(&c->conn, t);
     t = chat_delivery_next_wake(&c->delivery, t);
+    t = chat_receipts_next_wake(&c->receipts, t);
     for (const struct chat_group *g = c->groups.head; g != NULL; g = g->next)
         if (gap_waits(c, g) && g->progress_ms + c->gap_timeout_ms < t)
             t = g->progress_ms + c->gap_timeout_ms;

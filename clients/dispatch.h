@@ -14,8 +14,8 @@
  * Calls flow one way (no file calls back into one that calls it):
  *   chat_client.c, commands.c -> api.c -> queue.c
  *   chat_client.c -> dispatch.c (the thread) and every module's init
- *   dispatch.c -> response.c -> request.c, delivery.c, outbox.c
- *   dispatch.c -> conn.c; request.c, delivery.c, outbox.c, conn.c -> paho.c
+ *   dispatch.c -> response.c -> request.c, delivery.c, outbox.c, receipts.c
+ *   dispatch.c -> conn.c; request.c, delivery.c, outbox.c, receipts.c, conn.c -> paho.c
  *   paho.c -> queue.c -> clock.c
  * and below them all: group.c (-> seq.c, state.c), proto.c, notify.c,
  * clock.c, which call nothing of the library.
@@ -39,6 +39,7 @@
 #include "outbox.h"
 #include "paho.h"
 #include "queue.h"
+#include "receipts.h"
 #include "request.h"
 #include "response.h"
 #include "state.h"
@@ -67,6 +68,7 @@ struct chat_client {
     chat_state *state; /* or NULL */
     chat_groups groups;
     chat_delivery delivery;
+    chat_receipts receipts;
     chat_requests requests;
     chat_responses responses;
     struct chat_calls calls; /* connect, disconnect and flush calls in progress */

@@ -38,6 +38,10 @@ struct chat_group {
     char *refusal;       /* the plugin's reason for refusing the subscription */
     uint64_t cu_pages;   /* pages and fetches applied in this catch-up */
     uint64_t cu_msgs;    /* messages shown in this catch-up */
+    uint64_t read_want;  /* the highest id the application read (chat_client_read) */
+    uint64_t read_sent;  /* the highest read published on this connection */
+    uint64_t read_done;  /* the highest read the broker acknowledged */
+    int64_t read_last;   /* when a read of this group was last published (ms) */
 };
 
 typedef struct chat_groups {

@@ -7,9 +7,10 @@
  * subscription), 4 the device is in use: another mqchat listens with the
  * same client id and state file.
  *
- * Waiting for the broker: send, history, unread, join and leave try to
- * connect for up to -W seconds, again and again, so that a command started
- * with the broker (at boot) does not fail while the broker comes up; listen
+ * Waiting for the broker: send, history, unread, join, leave, who and
+ * receipts try to connect for up to -W seconds, again and again, so that a
+ * command started with the broker (at boot) does not fail while the broker
+ * comes up; listen
  * keeps trying until it is stopped, each attempt bounded by 10 s, the
  * pauses between them growing to 16 s (the library's reconnect). A
  * broker that refuses the connection (credentials, authorisation) ends the
@@ -41,6 +42,9 @@ static const char *usage_text =
     "       mqchat [options] unread                   unread counts of this device's groups\n"
     "       mqchat [options] join <group>             join a group\n"
     "       mqchat [options] leave <group>            leave a group\n"
+    "       mqchat [options] who <group>              who of the group is online\n"
+    "       mqchat [options] receipts <group> [id]    who read up to which message (\"read by\n"
+    "                                                 k of n\" for #id, default the newest)\n"
     "       mqchat [options] admin groups             (admins) every group: head, first, members\n"
     "       mqchat [options] admin members <group>    (admins) members, read markers, devices\n"
     "       mqchat [options] admin stats              (admins) the plugin's figures\n"
@@ -65,6 +69,7 @@ static const char *usage_text =
     "  -n <count>     history: how many messages (default 20)\n"
     "  --json         listen, history: print the stored envelopes as JSON;\n"
     "                 admin: print the plugin's answers as JSON instead of a table\n"
+    "  --no-read      listen: do not mark the messages printed as read\n"
     "  --state <file> listen: the state file, the last id shown per group (default\n"
     "                 <client id>@<host>-<port>.state in $XDG_STATE_HOME/mqchat,\n"
     "                 else in ~/.local/state/mqchat)\n"
@@ -158,6 +163,9 @@ static void parse_args(int argc, char **argv, struct opts *o)
             takes = false;
         } else if (strcmp(a, "--quiet") == 0) {
             o->quiet = true;
+            takes = false;
+        } else if (strcmp(a, "--no-read") == 0) {
+            o->no_read = true;
             takes = false;
         } else if (v == NULL &&
                    (strcmp(a, "-h") == 0 || strcmp(a, "-p") == 0 || strcmp(a, "-u") == 0 ||
@@ -309,9 +317,14 @@ static void check_command(const struct opts *o)
         if (o->nargs < 1)
             die_usage("usage: mqchat listen <group>...");
     } else if (strcmp(cmd, "history") == 0 || strcmp(cmd, "join") == 0 ||
-               strcmp(cmd, "leave") == 0) {
+               strcmp(cmd, "leave") == 0 || strcmp(cmd, "who") == 0) {
         if (o->nargs != 1)
             die_usage("usage: mqchat %s <group>", cmd);
+    } else if (strcmp(cmd, "receipts") == 0) {
+        if (o->nargs != 1 && o->nargs != 2)
+            die_usage("usage: mqchat receipts <group> [id]");
+        if (o->nargs == 2)
+            (void)parse_long("receipts: id", o->args[1], 1, LONG_MAX);
     } else if (strcmp(cmd, "unread") == 0) {
         if (o->nargs != 0)
             die_usage("usage: mqchat unread");
@@ -329,8 +342,10 @@ static void check_command(const struct opts *o)
     } else {
         die_usage("unknown command '%s'", cmd);
     }
-    for (int i = 0; i < o->nargs && strcmp(cmd, "send") != 0; i++)
+    for (int i = 0; i < o->nargs && strcmp(cmd, "send") != 0 && strcmp(cmd, "receipts") != 0; i++)
         check_group(o->args[i]);
+    if (strcmp(cmd, "receipts") == 0)
+        check_group(o->args[0]);
     if (strcmp(cmd, "send") == 0)
         check_group(o->args[0]);
 }

@@ -32,6 +32,7 @@ struct opts {
     const char *state;
     const char *prefix;
     bool quiet;
+    bool no_read; /* --no-read: listen does not mark what it prints as read */
     const char *command;
     char **args; /* positional arguments after the command */
     int nargs;

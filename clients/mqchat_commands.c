@@ -22,6 +22,8 @@ static atomic_long g_printed;
 static long g_count;
 static bool g_json;
 static bool g_quiet;
+static bool g_mark_read;      /* listen: mark what is printed as read */
+static chat_client *g_client; /* for the callbacks' chat_client_read */
 static atomic_bool g_connected_once;
 static atomic_bool g_waiting; /* listen started while the broker could not be reached */
 static const char *g_client_id;
@@ -97,6 +99,9 @@ bool mqchat_on_message(void *arg, const chat_client_message *m)
         stop_main(EXIT_UNREACHABLE);
         return false;
     }
+    /* Printed is read (the library coalesces the reads, as it does acks). */
+    if (g_mark_read && g_client != NULL)
+        (void)chat_client_read(g_client, m->group, m->id);
     if (atomic_fetch_add(&g_printed, 1) + 1 == g_count)
         stop_main(0);
     return true;
@@ -157,6 +162,11 @@ void mqchat_on_event(void *arg, const chat_client_event *ev)
         fprintf(stderr, "mqchat: %s%s%s\n", ev->group ? ev->group : "", ev->group ? ": " : "",
                 ev->reason ? ev->reason : "error");
         break;
+    case CHAT_CLIENT_EV_PRESENCE:
+        note("%s: %s is %s", ev->group, ev->member, ev->online ? "online" : "offline");
+        break;
+    case CHAT_CLIENT_EV_READ:
+        break; /* mqchat receipts shows them on demand */
     }
 }
 
@@ -405,11 +415,70 @@ static int cmd_membership(chat_client *c, const struct opts *o, bool join)
     return fflush(stdout) == 0 ? 0 : EXIT_UNREACHABLE;
 }
 
+/* who: the members online now. */
+static int cmd_who(chat_client *c, const struct opts *o)
+{
+    char **online = NULL;
+    size_t n = 0;
+    uint64_t members = 0;
+    chat_client_err err = chat_client_presence(c, o->args[0], &online, &n, &members);
+
+    if (err != CHAT_CLIENT_OK)
+        return mqchat_failed("who", err);
+    printf("%s: %zu of %llu member%s online%s", o->args[0], n, (unsigned long long)members,
+           members == 1 ? "" : "s", n > 0 ? ": " : "\n");
+    for (size_t i = 0; i < n; i++)
+        printf("%s%s", online[i], i + 1 < n ? ", " : "\n");
+    chat_client_presence_free(online, n);
+    return fflush(stdout) == 0 ? 0 : EXIT_UNREACHABLE;
+}
+
+/* receipts: each member's read marker, then "read by k of n" for one
+ * message (the newest when no id is given). */
+static int cmd_receipts(chat_client *c, const struct opts *o)
+{
+    const char *group = o->args[0];
+    chat_client_read_marker *list = NULL;
+    size_t n = 0, k = 0, width = 0;
+    uint64_t members = 0, id = 0;
+    chat_client_err err;
+
+    if (o->nargs == 2) {
+        id = strtoull(o->args[1], NULL, 10);
+    } else {
+        chat_client_page *p = NULL;
+        if ((err = chat_client_history(c, group, 0, 1, &p)) != CHAT_CLIENT_OK)
+            return mqchat_failed("receipts", err);
+        id = p->head;
+        chat_client_page_free(p);
+    }
+    if ((err = chat_client_receipts(c, group, &list, &n, &members)) != CHAT_CLIENT_OK)
+        return mqchat_failed("receipts", err);
+    for (size_t i = 0; i < n; i++)
+        width = strlen(list[i].member) > width ? strlen(list[i].member) : width;
+    for (size_t i = 0; i < n; i++) {
+        if (list[i].id > 0)
+            printf("%-*s  read up to #%llu\n", (int)width, list[i].member,
+                   (unsigned long long)list[i].id);
+        else
+            printf("%-*s  has read nothing\n", (int)width, list[i].member);
+        k += id > 0 && list[i].id >= id;
+    }
+    if (id == 0)
+        printf("%s: no messages yet\n", group);
+    else
+        printf("%s #%llu: read by %zu of %llu\n", group, (unsigned long long)id, k,
+               (unsigned long long)members);
+    chat_client_receipts_free(list, n);
+    return fflush(stdout) == 0 ? 0 : EXIT_UNREACHABLE;
+}
+
 void mqchat_setup(const struct opts *o, bool listen, const char *client_id)
 {
     g_json = o->json;
     g_quiet = o->quiet;
     g_count = listen ? o->count : 0;
+    g_mark_read = listen && !o->no_read;
     g_client_id = client_id;
     g_main = pthread_self();
 }
@@ -420,6 +489,7 @@ int mqchat_run(chat_client *c, const struct opts *o, sigset_t *sigs, int wait_ms
     chat_client_err err;
     int status;
 
+    g_client = c;
     if (listen) {
         status = cmd_listen(c, o, sigs, wait_ms);
     } else if ((status = connect_wait(c, wait_ms)) != 0) {
@@ -430,6 +500,10 @@ int mqchat_run(chat_client *c, const struct opts *o, sigset_t *sigs, int wait_ms
         status = cmd_history(c, o);
     } else if (strcmp(o->command, "unread") == 0) {
         status = cmd_unread(c);
+    } else if (strcmp(o->command, "who") == 0) {
+        status = cmd_who(c, o);
+    } else if (strcmp(o->command, "receipts") == 0) {
+        status = cmd_receipts(c, o);
     } else if (strcmp(o->command, "admin") == 0) {
         status = mqchat_admin(c, o, wait_ms);
     } else {

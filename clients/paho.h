@@ -34,13 +34,13 @@
 
 /* An operation whose completion matters, and to whom: EV_DONE brings its
  * token back, chat_paho_take the rest. */
-enum chat_op_kind { CHAT_OP_MESSAGE, CHAT_OP_ACK, CHAT_OP_SUBSCRIBE };
+enum chat_op_kind { CHAT_OP_MESSAGE, CHAT_OP_ACK, CHAT_OP_SUBSCRIBE, CHAT_OP_READ };
 
 struct chat_op {
     int token;
     enum chat_op_kind kind;
-    uint64_t ref; /* CHAT_OP_MESSAGE: the outbox entry's seq */
-    void *ptr;    /* CHAT_OP_ACK, CHAT_OP_SUBSCRIBE: the group */
+    uint64_t ref; /* CHAT_OP_MESSAGE: the outbox entry's seq; CHAT_OP_READ: the id */
+    void *ptr;    /* CHAT_OP_ACK, CHAT_OP_SUBSCRIBE, CHAT_OP_READ: the group */
 };
 
 struct chat_paho_ctx; /* the context of one handle's callbacks */

@@ -35,7 +35,15 @@
  * Calls: what the public API asks of the dispatcher
  * ------------------------------------------------------------------------- */
 
-enum call_op { CALL_CONNECT, CALL_DISCONNECT, CALL_LISTEN, CALL_SEND, CALL_FLUSH, CALL_REQUEST };
+enum call_op {
+    CALL_CONNECT,
+    CALL_DISCONNECT,
+    CALL_LISTEN,
+    CALL_SEND,
+    CALL_FLUSH,
+    CALL_REQUEST,
+    CALL_READ
+};
 
 struct call {
     struct call *next; /* in the dispatcher's struct chat_calls */
@@ -45,7 +53,8 @@ struct call {
     bool done;                        /* finished: err, reason and the results are set */
     int64_t deadline;                 /* monotonic ms after which the dispatcher gives up */
     int timeout_ms;                   /* CONNECT: Paho's connect timeout */
-    char *group;                      /* LISTEN, SEND, REQUEST (NULL for sync) */
+    char *group;                      /* LISTEN, SEND, REQUEST (NULL for sync), READ */
+    uint64_t id;                      /* READ: read up to this id */
     char *payload;                    /* SEND: the JSON message; REQUEST: one command object */
     const char *command;              /* REQUEST: the command's name (static, or name) */
     char name[48];                    /* REQUEST: a command's name chosen by the caller */

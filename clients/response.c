@@ -248,6 +248,8 @@ static void handle_entry(const chat_responses *rs, const struct event *ev, cJSON
             cJSON_IsString(grp) ? chat_groups_find(rs->groups, grp->valuestring) : NULL;
         if (g != NULL && g->listening)
             (void)chat_delivery_page(rs->delivery, g, entry, true);
+    } else if (strcmp(command, "reads") == 0 || strcmp(command, "presence") == 0) {
+        chat_receipts_push(rs->receipts, entry);
     }
     /* Anything else answers nothing we asked. */
 }

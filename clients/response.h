@@ -1,8 +1,8 @@
 /* response: what comes on the response topic, entry by entry: answers to
  * our requests (by correlationData, request.h), replay pages (delivery.h),
- * and error entries about what we published (refused messages, subscribes
- * and acks) or a request refused whole. It also finishes the internal
- * requests that were given up.
+ * pushed read markers and presence (receipts.h), and error entries about what we published (refused
+ * messages, subscribes and acks) or a request refused whole. It also finishes the internal requests
+ * that were given up.
  *
  * Threading: the dispatcher thread only.
  */
@@ -15,6 +15,7 @@
 #include "outbox.h"
 #include "paho.h"
 #include "queue.h"
+#include "receipts.h"
 #include "request.h"
 
 /* The modules answers are about (borrowed). */
@@ -26,6 +27,7 @@ typedef struct chat_responses {
     chat_paho *paho;
     struct chat_queue *queue;
     const chat_notify *notify;
+    const chat_receipts *receipts;
 } chat_responses;
 
 /* A message on the response topic (an EV_MESSAGE). */

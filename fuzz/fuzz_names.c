@@ -183,8 +183,14 @@ static void topic(const uint8_t *s, size_t n, bool defer)
                        glen == (size_t)(slash - rest),
                    "\"%s\" as an ack", t);
         break;
+    case CHAT_TOPIC_READ:
+        FUZZ_CHECK(under && slash && !strcmp(slash, "/read") && g == rest &&
+                       glen == (size_t)(slash - rest),
+                   "\"%s\" as a read marker", t);
+        break;
     case CHAT_TOPIC_BAD:
-        FUZZ_CHECK(under && slash && strcmp(slash, "/ack") != 0, "\"%s\" as a bad topic", t);
+        FUZZ_CHECK(under && slash && strcmp(slash, "/ack") != 0 && strcmp(slash, "/read") != 0,
+                   "\"%s\" as a bad topic", t);
         break;
     }
     topic_events(t, defer);

@@ -273,17 +273,6 @@ static void cmd_groups(const struct chat_admin_req *r, const cJSON *c)
     names_free(&l);
 }
 
-/* The member's read marker in group. Read markers come with issue 14 (read
- * receipts); until the store keeps them every member reads as 0, and this
- * is the one place to ask the store instead. */
-static uint64_t member_read(struct chat_plugin *pl, const char *group, const char *member)
-{
-    (void)pl;
-    (void)group;
-    (void)member;
-    return 0;
-}
-
 struct device_list {
     const struct chat_admin_req *r;
     size_t count;
@@ -343,13 +332,22 @@ static void cmd_members(const struct chat_admin_req *r, const cJSON *c)
             break;
         }
         budget = budget < DEVICES_LISTED ? budget : DEVICES_LISTED;
+        /* The read marker of protocol v1.1, as receipts shows it. */
+        uint64_t read = 0;
+        rc = chat_store_read_get(pl->store, group, l.name[i], &read);
+        if (rc != CHAT_OK) {
+            r->out->len = mark;
+            names_free(&l);
+            storage_ok(r, group, rc);
+            return;
+        }
         size_t entry_mark = r->out->len;
         sbuf_puts(r->out, listed ? ",{\"member\":" : "{\"member\":");
         sbuf_json_str(r->out, l.name[i]);
         sbuf_puts(r->out, ",\"joined\":");
         sbuf_u64(r->out, l.num[i]);
         sbuf_puts(r->out, ",\"read\":");
-        sbuf_u64(r->out, member_read(pl, group, l.name[i]));
+        sbuf_u64(r->out, read);
         sbuf_puts(r->out, ",\"devices\":[");
         struct device_list dl = {r, 0};
         rc = chat_store_member_devices(pl->store, group, l.name[i], budget, put_device, &dl, &all);

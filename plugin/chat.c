@@ -1,5 +1,5 @@
 /* chat.c: publishes, acks and access checks on the chat topics
- * (<prefix>/<group> and <prefix>/<group>/ack). */
+ * (<prefix>/<group>, <prefix>/<group>/ack and <prefix>/<group>/read). */
 #include "plugin.h"
 
 #include <stdio.h>
@@ -172,9 +172,10 @@ int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev)
         return MOSQ_ERR_SUCCESS;
     }
     if (kind == CHAT_TOPIC_BAD) {
-        char why[2 * CHAT_GROUP_MAX + 96];
-        snprintf(why, sizeof(why), "not a chat topic: publish to %s/<group> or %s/<group>/ack",
-                 pl->cfg.topic_prefix, pl->cfg.topic_prefix);
+        char why[3 * CHAT_GROUP_MAX + 96];
+        snprintf(why, sizeof(why),
+                 "not a chat topic: publish to %s/<group>, %s/<group>/ack or %s/<group>/read",
+                 pl->cfg.topic_prefix, pl->cfg.topic_prefix, pl->cfg.topic_prefix);
         chat_respond_error(pl, ev->client, "publish", NULL, NULL, why);
         pl->stats.refused++;
         return MOSQ_ERR_ACL_DENIED;
@@ -182,12 +183,18 @@ int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev)
     const char *why = chat_proto_group_error(g, glen);
     if (why) {
         pl->stats.refused += kind == CHAT_TOPIC_GROUP;
-        chat_respond_error(pl, ev->client, kind == CHAT_TOPIC_ACK ? "ack" : "publish", NULL, NULL,
-                           why);
+        chat_respond_error(pl, ev->client,
+                           kind == CHAT_TOPIC_ACK    ? "ack"
+                           : kind == CHAT_TOPIC_READ ? "read"
+                                                     : "publish",
+                           NULL, NULL, why);
         return MOSQ_ERR_ACL_DENIED;
     }
     memcpy(group, g, glen);
     group[glen] = '\0';
+    if (kind == CHAT_TOPIC_READ) {
+        return chat_read_message(pl, ev, group);
+    }
     return kind == CHAT_TOPIC_ACK ? on_ack_message(pl, ev, group) : on_group_message(pl, ev, group);
 }
 
@@ -271,6 +278,10 @@ static int on_subscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check *
     } else {
         chat_relay_follow(pl, group, 0);
     }
+    /* A shared subscription is a service taking turns, not a person. */
+    if (!shared) {
+        chat_presence_subscribed(pl, ev->client, group);
+    }
     return pass;
 }
 
@@ -288,6 +299,7 @@ static int on_unsubscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check
         memcpy(group, g, glen);
         group[glen] = '\0';
         chat_pending_remove(pl, id, group);
+        chat_presence_unsubscribed(pl, id, group);
     }
     return pass;
 }

@@ -318,6 +318,7 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
     cfg->open_groups = true;
     cfg->verify_store = true;
     cfg->acl_mode = CHAT_ACL_AUTO;
+    cfg->receipt_interval = 1000;
     cfg->device_expiry_days = 90;
 
     for (int i = 0; i < count && rc == MOSQ_ERR_SUCCESS; i++) {
@@ -386,6 +387,9 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
             rc = parse_uint(val, 0, 1000000, &cfg->retention_days)
                      ? 0
                      : bad(k, val, "a number of days, 0 for ever");
+        } else if (!strcmp(k, "receipt_interval")) {
+            rc = parse_uint(val, 0, 3600000, &v) ? (cfg->receipt_interval = (unsigned)v, 0)
+                                                 : bad(k, val, "milliseconds, from 0 to 3600000");
         } else if (!strcmp(k, "device_expiry_days")) {
             rc = parse_uint(val, 0, 1000000, &cfg->device_expiry_days)
                      ? 0

@@ -175,6 +175,7 @@ static void cmd_leave(struct req *r, const cJSON *c)
         return;
     }
     chat_replay_stop_member(r->pl, member, group);
+    chat_presence_left(r->pl, member, group);
     entry_start(r);
     sbuf_puts(r->out, ",\"member\":");
     sbuf_json_str(r->out, member);
@@ -201,6 +202,66 @@ static void cmd_ack(struct req *r, const cJSON *c)
     entry_start(r);
     sbuf_puts(r->out, ",\"acked\":");
     sbuf_u64(r->out, now);
+    sbuf_add(r->out, "}", 1);
+}
+
+/* read: as ack, and the member's read marker with it (receipts.c). */
+static void cmd_read(struct req *r, const cJSON *c)
+{
+    char group[CHAT_GROUP_MAX + 1];
+    uint64_t id = 0, read = 0, acked = 0;
+    bool present = false;
+    const char *why = NULL;
+    if (!group_field(r, c, group) || !int_field(r, c, "id", 0, &present, &id)) {
+        return;
+    }
+    if (!present) {
+        fail(r, "id is missing");
+        return;
+    }
+    if (chat_read_apply(r->pl, r->client, group, id, false, &read, &acked, &why) !=
+        MOSQ_ERR_SUCCESS) {
+        fail(r, why);
+        return;
+    }
+    entry_start(r);
+    sbuf_puts(r->out, ",\"read\":");
+    sbuf_u64(r->out, read);
+    sbuf_puts(r->out, ",\"acked\":");
+    sbuf_u64(r->out, acked);
+    sbuf_add(r->out, "}", 1);
+}
+
+/* receipts and presence: a list of the group's members in name order,
+ * paged with after and limit (receipts.c, presence.c write it). */
+static void cmd_list(struct req *r, const cJSON *c, bool receipts)
+{
+    char group[CHAT_GROUP_MAX + 1];
+    uint64_t limit = CHAT_PROTO_LIST_MAX;
+    bool has_limit = false;
+    const cJSON *after = cJSON_GetObjectItemCaseSensitive(c, "after");
+    if (!group_field(r, c, group) || !int_field(r, c, "limit", 1, &has_limit, &limit)) {
+        return;
+    }
+    if (after && (!cJSON_IsString(after) || strlen(after->valuestring) > CHAT_STORE_MAX_NAME)) {
+        fail(r, "after must be a member name");
+        return;
+    }
+    if (limit > CHAT_PROTO_LIST_MAX) {
+        limit = CHAT_PROTO_LIST_MAX;
+    }
+    r->work += (size_t)limit;
+    size_t mark = r->out->len;
+    entry_start(r);
+    const char *a = after ? after->valuestring : NULL;
+    const char *why =
+        receipts ? chat_receipts_answer(r->pl, r->client, group, a, (size_t)limit, r->out, r->cap)
+                 : chat_presence_answer(r->pl, r->client, group, a, (size_t)limit, r->out, r->cap);
+    if (why) {
+        r->out->len = mark;
+        fail(r, why);
+        return;
+    }
     sbuf_add(r->out, "}", 1);
 }
 
@@ -437,6 +498,10 @@ static void dispatch(struct req *r, const cJSON *c)
         cmd_page(r, c, true);
     } else if (!strcmp(r->cmd, "history")) {
         cmd_page(r, c, false);
+    } else if (!strcmp(r->cmd, "read")) {
+        cmd_read(r, c);
+    } else if (!strcmp(r->cmd, "receipts") || !strcmp(r->cmd, "presence")) {
+        cmd_list(r, c, r->cmd[0] == 'r');
     } else if (chat_admin_is_command(r->cmd)) {
         struct chat_admin_req ar = {r->pl,  r->client, r->device, r->cmd, r->corr,
                                     r->out, &r->work,  MAX_WORK,  r->cap};

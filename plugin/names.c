@@ -40,7 +40,10 @@ enum chat_topic_kind chat_topic_parse(const struct chat_config *cfg, const char 
         return CHAT_TOPIC_GROUP;
     }
     *group_len = (size_t)(slash - g);
-    return strcmp(slash, "/ack") == 0 ? CHAT_TOPIC_ACK : CHAT_TOPIC_BAD;
+    if (strcmp(slash, CHAT_PROTO_ACK_SUFFIX) == 0) {
+        return CHAT_TOPIC_ACK;
+    }
+    return strcmp(slash, CHAT_PROTO_READ_SUFFIX) == 0 ? CHAT_TOPIC_READ : CHAT_TOPIC_BAD;
 }
 
 const char *chat_member(const struct chat_plugin *pl, const struct mosquitto *client,

@@ -39,6 +39,7 @@ static int on_disconnect(int event, void *event_data, void *userdata)
     (void)event;
     if (id) {
         chat_replay_stop(userdata, id, NULL);
+        chat_presence_disconnected(userdata, id);
         chat_peer_disconnected(userdata, ev->client);
     }
     chat_chores_without_ticks(userdata);
@@ -111,7 +112,9 @@ static void plugin_free(struct chat_plugin *pl)
     if (!pl) {
         return;
     }
+    chat_chores_report(pl);
     chat_replay_free_all(pl);
+    chat_presence_free(pl);
     chat_relay_free(pl);
     chat_peers_free(pl);
     chat_admin_free(pl);
@@ -168,7 +171,7 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
                              "events and fsync batch syncs every message");
     }
     rc = MOSQ_ERR_NOMEM;
-    if (!chat_peers_init(pl) || !chat_replay_init(pl)) {
+    if (!chat_peers_init(pl) || !chat_replay_init(pl) || !chat_presence_init(pl)) {
         goto fail;
     }
     chat_err err = chat_storage_open(pl, &errmsg);

@@ -11,12 +11,14 @@
  *   control.c    requests on $CONTROL/chat/v1
  *   chat.c       the chat topics: publishes, acks, access checks
  *   chores.c     periodic work: fsync batch, replay timeouts, retention,
- *                figures, device expiry, deletions and jobs, relay
+ *                pushes, figures, device expiry, deletions and jobs, relay
  *   admin.c      the admin commands, and the deletions and jobs they leave
  *   stats.c      the figures under $SYS/broker/chat/
  *   expiry.c     dropping device cursors unused for device_expiry_days
  *   relay.c      other brokers' messages to local subscribers (shared store)
+ *   receipts.c   read markers: the read topic and command, receipts
  *   replay.c     catch-up pages with a window of pages in flight
+ *   presence.c   who is online, and the coalesced reads/presence pushes
  *   retention.c  deleting old messages in bounded steps
  *   access.c     membership, and the broker's answer on read rights
  *   reply.c      everything sent to a client, and the page writer
@@ -93,6 +95,7 @@ struct chat_config {
     enum chat_acl_mode acl_mode;
     bool acl_auto;                   /* acl_mode follows the broker's configuration */
     enum chat_read_check read_check; /* plugin_opt_read_check */
+    unsigned receipt_interval;       /* ms between two pushes of one group (0: every tick) */
     /* The broker verifies usernames (or we cannot tell): a member without a
      * username is named "~<client id>", and usernames that start with "~"
      * may not chat, so that no client id can pass for a user. */
@@ -172,8 +175,13 @@ struct chat_plugin {
     char expire_resume[CHAT_STORE_RESUME_MAX]; /* its resume point */
     char **deleting;                           /* groups whose deletion the tick goes on with */
     size_t n_deleting;
-    bool deletions_loaded; /* those a previous run left were queued */
-    bool job_running;      /* a store job (backup, compact) is being watched */
+    bool deletions_loaded;          /* those a previous run left were queued */
+    bool job_running;               /* a store job (backup, compact) is being watched */
+    struct chat_presence *presence; /* presence.c */
+    int64_t tick_us;                /* chores.c: when the last tick began (monotonic µs) ... */
+    int64_t tick_max_us;            /* ... the longest tick so far (wall, and CPU) ... */
+    int64_t tick_cpu_max_us;
+    int64_t tick_gap_max_us; /* ... and the longest time from one tick to the next */
 };
 
 /* What a topic under the prefix names. */
@@ -181,7 +189,8 @@ enum chat_topic_kind {
     CHAT_TOPIC_NONE = 0, /* not under the prefix: none of our business */
     CHAT_TOPIC_GROUP,    /* <prefix>/<group> */
     CHAT_TOPIC_ACK,      /* <prefix>/<group>/ack */
-    CHAT_TOPIC_BAD       /* under the prefix but neither of the above */
+    CHAT_TOPIC_READ,     /* <prefix>/<group>/read */
+    CHAT_TOPIC_BAD       /* under the prefix but none of the above */
 };
 
 /* config.c */
@@ -218,7 +227,8 @@ void chat_config_apply_broker(struct chat_config *cfg, const struct chat_broker_
  * decode \u0000 into a NUL that silently cuts a string short. */
 size_t chat_nul_escapes(char *s, size_t len, const char *with);
 
-/* Classifies topic. For GROUP and ACK, *group and *group_len name the group inside topic. */
+/* Classifies topic. For GROUP, ACK and READ, *group and *group_len name
+ * the group inside topic. */
 enum chat_topic_kind chat_topic_parse(const struct chat_config *cfg, const char *topic,
                                       const char **group, size_t *group_len);
 
@@ -258,7 +268,7 @@ void chat_envelope_build_way(enum chat_envelope_way way, const void *payload, si
  * publishes refused before their envelope was built. */
 char *chat_payload_cid(const void *payload, size_t len, size_t max_len);
 
-/* Parses a cumulative ack payload (decimal digits only). */
+/* Parses a cumulative ack (or read) payload (decimal digits only). */
 bool chat_ack_parse(const void *payload, size_t len, uint64_t *id);
 
 /* chat.c: the chat topics */
@@ -271,6 +281,62 @@ int chat_on_acl(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev);
  * holds a static reason. */
 int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char *group, uint64_t id,
                    bool join, uint64_t *now, const char **why);
+
+/* receipts.c: read markers */
+
+/* A publish to <prefix>/<group>/read: applies it as chat_read_apply does,
+ * joining as acks do, answers errors, and never lets it be delivered. */
+int chat_read_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev, const char *group);
+
+/* Applies a read of id by client in group: moves the member's read marker
+ * and the device's cursor (an ack up to id) forward, the replay with it,
+ * and tells presence.c of a marker that moved. join as chat_apply_ack.
+ * *read and *acked (may be NULL) receive the marker and the cursor after;
+ * on failure *why holds a static reason. */
+int chat_read_apply(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                    uint64_t id, bool join, uint64_t *read, uint64_t *acked, const char **why);
+
+/* Appends the fields of a `receipts` answer for client in group to b
+ * (members, reads, more, and after when more): the members after `after`
+ * (NULL: from the first), at most limit, while b stays under cap. Returns
+ * NULL, or a static reason to refuse (not a member, storage error) with
+ * nothing written. */
+const char *chat_receipts_answer(struct chat_plugin *pl, struct mosquitto *client,
+                                 const char *group, const char *after, size_t limit, sbuf *b,
+                                 size_t cap);
+
+/* presence.c: who is online, and the pushes (see its design note) */
+
+bool chat_presence_init(struct chat_plugin *pl);
+void chat_presence_free(struct chat_plugin *pl);
+
+/* A subscription of client to <prefix>/<group> (not a shared one) that we
+ * allowed: counted when the broker lets client read the group
+ * (chat_may_read), else (it cannot be asked) not, failing closed. */
+void chat_presence_subscribed(struct chat_plugin *pl, struct mosquitto *client, const char *group);
+
+/* The device unsubscribed from <prefix>/<group>, disconnected (every
+ * group), or its member left group (every device of member). */
+void chat_presence_unsubscribed(struct chat_plugin *pl, const char *client_id, const char *group);
+void chat_presence_disconnected(struct chat_plugin *pl, const char *client_id);
+void chat_presence_left(struct chat_plugin *pl, const char *member, const char *group);
+
+/* The group was deleted: nothing of it is pushed any more. */
+void chat_presence_forget_group(struct chat_plugin *pl, const char *group);
+
+/* member's read marker in group moved to read: the next push says so. */
+void chat_presence_read(struct chat_plugin *pl, const char *group, const char *member,
+                        uint64_t read);
+
+/* Appends the fields of a `presence` answer (online, members, and more
+ * and after when the list goes on) as chat_receipts_answer does. */
+const char *chat_presence_answer(struct chat_plugin *pl, struct mosquitto *client,
+                                 const char *group, const char *after, size_t limit, sbuf *b,
+                                 size_t cap);
+
+/* Sends the pushes that are due, within a bounded amount of work; from the
+ * tick. now_ms: chat_now_ms(). */
+void chat_presence_tick(struct chat_plugin *pl, int64_t now_ms);
 
 /* access.c */
 
@@ -393,6 +459,11 @@ void chat_expiry_tick(struct chat_plugin *pl, time_t now);
  * Data when corr is not NULL; b is emptied. */
 void chat_reply_send(struct chat_plugin *pl, const char *client_id, const char *topic,
                      const void *corr, uint16_t corr_len, sbuf *b);
+
+/* Pushes payload (len bytes, copied) to client_id on the response topic,
+ * through its answer budget (a client over it misses the push: it only
+ * saves the client asking). Returns whether it was sent. */
+bool chat_push(struct chat_plugin *pl, const char *client_id, const char *payload, size_t len);
 
 /* chat_reply_send on the response topic, without correlation data. */
 void chat_send(struct chat_plugin *pl, const char *client_id, sbuf *b);
@@ -547,5 +618,9 @@ void chat_log_store_error(struct chat_plugin *pl, chat_err rc, const char *fmt, 
  * (at most every 200 ms) while the broker has sent no tick. */
 void chat_chores(struct chat_plugin *pl);
 void chat_chores_without_ticks(struct chat_plugin *pl);
+
+/* Logs the longest tick and the longest gap between two ticks (at
+ * cleanup). */
+void chat_chores_report(struct chat_plugin *pl);
 
 #endif

@@ -1,5 +1,5 @@
 /* reply.c: everything the plugin sends a client: answers and error entries
- * (through the client's answer budget), replay pages, and the page writer
+ * (through the client's answer budget), pushes, replay pages, and the page writer
  * that splices stored envelopes into them. It depends on nothing else of the
  * plugin but the budget (peers.c), so every part may answer through it. */
 #include "plugin.h"
@@ -32,6 +32,23 @@ void chat_reply_send(struct chat_plugin *pl, const char *client_id, const char *
         mosquitto_free(payload);
         mosquitto_property_free_all(&props);
     }
+}
+
+bool chat_push(struct chat_plugin *pl, const char *client_id, const char *payload, size_t len)
+{
+    if (chat_budget_check(pl, client_id) != CHAT_BUDGET_OK) {
+        return false;
+    }
+    chat_budget_spend(pl, client_id, len);
+    /* The broker takes a copy of its own per client. */
+    int rc = mosquitto_broker_publish_copy(client_id, CHAT_RESPONSE_TOPIC, (int)len, payload,
+                                           pl->cfg.page_qos, false, NULL);
+    if (rc != MOSQ_ERR_SUCCESS) {
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: cannot push to %s: error %d", client_id,
+                             rc);
+        return false;
+    }
+    return true;
 }
 
 void chat_send(struct chat_plugin *pl, const char *client_id, sbuf *b)

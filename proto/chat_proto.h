@@ -16,20 +16,23 @@
 
 /* Requests go to CHAT_PROTO_CONTROL_TOPIC; answers and replay pages come on
  * CHAT_PROTO_RESPONSE_TOPIC; nothing under CHAT_PROTO_CONTROL_PREFIX is ever
- * delivered by the broker. Group topics are <prefix>/<group> and
- * <prefix>/<group>/ack, the prefix CHAT_PROTO_DEFAULT_PREFIX unless the
- * broker's plugin_opt_topic_prefix says otherwise. */
+ * delivered by the broker. Group topics are <prefix>/<group>,
+ * <prefix>/<group>/ack and (v1.1) <prefix>/<group>/read, the prefix
+ * CHAT_PROTO_DEFAULT_PREFIX unless the broker's plugin_opt_topic_prefix
+ * says otherwise. */
 #define CHAT_PROTO_CONTROL_PREFIX "$CONTROL/chat/"
 #define CHAT_PROTO_CONTROL_TOPIC "$CONTROL/chat/v1"
 #define CHAT_PROTO_RESPONSE_TOPIC "$CONTROL/chat/v1/response"
 #define CHAT_PROTO_DEFAULT_PREFIX "chat"
 #define CHAT_PROTO_ACK_SUFFIX "/ack"
+#define CHAT_PROTO_READ_SUFFIX "/read"
 
 #define CHAT_PROTO_GROUP_MAX 128u         /* bytes in a group name */
 #define CHAT_PROTO_CID_MAX 64u            /* bytes in a cid */
 #define CHAT_PROTO_NAME_MAX 1024u         /* bytes in a member name or client id */
 #define CHAT_PROTO_COMMANDS_MAX 1000      /* commands in one request */
 #define CHAT_PROTO_REQUEST_MAX (1u << 20) /* bytes in one request */
+#define CHAT_PROTO_LIST_MAX 1000          /* receipts, presence: entries per answer */
 
 /* The largest integer a JSON number carries exactly through a double, and
  * so the largest id, cursor or limit of the protocol: 2^53 - 1. */

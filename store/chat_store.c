@@ -478,6 +478,77 @@ chat_err chat_store_group_delete(chat_store *st, const char *group, size_t max_k
     return st->ops->group_delete(st, group, max_keys, done);
 }
 
+chat_err chat_store_member_count(chat_store *st, const char *group, uint64_t *count)
+{
+    *count = 0;
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    if (!st->ops->member_count) {
+        return unsupported(st, "member count");
+    }
+    return group ? st->ops->member_count(st, group, count) : CHAT_EINVAL;
+}
+
+/* ------------------------------------------------------------------------
+ * Read markers
+ * --------------------------------------------------------------------- */
+
+chat_err chat_store_read_advance(chat_store *st, const char *group, const char *member,
+                                 const char *device, uint64_t id, uint64_t *read, uint64_t *acked,
+                                 bool *moved, bool *found)
+{
+    uint64_t r = 0, a = 0;
+    bool m = false, f = false;
+    chat_err rc = CHAT_EINVAL;
+    if (!st) {
+        rc = CHAT_EIO; /* closed: see chat_store.h */
+    } else if (!st->ops->read_advance) {
+        rc = unsupported(st, "read markers");
+    } else if (group && member && device) {
+        rc = st->ops->read_advance(st, group, member, device, id, &r, &a, &m, &f);
+    }
+    if (read) {
+        *read = r;
+    }
+    if (acked) {
+        *acked = a;
+    }
+    if (moved) {
+        *moved = m;
+    }
+    *found = f;
+    return rc;
+}
+
+chat_err chat_store_read_get(chat_store *st, const char *group, const char *member, uint64_t *id)
+{
+    *id = 0;
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    if (!st->ops->read_get) {
+        return unsupported(st, "read markers");
+    }
+    return group && member ? st->ops->read_get(st, group, member, id) : CHAT_EINVAL;
+}
+
+chat_err chat_store_reads(chat_store *st, const char *group, const char *after, size_t max,
+                          chat_read_fn fn, void *ctx, bool *more)
+{
+    *more = false;
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    if (!group || !fn || max == 0) {
+        return CHAT_EINVAL;
+    }
+    if (!st->ops->reads) {
+        return unsupported(st, "read markers");
+    }
+    return st->ops->reads(st, group, after, max, fn, ctx, more);
+}
+
 /* ------------------------------------------------------------------------
  * Operations
  * --------------------------------------------------------------------- */

@@ -108,6 +108,18 @@ typedef chat_err store_member_groups_fn(chat_store *st, const char *member, chat
                                         void *ctx);
 typedef chat_err store_group_delete_fn(chat_store *st, const char *group, size_t max_keys,
                                        bool *done);
+typedef chat_err store_member_count_fn(chat_store *st, const char *group, uint64_t *count);
+
+/* Read markers. read_advance: group, member and device are not NULL,
+ * the out-parameters are set to 0 and false. reads: group is not NULL, max
+ * is not 0, fn is not NULL, *more is false. */
+typedef chat_err store_read_advance_fn(chat_store *st, const char *group, const char *member,
+                                       const char *device, uint64_t id, uint64_t *read,
+                                       uint64_t *acked, bool *moved, bool *found);
+typedef chat_err store_read_get_fn(chat_store *st, const char *group, const char *member,
+                                   uint64_t *id);
+typedef chat_err store_reads_fn(chat_store *st, const char *group, const char *after, size_t max,
+                                chat_read_fn fn, void *ctx, bool *more);
 
 /* Operations (chat_store.h, "Operations"). group_members, member_devices:
  * fn is not NULL, max is not 0, *done is false. deletions, check: fn is not
@@ -157,6 +169,10 @@ typedef struct chat_store_ops {
     store_member_remove_fn *member_remove;
     store_member_groups_fn *member_groups;
     store_group_delete_fn *group_delete;
+    store_member_count_fn *member_count;
+    store_read_advance_fn *read_advance;
+    store_read_get_fn *read_get;
+    store_reads_fn *reads;
     store_group_members_fn *group_members;
     store_member_devices_fn *member_devices;
     store_deletions_fn *deletions;

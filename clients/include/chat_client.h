@@ -13,9 +13,13 @@
  * and records the last id shown per group in a small state file, so an
  * application that restarts shows nothing twice. chat_client_send gives each
  * message a fresh `cid` and keeps it until the broker acknowledged it,
- * resending after a reconnect (the plugin drops the duplicate). fetch,
- * history, unread, join and leave are plain blocking calls with results;
- * chat_client_request sends any other command (the admin commands).
+ * resending after a reconnect (the plugin drops the duplicate).
+ * chat_client_read marks a group read up to an id for the member (on all
+ * its devices), coalesced like acks, and the read markers and presence the
+ * plugin pushes for listened groups come as events (protocol v1.1). fetch,
+ * history, unread, join, leave, receipts and presence are plain blocking
+ * calls with results; chat_client_request sends any other command (the
+ * admin commands).
  * Both MQTT 3.1.1 and MQTT 5 work; docs/client.md has a complete example.
  *
  * Conventions: functions that can fail return a chat_client_err and put
@@ -38,8 +42,9 @@
  * Paho's callbacks only queue what they got, so neither the application nor
  * the state file ever blocks Paho's thread. on_message and on_event run on
  * the dispatcher, one at a time; they may call chat_client_send,
- * chat_client_send_json and chat_client_listen, but not the blocking calls
- * (connect, flush, disconnect, fetch, history, unread, join, leave, request), which
+ * chat_client_send_json, chat_client_listen and chat_client_read, but not
+ * the blocking calls (connect, flush, disconnect, fetch, history, unread,
+ * join, leave, receipts, presence, request), which
  * return CHAT_CLIENT_ERR_INVAL there rather than deadlock. A slow callback
  * delays later messages, never the connection. chat_client_destroy must not
  * be called from a callback, nor while another thread is inside a call on
@@ -120,17 +125,21 @@ typedef enum chat_client_event_type {
     CHAT_CLIENT_EV_SEND_REFUSED,   /* the plugin refused message cid in group: reason */
     CHAT_CLIENT_EV_LISTEN_REFUSED, /* the plugin refused the subscription to group: reason */
     CHAT_CLIENT_EV_TRUNCATED,      /* retention removed ids of group before id: skipped */
-    CHAT_CLIENT_EV_ERROR           /* something the application should log: reason */
+    CHAT_CLIENT_EV_ERROR,          /* something the application should log: reason */
+    CHAT_CLIENT_EV_READ,           /* member has read group up to id (a pushed read marker) */
+    CHAT_CLIENT_EV_PRESENCE        /* member came online in group (online) or went offline */
 } chat_client_event_type;
 
 /* What happened; fields that do not apply are NULL or 0. */
 typedef struct chat_client_event {
     chat_client_event_type type;
-    const char *group;  /* CATCHUP, SEND_REFUSED, LISTEN_REFUSED, TRUNCATED, maybe ERROR */
+    const char *group;  /* CATCHUP, SEND_REFUSED, LISTEN_REFUSED, TRUNCATED, READ, PRESENCE,
+                           maybe ERROR */
     const char *cid;    /* SEND_REFUSED */
     const char *reason; /* SEND_REFUSED, LISTEN_REFUSED, ERROR; DISCONNECTED: the broker's
                            reason (MQTT 5) or Paho's, if any */
-    uint64_t id;        /* CATCHUP: last id shown; TRUNCATED: the oldest id still kept */
+    uint64_t id;        /* CATCHUP: last id shown; TRUNCATED: the oldest id still kept;
+                           READ: the member's read marker */
     uint64_t head;      /* CATCHUP: the group's head; caught up when id == head */
     uint64_t pages;     /* CATCHUP: pages and fetches applied in this catch-up so far */
     uint64_t messages;  /* CATCHUP: messages shown in this catch-up so far */
@@ -138,6 +147,8 @@ typedef struct chat_client_event {
                            (MQTT 5 only; 0x8E: another client connected with the same client
                            id), 0 when the connection just ended, as it always does with
                            MQTT 3.1.1 and with Mosquitto before 2.0.15 on a takeover */
+    const char *member; /* READ, PRESENCE: whom it is about */
+    bool online;        /* PRESENCE: came online (true) or went offline */
 } chat_client_event;
 
 /* Called on the dispatcher thread for each event. */
@@ -241,6 +252,16 @@ chat_client_err chat_client_send(chat_client *c, const char *group, const char *
 chat_client_err chat_client_send_json(chat_client *c, const char *group, const char *json,
                                       char *cid, size_t cid_size);
 
+/* Marks group as read up to id by this member (over all its devices:
+ * the plugin keeps one read marker per member, which only moves forward),
+ * and acks this device up to id. Non-blocking and coalesced like acks: the
+ * highest id asked for goes out on <prefix>/<group>/read at once, then at
+ * most every ack_interval_ms, and before a disconnect. For a listened group
+ * nothing beyond the last id shown goes out (it waits until shown), so the
+ * device's cursor never passes what the application saw. Callable from
+ * callbacks. */
+chat_client_err chat_client_read(chat_client *c, const char *group, uint64_t id);
+
 /* Waits until every message sent so far was acknowledged by the broker and
  * the plugin has answered a request sent after them, at most timeout_ms (<=
  * 0: request_timeout_ms). *refused (may be NULL) gets the number of messages
@@ -305,6 +326,35 @@ chat_client_err chat_client_join(chat_client *c, const char *group, const char *
 
 /* Leaves group (or, for an admin, removes member; NULL: oneself). */
 chat_client_err chat_client_leave(chat_client *c, const char *group, const char *member);
+
+/* One member's read marker. */
+typedef struct chat_client_read_marker {
+    char *member;
+    uint64_t id; /* the highest id it has read, 0: nothing yet */
+} chat_client_read_marker;
+
+/* Every member of group (members only may ask) with its read marker, in
+ * byte order of the names, and the member count in *members (may be NULL):
+ * "read by k of n" for message N is the number of markers >= N, of n. The
+ * library asks page after page. *list (an array of *count entries, NULL
+ * when none) is freed with chat_client_receipts_free. */
+chat_client_err chat_client_receipts(chat_client *c, const char *group,
+                                     chat_client_read_marker **list, size_t *count,
+                                     uint64_t *members);
+
+/* Frees what chat_client_receipts returned. Accepts NULL. */
+void chat_client_receipts_free(chat_client_read_marker *list, size_t count);
+
+/* Who of group is online now (members only may ask): the names, in byte
+ * order, and the member count in *members (may be NULL). *online (an
+ * array of *count strings, NULL when none) is freed with
+ * chat_client_presence_free. Changes after it come as
+ * CHAT_CLIENT_EV_PRESENCE for listened groups. */
+chat_client_err chat_client_presence(chat_client *c, const char *group, char ***online,
+                                     size_t *count, uint64_t *members);
+
+/* Frees what chat_client_presence returned. Accepts NULL. */
+void chat_client_presence_free(char **online, size_t count);
 
 /* Sends any one command of the protocol (docs/protocol.md, "Requests") and
  * waits for its entry: the admin commands (groups, members, stats, delete,

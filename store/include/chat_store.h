@@ -12,7 +12,7 @@
  * through a `found` flag.
  *
  * Callbacks: the walks (chat_store_scan_forward, chat_store_groups,
- * chat_store_member_groups) call the caller's fn once per item; fn must not
+ * chat_store_member_groups, chat_store_reads) call the caller's fn once per item; fn must not
  * be NULL (CHAT_EINVAL) and must not call the store. fn returns 0 to go on;
  * any other value stops the walk at once, without error: the call returns
  * CHAT_OK (a store error met before still fails it), and where the walk
@@ -48,17 +48,24 @@
  *   'K' g id         -> m cid                 the 'I' key of message id, for its deletion
  *   'D' g            -> gen (8) bound (8) key a deletion of g under way: its generation,
  *                                             head + 1 when it began, its resume key
+ *   'R' g m          -> read (8)              highest id member m has read (0: none yet),
+ *                                             from its join on; m bare, so that a group's
+ *                                             members come out in name order
+ *   'N' g            -> count (8)             members of g (no record: none)
  *   '#' "deletions"  -> gen (8)               the last deletion's generation
  *   '#' "groups"     -> count (8)             the number of 'H' records
  *   '#' "incarnation"-> 32 hex digits         see chat_store_incarnation
  *   '#' "running"    -> mode (1) boot id      a run under way (invariant 7)
  *   '#' "format"     -> version (8)           the key layout's version: 1 so far; a
  *                                             store without it is version 1
+ *   '#' "receipts"   -> 1 (1)                 'R' and 'N' are kept (a store from before
+ *                                             gets them once, at open)
  *
  * where g, m, d and cid are length-prefixed strings (two bytes, big-endian),
- * so that no key is a prefix of another with a different meaning; the one
- * exception is the g ending a 'G' key, stored bare so that a member's groups
- * come out in byte order of their names.
+ * so that no key is a prefix of another with a different meaning; the
+ * exceptions are the g ending a 'G' key and the m ending an 'R' key, stored
+ * bare so that a member's groups, and a group's members, come out in byte
+ * order of their names.
  *
  * Invariants (1 to 4 and 6 hold for the data whatever keeps it; 5 and 7
  * are how the LevelDB backend deals with its files; the modules of
@@ -93,6 +100,13 @@
  *      an id: chat_store_open syncs it with this run's marker before it
  *      returns, and only a clean close (everything synced) removes the
  *      marker. [ldb_run]
+ *   8. 'R' g m exists if and only if m is a member of g whose membership
+ *      counts, and 'N' g is the number of them: both are written in the
+ *      batches that add and remove members; a group deletion's first batch
+ *      drops 'N' (no earlier membership counts from then on) and its walk
+ *      the old 'R' records. A read marker never moves back and never
+ *      exceeds head; it moves in the batch that moves the reading device's
+ *      cursor to it. [ldb_member, ldb_delete, ldb_read]
  */
 #ifndef CHAT_STORE_H
 #define CHAT_STORE_H
@@ -433,17 +447,18 @@ chat_err chat_store_groups(chat_store *st, const char *after, size_t max, chat_h
                            void *ctx, bool *done);
 
 /* Membership. member_add is idempotent: an existing member keeps its
- * joined id. *joined (may be NULL) receives it. While the group is being
- * deleted (chat_store_group_delete), only members who joined since the
- * deletion began count; joining then starts a new membership, without the
- * old one's cursors. */
+ * joined id and its read marker (a new member's starts at 0). *joined (may
+ * be NULL) receives it. While the group is being deleted
+ * (chat_store_group_delete), only members who joined since the deletion
+ * began count; joining then starts a new membership, without the old
+ * one's cursors. */
 chat_err chat_store_member_add(chat_store *st, const char *group, const char *member,
                                uint64_t *joined);
 chat_err chat_store_member_get(chat_store *st, const char *group, const char *member,
                                uint64_t *joined, bool *found);
 
-/* Removes member from group with every cursor of its devices there and its
- * maximum cursor record. */
+/* Removes member from group with every cursor of its devices there, its
+ * maximum cursor record and its read marker. */
 chat_err chat_store_member_remove(chat_store *st, const char *group, const char *member);
 
 /* Calls fn once per group of member, in byte order of the group names
@@ -452,8 +467,40 @@ chat_err chat_store_member_remove(chat_store *st, const char *group, const char 
 typedef int (*chat_group_fn)(void *ctx, const char *group, uint64_t joined);
 chat_err chat_store_member_groups(chat_store *st, const char *member, chat_group_fn fn, void *ctx);
 
+/* The number of members of group (0 for an unknown group), from one
+ * counter record: no walk over the members. */
+chat_err chat_store_member_count(chat_store *st, const char *group, uint64_t *count);
+
+/* Read markers (protocol v1.1): per (group, member), the highest id the
+ * member has read on any of its devices. */
+
+/* Moves member's read marker in group forward to id (clamped to head; a
+ * lower id changes nothing) and, in the same batch, device's cursor
+ * forward to the same id, as chat_store_cursor_advance does: what a member
+ * read, the device that says so has received. When member is not in group
+ * nothing is written and *found is false. Otherwise *read receives the
+ * marker afterwards, *acked the device's cursor, *moved whether the marker
+ * moved (each may be NULL). */
+chat_err chat_store_read_advance(chat_store *st, const char *group, const char *member,
+                                 const char *device, uint64_t id, uint64_t *read, uint64_t *acked,
+                                 bool *moved, bool *found);
+
+/* member's read marker in group: 0 when it has read nothing yet, or is
+ * not a member. */
+chat_err chat_store_read_get(chat_store *st, const char *group, const char *member, uint64_t *id);
+
+/* Calls fn(ctx, member, read) for the members of group in byte order of
+ * their names, from the first after `after` (NULL or "": from the first),
+ * at most max of them (max 0: CHAT_EINVAL); fn stops the walk as Callbacks
+ * at the top says. *more tells whether members follow. A member that has
+ * read nothing comes with 0. */
+typedef int (*chat_read_fn)(void *ctx, const char *member, uint64_t read);
+chat_err chat_store_reads(chat_store *st, const char *group, const char *after, size_t max,
+                          chat_read_fn fn, void *ctx, bool *more);
+
 /* Deletes a group in bounded steps: every message, cid key, membership
- * (both indexes), device cursor and maximum cursor record of group, each
+ * (both indexes), device cursor, maximum cursor record, read marker and
+ * the member count of group, each
  * call looking at no more than max_keys records (max_keys 0: CHAT_EINVAL).
  * *done is set by the call that finished; calling again continues where
  * the last call stopped, across reopens too.

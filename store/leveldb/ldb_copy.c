@@ -1,6 +1,7 @@
 /* ldb_copy: a new LevelDB store from another backend's records (see
  * ldb_copy.h). */
 #include "ldb_copy.h"
+#include "ldb_db.h"
 #include "ldb_keys.h"
 #include "ldb_run.h"
 #include "store_text.h"
@@ -23,6 +24,8 @@ struct ldb_copy {
     size_t bytes;     /* in wb */
     uint64_t records; /* handed over */
     uint64_t groups;  /* 'H' records written */
+    key count;        /* 'N' of the group whose memberships come now; len 0: none yet */
+    uint64_t members; /* ... and how many came so far */
     bool failed;      /* a write failed: the copy is of no use */
     char dest[4096];
     char partial[4096 + 16];
@@ -169,13 +172,42 @@ chat_err ldb_copy_message(ldb_copy *c, const char *group, uint64_t id, const cha
     return rc;
 }
 
-chat_err ldb_copy_member(ldb_copy *c, const char *group, const char *member, uint64_t joined)
+/* The member count of the group whose memberships came last (invariant
+ * 8), once they all came. */
+static chat_err put_count(ldb_copy *c)
 {
-    key kj, kg;
+    chat_err rc = c->count.len > 0 ? put_u64s(c, &c->count, c->members, NULL) : CHAT_OK;
+    c->count.len = 0;
+    c->members = 0;
+    return rc;
+}
+
+chat_err ldb_copy_member(ldb_copy *c, const char *group, const char *member, uint64_t joined,
+                         uint64_t read)
+{
+    key kj, kg, kr, kn;
     join_keys(&kj, &kg, group, member);
-    chat_err rc = put_u64s(c, &kj, joined, NULL);
+    read_key(&kr, group, member);
+    group_key(&kn, TAG_COUNT, group);
+    if (kn.overflow) {
+        return CHAT_EINVAL;
+    }
+    chat_err rc = CHAT_OK;
+    if (c->count.len != kn.len || memcmp(c->count.buf, kn.buf, kn.len) != 0) {
+        rc = put_count(c);
+        c->count = kn;
+    }
+    if (rc == CHAT_OK) {
+        rc = put_u64s(c, &kj, joined, NULL);
+    }
     if (rc == CHAT_OK) {
         rc = put_u64s(c, &kg, joined, NULL);
+    }
+    if (rc == CHAT_OK) {
+        rc = put_u64s(c, &kr, read, NULL);
+    }
+    if (rc == CHAT_OK) {
+        c->members++;
     }
     if (rc == CHAT_OK) {
         c->records++;
@@ -224,8 +256,15 @@ chat_err ldb_copy_finish(ldb_copy *c, char *err, size_t cap)
         store_set_text(err, cap, "cannot draw an incarnation for the copy");
         return CHAT_EIO;
     }
+    if (put_count(c) != CHAT_OK) {
+        store_set_text(err, cap, "an earlier write of the copy failed");
+        return CHAT_EIO;
+    }
     meta_key(&kg, META_GROUPS);
     meta_key(&ki, META_INCARNATION);
+    /* The memberships came with their read markers and counts: the store
+     * needs no upgrade (ldb_read_upgrade). */
+    ldb_put_meta(c->wb, META_RECEIPTS, "\1", 1);
     put_u64(n, c->groups);
     leveldb_writebatch_put(c->wb, kg.buf, kg.len, n, sizeof(n));
     leveldb_writebatch_put(c->wb, ki.buf, ki.len, inc, STORE_INCARNATION_LEN);

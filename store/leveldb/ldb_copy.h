@@ -37,8 +37,11 @@ chat_err ldb_copy_group(ldb_copy *c, const char *group, uint64_t head, uint64_t 
 chat_err ldb_copy_message(ldb_copy *c, const char *group, uint64_t id, const char *from,
                           const char *cid, const char *env, size_t len);
 
-/* A membership (both of its records). */
-chat_err ldb_copy_member(ldb_copy *c, const char *group, const char *member, uint64_t joined);
+/* A membership (both of its records) with its read marker. A group's
+ * memberships come one after another (the member count is written when
+ * the next group's begin, or at the finish). */
+chat_err ldb_copy_member(ldb_copy *c, const char *group, const char *member, uint64_t joined,
+                         uint64_t read);
 
 /* A device's cursor and its last use (ms). */
 chat_err ldb_copy_cursor(ldb_copy *c, const char *group, const char *member, const char *device,

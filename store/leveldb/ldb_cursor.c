@@ -106,21 +106,21 @@ static chat_err raise_max(ldb *st, const char *group, const char *member, uint64
     return CHAT_OK;
 }
 
-chat_err ldb_cursor_advance(chat_store *cs, const char *group, const char *member,
-                            const char *device, uint64_t id, uint64_t *now)
+chat_err ldb_cursor_advance_add(ldb *st, const char *group, const char *member, const char *device,
+                                uint64_t id, leveldb_writebatch_t *wb, uint64_t *now, bool *put)
 {
-    ldb *st = ldb_of(cs);
     key k;
     uint64_t head = 0;
     rec cur = {0, 0};
     bool found = false;
     chat_err rc;
 
+    *put = false;
     cursor_key(&k, group, member, device);
     if (k.overflow) {
         return CHAT_EINVAL;
     }
-    rc = ldb_head(cs, group, &head);
+    rc = ldb_head(&st->base, group, &head);
     if (rc == CHAT_OK) {
         rc = ldb_get_rec(st, &k, &cur, &found);
     }
@@ -130,26 +130,39 @@ chat_err ldb_cursor_advance(chat_store *cs, const char *group, const char *membe
     if (id > head) {
         id = head;
     }
-    int64_t t = store_now_ms(cs);
+    int64_t t = store_now_ms(&st->base);
     bool move = !found || id > cur.v;
     /* An ack that moves nothing is still a use of the device. */
     if (move || day_of(t) != day_of((int64_t)cur.x)) {
         uint64_t to = move ? id : cur.v;
-        leveldb_writebatch_t *wb = leveldb_writebatch_create();
         ldb_batch_put2(wb, &k, to, (uint64_t)t);
         if (move) {
             rc = raise_max(st, group, member, to, wb);
         }
-        if (rc == CHAT_OK) {
-            rc = ldb_write_batch(st, wb, st->wopt_lazy, &k);
-        }
-        leveldb_writebatch_destroy(wb);
-        if (rc == CHAT_OK) {
-            cur.v = to;
-        }
+        cur.v = to;
+        *put = true;
     }
-    if (now) {
-        *now = cur.v;
+    *now = cur.v;
+    return rc;
+}
+
+chat_err ldb_cursor_advance(chat_store *cs, const char *group, const char *member,
+                            const char *device, uint64_t id, uint64_t *now)
+{
+    ldb *st = ldb_of(cs);
+    uint64_t to = 0;
+    bool put = false;
+    key k;
+
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    chat_err rc = ldb_cursor_advance_add(st, group, member, device, id, wb, &to, &put);
+    if (rc == CHAT_OK && put) {
+        cursor_key(&k, group, member, device);
+        rc = ldb_write_batch(st, wb, st->wopt_lazy, &k);
+    }
+    leveldb_writebatch_destroy(wb);
+    if (rc == CHAT_OK && now) {
+        *now = to;
     }
     return rc;
 }

@@ -18,8 +18,18 @@ store_cursor_info_fn ldb_cursor_info;
  * records. */
 store_cursor_max_fn ldb_cursor_max;
 
-/* 'C' and, when it moves, 'X' in one batch (invariant 3). */
+/* 'C' and, when it moves, 'X' in one batch (invariant 3), as
+ * ldb_cursor_advance_add makes it. */
 store_cursor_advance_fn ldb_cursor_advance;
+
+/* What moves device's cursor in group forward to id (clamped to head), as
+ * puts added to wb, for a caller that writes more in the same batch (a
+ * read marker). *now receives the cursor as it is once wb is written; *put
+ * whether anything was added (nothing to write: the cursor is at id
+ * already and its last use is of today). On error wb may hold part of it:
+ * the caller drops it. */
+chat_err ldb_cursor_advance_add(ldb *st, const char *group, const char *member, const char *device,
+                                uint64_t id, leveldb_writebatch_t *wb, uint64_t *now, bool *put);
 
 /* Rewrites 'C' when the day of its last use changed. */
 store_cursor_touch_fn ldb_cursor_touch;

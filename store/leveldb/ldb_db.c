@@ -75,9 +75,9 @@ chat_err ldb_refused(ldb *st)
  * and cids are nearly all looked up once (a Bloom filter answers). */
 static bool cacheable(const char *k, size_t len)
 {
-    return len > 0 &&
-           (k[0] == TAG_HEAD || k[0] == TAG_FIRST || k[0] == TAG_CURSOR || k[0] == TAG_JOIN ||
-            k[0] == TAG_GROUPS || k[0] == TAG_MAX || k[0] == TAG_DELETE);
+    return len > 0 && (k[0] == TAG_HEAD || k[0] == TAG_FIRST || k[0] == TAG_CURSOR ||
+                       k[0] == TAG_JOIN || k[0] == TAG_GROUPS || k[0] == TAG_MAX ||
+                       k[0] == TAG_DELETE || k[0] == TAG_READ || k[0] == TAG_COUNT);
 }
 
 bool ldb_decode(char tag, const char *v, size_t vlen, rec *r)

@@ -4,7 +4,7 @@
  * only). Private to store/leveldb.
  *
  * The cache (chat_cache) holds the small records ('H', 'F', 'C', 'X', 'J',
- * 'G', 'D'); ldb_write_batch keeps it, write-through, from each batch it
+ * 'G', 'D', 'R', 'N'); ldb_write_batch keeps it, write-through, from each batch it
  * writes, so it is exact for this process's own writes. It is right only
  * while this process is the store's only writer: another writer's records
  * would never be read again once a key is cached. What relies on that:
@@ -15,10 +15,13 @@
  *     and 'X' record they compare with (a stale one would move back);
  *   - member_add, member_get, member_groups, cursor_start: memberships and
  *     the deletion generation ('D') that says whether they count;
+ *   - member_add, member_remove, member_count: the member count ('N');
+ *     read_advance: the read marker ('R') it moves forward only;
  *   - head, first and what first bounds (get, scan, cid_find, trim), and
  *     group_delete (the 'J' records of members who joined meanwhile).
  * Only the walks over many keys (scans of messages, expire_devices,
- * member_groups' index, group_delete's walk) read LevelDB directly.
+ * member_groups' index, group_delete's walk, the members' read markers and
+ * the read markers' upgrade) read LevelDB directly.
  */
 #ifndef LDB_DB_H
 #define LDB_DB_H

@@ -11,7 +11,8 @@
 
 /* The kinds of a group's records, in key order: a deletion walks them one
  * after the other, and its resume point is the last key it looked at. */
-static const char delete_kinds[] = {TAG_CURSOR, TAG_CID, TAG_JOIN, TAG_CIDREV, TAG_MSG, TAG_MAX};
+static const char delete_kinds[] = {TAG_CURSOR, TAG_CID,  TAG_JOIN, TAG_CIDREV,
+                                    TAG_MSG,    TAG_READ, TAG_MAX};
 #define DELETE_KINDS (sizeof(delete_kinds) / sizeof(delete_kinds[0]))
 
 /* Whether member (the bytes of a key) joined group since the deletion of
@@ -83,6 +84,10 @@ static chat_err delete_one(ldb *st, const char *group, size_t plen, const struct
         if (next_part(&p, end, &m, &mlen)) {
             rc = member_is_new(st, group, m, mlen, del->gen, &keep);
         }
+        break;
+    case TAG_READ:
+        /* the member's name is the rest of the key, bare */
+        rc = member_is_new(st, group, p, (size_t)(end - p), del->gen, &keep);
         break;
     default:
         break;
@@ -190,7 +195,7 @@ static void deletion_seek(leveldb_iterator_t *it, const struct deletion *del, ke
 chat_err ldb_group_delete(chat_store *cs, const char *group, size_t max_keys, bool *done)
 {
     ldb *st = ldb_of(cs);
-    key kd, kf, prefix;
+    key kd, kf, kn, prefix;
     struct deletion del;
     uint64_t head = 0;
     size_t kind = 0, visited = 0;
@@ -200,8 +205,9 @@ chat_err ldb_group_delete(chat_store *cs, const char *group, size_t max_keys, bo
 
     group_key(&kd, TAG_DELETE, group);
     group_key(&kf, TAG_FIRST, group);
+    group_key(&kn, TAG_COUNT, group);
     group_key(&prefix, TAG_MSG, group); /* the kind byte changes as the walk goes */
-    if (kd.overflow || kf.overflow || prefix.overflow) {
+    if (kd.overflow || kf.overflow || kn.overflow || prefix.overflow) {
         return CHAT_EINVAL;
     }
     rc = deletion_get(st, &kd, &del, &pending);
@@ -221,6 +227,10 @@ chat_err ldb_group_delete(chat_store *cs, const char *group, size_t max_keys, bo
         if (head > 0) {
             ldb_batch_put(wb, &kf, del.bound);
         }
+        /* No membership from before counts any more: neither does it in
+         * the member count (invariant 8), which joins from now on raise
+         * from zero. */
+        leveldb_writebatch_delete(wb, kn.buf, kn.len);
     }
     leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
     deletion_seek(it, &del, &prefix, &kind);

@@ -15,10 +15,12 @@ void ldb_describe_key(const char *k, size_t len, char *out, size_t cap)
     case TAG_HEAD:
     case TAG_FIRST:
     case TAG_DELETE:
+    case TAG_COUNT:
         if (next_part(&p, end, &a, &an)) {
             store_put_text(out, cap, "%s of group ",
                            k[0] == TAG_HEAD    ? "head"
                            : k[0] == TAG_FIRST ? "first id"
+                           : k[0] == TAG_COUNT ? "member count"
                                                : "deletion");
             store_put_name(out, cap, "", a, an);
             return;
@@ -46,6 +48,13 @@ void ldb_describe_key(const char *k, size_t len, char *out, size_t cap)
             if (k[0] == TAG_CURSOR && next_part(&p, end, &c, &cn)) {
                 store_put_name(out, cap, " device ", c, cn);
             }
+            store_put_name(out, cap, " in group ", a, an);
+            return;
+        }
+        break;
+    case TAG_READ:
+        if (next_part(&p, end, &a, &an)) {
+            store_put_name(out, cap, "read marker of member ", p, (size_t)(end - p));
             store_put_name(out, cap, " in group ", a, an);
             return;
         }

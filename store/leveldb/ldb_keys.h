@@ -27,6 +27,8 @@
 #define TAG_CIDREV 'K'
 #define TAG_MAX 'X'
 #define TAG_DELETE 'D'
+#define TAG_READ 'R'  /* read marker of a member, its name bare: name order */
+#define TAG_COUNT 'N' /* the number of members of a group */
 
 #define TAG_META '#'
 
@@ -44,6 +46,7 @@
  * before the '#format' record is version 1; a layout that older code would
  * misread takes the next number, and older code then refuses the store. */
 #define LDB_FORMAT 1u
+#define META_RECEIPTS "receipts"       /* 'R' and 'N' records are kept */
 
 /* Longest key component (group, member, device, cid) accepted. Group names
  * stop at 128 bytes and cids at 64; client ids and usernames may in theory
@@ -193,6 +196,16 @@ static inline void join_keys(key *kj, key *kg, const char *group, const char *me
     key_init(kg, TAG_GROUPS);
     key_str(kg, member);
     key_raw(kg, group);
+}
+
+/* 'R' g m: member m's read marker in group g, the name bare (the key's
+ * last part) so that a group's members come out in byte order of their
+ * names. */
+static inline void read_key(key *k, const char *group, const char *member)
+{
+    key_init(k, TAG_READ);
+    key_str(k, group);
+    key_raw(k, member);
 }
 
 /* Writes a reader's description of a key (the record kind, its group,

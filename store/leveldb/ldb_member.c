@@ -64,19 +64,55 @@ static chat_err visit_delete(ldb *st, void *ctx, const char *k, size_t klen, con
     return CHAT_OK;
 }
 
-/* Adds to wb the deletion of member's cursors in group and of its maximum
- * cursor record. */
+/* Adds to wb the deletion of member's cursors in group, of its maximum
+ * cursor record and of its read marker: what a membership holds besides
+ * its 'J' and 'G' records. */
 static chat_err delete_cursors(ldb *st, const char *group, const char *member,
                                leveldb_writebatch_t *wb)
 {
-    key kx, prefix;
+    key kx, kr, prefix;
     cursor_key(&prefix, group, member, NULL);
     max_key(&kx, group, member);
-    if (prefix.overflow || kx.overflow) {
+    read_key(&kr, group, member);
+    if (prefix.overflow || kx.overflow || kr.overflow) {
         return CHAT_EINVAL;
     }
     leveldb_writebatch_delete(wb, kx.buf, kx.len);
+    leveldb_writebatch_delete(wb, kr.buf, kr.len);
     return ldb_walk(st, &prefix, visit_delete, wb);
+}
+
+chat_err ldb_member_count(chat_store *cs, const char *group, uint64_t *count)
+{
+    key kn;
+    bool found = false;
+    group_key(&kn, TAG_COUNT, group);
+    *count = 0;
+    if (kn.overflow) {
+        return CHAT_EINVAL;
+    }
+    return ldb_get_u64(ldb_of(cs), &kn, count, &found);
+}
+
+/* Adds to wb the group's member count moved by one (up, or down): a put,
+ * or the record's deletion when no member is left, so that a group nobody
+ * belongs to keeps no count. */
+static chat_err count_step(ldb *st, const char *group, bool up, leveldb_writebatch_t *wb)
+{
+    key kn;
+    uint64_t n = 0;
+    group_key(&kn, TAG_COUNT, group);
+    chat_err rc = ldb_member_count(&st->base, group, &n);
+    if (rc != CHAT_OK) {
+        return rc;
+    }
+    n = up ? n + 1 : (n > 0 ? n - 1 : 0);
+    if (n == 0) {
+        leveldb_writebatch_delete(wb, kn.buf, kn.len);
+    } else {
+        ldb_batch_put(wb, &kn, n);
+    }
+    return CHAT_OK;
 }
 
 chat_err ldb_member_add(chat_store *cs, const char *group, const char *member, uint64_t *joined)
@@ -99,6 +135,8 @@ chat_err ldb_member_add(chat_store *cs, const char *group, const char *member, u
         rc = pending_delete(st, group, strlen(group), &gen, &pending);
     }
     if (rc == CHAT_OK && !found) {
+        key kr;
+        read_key(&kr, group, member);
         leveldb_writebatch_t *wb = leveldb_writebatch_create();
         if (pending) {
             /* Joining a group being deleted: a new membership, marked as
@@ -111,7 +149,13 @@ chat_err ldb_member_add(chat_store *cs, const char *group, const char *member, u
             ldb_batch_put(wb, &kj, at);
             ldb_batch_put(wb, &kg, at);
         }
+        /* A read marker from the start (it lists the member for receipts,
+         * in name order), and one more member in the count. */
         if (rc == CHAT_OK) {
+            rc = kr.overflow ? CHAT_EINVAL : count_step(st, group, true, wb);
+        }
+        if (rc == CHAT_OK) {
+            ldb_batch_put(wb, &kr, 0);
             rc = ldb_write_batch(st, wb, st->wopt_lazy, &kj);
         }
         leveldb_writebatch_destroy(wb);
@@ -126,6 +170,8 @@ chat_err ldb_member_remove(chat_store *cs, const char *group, const char *member
 {
     ldb *st = ldb_of(cs);
     key kj, kg;
+    uint64_t joined = 0;
+    bool live = false;
     chat_err rc;
 
     join_keys(&kj, &kg, group, member);
@@ -136,6 +182,14 @@ chat_err ldb_member_remove(chat_store *cs, const char *group, const char *member
     leveldb_writebatch_delete(wb, kj.buf, kj.len);
     leveldb_writebatch_delete(wb, kg.buf, kg.len);
     rc = delete_cursors(st, group, member, wb);
+    /* Only a membership that counts is in the count: one a deletion has
+     * done away with left it when the deletion began. */
+    if (rc == CHAT_OK) {
+        rc = ldb_member_get(cs, group, member, &joined, &live);
+    }
+    if (rc == CHAT_OK && live) {
+        rc = count_step(st, group, false, wb);
+    }
     if (rc == CHAT_OK) {
         rc = ldb_write_batch(st, wb, st->wopt_lazy, &kj);
     }

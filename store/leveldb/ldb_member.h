@@ -1,6 +1,7 @@
 /* ldb_member: memberships in the LevelDB backend ('J' and 'G' records,
- * invariant 4), with their generations while a group is being deleted; a
- * membership ends with its cursors. Private to store/leveldb.
+ * invariant 4), with their generations while a group is being deleted, and
+ * the member count ('N', invariant 8); a membership starts with its read
+ * marker ('R') and ends with it and its cursors. Private to store/leveldb.
  */
 #ifndef LDB_MEMBER_H
 #define LDB_MEMBER_H
@@ -19,14 +20,21 @@ chat_err ldb_membership_live(ldb *st, const char *group, size_t glen, const rec 
  * says the group is being deleted. */
 store_member_get_fn ldb_member_get;
 
-/* 'J' and 'G' in one batch (invariant 4), with a deletion's generation
- * and without the old cursors while the group is being deleted. */
+/* 'J', 'G', 'R' (0) and 'N' in one batch (invariants 4 and 8), with a
+ * deletion's generation and without the old cursors while the group is
+ * being deleted. */
 store_member_add_fn ldb_member_add;
 
-/* 'J', 'G', every 'C' of the member in group and its 'X', in one batch. */
+/* 'J', 'G', every 'C' of the member in group, its 'X' and 'R', and 'N'
+ * when the membership counted, in one batch. */
 store_member_remove_fn ldb_member_remove;
 
 /* An iterator over the member's 'G' records, in group-name order. */
 store_member_groups_fn ldb_member_groups;
+
+/* The 'N' record through the cache (0 without one), which member_add and
+ * member_remove keep in their batches and a group deletion drops when it
+ * begins. */
+store_member_count_fn ldb_member_count;
 
 #endif

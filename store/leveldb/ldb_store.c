@@ -9,6 +9,7 @@
 #include "ldb_job.h"
 #include "ldb_log.h"
 #include "ldb_member.h"
+#include "ldb_read.h"
 #include "ldb_run.h"
 #include "ldb_syncer.h"
 #include "ldb_trim.h"
@@ -162,6 +163,10 @@ static const chat_store_ops ldb_ops = {
     .member_remove = ldb_member_remove,
     .member_groups = ldb_member_groups,
     .group_delete = ldb_group_delete,
+    .member_count = ldb_member_count,
+    .read_advance = ldb_read_advance,
+    .read_get = ldb_read_get,
+    .reads = ldb_reads,
     .group_members = ldb_group_members,
     .member_devices = ldb_member_devices,
     .deletions = ldb_deletions,
@@ -260,6 +265,9 @@ chat_err ldb_open(const char *path, const chat_store_opts *opts, chat_store **ou
         goto fail;
     }
     rc = ldb_run_start(st, opts->boot_id, errmsg);
+    if (rc == CHAT_OK) {
+        rc = ldb_read_upgrade(st, errmsg);
+    }
     if (rc != CHAT_OK) {
         goto fail;
     }

@@ -151,9 +151,9 @@ static const struct {
     /* while a group is being deleted only the memberships begun since
      * count, and only their cursors: the copy holds no deletion */
     [PART_MEMBERS] = {"reading the memberships",
-                      "SELECT mm.grp, mm.member, mm.joined FROM chat_members mm LEFT JOIN "
-                      "chat_groups gg ON gg.grp = mm.grp WHERE gg.del_gen IS NULL OR mm.gen = "
-                      "gg.del_gen",
+                      "SELECT mm.grp, mm.member, mm.joined, mm.read_id FROM chat_members mm "
+                      "LEFT JOIN chat_groups gg ON gg.grp = mm.grp WHERE gg.del_gen IS NULL OR "
+                      "mm.gen = gg.del_gen ORDER BY mm.grp",
                       "FETCH " FETCH_ROWS " FROM c"},
     [PART_CURSORS] = {"reading the cursors",
                       "SELECT cc.grp, cc.member, cc.device, cc.acked, cc.used FROM chat_cursors "
@@ -185,7 +185,8 @@ static chat_err copy_row(ldb_copy *cp, enum part part, const PGresult *res, int 
                                 text_at(res, r, 3), PQgetvalue(res, r, 4),
                                 (size_t)PQgetlength(res, r, 4));
     case PART_MEMBERS:
-        return ldb_copy_member(cp, g, PQgetvalue(res, r, 1), (uint64_t)pg_i64(res, r, 2));
+        return ldb_copy_member(cp, g, PQgetvalue(res, r, 1), (uint64_t)pg_i64(res, r, 2),
+                               (uint64_t)pg_i64(res, r, 3));
     case PART_CURSORS:
         return ldb_copy_cursor(cp, g, PQgetvalue(res, r, 1), PQgetvalue(res, r, 2),
                                (uint64_t)pg_i64(res, r, 3), pg_i64(res, r, 4));

@@ -41,6 +41,11 @@ const char *const pg_schema_sql[] = {
     "  gen bigint NOT NULL DEFAULT 0,\n"
     "  PRIMARY KEY (grp, member));\n"
     "CREATE INDEX IF NOT EXISTS chat_members_by_member ON chat_members (member, grp);\n"
+    /* The member's read marker (protocol v1.1) lives with its membership:
+     * leaving, or a group deletion's removal of the membership, takes it
+     * along. Added to databases made before it; older brokers' positional
+     * inserts leave it at its default. */
+    "ALTER TABLE chat_members ADD COLUMN IF NOT EXISTS read_id bigint NOT NULL DEFAULT 0;\n"
     /* a group's members in the order of the LevelDB backend's keys, which
      * the listings page by (chat_store_group_members) */
     "CREATE INDEX IF NOT EXISTS chat_members_order ON chat_members\n"
@@ -202,12 +207,40 @@ const char *const pg_schema_sql[] = {
     "    DELETE FROM chat_cursors WHERE grp = g AND member = m;\n"
     "    DELETE FROM chat_cursor_max WHERE grp = g AND member = m;\n"
     "  END IF;\n"
-    "  INSERT INTO chat_members AS mm VALUES (g, m, coalesce(h, 0), coalesce(dg, 0))\n"
-    "    ON CONFLICT (grp, member) DO UPDATE SET joined = excluded.joined, gen = excluded.gen\n"
+    "  INSERT INTO chat_members AS mm (grp, member, joined, gen)\n"
+    "    VALUES (g, m, coalesce(h, 0), coalesce(dg, 0))\n"
+    "    ON CONFLICT (grp, member) DO UPDATE SET joined = excluded.joined, gen = excluded.gen,\n"
+    "    read_id = 0\n"
     "    WHERE dg IS NOT NULL AND mm.gen <> dg RETURNING joined INTO j;\n"
     "  IF NOT FOUND THEN RETURN chat_member_joined(g, m); END IF;\n"
     "  PERFORM pg_notify('" PG_CHANNEL_INVAL "', g);\n"
     "  RETURN j;\n"
+    "END $$;\n",
+
+    /* A read (protocol v1.1): a member's marker moves forward only, clamped
+     * to head, and the reading device's cursor moves with it as
+     * chat_cursor_advance moves it, in one transaction, so that no marker
+     * is ever ahead of the ack it implies. The membership row's lock orders
+     * two brokers' reads of one member. Nothing is written for a
+     * non-member (found false). */
+    "CREATE OR REPLACE FUNCTION chat_read_advance(g text, m text, d text, a bigint,\n"
+    "    now_ms bigint, OUT rd bigint, OUT cur bigint, OUT moved boolean,\n"
+    "    OUT ok boolean) LANGUAGE plpgsql AS $$\n"
+    "DECLARE h bigint;\n"
+    "BEGIN\n"
+    "  moved := false; cur := 0;\n"
+    "  SELECT mm.read_id INTO rd FROM chat_members mm LEFT JOIN chat_groups gg\n"
+    "    ON gg.grp = mm.grp WHERE mm.grp = g AND mm.member = m\n"
+    "    AND (gg.del_gen IS NULL OR mm.gen = gg.del_gen) FOR UPDATE OF mm;\n"
+    "  ok := FOUND;\n"
+    "  IF NOT ok THEN rd := 0; RETURN; END IF;\n"
+    "  SELECT head INTO h FROM chat_groups WHERE grp = g;\n"
+    "  a := least(a, coalesce(h, 0));\n"
+    "  cur := chat_cursor_advance(g, m, d, a, now_ms);\n"
+    "  IF a > rd THEN\n"
+    "    UPDATE chat_members SET read_id = a WHERE grp = g AND member = m;\n"
+    "    rd := a; moved := true;\n"
+    "  END IF;\n"
     "END $$;\n",
 
     "CREATE OR REPLACE FUNCTION chat_member_remove(g text, m text) RETURNS void\n"
@@ -466,6 +499,29 @@ const struct pg_statement pg_statements[PG_STMT_COUNT] = {
     [PG_STMT_FOLLOW_HEAD] = {"chat_follow_head",
                              "SELECT coalesce((SELECT head FROM chat_groups WHERE grp = $1), 0)",
                              1},
+    /* Read markers and member counts (protocol v1.1): memberships that
+     * count, as chat_member_joined has them; reads in byte order of the
+     * names, at most $3 + 1 rows. */
+    [PG_STMT_MEMBER_COUNT] = {"chat_member_count",
+                              "SELECT count(*) FROM chat_members mm LEFT JOIN chat_groups gg ON "
+                              "gg.grp = mm.grp WHERE mm.grp = $1 AND (gg.del_gen IS NULL OR "
+                              "mm.gen = gg.del_gen)",
+                              1},
+    [PG_STMT_READ_ADVANCE] = {"chat_read_advance",
+                              "SELECT rd, cur, moved, ok FROM chat_read_advance($1, $2, $3, "
+                              "$4, $5)",
+                              5},
+    [PG_STMT_READ_GET] = {"chat_read_get",
+                          "SELECT mm.read_id FROM chat_members mm LEFT JOIN chat_groups gg ON "
+                          "gg.grp = mm.grp WHERE mm.grp = $1 AND mm.member = $2 AND "
+                          "(gg.del_gen IS NULL OR mm.gen = gg.del_gen)",
+                          2},
+    [PG_STMT_READS] = {"chat_reads",
+                       "SELECT mm.member, mm.read_id FROM chat_members mm LEFT JOIN chat_groups "
+                       "gg ON gg.grp = mm.grp WHERE mm.grp = $1 AND (gg.del_gen IS NULL OR "
+                       "mm.gen = gg.del_gen) AND ($2::text IS NULL OR mm.member > $2::text) "
+                       "ORDER BY mm.member LIMIT $3 + 1",
+                       3},
     [PG_STMT_FOLLOW_FETCH] = {"chat_follow_fetch",
                               "SELECT id, env FROM chat_messages WHERE grp = $1 AND id > $2 AND "
                               "id <= $3 AND origin <> $4 ORDER BY id LIMIT 500",

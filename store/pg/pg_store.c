@@ -6,6 +6,7 @@
 #include "pg_job.h"
 #include "pg_log.h"
 #include "pg_member.h"
+#include "pg_read.h"
 #include "pg_watch.h"
 #include "store_text.h"
 
@@ -107,6 +108,10 @@ static const chat_store_ops pg_ops = {
     .member_remove = pg_member_remove,
     .member_groups = pg_member_groups,
     .group_delete = pg_group_delete,
+    .member_count = pg_member_count,
+    .read_advance = pg_read_advance,
+    .read_get = pg_read_get,
+    .reads = pg_reads,
     .group_members = pg_group_members,
     .member_devices = pg_member_devices,
     .deletions = pg_deletions,

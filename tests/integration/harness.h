@@ -94,6 +94,9 @@ typedef struct harness_client_opts {
     int max_packet_size;      /* MQTT 5 Maximum Packet Size the client accepts; 0: none */
     bool persistent;          /* keep the session: clean session 0 (3.1.1), or clean start 0
                                  and a session expiry of an hour (MQTT 5) */
+    bool pushes;              /* keep the plugin's pushed `reads` and `presence` entries
+                                 (protocol v1.1); by default they are dropped on arrival, as a
+                                 v1 client ignores them (see harness_is_push) */
 } harness_client_opts;
 
 /* Connects a client as o says (clean session), waiting at most 10 s.
@@ -221,6 +224,11 @@ void harness_client_disconnect(harness_client *c);
  * stopped (a client Paho still counts as connected is disconnected first)
  * and cannot be inside a callback for it, nor about to touch the handle. */
 void harness_client_destroy(harness_client *c);
+
+/* Whether payload (len bytes, on the response topic) holds only entries
+ * the plugin pushes unasked (protocol v1.1): `reads`, and `presence`
+ * without the `members` of an answer. */
+bool harness_is_push(const char *payload, size_t len);
 
 /* Frees a received message. Accepts NULL. */
 void harness_msg_free(harness_msg *m);

@@ -115,6 +115,15 @@ static int on_message(void *context, char *topic, int topic_len, MQTTClient_mess
     pthread_mutex_unlock(&c->mu);
     if (hands_off)
         return 1;
+    /* c->pushes is set before the connect and never changes. */
+    if (!dropping && !c->pushes &&
+        (topic_len > 0 ? (size_t)topic_len : strlen(topic)) == strlen(HARNESS_RESPONSE_TOPIC) &&
+        memcmp(topic, HARNESS_RESPONSE_TOPIC, strlen(HARNESS_RESPONSE_TOPIC)) == 0 &&
+        harness_is_push(msg->payload, msg->payloadlen > 0 ? (size_t)msg->payloadlen : 0)) {
+        MQTTClient_freeMessage(&msg);
+        MQTTClient_free(topic);
+        return 1;
+    }
     m = dropping ? NULL : copy_message(c, topic, topic_len, msg);
     pthread_mutex_lock(&c->mu);
     if (m != NULL) {
@@ -191,6 +200,9 @@ static void free_client(harness_client *c)
     }
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
+    for (size_t i = 0; i < c->nfilters; i++)
+        free(c->filters[i]);
+    free(c->filters);
     free(c->sent);
     free(c->done);
     free(c->reason);
@@ -221,6 +233,8 @@ static int connect_client(const ts_broker *b, const harness_client_opts *o, harn
     snprintf(c->id, sizeof c->id, "%s", client_id);
     c->window = HARNESS_DEFAULT_WINDOW;
     c->version = o->mqtt_version == 5 ? 5 : 4;
+    c->pushes = o->pushes;
+    c->persistent = o->persistent;
     if (pthread_mutex_init(&c->mu, NULL) != 0 || pthread_condattr_init(&attr) != 0 ||
         pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) != 0 ||
         pthread_cond_init(&c->cv, &attr) != 0)
@@ -365,7 +379,14 @@ bool harness_client_is_lost(harness_client *c)
  * one round trip that Paho's thread completes only after every delivery
  * begun before the mark: the UNSUBACK of an UNSUBSCRIBE of SETTLE_TOPIC.
  * Paho's thread reads one packet per turn and posts the UNSUBACK at the end
- * of that turn, after the turn's delivery and its unlinking. An MQTT 5
+ * of that turn, after the turn's delivery and its unlinking.
+ *
+ * The plugin's pushes (protocol v1.1) come unasked at any time to a client
+ * subscribed to a group, and one that arrived after the mark would be left
+ * alone and leak. So a clean session first unsubscribes from every filter
+ * it has (freeing what arrives meanwhile, as it drops it): past that
+ * UNSUBACK the plugin pushes it nothing more. A persistent session keeps
+ * its subscriptions for its next connection. An MQTT 5
  * client needs no round trip (Paho keeps its queue on disconnect, and its
  * handle lives until the thread stops: see g_graveyard), nor does a lost or
  * closed connection (Paho's thread emptied the queue itself, in turn). */
@@ -375,6 +396,15 @@ static void settle_deliveries(harness_client *c)
 
     pthread_mutex_lock(&c->mu);
     c->dropping = true;
+    pthread_mutex_unlock(&c->mu);
+    if (c->version != 5 && !c->persistent && c->nfilters > 0 && !harness_client_is_lost(c) &&
+        MQTTClient_isConnected(c->mc) && c->nfilters <= INT_MAX) {
+        rc = MQTTClient_unsubscribeMany(c->mc, (int)c->nfilters, c->filters);
+        if (rc != MQTTCLIENT_SUCCESS && !harness_client_is_lost(c))
+            fprintf(stderr, "client %s: warning: no UNSUBACK of its filters: %s (%d)\n", c->id,
+                    harness_paho_strerror(rc), rc);
+    }
+    pthread_mutex_lock(&c->mu);
     c->hands_off = c->version != 5;
     pthread_mutex_unlock(&c->mu);
     if (c->version == 5 || harness_client_is_lost(c) || !MQTTClient_isConnected(c->mc))

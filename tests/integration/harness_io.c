@@ -20,9 +20,9 @@ static int subscribe_codes(harness_client *c, size_t count, const char *const *t
         FAILF("too many topics");
     for (size_t i = 0; i < count; i++)
         codes[i] = qos;
-    if (c->version != 5)
-        return MQTTClient_subscribeMany(c->mc, (int)count, (char *const *)topics, codes);
-    {
+    if (c->version != 5) {
+        rc = MQTTClient_subscribeMany(c->mc, (int)count, (char *const *)topics, codes);
+    } else {
         MQTTResponse r =
             MQTTClient_subscribeMany5(c->mc, (int)count, (char *const *)topics, codes, NULL, NULL);
         rc = r.reasonCode < 0 ? r.reasonCode : MQTTCLIENT_SUCCESS;
@@ -34,6 +34,17 @@ static int subscribe_codes(harness_client *c, size_t count, const char *const *t
                 codes[i] = count == 1 ? (int)r.reasonCode : (int)r.reasonCodes[i];
         }
         MQTTResponse_free(r);
+    }
+    /* Remembered for settle_deliveries. */
+    for (size_t i = 0; rc == MQTTCLIENT_SUCCESS && i < count; i++) {
+        char **n;
+        if (codes[i] < 0 || codes[i] >= 0x80)
+            continue;
+        if ((n = realloc(c->filters, (c->nfilters + 1) * sizeof *n)) == NULL ||
+            (n[c->nfilters] = strdup(topics[i])) == NULL)
+            FAILF("out of memory");
+        c->filters = n;
+        c->nfilters++;
     }
     return rc;
 }

@@ -114,6 +114,34 @@ void harness_ack(harness_client *c, const char *group, int64_t id, int qos)
  * Requests and responses
  * ========================================================================= */
 
+bool harness_is_push(const char *payload, size_t len)
+{
+    static const char reads[] = "{\"responses\":[{\"command\":\"reads\"";
+    static const char presence[] = "{\"responses\":[{\"command\":\"presence\"";
+    const cJSON *e;
+    bool push = true;
+
+    /* Most responses are answers and pages: only these two starts parse. */
+    if ((len < sizeof reads - 1 || memcmp(payload, reads, sizeof reads - 1) != 0) &&
+        (len < sizeof presence - 1 || memcmp(payload, presence, sizeof presence - 1) != 0))
+        return false;
+    cJSON *root = cJSON_ParseWithLength(payload, len);
+    const cJSON *entries = cJSON_GetObjectItemCaseSensitive(root, "responses");
+    cJSON_ArrayForEach(e, entries)
+    {
+        const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(e, "command");
+        bool is_reads = cJSON_IsString(cmd) && strcmp(cmd->valuestring, "reads") == 0;
+        bool is_presence = cJSON_IsString(cmd) && strcmp(cmd->valuestring, "presence") == 0 &&
+                           !cJSON_GetObjectItemCaseSensitive(e, "members") &&
+                           !cJSON_GetObjectItemCaseSensitive(e, "error");
+        push = push && (is_reads || is_presence) &&
+               !cJSON_GetObjectItemCaseSensitive(e, "correlationData");
+    }
+    push = push && cJSON_IsArray(entries);
+    cJSON_Delete(root);
+    return push;
+}
+
 /* Whether m is on the response topic and is not a replay page. */
 static bool is_answer(const harness_msg *m, void *arg)
 {

@@ -35,6 +35,10 @@ struct harness_client {
                                       drops what still arrives */
     bool hands_off;                /* MQTT 3.1.1 being disconnected: on_message must not even
                                       read a message (see settle_deliveries) */
+    bool pushes;                   /* keep pushed entries (harness_client_opts.pushes) */
+    bool persistent;               /* the session outlives the connection */
+    char **filters;                /* filters subscribed (granted), for settle_deliveries */
+    size_t nfilters;               /* ... and how many */
     struct harness_client *buried; /* graveyard link */
 };
 

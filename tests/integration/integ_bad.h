@@ -52,7 +52,8 @@
 #define E_CID "cid must be a string of 1 to 64 bytes"
 #define E_NOT_MEMBER "not a member of the group"
 #define E_NO_USERNAME "closed groups admit only clients with a username"
-#define E_NOT_CHAT_TOPIC "not a chat topic: publish to chat/<group> or chat/<group>/ack"
+#define E_NOT_CHAT_TOPIC                                                                           \
+    "not a chat topic: publish to chat/<group>, chat/<group>/ack or chat/<group>/read"
 #define E_ACK "ack payload must be a decimal message id"
 #define E_ONLY_ADMIN_OTHER "only an admin may add or remove another member"
 #define E_ONLY_ADMIN_CLOSED "only an admin may change membership of closed groups"

@@ -353,7 +353,7 @@ static void test_copy_reads_as_a_store(void **state)
         size_t n = env_make(env, "g", i, 0);
         ASSERT_OK(ldb_copy_message(c, "g", i, "alice", i == 4 ? "c-4" : NULL, env, n));
     }
-    ASSERT_OK(ldb_copy_member(c, "g", "bob", 2));
+    ASSERT_OK(ldb_copy_member(c, "g", "bob", 2, 1));
     ASSERT_OK(ldb_copy_cursor(c, "g", "bob", "phone", 4, 86400000));
     ASSERT_OK(ldb_copy_max(c, "g", "bob", 5));
     assert_int_equal(ldb_copy_records(c), 7);
@@ -373,6 +373,11 @@ static void test_copy_reads_as_a_store(void **state)
     chat_page_destroy(page);
     assert_cid(copy, "g", "alice", "c-4", true, 4);
     assert_member(copy, "g", "bob", true, 2);
+    /* the read marker came along, and the member count with it */
+    ASSERT_OK(chat_store_read_get(copy, "g", "bob", &id));
+    assert_int_equal(id, 1);
+    ASSERT_OK(chat_store_member_count(copy, "g", &id));
+    assert_int_equal(id, 1);
     ASSERT_OK(chat_store_cursor_info(copy, "g", "bob", "phone", &id, &used, &found));
     assert_true(found);
     assert_int_equal(id, 4);
@@ -402,7 +407,7 @@ static void test_copy_refusals(void **state)
     ldb_copy *c = ldb_copy_create(dest, err, sizeof(err));
     assert_non_null(c);
     /* a name too long for a key; nothing is written for it */
-    assert_int_equal(ldb_copy_member(c, "g", too_long_name(), 1), CHAT_EINVAL);
+    assert_int_equal(ldb_copy_member(c, "g", too_long_name(), 1, 0), CHAT_EINVAL);
     assert_int_equal(ldb_copy_records(c), 0);
     /* abandoned: its ".partial" stays, and a second copy there is refused */
     ldb_copy_destroy(c);

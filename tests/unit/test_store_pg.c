@@ -3,8 +3,9 @@
  * order with paging, deletions under way across a reopen, a group's start
  * for an import, the check of a whole database (clean, and with rows
  * changed behind the store's back), a backup (a LevelDB store of the live
- * state, a deletion under way left out), a compaction, and a close while a
- * backup runs.
+ * state, a deletion under way left out, read markers and member counts
+ * carried), a compaction, a close while a backup runs, and read markers and
+ * member counts (protocol v1.1) as the LevelDB backend keeps them.
  *
  * They need a PostgreSQL cluster: CHAT_TEST_PG_PORT names one on
  * 127.0.0.1 (scripts/test's pg stage makes it); without it the test exits
@@ -325,6 +326,8 @@ static void test_backup_and_compact(void **state)
     publish(fx->st, "g", 50, true);
     ASSERT_OK(chat_store_member_add(fx->st, "g", "bob", NULL));
     ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "bob", "d", 20, NULL));
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "amy", NULL));
+    ASSERT_OK(chat_store_read_advance(fx->st, "g", "bob", "d", 15, NULL, NULL, NULL, &found));
     ASSERT_OK(chat_store_trim(fx->st, "g", 11, 100, NULL));
     /* a group being deleted: its old member and messages stay out of the
      * copy, a member who joined since comes along */
@@ -371,6 +374,15 @@ static void test_backup_and_compact(void **state)
     assert_member(copy, "old", "carol", false, 0);
     assert_cursor(copy, "old", "carol", "c", false, 0);
     assert_member(copy, "old", "dan", true, 5);
+    /* read markers and member counts came along */
+    ASSERT_OK(chat_store_read_get(copy, "g", "bob", &id));
+    assert_int_equal(id, 15);
+    ASSERT_OK(chat_store_read_get(copy, "g", "amy", &id));
+    assert_int_equal(id, 0);
+    ASSERT_OK(chat_store_member_count(copy, "g", &id));
+    assert_int_equal(id, 2);
+    ASSERT_OK(chat_store_member_count(copy, "old", &id));
+    assert_int_equal(id, 1);
     ASSERT_OK(chat_store_check(copy, collect_problem, &p, &groups, &problems));
     assert_int_equal(groups, 2);
     if (problems) {
@@ -385,6 +397,120 @@ static void test_backup_and_compact(void **state)
         fail_msg("compaction failed: %s", js.error);
     }
     assert_true(js.finished_ms >= js.started_ms);
+}
+
+static int collect_read(void *ctx, const char *member, uint64_t read)
+{
+    return collect_member(ctx, member, read);
+}
+
+/* What chat_store_read_advance answered. */
+struct read_out {
+    uint64_t read, acked;
+    bool moved, found;
+};
+
+static struct read_out read_advance(chat_store *st, const char *group, const char *member,
+                                    const char *device, uint64_t id)
+{
+    struct read_out o;
+    ASSERT_OK(chat_store_read_advance(st, group, member, device, id, &o.read, &o.acked, &o.moved,
+                                      &o.found));
+    return o;
+}
+
+static void test_read_markers(void **state)
+{
+    struct pgfx *fx = *state;
+    struct names w = {0};
+    struct read_out o;
+    uint64_t id = 0;
+    bool more = false, done = false;
+
+    publish(fx->st, "g", 10, false);
+    ASSERT_OK(chat_store_member_count(fx->st, "g", &id));
+    assert_int_equal(id, 0);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "bob", NULL));
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "Zed", NULL));
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "al", NULL));
+    ASSERT_OK(chat_store_member_count(fx->st, "g", &id));
+    assert_int_equal(id, 3);
+
+    /* a non-member: nothing written, not even the device's cursor */
+    o = read_advance(fx->st, "g", "eve", "e1", 5);
+    assert_false(o.found);
+    assert_cursor(fx->st, "g", "eve", "e1", false, 0);
+
+    /* forward only, per member over its devices; each read acks its device,
+     * never back, and above head is head */
+    o = read_advance(fx->st, "g", "bob", "phone", 4);
+    assert_true(o.found && o.moved);
+    assert_int_equal(o.read, 4);
+    assert_int_equal(o.acked, 4);
+    assert_cursor(fx->st, "g", "bob", "phone", true, 4);
+    o = read_advance(fx->st, "g", "bob", "laptop", 2);
+    assert_true(o.found);
+    assert_false(o.moved);
+    assert_int_equal(o.read, 4);
+    assert_int_equal(o.acked, 2);
+    assert_cursor(fx->st, "g", "bob", "laptop", true, 2);
+    ASSERT_OK(chat_store_cursor_advance(fx->st, "g", "bob", "laptop", 6, NULL));
+    o = read_advance(fx->st, "g", "bob", "laptop", 5);
+    assert_true(o.moved);
+    assert_int_equal(o.read, 5);
+    assert_int_equal(o.acked, 6); /* the cursor stays where it was */
+    o = read_advance(fx->st, "g", "bob", "phone", 99);
+    assert_int_equal(o.read, 10);
+    assert_int_equal(o.acked, 10);
+    ASSERT_OK(chat_store_read_get(fx->st, "g", "bob", &id));
+    assert_int_equal(id, 10);
+    ASSERT_OK(chat_store_cursor_max(fx->st, "g", "bob", &id, &done));
+    assert_int_equal(id, 10);
+    ASSERT_OK(chat_store_read_get(fx->st, "g", "eve", &id));
+    assert_int_equal(id, 0);
+
+    /* every member in byte order of the names, 0 for nothing read, paged */
+    ASSERT_OK(chat_store_reads(fx->st, "g", NULL, 2, collect_read, &w, &more));
+    assert_true(more);
+    assert_int_equal(w.n, 2);
+    assert_string_equal(w.name[0], "Zed");
+    assert_string_equal(w.name[1], "al");
+    assert_int_equal(w.num[0], 0);
+    ASSERT_OK(chat_store_reads(fx->st, "g", "al", 2, collect_read, &w, &more));
+    assert_false(more);
+    assert_int_equal(w.n, 3);
+    assert_string_equal(w.name[2], "bob");
+    assert_int_equal(w.num[2], 10);
+
+    /* leaving drops the marker: joining again starts at 0 */
+    ASSERT_OK(chat_store_member_remove(fx->st, "g", "bob"));
+    ASSERT_OK(chat_store_member_count(fx->st, "g", &id));
+    assert_int_equal(id, 2);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "bob", NULL));
+    ASSERT_OK(chat_store_read_get(fx->st, "g", "bob", &id));
+    assert_int_equal(id, 0);
+    o = read_advance(fx->st, "g", "bob", "phone", 7);
+    assert_int_equal(o.read, 7);
+
+    /* a deletion: the old memberships stop counting at its first step, and
+     * one who joins meanwhile starts at 0 */
+    ASSERT_OK(chat_store_group_delete(fx->st, "g", 1, &done));
+    assert_false(done);
+    ASSERT_OK(chat_store_member_count(fx->st, "g", &id));
+    assert_int_equal(id, 0);
+    ASSERT_OK(chat_store_read_get(fx->st, "g", "bob", &id));
+    assert_int_equal(id, 0);
+    assert_false(read_advance(fx->st, "g", "al", "a", 3).found);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "bob", NULL));
+    ASSERT_OK(chat_store_read_get(fx->st, "g", "bob", &id));
+    assert_int_equal(id, 0);
+    w.n = 0;
+    ASSERT_OK(chat_store_reads(fx->st, "g", NULL, 10, collect_read, &w, &more));
+    assert_int_equal(w.n, 1);
+    assert_string_equal(w.name[0], "bob");
+    assert_int_equal(w.num[0], 0);
+    ASSERT_OK(chat_store_member_count(fx->st, "g", &id));
+    assert_int_equal(id, 1);
 }
 
 static void test_close_during_backup(void **state)
@@ -411,8 +537,12 @@ int main(void)
     }
 #define PGCASE(f) cmocka_unit_test_setup_teardown(f, pg_setup, pg_teardown)
     const struct CMUnitTest tests[] = {
-        PGCASE(test_members_and_devices), PGCASE(test_deletions_and_group_init), PGCASE(test_check),
-        PGCASE(test_backup_and_compact),  PGCASE(test_close_during_backup),
+        PGCASE(test_members_and_devices),
+        PGCASE(test_deletions_and_group_init),
+        PGCASE(test_check),
+        PGCASE(test_backup_and_compact),
+        PGCASE(test_close_during_backup),
+        PGCASE(test_read_markers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,11 +4,15 @@
 // on a websockets listener) on free loopback ports, with a temporary store.
 //
 //   1. two people chat in one group: both see every message once, in order;
-//      the connection drops (the broker is killed and restarted): the page
-//      says so, and a message written meanwhile goes out once when it is back;
-//   2. one closes the page; 300 messages come from a Paho C client (mqchat);
+//      each sees the other online, and "Read by everyone" under their own
+//      messages; the connection drops (the broker is killed and restarted):
+//      the page says so, and a message written meanwhile goes out once when
+//      it is back;
+//   2. one closes the page (the other sees them go offline, and the new
+//      messages unread); 300 messages come from a Paho C client (mqchat);
 //      the page reopens, shows 300 unread, opens the group with the keyboard
-//      and shows all 300 once, in order;
+//      and shows all 300 once, in order, and the other sees them online and
+//      read again;
 //   3. screenshots at 1280x800 and 360x640 (web.png, web-phone.png);
 //   4. a broker with a password_file: refused without a password and with a
 //      wrong one, the form says so; with the right one the page works, and
@@ -300,6 +304,25 @@ async function waitCount(page, n, timeout = WAIT_MS) {
   await page.waitForFunction((n) => document.querySelectorAll('#log .msg').length >= n, n, { timeout });
 }
 
+/* Who the open group's header says is online (names, space-separated),
+ * once it says "<k> of <n> online". */
+async function waitOnlineList(page, names, n) {
+  await page.waitForFunction(([names, n]) => {
+    const p = document.getElementById('conv-presence');
+    const k = names ? names.split(' ').length : 0;
+    return !p.hidden && p.dataset.online === names &&
+      p.querySelector('.p-count').textContent === k + ' of ' + n + ' online';
+  }, [names, n]);
+}
+
+/* The "read by" line under the page user's own message id. */
+async function waitReceipt(page, id, text) {
+  await page.waitForFunction(([id, text]) => {
+    const r = document.querySelector(`#log .msg.mine[data-id="${id}"] .receipts`);
+    return r && r.textContent === text;
+  }, [id, text]);
+}
+
 /* Each id once, ascending with no gap. */
 function assertContiguous(list, label) {
   for (let i = 1; i < list.length; i++) {
@@ -380,6 +403,17 @@ async function twoPeopleChat(browser, broker) {
   assert.equal(await a.page.locator('#log .msg.mine').count(), N, 'alice\'s own messages are marked as hers');
   log(`1: ${la.length} messages, the same on both pages`);
 
+  /* v1.1: both are online in room1, and each has read everything. */
+  await waitOnlineList(a.page, 'alice bob', 2);
+  await waitOnlineList(b.page, 'alice bob', 2);
+  const lastA = la.filter((m) => m.from === 'alice').pop().id;
+  const lastB = la.filter((m) => m.from === 'bob').pop().id;
+  await waitReceipt(a.page, lastA, 'Read by everyone');
+  await waitReceipt(b.page, lastB, 'Read by everyone');
+  assert.equal(await b.page.locator('#log .msg:not(.mine) .receipts').count(), 0,
+    'receipts only under one\'s own messages');
+  log('1: both online, each one\'s messages read by the other');
+
   log('1b: the broker goes away and comes back');
   await broker.kill();
   await a.page.waitForSelector('body[data-conn="reconnecting"]');
@@ -418,6 +452,8 @@ async function catchUp300(browser, broker, opts, s) {
   assert.equal(await link.getAttribute('data-unread'), '0');
   const state = await b.ctx.storageState();
   await b.ctx.close();
+  await waitOnlineList(s.a.page, 'alice', 2);
+  log('2: alice sees bob go offline');
 
   const lines = Array.from({ length: 300 }, (_, i) => `msg ${String(i + 1).padStart(3, '0')}`);
   await mqchatOk(opts, broker, ['-u', 'alice', 'send', '-l', 'room1'], lines.join('\n') + '\n');
@@ -454,6 +490,10 @@ async function catchUp300(browser, broker, opts, s) {
   assert.equal(fresh.length, 300, 'all 300, each once');
   assert.deepEqual(fresh.map((m) => m.body), lines, 'in order');
   assert.ok(fresh.every((m) => m.from === 'alice'));
+  /* While bob was away his marker stayed where it was; now it follows
+   * him, on alice's page too. */
+  await waitOnlineList(s.a.page, 'alice bob', 2);
+  await waitReceipt(s.a.page, head, 'Read by everyone');
   const first = await b2.page.evaluate(() => {
     const d = document.querySelector('#log .divider-new');
     const next = d && d.nextElementSibling;
@@ -487,10 +527,20 @@ async function screenshots(browser, broker, opts, a) {
   await say('leo', 'weekend', 'Count me in if it does not rain.');
   await say('priya', 'general', 'Best news all week.');
 
+  /* leo and priya read it all (mqchat listen marks what it prints as
+   * read), sam stays online while the pictures are taken. */
+  const state = (who) => path.join(broker.dir, `${who}.state`);
+  await mqchatOk(opts, broker, ['-u', 'leo', '--state', state('leo'), '-C', '9', '-W', '20', 'listen', 'design']);
+  await mqchatOk(opts, broker, ['-u', 'priya', '--state', state('priya'), '-C', '8', '-W', '20', 'listen', 'design']);
+  const sam = spawn(opts.mqchat, ['-h', '127.0.0.1', '-p', String(broker.port), '--quiet', '-u', 'sam',
+    '--state', state('sam'), '--no-read', '-W', '60', 'listen', 'design'], { stdio: 'ignore' });
+
   fs.mkdirSync(opts.shots, { recursive: true });
   const desk = await openPage(browser, broker, 'maya', '#design');
   await waitOnline(desk.page);
   await waitSettled(desk.page, 9);
+  await waitOnlineList(desk.page, 'maya sam', 4);
+  await waitReceipt(desk.page, 9, 'Read by 2 of 3');
   await desk.page.waitForFunction(() => document.querySelectorAll('#group-list .badge').length === 2);
   /* Opened with everything unread, the page starts at the first message;
    * the picture shows the conversation read down to the newest. */
@@ -512,6 +562,7 @@ async function screenshots(browser, broker, opts, a) {
   await phone.page.evaluate(() => document.fonts.ready);
   await phone.page.screenshot({ path: path.join(opts.shots, 'web-phone.png') });
   log(`3: ${opts.shots}/web.png, ${opts.shots}/web-phone.png`);
+  sam.kill('SIGTERM');
   await desk.ctx.close();
   await phone.ctx.close();
   await a.ctx.close();

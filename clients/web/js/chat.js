@@ -20,14 +20,19 @@
  *   4. Replay pages the plugin pushes anyway are pages like fetch's. Every
  *      id is shown once, in order (seq.js); a gap left open GAP_MS is
  *      fetched.
- *   5. Acks: the highest id shown with no gap below it, while the group is
- *      open and the tab visible, at most every ACK_MS, and after each page.
+ *   5. Reads: the highest id shown with no gap below it, while the group is
+ *      open and the tab visible, at most every ACK_MS, and after each page,
+ *      on chat/<group>/read: the member's read marker, which acks the
+ *      device too (protocol v1.1).
  *   6. Requests carry MQTT 5 Correlation Data; responses without it (replay
- *      pages, errors about publishes) are dispatched by their "command".
- *
- * Read receipts and presence (protocol v1.1) fit in as two more pushed
- * commands ("reads", "presence") in onEntry and two requests; the group
- * state has room for them (members, reads, online). */
+ *      pages, errors about publishes, pushes) are dispatched by their
+ *      "command".
+ *   7. Read receipts and presence (v1.1): the open group's `receipts` and
+ *      `presence` are asked for once it is subscribed (after every
+ *      connect); then the plugin pushes `reads` and `presence` entries for
+ *      every subscribed group, which keep the group's reads and online up
+ *      to date. A group's unread count counts from the member's own read
+ *      marker too, so reading on another device clears it here. */
 (function (root) {
   'use strict';
   const MqChat = (root.MqChat = root.MqChat || {});
@@ -75,11 +80,30 @@
       this.newFrom = 0; /* first unread id when the group was opened */
       this.last = null; /* newest message known, for the group list */
       this.member = true;
-      /* v1.1, later: members, reads (member -> read id), online. */
+      /* v1.1 */
+      this.members = 0; /* the member count, 0: not known yet */
+      this.reads = new Map(); /* member -> highest id read */
+      this.online = new Set(); /* members online now */
+      this.receiptsKnown = false; /* reads and online were asked for on this connection */
+      this.mine = 0; /* the member's own read marker, as pushed or sent */
+    }
+
+    /* The member's own read marker (any of its devices). */
+    readBy(user) {
+      return this.reads.get(user) || 0;
+    }
+
+    /* "Read by k of n" for message id of user's: the other members whose
+     * marker reached it, of the other members. */
+    readCount(id, user) {
+      let k = 0;
+      for (const [member, read] of this.reads) if (member !== user && read >= id) k++;
+      const n = Math.max(0, this.members - 1);
+      return { k: Math.min(k, n), n: n };
     }
 
     get unread() {
-      return Math.max(0, this.head - Math.max(this.acked, this.seen));
+      return Math.max(0, this.head - Math.max(this.acked, this.seen, this.mine || 0));
     }
   }
 
@@ -169,7 +193,10 @@
       this.gen++;
       this.attempt = 0;
       this.client.options.reconnectPeriod = RECONNECT_MIN_MS;
-      for (const g of this.groups.values()) g.subscribed = g.subscribing = false;
+      for (const g of this.groups.values()) {
+        g.subscribed = g.subscribing = g.receiptsKnown = false;
+        g.online.clear(); /* pushes come again to subscribed groups only */
+      }
       this.setState('online');
       const gen = this.gen;
       this.sync(true)
@@ -301,9 +328,87 @@
         case 'ack':
           if (e.error) this.emit('error', { group: e.group, message: e.error });
           break;
+        case 'reads':
+          if (g && e.reads && typeof e.reads === 'object') this.takeReads(g, e.reads);
+          break;
+        case 'presence':
+          if (g && !e.error) this.takePresence(g, e.online, e.offline);
+          break;
         default:
-          break; /* v1.1 adds "reads" and "presence" here */
+          break;
       }
+    }
+
+    /* ------------------------------------------------------------------
+     * Read receipts and presence (v1.1)
+     * ------------------------------------------------------------------ */
+
+    takeReads(g, reads) {
+      for (const [member, id] of Object.entries(reads)) {
+        if (!Number.isSafeInteger(id)) continue;
+        if (g.receiptsKnown && !g.reads.has(member)) this.recount(g);
+        if (id > (g.reads.get(member) || 0)) g.reads.set(member, id);
+      }
+      g.mine = g.readBy(this.user);
+      this.emit('receipts', { group: g.name });
+      this.changed();
+    }
+
+    takePresence(g, online, offline) {
+      for (const m of Array.isArray(online) ? online : []) {
+        if (typeof m !== 'string') continue;
+        if (g.receiptsKnown && !g.reads.has(m)) this.recount(g);
+        g.online.add(m);
+      }
+      for (const m of Array.isArray(offline) ? offline : []) if (typeof m === 'string') g.online.delete(m);
+      this.emit('presence', { group: g.name });
+    }
+
+    /* Someone the page did not know as a member: the member count changed
+     * (pushes do not carry it). Ask again, once a second at most. */
+    recount(g) {
+      if (g.recountTimer) return;
+      g.recountTimer = setTimeout(() => {
+        g.recountTimer = null;
+        if (this.connected && g.subscribed) this.fetchReceipts(g).catch(() => {});
+      }, 1000);
+    }
+
+    /* The open group's read markers and who is online, page by page
+     * (members in name order, `after` the last one). */
+    async fetchReceipts(g) {
+      const gen = this.gen;
+      const reads = new Map();
+      let after = null;
+      for (let page = 0; page < 100; page++) {
+        const e = await this.command(Object.assign({ command: 'receipts', group: g.name },
+          after === null ? {} : { after: after }));
+        if (gen !== this.gen) return;
+        if (Number.isSafeInteger(e.members)) g.members = e.members;
+        for (const [member, id] of Object.entries(e.reads || {})) {
+          /* a push that came meanwhile may be newer */
+          if (Number.isSafeInteger(id)) reads.set(member, Math.max(id, g.reads.get(member) || 0));
+        }
+        if (!e.more || typeof e.after !== 'string') break;
+        after = e.after;
+      }
+      g.reads = reads; /* members who left are gone from it */
+      g.mine = g.readBy(this.user);
+      after = null;
+      const online = new Set();
+      for (let page = 0; page < 100; page++) {
+        const e = await this.command(Object.assign({ command: 'presence', group: g.name },
+          after === null ? {} : { after: after }));
+        if (gen !== this.gen) return;
+        for (const m of Array.isArray(e.online) ? e.online : []) online.add(m);
+        if (Number.isSafeInteger(e.members)) g.members = e.members;
+        if (!e.more || typeof e.after !== 'string') break;
+        after = e.after;
+      }
+      g.online = online;
+      g.receiptsKnown = true;
+      this.emit('receipts', { group: g.name });
+      this.emit('presence', { group: g.name });
     }
 
     /* ------------------------------------------------------------------
@@ -520,6 +625,8 @@
           g.contextDone = true;
         } while (g.catchAgain && gen === this.gen);
         if (gen === this.gen && g.name === this.openName) await this.subscribe(g);
+        /* Subscribed, pushes keep them current: ask for where they stand. */
+        if (gen === this.gen && g.subscribed && !g.receiptsKnown) await this.fetchReceipts(g);
       } catch (err) {
         if (gen === this.gen) this.emit('error', { group: g.name, message: err.message });
       } finally {
@@ -646,9 +753,15 @@
       const id = g.seen;
       if (id <= g.ackSent || !this.connected) return;
       g.ackSent = id;
-      this.client.publish(P.ackTopic(g.name), String(id), { qos: 1 }, (err) => {
+      /* Only what was shown in view is acked, so every ack is a read: the
+       * read topic moves the member's marker and acks this device. */
+      this.client.publish(P.readTopic(g.name), String(id), { qos: 1 }, (err) => {
         if (!err) {
           if (id > g.acked) g.acked = id;
+          if (id > g.readBy(this.user)) {
+            g.reads.set(this.user, id);
+            g.mine = id;
+          }
           this.emit('acked', { group: g.name, id: id });
           this.changed();
         } else if (g.ackSent === id) {

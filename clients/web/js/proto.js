@@ -42,6 +42,11 @@
     return PREFIX + '/' + group + '/ack';
   }
 
+  /* v1.1: the member's read marker (it also acks the device). */
+  function readTopic(group) {
+    return PREFIX + '/' + group + '/read';
+  }
+
   /* The group of a chat/<group> topic, or null for any other topic. */
   function topicGroup(topic) {
     if (!topic.startsWith(PREFIX + '/')) return null;
@@ -105,6 +110,7 @@
     groupError,
     groupTopic,
     ackTopic,
+    readTopic,
     topicGroup,
     decode,
     envelope,

@@ -1,6 +1,7 @@
 /* ui.js: renders a Chat (chat.js) into index.html's elements: the group list
- * with unread counts, the open group's messages, the outbox, the connection
- * state; and turns the composer and the join form into calls on the Chat.
+ * with unread counts, the open group's messages with "read by k of n" under
+ * one's own, who is online, the outbox, the connection state; and turns the
+ * composer and the join form into calls on the Chat.
  * Message text only ever reaches the page through textContent. */
 (function (root) {
   'use strict';
@@ -133,6 +134,8 @@
         const a = this.groupLink(e.detail.group);
         if (a) a.dataset.acked = String(e.detail.id);
       });
+      this.on(c, 'receipts', (e) => e.detail.group === c.openName && this.renderReceipts());
+      this.on(c, 'presence', (e) => e.detail.group === c.openName && this.renderPresence());
 
       this.on(this.$('composer'), 'submit', (e) => {
         e.preventDefault();
@@ -307,6 +310,45 @@
       else sub = g.head === 1 ? '1 message' : g.head + ' messages';
       this.$('conv-sub').textContent = sub;
       this.input.setAttribute('placeholder', 'Message ' + name);
+      this.renderPresence();
+    }
+
+    /* Who is online in the open group, once known: "k of n online", the
+     * names in the title (and for screen readers). */
+    renderPresence() {
+      const g = this.chat.openName && this.chat.groups.get(this.chat.openName);
+      const box = this.$('conv-presence');
+      if (!g || !g.receiptsKnown || !g.members) {
+        box.hidden = true;
+        return;
+      }
+      const names = [...g.online].sort();
+      box.dataset.online = names.join(' ');
+      box.title = names.length ? 'Online: ' + names.join(', ') : 'Nobody is online';
+      box.replaceChildren(el('span', 'p-count', names.length + ' of ' + g.members + ' online'));
+      const shown = names.filter((n) => n !== this.user).slice(0, 3);
+      if (shown.length) {
+        const more = names.length - (names.includes(this.user) ? 1 : 0) - shown.length;
+        box.append(el('span', 'p-names', shown.join(', ') + (more > 0 ? ' +' + more : '')));
+      }
+      box.hidden = false;
+    }
+
+    /* "Read by k of n" under one's own messages. */
+    receiptText(g, id) {
+      if (!g || !g.receiptsKnown || g.members < 2) return '';
+      const r = g.readCount(id, this.user);
+      if (r.k === 0) return '';
+      return r.k >= r.n ? 'Read by everyone' : 'Read by ' + r.k + ' of ' + r.n;
+    }
+
+    renderReceipts() {
+      const g = this.chat.groups.get(this.chat.openName);
+      const stick = this.nearBottom(); /* a line more must not push the newest out of view */
+      for (const node of this.log.querySelectorAll('.msg.mine .receipts')) {
+        node.textContent = this.receiptText(g, Number(node.dataset.id));
+      }
+      if (stick) this.scroller.scrollTop = this.scroller.scrollHeight;
     }
 
     renderOpen() {
@@ -394,7 +436,13 @@
       const t = el('time', 'time', m.ts ? clock.format(new Date(m.ts)) : '');
       if (m.ts) t.dateTime = new Date(m.ts).toISOString();
       b.append(body, t);
-      /* v1.1: "read by k of n" under one's own messages goes here. */
+      if (mine) {
+        const g = this.chat.groups.get(this.chat.openName);
+        const r = el('div', 'receipts', this.receiptText(g, m.id));
+        r.dataset.id = String(m.id);
+        r.setAttribute('aria-live', 'off');
+        b.append(r);
+      }
       row.append(b);
       return row;
     }

@@ -1,0 +1,35 @@
+/* ldb_read: read markers in the LevelDB backend ('R' records, invariant
+ * 8): moving one forward with the device ack it implies, reading one, the
+ * walk over a group's members in name order that receipts page through,
+ * and the one-time upgrade that gives a store from before read markers its
+ * 'R' and 'N' records. Private to store/leveldb.
+ */
+#ifndef LDB_READ_H
+#define LDB_READ_H
+
+#include "ldb_db.h"
+
+/* The ops below (store_backend.h) keep the contracts of the chat_store.h
+ * functions of the same names; each comment says how this backend does it. */
+
+/* The membership and the 'R' record through the cache; 'R' and what
+ * ldb_cursor_advance_add puts ('C', 'X') in one batch. */
+store_read_advance_fn ldb_read_advance;
+
+/* The 'R' record through the cache; 0 without one. */
+store_read_get_fn ldb_read_get;
+
+/* One iterator over the group's 'R' records from the one after `after`;
+ * while the group is being deleted, records of memberships that no longer
+ * count (which the deletion's walk is about to remove) are passed over. */
+store_reads_fn ldb_reads;
+
+/* At open, before anything else is served: when the '#receipts' record is
+ * missing (a new store, or one from before read markers), walks every 'J'
+ * record once, writing a read marker of 0 for each membership that counts
+ * and each group's member count, in batches, then the '#receipts' record.
+ * A run cut short does it again at the next open. On failure *errmsg (when
+ * errmsg is not NULL) receives a malloc'd reason. */
+chat_err ldb_read_upgrade(ldb *st, char **errmsg);
+
+#endif
