@@ -2,6 +2,9 @@
  * snapshot, a full compaction) on a thread of their own, and the repair of
  * a stopped store. Private to store/leveldb.
  *
+ * The thread, its state and the checks every backend shares are
+ * store_job's; this file holds only LevelDB's work.
+ *
  * Threading: the job's thread reads LevelDB (through a snapshot, which
  * LevelDB lets any thread read while the owner's thread writes) and writes
  * only the backup's own new database; it shares with the owner's thread

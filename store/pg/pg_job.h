@@ -14,6 +14,9 @@
  *     mqchat-store reads it and a broker on LevelDB opens it.
  * Private to store/pg.
  *
+ * The thread, its state and the checks every backend shares are
+ * store_job's; this file holds only PostgreSQL's work.
+ *
  * Threading: the job's thread shares with the caller's only the job's
  * state, under the job's mutex, and the cancel flag; it reads the handle's
  * conninfo and sync, which never change.
