@@ -4,12 +4,9 @@
 #include "store_job.h"
 #include "store_text.h"
 
-#include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* Rows per FETCH: envelopes are at most a broker's max_payload and some
  * (64 KiB by default), so a page of messages stays a few MiB. */
@@ -23,23 +20,28 @@
 struct pg_work {
     store_job *job;
     PGconn *conn;
+    int64_t give_up; /* the running statement's end after a cancel request; 0: none asked */
 };
 
-static int64_t mono_ms(void)
+/* pg_await's wait for a job's statement: no deadline until close asks the
+ * job to stop, then PostgreSQL's cancel request and CANCEL_WAIT_MS. */
+static int until_cancelled(void *ctx, PGconn *conn, char *err, size_t cap)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* libpq's message without its trailing newline. */
-static void put_message(char *err, size_t cap, const char *what, const char *msg)
-{
-    store_set_text(err, cap, "%s: %s", what, msg && msg[0] ? msg : "unknown error");
-    size_t n = strlen(err);
-    while (n > 0 && (err[n - 1] == '\n' || err[n - 1] == ' ')) {
-        err[--n] = '\0';
+    struct pg_work *w = ctx;
+    if (store_job_cancelled(w->job) && w->give_up == 0) {
+        char why[256];
+        PGcancel *c = PQgetCancel(conn);
+        if (c) {
+            (void)PQcancel(c, why, sizeof(why));
+            PQfreeCancel(c);
+        }
+        w->give_up = pg_mono_ms() + CANCEL_WAIT_MS;
     }
+    if (w->give_up && pg_mono_ms() > w->give_up) {
+        store_set_text(err, cap, "stopped: the store was closed");
+        return -1;
+    }
+    return 200;
 }
 
 /* Runs sql on the job's connection with binary results and waits for its
@@ -50,49 +52,25 @@ static void put_message(char *err, size_t cap, const char *what, const char *msg
 static PGresult *job_exec(struct pg_work *w, const char *sql, const char *what, char *err,
                           size_t cap)
 {
-    PGconn *conn = w->conn;
-    int64_t give_up = 0;
-    if (!PQsendQueryParams(conn, sql, 0, NULL, NULL, NULL, NULL, 1)) {
-        put_message(err, cap, what, PQerrorMessage(conn));
+    char why[CHAT_STORE_ERROR_MAX];
+    pg_await_end end;
+    char state[6];
+    w->give_up = 0;
+    if (!PQsendQueryParams(w->conn, sql, 0, NULL, NULL, NULL, NULL, 1)) {
+        store_set_text(err, cap, "%s: ", what);
+        pg_put_message(err, cap, PQerrorMessage(w->conn));
         return NULL;
     }
-    while (PQisBusy(conn)) {
-        struct pollfd p = {PQsocket(conn), POLLIN, 0};
-        if (store_job_cancelled(w->job) && give_up == 0) {
-            char why[256];
-            PGcancel *c = PQgetCancel(conn);
-            if (c) {
-                (void)PQcancel(c, why, sizeof(why));
-                PQfreeCancel(c);
-            }
-            give_up = mono_ms() + CANCEL_WAIT_MS;
-        }
-        if (give_up && mono_ms() > give_up) {
-            store_set_text(err, cap, "stopped: the store was closed");
-            return NULL; /* the connection is left mid-statement: only PQfinish remains */
-        }
-        if (poll(&p, 1, 200) < 0 && errno != EINTR) {
-            store_set_text(err, cap, "%s: poll: %s", what, strerror(errno));
-            return NULL;
-        }
-        if (!PQconsumeInput(conn)) {
-            break; /* PQgetResult reports it */
-        }
-    }
-    PGresult *res = PQgetResult(conn), *extra;
-    while ((extra = PQgetResult(conn)) != NULL) {
-        PQclear(extra);
-    }
-    ExecStatusType status = PQresultStatus(res);
-    if (res && (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK)) {
+    PGresult *res = pg_await(w->conn, until_cancelled, w, why, sizeof(why), &end, state);
+    if (res) {
         return res;
     }
-    if (store_job_cancelled(w->job)) {
+    /* stopped: the connection is left mid-statement, only PQfinish remains */
+    if (end == PG_AWAIT_STOPPED || (end == PG_AWAIT_FAILED && store_job_cancelled(w->job))) {
         store_set_text(err, cap, "stopped: the store was closed");
     } else {
-        put_message(err, cap, what, res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+        store_set_text(err, cap, "%s: %s", what, why);
     }
-    PQclear(res);
     return NULL;
 }
 
@@ -248,7 +226,7 @@ static void run_backup(struct pg_work *w)
 static void job_run(store_job *job, void *owner, void *taken)
 {
     pg *st = owner;
-    struct pg_work w = {job, NULL};
+    struct pg_work w = {job, NULL, 0};
     char err[CHAT_STORE_ERROR_MAX];
     (void)taken;
     w.conn = pg_connect(st->conninfo, st->sync, false, err, sizeof(err));
