@@ -23,6 +23,7 @@ void store_base_init(chat_store *st, const chat_store_ops *ops)
     st->recovered = false;
     st->incarnation[0] = '\0';
     st->last_err[0] = '\0';
+    st->job = NULL;
 }
 
 void store_set_clock(chat_store *st, chat_clock_fn fn, void *ctx)

@@ -169,6 +169,8 @@ typedef struct chat_store_ops {
     bool shared; /* other processes write the database too (chat_store_shared) */
 } chat_store_ops;
 
+struct store_job; /* store_job.c */
+
 /* The part of every backend's handle that chat_store.c reads. */
 struct chat_store {
     const chat_store_ops *ops;
@@ -177,6 +179,7 @@ struct chat_store {
     bool recovered;                              /* chat_store_recovered */
     char incarnation[STORE_INCARNATION_LEN + 1]; /* chat_store_incarnation, set at open */
     char last_err[CHAT_STORE_ERROR_MAX];         /* chat_store_last_error */
+    struct store_job *job; /* the running or last maintenance job (store_job.h), or NULL */
 };
 
 /* Fills in the common part of a new handle: its ops, the default clock, no

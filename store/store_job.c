@@ -1,7 +1,6 @@
 /* store_job: a maintenance job's thread, state and checks (see
  * store_job.h). */
 #include "store_job.h"
-#include "store_backend.h"
 #include "store_text.h"
 
 #include <pthread.h>
@@ -15,8 +14,8 @@
 
 struct store_job {
     const store_job_work *work;
-    void *owner; /* the backend's handle, which outlives the job */
-    void *taken; /* what work->take returned */
+    chat_store *owner; /* the store, which outlives the job */
+    void *taken;       /* what work->take returned */
     pthread_t thread;
     pthread_mutex_t mu;
     chat_job_state state; /* under mu */
@@ -95,22 +94,22 @@ static void job_free(store_job *j, bool started)
     free(j);
 }
 
-chat_err store_job_start(store_job **slot, chat_store *cs, const store_job_work *work, void *owner,
-                         chat_job_kind kind, const char *dest)
+chat_err store_job_start(chat_store *cs, const store_job_work *work, chat_job_kind kind,
+                         const char *dest)
 {
     struct stat sb;
-    if (*slot && !atomic_load(&(*slot)->finished)) {
+    if (cs->job && !atomic_load(&cs->job->finished)) {
         store_set_text(cs->last_err, sizeof(cs->last_err), "a %s is under way",
-                       (*slot)->state.kind == CHAT_JOB_BACKUP ? "backup" : "compaction");
+                       cs->job->state.kind == CHAT_JOB_BACKUP ? "backup" : "compaction");
         return CHAT_EINVAL;
     }
-    store_job_stop(slot);
+    store_job_stop(cs);
     store_job *j = calloc(1, sizeof(*j));
     if (!j) {
         return CHAT_ENOMEM;
     }
     j->work = work;
-    j->owner = owner;
+    j->owner = cs;
     j->state.kind = kind;
     j->state.status = CHAT_JOB_RUNNING;
     j->state.started_ms = wall_ms();
@@ -128,7 +127,7 @@ chat_err store_job_start(store_job **slot, chat_store *cs, const store_job_work 
         }
     }
     if (work->take) {
-        j->taken = work->take(owner, kind);
+        j->taken = work->take(cs, kind);
     }
     pthread_mutex_init(&j->mu, NULL);
     if (pthread_create(&j->thread, NULL, job_main, j) != 0) {
@@ -136,27 +135,29 @@ chat_err store_job_start(store_job **slot, chat_store *cs, const store_job_work 
         store_set_text(cs->last_err, sizeof(cs->last_err), "cannot start the job's thread");
         return CHAT_EIO;
     }
-    *slot = j;
+    cs->job = j;
     return CHAT_OK;
 }
 
-void store_job_state(store_job *j, chat_job_state *out)
+chat_err store_job_state(chat_store *cs, chat_job_state *out)
 {
+    store_job *j = cs->job;
     if (!j) {
         memset(out, 0, sizeof(*out));
-        return;
+        return CHAT_OK;
     }
     pthread_mutex_lock(&j->mu);
     *out = j->state;
     pthread_mutex_unlock(&j->mu);
+    return CHAT_OK;
 }
 
-void store_job_stop(store_job **slot)
+void store_job_stop(chat_store *cs)
 {
-    store_job *j = *slot;
+    store_job *j = cs->job;
     if (j) {
         atomic_store(&j->cancel, true);
         job_free(j, true);
-        *slot = NULL;
+        cs->job = NULL;
     }
 }

@@ -114,9 +114,9 @@ static void run_backup(store_job *j, ldb *st, const leveldb_snapshot_t *snap)
     store_job_finish(j, NULL);
 }
 
-static void job_run(store_job *j, void *owner, void *taken)
+static void job_run(store_job *j, chat_store *cs, void *taken)
 {
-    ldb *st = owner;
+    ldb *st = ldb_of(cs);
     if (store_job_kind(j) == CHAT_JOB_BACKUP) {
         run_backup(j, st, taken);
     } else {
@@ -128,15 +128,15 @@ static void job_run(store_job *j, void *owner, void *taken)
 
 /* The copy is the store as it is at the start, whatever is written
  * meanwhile: the snapshot is taken on the owner's thread. */
-static void *job_take(void *owner, chat_job_kind kind)
+static void *job_take(chat_store *cs, chat_job_kind kind)
 {
-    ldb *st = owner;
+    ldb *st = ldb_of(cs);
     return kind == CHAT_JOB_BACKUP ? (void *)leveldb_create_snapshot(st->db) : NULL;
 }
 
-static void job_give_back(void *owner, void *taken)
+static void job_give_back(chat_store *cs, void *taken)
 {
-    ldb *st = owner;
+    ldb *st = ldb_of(cs);
     leveldb_release_snapshot(st->db, taken);
 }
 
@@ -144,19 +144,7 @@ static const store_job_work ldb_work = {job_run, job_take, job_give_back};
 
 chat_err ldb_job_start(chat_store *cs, chat_job_kind kind, const char *dest)
 {
-    ldb *st = ldb_of(cs);
-    return store_job_start(&st->job, cs, &ldb_work, st, kind, dest);
-}
-
-chat_err ldb_job_state(chat_store *cs, chat_job_state *out)
-{
-    store_job_state(ldb_of(cs)->job, out);
-    return CHAT_OK;
-}
-
-void ldb_job_stop(ldb *st)
-{
-    store_job_stop(&st->job);
+    return store_job_start(cs, &ldb_work, kind, dest);
 }
 
 /* ------------------------------------------------------------------------

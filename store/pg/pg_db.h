@@ -35,8 +35,7 @@
  * which a retry with the same cid settles). */
 #define PG_CALL_TIMEOUT_MS 5000
 
-struct pg_watch;  /* pg_watch.c */
-struct store_job; /* store_job.c */
+struct pg_watch; /* pg_watch.c */
 
 typedef struct pg {
     chat_store base; /* first: a chat_store * of this backend is a pg * */
@@ -49,7 +48,6 @@ typedef struct pg {
     atomic_uint_fast64_t member_gen;
     atomic_bool member_live; /* the watcher listens: the cache may be used */
     struct pg_watch *watch;
-    struct store_job *job; /* the running or last maintenance job (store_job), or NULL */
 } pg;
 
 static inline pg *pg_of(chat_store *cs)

@@ -223,9 +223,9 @@ static void run_backup(struct pg_work *w)
  * The thread, start and state
  * --------------------------------------------------------------------- */
 
-static void job_run(store_job *job, void *owner, void *taken)
+static void job_run(store_job *job, chat_store *cs, void *taken)
 {
-    pg *st = owner;
+    pg *st = pg_of(cs);
     struct pg_work w = {job, NULL, 0};
     char err[CHAT_STORE_ERROR_MAX];
     (void)taken;
@@ -256,17 +256,5 @@ static const store_job_work pg_work = {job_run, NULL, NULL};
 
 chat_err pg_job_start(chat_store *cs, chat_job_kind kind, const char *dest)
 {
-    pg *st = pg_of(cs);
-    return store_job_start(&st->job, cs, &pg_work, st, kind, dest);
-}
-
-chat_err pg_job_state(chat_store *cs, chat_job_state *out)
-{
-    store_job_state(pg_of(cs)->job, out);
-    return CHAT_OK;
-}
-
-void pg_job_stop(pg *st)
-{
-    store_job_stop(&st->job);
+    return store_job_start(cs, &pg_work, kind, dest);
 }
