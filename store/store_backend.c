@@ -32,6 +32,18 @@ void store_set_clock(chat_store *st, chat_clock_fn fn, void *ctx)
     st->clock_ctx = fn ? ctx : NULL;
 }
 
+char *store_dup_bytes(const char *p, size_t len)
+{
+    char *out = malloc(len + 1);
+    if (out) {
+        if (len) {
+            memcpy(out, p, len);
+        }
+        out[len] = '\0';
+    }
+    return out;
+}
+
 chat_err store_envelope_fill(const chat_envelope *env, uint64_t id, int64_t ts, chat_appended *out)
 {
     char nid[24], nts[24];

@@ -194,6 +194,11 @@ void store_set_clock(chat_store *st, chat_clock_fn fn, void *ctx);
  * memory runs out. */
 chat_err store_envelope_fill(const chat_envelope *env, uint64_t id, int64_t ts, chat_appended *out);
 
+/* A malloc'd copy of the len bytes at p with a NUL after them (the
+ * envelopes a read or a duplicate append hands out), for the caller to
+ * free; NULL when memory runs out. */
+char *store_dup_bytes(const char *p, size_t len);
+
 /* The store clock's time, in ms since the epoch. */
 static inline int64_t store_now_ms(const chat_store *st)
 {
