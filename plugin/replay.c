@@ -385,21 +385,23 @@ void chat_replay_stop(struct chat_plugin *pl, const char *client_id, const char 
     }
 }
 
-struct stop_member {
+/* Which replays chat_hmap_foreach stops: one group's, of one member's
+ * devices or (member NULL) of every device. */
+struct stop_in_group {
     const char *member;
     const char *group;
 };
 
-static bool stop_member_cb(void *ctx, const void *key, size_t len, void *val)
+static bool stop_in_group_cb(void *ctx, const void *key, size_t len, void *val)
 {
-    struct stop_member *sm = ctx;
+    struct stop_in_group *sg = ctx;
     struct chat_device *d = val;
     (void)key;
     (void)len;
-    if (strcmp(d->member, sm->member) != 0) {
+    if (sg->member && strcmp(d->member, sg->member) != 0) {
         return false;
     }
-    struct replay_group *g = group_find(d, sm->group);
+    struct replay_group *g = group_find(d, sg->group);
     if (g) {
         group_remove(d, g);
     }
@@ -412,30 +414,14 @@ static bool stop_member_cb(void *ctx, const void *key, size_t len, void *val)
 
 void chat_replay_stop_member(struct chat_plugin *pl, const char *member, const char *group)
 {
-    struct stop_member sm = {member, group};
-    chat_hmap_foreach(pl->devices, stop_member_cb, &sm);
-}
-
-static bool stop_group_cb(void *ctx, const void *key, size_t len, void *val)
-{
-    const char *group = ctx;
-    struct chat_device *d = val;
-    (void)key;
-    (void)len;
-    struct replay_group *g = group_find(d, group);
-    if (g) {
-        group_remove(d, g);
-    }
-    if (d->groups) {
-        return false;
-    }
-    device_free(d);
-    return true;
+    struct stop_in_group sg = {member, group};
+    chat_hmap_foreach(pl->devices, stop_in_group_cb, &sg);
 }
 
 void chat_replay_stop_group(struct chat_plugin *pl, const char *group)
 {
-    chat_hmap_foreach(pl->devices, stop_group_cb, (void *)group);
+    struct stop_in_group sg = {NULL, group};
+    chat_hmap_foreach(pl->devices, stop_in_group_cb, &sg);
 }
 
 static bool count_active_cb(void *ctx, const void *key, size_t len, void *val)
