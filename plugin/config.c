@@ -50,6 +50,25 @@ static bool parse_bool(const char *s, bool *out)
     return true;
 }
 
+/* A word of an option that takes one of a few, and what it stands for. */
+struct choice {
+    const char *word;
+    int value;
+};
+
+/* Sets *out to the value of s among the n choices; false when s is none
+ * of them. */
+static bool parse_choice(const char *s, const struct choice *choices, size_t n, int *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!strcmp(s, choices[i].word)) {
+            *out = choices[i].value;
+            return true;
+        }
+    }
+    return false;
+}
+
 static int set_string(char **dst, const char *value)
 {
     char *s = strdup(value);
@@ -300,6 +319,7 @@ void chat_config_apply_broker(struct chat_config *cfg, const struct chat_broker_
 int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int count)
 {
     uint64_t v = 0;
+    int choice = 0;
     int rc = MOSQ_ERR_SUCCESS;
 
     memset(cfg, 0, sizeof(*cfg));
@@ -362,15 +382,10 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
                      ? (cfg->max_payload = v, 0)
                      : bad(k, val, "bytes, from 16 to 44000000");
         } else if (!strcmp(k, "fsync")) {
-            if (!strcmp(val, "none")) {
-                cfg->fsync = CHAT_SYNC_NONE;
-            } else if (!strcmp(val, "batch")) {
-                cfg->fsync = CHAT_SYNC_BATCH;
-            } else if (!strcmp(val, "always")) {
-                cfg->fsync = CHAT_SYNC_ALWAYS;
-            } else {
-                rc = bad(k, val, "none, batch or always");
-            }
+            static const struct choice c[] = {
+                {"none", CHAT_SYNC_NONE}, {"batch", CHAT_SYNC_BATCH}, {"always", CHAT_SYNC_ALWAYS}};
+            rc = parse_choice(val, c, 3, &choice) ? (cfg->fsync = (chat_sync)choice, 0)
+                                                  : bad(k, val, "none, batch or always");
         } else if (!strcmp(k, "replay")) {
             rc = parse_bool(val, &cfg->replay) ? 0 : bad(k, val, "true or false");
         } else if (!strcmp(k, "open_groups")) {
@@ -398,23 +413,16 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
             rc = val[0] == '/' ? set_string(&cfg->backup_dir, val)
                                : bad(k, val, "an absolute directory path");
         } else if (!strcmp(k, "read_check")) {
-            if (!strcmp(val, "broker")) {
-                cfg->read_check = CHAT_READ_BROKER;
-            } else if (!strcmp(val, "members")) {
-                cfg->read_check = CHAT_READ_MEMBERS;
-            } else {
-                rc = bad(k, val, "broker or members");
-            }
+            static const struct choice c[] = {{"broker", CHAT_READ_BROKER},
+                                              {"members", CHAT_READ_MEMBERS}};
+            rc = parse_choice(val, c, 2, &choice)
+                     ? (cfg->read_check = (enum chat_read_check)choice, 0)
+                     : bad(k, val, "broker or members");
         } else if (!strcmp(k, "acl")) {
-            if (!strcmp(val, "auto")) {
-                cfg->acl_mode = CHAT_ACL_AUTO;
-            } else if (!strcmp(val, "allow")) {
-                cfg->acl_mode = CHAT_ACL_ALLOW;
-            } else if (!strcmp(val, "defer")) {
-                cfg->acl_mode = CHAT_ACL_DEFER;
-            } else {
-                rc = bad(k, val, "auto, allow or defer");
-            }
+            static const struct choice c[] = {
+                {"auto", CHAT_ACL_AUTO}, {"allow", CHAT_ACL_ALLOW}, {"defer", CHAT_ACL_DEFER}};
+            rc = parse_choice(val, c, 3, &choice) ? (cfg->acl_mode = (enum chat_acl_mode)choice, 0)
+                                                  : bad(k, val, "auto, allow or defer");
         } else {
             mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: unknown option plugin_opt_%s", k);
             rc = MOSQ_ERR_INVAL;

@@ -23,12 +23,25 @@ void store_base_init(chat_store *st, const chat_store_ops *ops)
     st->recovered = false;
     st->incarnation[0] = '\0';
     st->last_err[0] = '\0';
+    st->job = NULL;
 }
 
 void store_set_clock(chat_store *st, chat_clock_fn fn, void *ctx)
 {
     st->clock = fn ? fn : realtime_ms;
     st->clock_ctx = fn ? ctx : NULL;
+}
+
+char *store_dup_bytes(const char *p, size_t len)
+{
+    char *out = malloc(len + 1);
+    if (out) {
+        if (len) {
+            memcpy(out, p, len);
+        }
+        out[len] = '\0';
+    }
+    return out;
 }
 
 chat_err store_envelope_fill(const chat_envelope *env, uint64_t id, int64_t ts, chat_appended *out)

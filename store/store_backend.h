@@ -185,6 +185,8 @@ typedef struct chat_store_ops {
     bool shared; /* other processes write the database too (chat_store_shared) */
 } chat_store_ops;
 
+struct store_job; /* store_job.c */
+
 /* The part of every backend's handle that chat_store.c reads. */
 struct chat_store {
     const chat_store_ops *ops;
@@ -193,6 +195,7 @@ struct chat_store {
     bool recovered;                              /* chat_store_recovered */
     char incarnation[STORE_INCARNATION_LEN + 1]; /* chat_store_incarnation, set at open */
     char last_err[CHAT_STORE_ERROR_MAX];         /* chat_store_last_error */
+    struct store_job *job; /* the running or last maintenance job (store_job.h), or NULL */
 };
 
 /* Fills in the common part of a new handle: its ops, the default clock, no
@@ -206,6 +209,11 @@ void store_set_clock(chat_store *st, chat_clock_fn fn, void *ctx);
  * NUL-terminated, into out->env (malloc'd) and out->len; CHAT_ENOMEM when
  * memory runs out. */
 chat_err store_envelope_fill(const chat_envelope *env, uint64_t id, int64_t ts, chat_appended *out);
+
+/* A malloc'd copy of the len bytes at p with a NUL after them (the
+ * envelopes a read or a duplicate append hands out), for the caller to
+ * free; NULL when memory runs out. */
+char *store_dup_bytes(const char *p, size_t len);
 
 /* The store clock's time, in ms since the epoch. */
 static inline int64_t store_now_ms(const chat_store *st)

@@ -151,17 +151,9 @@ chat_err ldb_copy_message(ldb_copy *c, const char *group, uint64_t id, const cha
     id_key(&km, NULL, TAG_MSG, group, id);
     chat_err rc = put(c, &km, env, len);
     if (rc == CHAT_OK && cid) {
-        /* the index entry and its reverse, as an append writes them
-         * (invariant 6) */
-        group_key(&ki, TAG_CID, group);
-        key_str(&ki, from);
-        key_str(&ki, cid);
-        id_key(&kk, NULL, TAG_CIDREV, group, id);
-        kv.len = 0;
-        kv.overflow = false;
-        key_str(&kv, from);
-        key_str(&kv, cid);
-        rc = kv.overflow ? CHAT_EINVAL : put_u64s(c, &ki, id, NULL);
+        /* the index entry and its reverse, as an append writes them */
+        rc = cid_keys(&ki, &kk, &kv, group, from, cid, id) ? put_u64s(c, &ki, id, NULL)
+                                                           : CHAT_EINVAL;
         if (rc == CHAT_OK) {
             rc = put(c, &kk, kv.buf, kv.len);
         }

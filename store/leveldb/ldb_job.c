@@ -3,59 +3,22 @@
 #include "ldb_copy.h"
 #include "ldb_run.h"
 #include "ldb_store.h"
+#include "store_job.h"
 #include "store_text.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #define BATCH_BYTES (1u << 20) /* a backup writes its copy in batches of this much */
 
-struct ldb_job {
-    ldb *st;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    chat_job_state state; /* under mu */
-    atomic_bool cancel;   /* close asks the thread to stop */
-    atomic_bool finished; /* the thread has set its result */
-    const leveldb_snapshot_t *snap;
-    char partial[4096 + 16];
-};
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* The job's end: its status and, on failure, why. */
-static void finish(struct ldb_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void finish(struct ldb_job *j, const char *fmt, ...)
-{
-    pthread_mutex_lock(&j->mu);
-    j->state.status = fmt ? CHAT_JOB_FAILED : CHAT_JOB_DONE;
-    if (fmt) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(j->state.error, sizeof(j->state.error), fmt, ap);
-        va_end(ap);
-    }
-    j->state.finished_ms = wall_ms();
-    pthread_mutex_unlock(&j->mu);
-    atomic_store(&j->finished, true);
-}
-
-/* Copies the snapshot into a new store at j->partial, then renames it. */
-static void run_backup(struct ldb_job *j)
+/* Copies the snapshot into a new store at the job's ".partial", then
+ * renames it to its dest. */
+static void run_backup(store_job *j, ldb *st, const leveldb_snapshot_t *snap)
 {
     char *err = NULL;
     char inc[STORE_INCARNATION_LEN + 1];
@@ -63,36 +26,37 @@ static void run_backup(struct ldb_job *j)
     uint64_t records = 0;
     size_t bytes = 0;
     const char *failed = NULL;
+    const char *partial = store_job_partial(j), *dest = store_job_dest(j);
 
     meta_key(&krun, META_RUNNING);
     meta_key(&kinc, META_INCARNATION);
     if (!ldb_new_incarnation(inc)) {
-        finish(j, "cannot draw an incarnation for the copy");
+        store_job_finish(j, "cannot draw an incarnation for the copy");
         return;
     }
     leveldb_options_t *o = leveldb_options_create();
     leveldb_options_set_create_if_missing(o, 1);
     leveldb_options_set_error_if_exists(o, 1);
     leveldb_options_set_compression(o, leveldb_snappy_compression);
-    leveldb_t *out = leveldb_open(o, j->partial, &err);
+    leveldb_t *out = leveldb_open(o, partial, &err);
     if (err) {
-        finish(j, "cannot create %s: %s", j->partial, err);
+        store_job_finish(j, "cannot create %s: %s", partial, err);
         leveldb_free(err);
         leveldb_options_destroy(o);
         return;
     }
     leveldb_readoptions_t *ro = leveldb_readoptions_create();
-    leveldb_readoptions_set_snapshot(ro, j->snap);
+    leveldb_readoptions_set_snapshot(ro, snap);
     leveldb_readoptions_set_verify_checksums(ro, 1);
     leveldb_readoptions_set_fill_cache(ro, 0);
     leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
-    leveldb_iterator_t *it = leveldb_create_iterator(j->st->db, ro);
+    leveldb_iterator_t *it = leveldb_create_iterator(st->db, ro);
     for (leveldb_iter_seek_to_first(it); leveldb_iter_valid(it); leveldb_iter_next(it)) {
         size_t klen = 0, vlen = 0;
         const char *k = leveldb_iter_key(it, &klen);
         const char *v = leveldb_iter_value(it, &vlen);
-        if (atomic_load(&j->cancel)) {
+        if (store_job_cancelled(j)) {
             failed = "stopped: the store was closed";
             break;
         }
@@ -112,9 +76,7 @@ static void run_backup(struct ldb_job *j)
             if (err) {
                 break;
             }
-            pthread_mutex_lock(&j->mu);
-            j->state.records = records;
-            pthread_mutex_unlock(&j->mu);
+            store_job_set_records(j, records);
         }
     }
     char *rerr = err ? NULL : iter_error(it);
@@ -130,35 +92,33 @@ static void run_backup(struct ldb_job *j)
     leveldb_readoptions_destroy(ro);
     leveldb_close(out);
     leveldb_options_destroy(o);
-    pthread_mutex_lock(&j->mu);
-    j->state.records = records;
-    pthread_mutex_unlock(&j->mu);
+    store_job_set_records(j, records);
     if (failed || err || rerr) {
-        finish(j, "%s%s%s",
-               failed ? failed
-               : err  ? "writing the copy: "
-                      : "reading the store: ",
-               failed ? ""
-               : err  ? err
-                      : rerr,
-               "");
+        store_job_finish(j, "%s%s%s",
+                         failed ? failed
+                         : err  ? "writing the copy: "
+                                : "reading the store: ",
+                         failed ? ""
+                         : err  ? err
+                                : rerr,
+                         "");
         leveldb_free(err);
         leveldb_free(rerr);
         return;
     }
-    if (rename(j->partial, j->state.path) != 0) {
-        finish(j, "cannot rename %s to %s: %s", j->partial, j->state.path, strerror(errno));
+    if (rename(partial, dest) != 0) {
+        store_job_finish(j, "cannot rename %s to %s: %s", partial, dest, strerror(errno));
         return;
     }
-    ldb_sync_parent(j->state.path);
-    finish(j, NULL);
+    ldb_sync_parent(dest);
+    store_job_finish(j, NULL);
 }
 
-static void *job_main(void *arg)
+static void job_run(store_job *j, chat_store *cs, void *taken)
 {
-    struct ldb_job *j = arg;
-    if (j->state.kind == CHAT_JOB_BACKUP) {
-        run_backup(j);
+    ldb *st = ldb_of(cs);
+    if (store_job_kind(j) == CHAT_JOB_BACKUP) {
+        run_backup(j, st, taken);
     } else {
         /* LevelDB's C API reports nothing here (see op_compact); a failed
          * compaction (an I/O error, a block that fails its checksum) stays
@@ -166,100 +126,37 @@ static void *job_main(void *arg)
          * empty record in the log, no key) returns. */
         leveldb_writebatch_t *wb = leveldb_writebatch_create();
         char *err = NULL;
-        leveldb_compact_range(j->st->db, NULL, 0, NULL, 0);
-        leveldb_write(j->st->db, j->st->wopt_lazy, wb, &err);
+        leveldb_compact_range(st->db, NULL, 0, NULL, 0);
+        leveldb_write(st->db, st->wopt_lazy, wb, &err);
         leveldb_writebatch_destroy(wb);
         if (err) {
-            finish(j, "%s", err);
+            store_job_finish(j, "%s", err);
             leveldb_free(err);
         } else {
-            finish(j, NULL);
+            store_job_finish(j, NULL);
         }
     }
-    return NULL;
 }
 
-static void job_free(ldb *st)
+/* The copy is the store as it is at the start, whatever is written
+ * meanwhile: the snapshot is taken on the owner's thread. */
+static void *job_take(chat_store *cs, chat_job_kind kind)
 {
-    struct ldb_job *j = st->job;
-    if (!j) {
-        return;
-    }
-    pthread_join(j->thread, NULL);
-    if (j->snap) {
-        leveldb_release_snapshot(st->db, j->snap);
-    }
-    pthread_mutex_destroy(&j->mu);
-    free(j);
-    st->job = NULL;
+    ldb *st = ldb_of(cs);
+    return kind == CHAT_JOB_BACKUP ? (void *)leveldb_create_snapshot(st->db) : NULL;
 }
+
+static void job_give_back(chat_store *cs, void *taken)
+{
+    ldb *st = ldb_of(cs);
+    leveldb_release_snapshot(st->db, taken);
+}
+
+static const store_job_work ldb_work = {job_run, job_take, job_give_back};
 
 chat_err ldb_job_start(chat_store *cs, chat_job_kind kind, const char *dest)
 {
-    ldb *st = ldb_of(cs);
-    struct stat sb;
-    if (st->job && !atomic_load(&st->job->finished)) {
-        store_set_text(cs->last_err, sizeof(cs->last_err), "a %s is under way",
-                       st->job->state.kind == CHAT_JOB_BACKUP ? "backup" : "compaction");
-        return CHAT_EINVAL;
-    }
-    job_free(st);
-    struct ldb_job *j = calloc(1, sizeof(*j));
-    if (!j) {
-        return CHAT_ENOMEM;
-    }
-    j->st = st;
-    j->state.kind = kind;
-    j->state.status = CHAT_JOB_RUNNING;
-    j->state.started_ms = wall_ms();
-    if (kind == CHAT_JOB_BACKUP) {
-        int n = snprintf(j->state.path, sizeof(j->state.path), "%s", dest);
-        snprintf(j->partial, sizeof(j->partial), "%s.partial", dest);
-        if (n < 0 || (size_t)n >= sizeof(j->state.path) || stat(dest, &sb) == 0 ||
-            stat(j->partial, &sb) == 0) {
-            store_set_text(cs->last_err, sizeof(cs->last_err),
-                           "backup destination too long or already there: %s", dest);
-            free(j);
-            return CHAT_EINVAL;
-        }
-        /* The copy is the store as it is now, whatever is written meanwhile. */
-        j->snap = leveldb_create_snapshot(st->db);
-    }
-    pthread_mutex_init(&j->mu, NULL);
-    st->job = j;
-    if (pthread_create(&j->thread, NULL, job_main, j) != 0) {
-        if (j->snap) {
-            leveldb_release_snapshot(st->db, j->snap);
-        }
-        pthread_mutex_destroy(&j->mu);
-        free(j);
-        st->job = NULL;
-        store_set_text(cs->last_err, sizeof(cs->last_err), "cannot start the job's thread");
-        return CHAT_EIO;
-    }
-    return CHAT_OK;
-}
-
-chat_err ldb_job_state(chat_store *cs, chat_job_state *out)
-{
-    ldb *st = ldb_of(cs);
-    struct ldb_job *j = st->job;
-    if (!j) {
-        memset(out, 0, sizeof(*out));
-        return CHAT_OK;
-    }
-    pthread_mutex_lock(&j->mu);
-    *out = j->state;
-    pthread_mutex_unlock(&j->mu);
-    return CHAT_OK;
-}
-
-void ldb_job_stop(ldb *st)
-{
-    if (st->job) {
-        atomic_store(&st->job->cancel, true);
-        job_free(st);
-    }
+    return store_job_start(cs, &ldb_work, kind, dest);
 }
 
 /* ------------------------------------------------------------------------

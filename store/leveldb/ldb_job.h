@@ -2,6 +2,9 @@
  * snapshot, a full compaction) on a thread of their own, and the repair of
  * a stopped store. Private to store/leveldb.
  *
+ * The thread, its state and the checks every backend shares are
+ * store_job's; this file holds only LevelDB's work.
+ *
  * Threading: the job's thread reads LevelDB (through a snapshot, which
  * LevelDB lets any thread read while the owner's thread writes) and writes
  * only the backup's own new database; it shares with the owner's thread
@@ -12,17 +15,11 @@
 
 #include "ldb_db.h"
 
-/* The ops below (store_backend.h) keep the contracts of the chat_store.h
- * functions of the same names. */
-
-/* Takes the snapshot (backup) on the caller's thread, then starts the
- * thread; a finished job's thread is joined first. */
+/* The job_start op (store_backend.h), with the contract of
+ * chat_store_job_start: takes the snapshot (backup) on the caller's
+ * thread, then starts the thread; a finished job's thread is joined first.
+ * The job_state op and the stop at close are store_job's. */
 store_job_start_fn ldb_job_start;
-store_job_state_fn ldb_job_state;
-
-/* For close: stops a running job at its next record, waits for its
- * thread, releases its snapshot and frees it. Accepts a store without one. */
-void ldb_job_stop(ldb *st);
 
 /* chat_store_repair for LevelDB: holds the store's LOCK file (so that a
  * running broker's store is refused), runs RepairDB, then opens the store,

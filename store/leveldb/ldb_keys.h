@@ -208,6 +208,24 @@ static inline void read_key(key *k, const char *group, const char *member)
     key_raw(k, member);
 }
 
+/* A message's cid index entry ('I' group from cid -> id) and its reverse
+ * ('K' group id -> the value kv, from and cid), as an append writes them
+ * (invariant 6): whoever deletes the message finds the entry by id.
+ * Returns false when one of them overflows (a name too long for a key). */
+static inline bool cid_keys(key *ki, key *kk, key *kv, const char *group, const char *from,
+                            const char *cid, uint64_t id)
+{
+    group_key(ki, TAG_CID, group);
+    key_str(ki, from);
+    key_str(ki, cid);
+    id_key(kk, NULL, TAG_CIDREV, group, id);
+    kv->len = 0;
+    kv->overflow = false;
+    key_str(kv, from);
+    key_str(kv, cid);
+    return !ki->overflow && !kk->overflow && !kv->overflow;
+}
+
 /* Writes a reader's description of a key (the record kind, its group,
  * member, device, cid and id) to out: error messages name the keys whose
  * reading or writing failed, so that an operator knows what is damaged. */

@@ -93,17 +93,7 @@ chat_err ldb_append(chat_store *cs, const char *group, const char *from, const c
         ldb_put_meta(wb, META_GROUPS, n, sizeof(n));
     }
     if (cid) {
-        /* The index entry and its reverse, so that whoever deletes the
-         * message finds the entry by id (invariant 6). */
-        group_key(&ki, TAG_CID, group);
-        key_str(&ki, from);
-        key_str(&ki, cid);
-        id_key(&kk, NULL, TAG_CIDREV, group, id);
-        kv.len = 0;
-        kv.overflow = false;
-        key_str(&kv, from);
-        key_str(&kv, cid);
-        if (ki.overflow || kk.overflow || kv.overflow) {
+        if (!cid_keys(&ki, &kk, &kv, group, from, cid, id)) {
             leveldb_writebatch_destroy(wb);
             return CHAT_EINVAL;
         }
@@ -167,16 +157,13 @@ chat_err ldb_get(chat_store *cs, const char *group, uint64_t id, chat_msg *msg, 
     if (!val) {
         return CHAT_OK;
     }
-    msg->data = malloc(vlen + 1);
+    msg->data = store_dup_bytes(val, vlen);
+    leveldb_free(val);
     if (!msg->data) {
-        leveldb_free(val);
         return CHAT_ENOMEM;
     }
-    memcpy(msg->data, val, vlen);
-    msg->data[vlen] = '\0';
     msg->len = vlen;
     msg->id = id;
-    leveldb_free(val);
     *found = true;
     return CHAT_OK;
 }

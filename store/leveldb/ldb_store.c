@@ -7,6 +7,7 @@
 #include "ldb_admin.h"
 #include "ldb_delete.h"
 #include "ldb_job.h"
+#include "store_job.h"
 #include "ldb_log.h"
 #include "ldb_member.h"
 #include "ldb_read.h"
@@ -47,7 +48,7 @@ static void op_close(chat_store *cs)
 {
     ldb *st = ldb_of(cs);
     ldb_syncer_stop(st);
-    ldb_job_stop(st);
+    store_job_stop(cs);
     if (st->db && st->running && !atomic_load(&st->failed) && ldb_sync_all_logs(st->path)) {
         /* A clean close: everything is on disk, and the next open must not
          * take this run for one that lost writes (invariant 7). A close
@@ -173,7 +174,7 @@ static const chat_store_ops ldb_ops = {
     .group_init = ldb_group_init,
     .check = ldb_check,
     .job_start = ldb_job_start,
-    .job_state = ldb_job_state,
+    .job_state = store_job_state,
     .follow = op_follow,
     .feed = op_feed,
     .shared = false,

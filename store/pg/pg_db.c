@@ -11,17 +11,16 @@
 #include <string.h>
 #include <time.h>
 
-static int64_t mono_ms(void)
+int64_t pg_mono_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* libpq's messages end with a newline; a log line must not. */
-static void put_message(char *out, size_t cap, const char *msg)
+void pg_put_message(char *out, size_t cap, const char *msg)
 {
-    store_put_text(out, cap, "%s", msg ? msg : "unknown error");
+    store_put_text(out, cap, "%s", msg && msg[0] ? msg : "unknown error");
     size_t n = strlen(out);
     while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' ')) {
         out[--n] = '\0';
@@ -42,7 +41,7 @@ PGconn *pg_connect(const char *conninfo, chat_sync sync, bool prepare, char *err
     PGconn *conn = PQconnectdbParams(keys, vals, 1);
     if (!conn || PQstatus(conn) != CONNECTION_OK) {
         err[0] = '\0';
-        put_message(err, cap, conn ? PQerrorMessage(conn) : "out of memory");
+        pg_put_message(err, cap, conn ? PQerrorMessage(conn) : "out of memory");
         PQfinish(conn);
         return NULL;
     }
@@ -62,7 +61,7 @@ PGconn *pg_connect(const char *conninfo, chat_sync sync, bool prepare, char *err
     }
     if (!ok) {
         if (!err[0]) {
-            put_message(err, cap, PQerrorMessage(conn));
+            pg_put_message(err, cap, PQerrorMessage(conn));
         }
         PQfinish(conn);
         return NULL;
@@ -78,7 +77,7 @@ bool pg_prepare(PGconn *conn, char *err, size_t cap)
         bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
         if (!ok) {
             store_set_text(err, cap, "preparing %s: ", s->name);
-            put_message(err, cap, PQresultErrorMessage(res));
+            pg_put_message(err, cap, PQresultErrorMessage(res));
         }
         PQclear(res);
         if (!ok) {
@@ -88,38 +87,21 @@ bool pg_prepare(PGconn *conn, char *err, size_t cap)
     return true;
 }
 
-/* Sends stmt and waits for its result until the deadline. *lost is set
- * when the connection can no longer be used (broken, or timed out with
- * the statement in flight). */
-static PGresult *run(PGconn *conn, enum pg_stmt stmt, const char *const *params, const int *lens,
-                     int timeout_ms, char *err, size_t cap, bool *lost, bool *data)
+PGresult *pg_await(PGconn *conn, pg_wait_fn *wait, void *ctx, char *err, size_t cap,
+                   pg_await_end *end, char state[6])
 {
-    const struct pg_statement *s = &pg_statements[stmt];
-    int fmts[8] = {0}, lengths[8] = {0};
-    *lost = false;
-    *data = false;
     err[0] = '\0';
-    for (int i = 0; lens && i < s->nparams && i < 8; i++) {
-        fmts[i] = lens[i] >= 0;
-        lengths[i] = lens[i] >= 0 ? lens[i] : 0;
-    }
-    if (!PQsendQueryPrepared(conn, s->name, s->nparams, params, lengths, fmts, 1)) {
-        put_message(err, cap, PQerrorMessage(conn));
-        *lost = PQstatus(conn) != CONNECTION_OK;
-        return NULL;
-    }
-    int64_t deadline = mono_ms() + timeout_ms;
+    state[0] = '\0';
     while (PQisBusy(conn)) {
-        int64_t left = deadline - mono_ms();
+        int ms = wait(ctx, conn, err, cap);
         struct pollfd p = {PQsocket(conn), POLLIN, 0};
-        if (left <= 0) {
-            store_set_text(err, cap, "no answer from PostgreSQL within %d ms", timeout_ms);
-            *lost = true;
+        if (ms < 0) {
+            *end = PG_AWAIT_STOPPED;
             return NULL;
         }
-        if (poll(&p, 1, (int)left) < 0 && errno != EINTR) {
+        if (poll(&p, 1, ms) < 0 && errno != EINTR) {
             store_set_text(err, cap, "poll: %s", strerror(errno));
-            *lost = true;
+            *end = PG_AWAIT_POLL;
             return NULL;
         }
         if (!PQconsumeInput(conn)) {
@@ -132,20 +114,76 @@ static PGresult *run(PGconn *conn, enum pg_stmt stmt, const char *const *params,
     }
     ExecStatusType status = PQresultStatus(res);
     if (res && (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK)) {
+        *end = PG_AWAIT_OK;
         return res;
     }
-    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-    put_message(err, cap, res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+    const char *code = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    if (code) {
+        snprintf(state, 6, "%.5s", code);
+    }
+    pg_put_message(err, cap, res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+    PQclear(res);
+    *end = PG_AWAIT_FAILED;
+    return NULL;
+}
+
+/* A call's deadline, for pg_await. */
+struct deadline {
+    int64_t at;
+    int timeout_ms;
+};
+
+static int until_deadline(void *ctx, PGconn *conn, char *err, size_t cap)
+{
+    const struct deadline *d = ctx;
+    int64_t left = d->at - pg_mono_ms();
+    (void)conn;
+    if (left <= 0) {
+        store_set_text(err, cap, "no answer from PostgreSQL within %d ms", d->timeout_ms);
+        return -1;
+    }
+    return left > INT32_MAX ? INT32_MAX : (int)left;
+}
+
+/* Sends stmt and waits for its result until the deadline. *lost is set
+ * when the connection can no longer be used (broken, or timed out with
+ * the statement in flight). */
+static PGresult *run(PGconn *conn, enum pg_stmt stmt, const char *const *params, const int *lens,
+                     int timeout_ms, char *err, size_t cap, bool *lost, bool *data)
+{
+    const struct pg_statement *s = &pg_statements[stmt];
+    int fmts[8] = {0}, lengths[8] = {0};
+    char state[6];
+    pg_await_end end;
+    *lost = false;
+    *data = false;
+    err[0] = '\0';
+    for (int i = 0; lens && i < s->nparams && i < 8; i++) {
+        fmts[i] = lens[i] >= 0;
+        lengths[i] = lens[i] >= 0 ? lens[i] : 0;
+    }
+    if (!PQsendQueryPrepared(conn, s->name, s->nparams, params, lengths, fmts, 1)) {
+        pg_put_message(err, cap, PQerrorMessage(conn));
+        *lost = PQstatus(conn) != CONNECTION_OK;
+        return NULL;
+    }
+    struct deadline d = {pg_mono_ms() + timeout_ms, timeout_ms};
+    PGresult *res = pg_await(conn, until_deadline, &d, err, cap, &end, state);
+    if (res) {
+        return res;
+    }
+    if (end != PG_AWAIT_FAILED) {
+        *lost = true; /* timed out with the statement in flight, or poll failed */
+        return NULL;
+    }
     /* A server going away (57P0x), a connection class error (08), or a
      * session that landed on a standby (25006: read-only after a
      * failover): this connection is of no more use. */
-    *lost = PQstatus(conn) != CONNECTION_OK ||
-            (state &&
-             (!strncmp(state, "08", 2) || !strncmp(state, "57P", 3) || !strcmp(state, "25006")));
+    *lost = PQstatus(conn) != CONNECTION_OK || !strncmp(state, "08", 2) ||
+            !strncmp(state, "57P", 3) || !strcmp(state, "25006");
     /* a data exception (a name that is not UTF-8, a number out of range):
      * the caller's argument, not the store */
-    *data = state && !strncmp(state, "22", 2) && !*lost;
-    PQclear(res);
+    *data = !strncmp(state, "22", 2) && !*lost;
     return NULL;
 }
 

@@ -36,7 +36,6 @@
 #define PG_CALL_TIMEOUT_MS 5000
 
 struct pg_watch; /* pg_watch.c */
-struct pg_job;   /* pg_job.c */
 
 typedef struct pg {
     chat_store base; /* first: a chat_store * of this backend is a pg * */
@@ -49,7 +48,6 @@ typedef struct pg {
     atomic_uint_fast64_t member_gen;
     atomic_bool member_live; /* the watcher listens: the cache may be used */
     struct pg_watch *watch;
-    struct pg_job *job; /* the running or last maintenance job (pg_job), or NULL */
 } pg;
 
 static inline pg *pg_of(chat_store *cs)
@@ -86,6 +84,37 @@ PGresult *pg_call_long(pg *st, enum pg_stmt stmt, const char *const *params, con
  * NULL on failure with why in err. */
 PGresult *pg_call_on(PGconn *conn, enum pg_stmt stmt, const char *const *params, char *err,
                      size_t cap);
+
+/* How pg_await ended. */
+typedef enum pg_await_end {
+    PG_AWAIT_OK,      /* a result */
+    PG_AWAIT_STOPPED, /* wait gave up, and wrote why */
+    PG_AWAIT_POLL,    /* poll failed: "poll: <why>" */
+    PG_AWAIT_FAILED   /* the statement failed: libpq's message */
+} pg_await_end;
+
+/* Called before each wait of pg_await: returns the longest wait in ms, or
+ * a negative number to stop waiting, having written why to err (cap
+ * bytes). It may act on conn (a cancel request). */
+typedef int pg_wait_fn(void *ctx, PGconn *conn, char *err, size_t cap);
+
+/* Waits for the answer to the statement just sent on conn (wait decides
+ * for how long), takes its first result and drops any others. Returns the
+ * result when PGRES_TUPLES_OK or PGRES_COMMAND_OK, to PQclear; else NULL
+ * with *end saying why, why in err from its start (libpq's message on one
+ * line, as pg_put_message writes it) and, for PG_AWAIT_FAILED, the
+ * SQLSTATE in state ("" when none). A connection left with a statement in
+ * flight (PG_AWAIT_STOPPED, PG_AWAIT_POLL) is of no more use. */
+PGresult *pg_await(PGconn *conn, pg_wait_fn *wait, void *ctx, char *err, size_t cap,
+                   pg_await_end *end, char state[6]);
+
+/* Appends libpq's message msg (NULL or empty: "unknown error") to the text
+ * in out (cap bytes) as one line: libpq's messages end with a newline and
+ * may hold more, which a log line must not. */
+void pg_put_message(char *out, size_t cap, const char *msg);
+
+/* CLOCK_MONOTONIC in ms, for deadlines. */
+int64_t pg_mono_ms(void);
 
 /* Reads a binary bigint (or a bool, as 0/1) at (row, col); 0 when NULL. */
 int64_t pg_i64(const PGresult *res, int row, int col);

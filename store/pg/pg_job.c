@@ -1,16 +1,12 @@
 /* pg_job: backups and compactions of a PostgreSQL store (see pg_job.h). */
 #include "pg_job.h"
 #include "ldb_copy.h"
+#include "store_job.h"
 #include "store_text.h"
 
-#include <errno.h>
-#include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 
 /* Rows per FETCH: envelopes are at most a broker's max_payload and some
  * (64 KiB by default), so a page of messages stays a few MiB. */
@@ -20,56 +16,32 @@
  * dropped (the server may be out of reach). */
 #define CANCEL_WAIT_MS 5000
 
-struct pg_job {
-    pg *st; /* conninfo and sync: read only */
-    pthread_t thread;
-    pthread_mutex_t mu;
-    chat_job_state state; /* under mu */
-    atomic_bool cancel;   /* close asks the thread to stop */
-    atomic_bool finished; /* the thread has set its result */
-    PGconn *conn;         /* the thread's own */
+/* A job's work on its thread: the job and the thread's own connection. */
+struct pg_work {
+    store_job *job;
+    PGconn *conn;
+    int64_t give_up; /* the running statement's end after a cancel request; 0: none asked */
 };
 
-static int64_t wall_ms(void)
+/* pg_await's wait for a job's statement: no deadline until close asks the
+ * job to stop, then PostgreSQL's cancel request and CANCEL_WAIT_MS. */
+static int until_cancelled(void *ctx, PGconn *conn, char *err, size_t cap)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* The job's end: its status and, on failure (fmt not NULL), why. */
-static void finish(struct pg_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void finish(struct pg_job *j, const char *fmt, ...)
-{
-    pthread_mutex_lock(&j->mu);
-    j->state.status = fmt ? CHAT_JOB_FAILED : CHAT_JOB_DONE;
-    if (fmt) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(j->state.error, sizeof(j->state.error), fmt, ap);
-        va_end(ap);
+    struct pg_work *w = ctx;
+    if (store_job_cancelled(w->job) && w->give_up == 0) {
+        char why[256];
+        PGcancel *c = PQgetCancel(conn);
+        if (c) {
+            (void)PQcancel(c, why, sizeof(why));
+            PQfreeCancel(c);
+        }
+        w->give_up = pg_mono_ms() + CANCEL_WAIT_MS;
     }
-    j->state.finished_ms = wall_ms();
-    pthread_mutex_unlock(&j->mu);
-    atomic_store(&j->finished, true);
-}
-
-/* libpq's message without its trailing newline. */
-static void put_message(char *err, size_t cap, const char *what, const char *msg)
-{
-    store_set_text(err, cap, "%s: %s", what, msg && msg[0] ? msg : "unknown error");
-    size_t n = strlen(err);
-    while (n > 0 && (err[n - 1] == '\n' || err[n - 1] == ' ')) {
-        err[--n] = '\0';
+    if (w->give_up && pg_mono_ms() > w->give_up) {
+        store_set_text(err, cap, "stopped: the store was closed");
+        return -1;
     }
+    return 200;
 }
 
 /* Runs sql on the job's connection with binary results and waits for its
@@ -77,52 +49,28 @@ static void put_message(char *err, size_t cap, const char *what, const char *msg
  * takes) until close asks the job to stop: then PostgreSQL is asked to
  * cancel the statement, and waited for CANCEL_WAIT_MS at most. Returns the
  * result to PQclear, or NULL with why in err. */
-static PGresult *job_exec(struct pg_job *j, const char *sql, const char *what, char *err,
+static PGresult *job_exec(struct pg_work *w, const char *sql, const char *what, char *err,
                           size_t cap)
 {
-    PGconn *conn = j->conn;
-    int64_t give_up = 0;
-    if (!PQsendQueryParams(conn, sql, 0, NULL, NULL, NULL, NULL, 1)) {
-        put_message(err, cap, what, PQerrorMessage(conn));
+    char why[CHAT_STORE_ERROR_MAX];
+    pg_await_end end;
+    char state[6];
+    w->give_up = 0;
+    if (!PQsendQueryParams(w->conn, sql, 0, NULL, NULL, NULL, NULL, 1)) {
+        store_set_text(err, cap, "%s: ", what);
+        pg_put_message(err, cap, PQerrorMessage(w->conn));
         return NULL;
     }
-    while (PQisBusy(conn)) {
-        struct pollfd p = {PQsocket(conn), POLLIN, 0};
-        if (atomic_load(&j->cancel) && give_up == 0) {
-            char why[256];
-            PGcancel *c = PQgetCancel(conn);
-            if (c) {
-                (void)PQcancel(c, why, sizeof(why));
-                PQfreeCancel(c);
-            }
-            give_up = mono_ms() + CANCEL_WAIT_MS;
-        }
-        if (give_up && mono_ms() > give_up) {
-            store_set_text(err, cap, "stopped: the store was closed");
-            return NULL; /* the connection is left mid-statement: only PQfinish remains */
-        }
-        if (poll(&p, 1, 200) < 0 && errno != EINTR) {
-            store_set_text(err, cap, "%s: poll: %s", what, strerror(errno));
-            return NULL;
-        }
-        if (!PQconsumeInput(conn)) {
-            break; /* PQgetResult reports it */
-        }
-    }
-    PGresult *res = PQgetResult(conn), *extra;
-    while ((extra = PQgetResult(conn)) != NULL) {
-        PQclear(extra);
-    }
-    ExecStatusType status = PQresultStatus(res);
-    if (res && (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK)) {
+    PGresult *res = pg_await(w->conn, until_cancelled, w, why, sizeof(why), &end, state);
+    if (res) {
         return res;
     }
-    if (atomic_load(&j->cancel)) {
+    /* stopped: the connection is left mid-statement, only PQfinish remains */
+    if (end == PG_AWAIT_STOPPED || (end == PG_AWAIT_FAILED && store_job_cancelled(w->job))) {
         store_set_text(err, cap, "stopped: the store was closed");
     } else {
-        put_message(err, cap, what, res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+        store_set_text(err, cap, "%s: %s", what, why);
     }
-    PQclear(res);
     return NULL;
 }
 
@@ -197,21 +145,21 @@ static chat_err copy_row(ldb_copy *cp, enum part part, const PGresult *res, int 
 }
 
 /* Reads one part through a cursor, a page at a time, into the copy. */
-static bool copy_part(struct pg_job *j, ldb_copy *cp, enum part part, char *err, size_t cap)
+static bool copy_part(struct pg_work *w, ldb_copy *cp, enum part part, char *err, size_t cap)
 {
     char sql[1024];
     snprintf(sql, sizeof(sql), "DECLARE c NO SCROLL CURSOR FOR %s", parts[part].query);
-    PGresult *res = job_exec(j, sql, parts[part].what, err, cap);
+    PGresult *res = job_exec(w, sql, parts[part].what, err, cap);
     if (!res) {
         return false;
     }
     PQclear(res);
     for (;;) {
-        if (atomic_load(&j->cancel)) {
+        if (store_job_cancelled(w->job)) {
             store_set_text(err, cap, "stopped: the store was closed");
             return false;
         }
-        res = job_exec(j, parts[part].fetch, parts[part].what, err, cap);
+        res = job_exec(w, parts[part].fetch, parts[part].what, err, cap);
         if (!res) {
             return false;
         }
@@ -227,36 +175,34 @@ static bool copy_part(struct pg_job *j, ldb_copy *cp, enum part part, char *err,
             }
         }
         PQclear(res);
-        pthread_mutex_lock(&j->mu);
-        j->state.records = ldb_copy_records(cp);
-        pthread_mutex_unlock(&j->mu);
+        store_job_set_records(w->job, ldb_copy_records(cp));
         if (rows == 0) {
             break;
         }
     }
-    res = job_exec(j, "CLOSE c", parts[part].what, err, cap);
+    res = job_exec(w, "CLOSE c", parts[part].what, err, cap);
     PQclear(res);
     return res != NULL;
 }
 
-static void run_backup(struct pg_job *j)
+static void run_backup(struct pg_work *w)
 {
     char err[CHAT_STORE_ERROR_MAX] = "";
-    ldb_copy *cp = ldb_copy_create(j->state.path, err, sizeof(err));
+    ldb_copy *cp = ldb_copy_create(store_job_dest(w->job), err, sizeof(err));
     bool ok = cp != NULL;
     if (ok) {
         /* One snapshot for every part: the copy is the database as one
          * moment left it, whatever brokers commit meanwhile. */
-        PGresult *res = job_exec(j, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+        PGresult *res = job_exec(w, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
                                  "starting the snapshot", err, sizeof(err));
         ok = res != NULL;
         PQclear(res);
     }
     for (int part = PART_GROUPS; ok && part <= PART_MAX; part++) {
-        ok = copy_part(j, cp, (enum part)part, err, sizeof(err));
+        ok = copy_part(w, cp, (enum part)part, err, sizeof(err));
     }
     if (ok) {
-        PGresult *res = job_exec(j, "COMMIT", "ending the snapshot", err, sizeof(err));
+        PGresult *res = job_exec(w, "COMMIT", "ending the snapshot", err, sizeof(err));
         ok = res != NULL;
         PQclear(res);
     }
@@ -264,15 +210,13 @@ static void run_backup(struct pg_job *j)
         ok = ldb_copy_finish(cp, err, sizeof(err)) == CHAT_OK;
     }
     if (cp) {
-        pthread_mutex_lock(&j->mu);
-        j->state.records = ldb_copy_records(cp);
-        pthread_mutex_unlock(&j->mu);
+        store_job_set_records(w->job, ldb_copy_records(cp));
     }
     ldb_copy_destroy(cp);
     if (ok) {
-        finish(j, NULL);
+        store_job_finish(w->job, NULL);
     } else {
-        finish(j, "%s", err);
+        store_job_finish(w->job, "%s", err);
     }
 }
 
@@ -280,107 +224,38 @@ static void run_backup(struct pg_job *j)
  * The thread, start and state
  * --------------------------------------------------------------------- */
 
-static void *job_main(void *arg)
+static void job_run(store_job *job, chat_store *cs, void *taken)
 {
-    struct pg_job *j = arg;
+    pg *st = pg_of(cs);
+    struct pg_work w = {job, NULL, 0};
     char err[CHAT_STORE_ERROR_MAX];
-    j->conn = pg_connect(j->st->conninfo, j->st->sync, false, err, sizeof(err));
-    if (!j->conn) {
-        finish(j, "cannot connect to PostgreSQL: %s", err);
-        return NULL;
+    (void)taken;
+    w.conn = pg_connect(st->conninfo, st->sync, false, err, sizeof(err));
+    if (!w.conn) {
+        store_job_finish(job, "cannot connect to PostgreSQL: %s", err);
+        return;
     }
-    if (j->state.kind == CHAT_JOB_BACKUP) {
-        run_backup(j);
+    if (store_job_kind(job) == CHAT_JOB_BACKUP) {
+        run_backup(&w);
     } else {
-        PGresult *res = job_exec(j,
+        PGresult *res = job_exec(&w,
                                  "VACUUM (ANALYZE) chat_messages, chat_groups, chat_members, "
                                  "chat_cursors, chat_cursor_max, chat_meta",
                                  "VACUUM", err, sizeof(err));
         if (res) {
-            finish(j, NULL);
+            store_job_finish(job, NULL);
         } else {
-            finish(j, "%s", err);
+            store_job_finish(job, "%s", err);
         }
         PQclear(res);
     }
-    PQfinish(j->conn);
-    j->conn = NULL;
-    return NULL;
+    PQfinish(w.conn);
 }
 
-static void job_free(pg *st)
-{
-    struct pg_job *j = st->job;
-    if (!j) {
-        return;
-    }
-    pthread_join(j->thread, NULL);
-    pthread_mutex_destroy(&j->mu);
-    free(j);
-    st->job = NULL;
-}
+/* Nothing is taken on the owner's thread: the job connects on its own. */
+static const store_job_work pg_work = {job_run, NULL, NULL};
 
 chat_err pg_job_start(chat_store *cs, chat_job_kind kind, const char *dest)
 {
-    pg *st = pg_of(cs);
-    struct stat sb;
-    char partial[sizeof(((chat_job_state *)0)->path) + 16];
-    if (st->job && !atomic_load(&st->job->finished)) {
-        store_set_text(cs->last_err, sizeof(cs->last_err), "a %s is under way",
-                       st->job->state.kind == CHAT_JOB_BACKUP ? "backup" : "compaction");
-        return CHAT_EINVAL;
-    }
-    job_free(st);
-    struct pg_job *j = calloc(1, sizeof(*j));
-    if (!j) {
-        return CHAT_ENOMEM;
-    }
-    j->st = st;
-    j->state.kind = kind;
-    j->state.status = CHAT_JOB_RUNNING;
-    j->state.started_ms = wall_ms();
-    atomic_init(&j->cancel, false);
-    atomic_init(&j->finished, false);
-    if (kind == CHAT_JOB_BACKUP) {
-        int n = snprintf(j->state.path, sizeof(j->state.path), "%s", dest);
-        snprintf(partial, sizeof(partial), "%s.partial", dest);
-        if (n < 0 || (size_t)n >= sizeof(j->state.path) || stat(dest, &sb) == 0 ||
-            stat(partial, &sb) == 0) {
-            store_set_text(cs->last_err, sizeof(cs->last_err),
-                           "backup destination too long or already there: %s", dest);
-            free(j);
-            return CHAT_EINVAL;
-        }
-    }
-    pthread_mutex_init(&j->mu, NULL);
-    st->job = j;
-    if (pthread_create(&j->thread, NULL, job_main, j) != 0) {
-        pthread_mutex_destroy(&j->mu);
-        free(j);
-        st->job = NULL;
-        store_set_text(cs->last_err, sizeof(cs->last_err), "cannot start the job's thread");
-        return CHAT_EIO;
-    }
-    return CHAT_OK;
-}
-
-chat_err pg_job_state(chat_store *cs, chat_job_state *out)
-{
-    struct pg_job *j = pg_of(cs)->job;
-    if (!j) {
-        memset(out, 0, sizeof(*out));
-        return CHAT_OK;
-    }
-    pthread_mutex_lock(&j->mu);
-    *out = j->state;
-    pthread_mutex_unlock(&j->mu);
-    return CHAT_OK;
-}
-
-void pg_job_stop(pg *st)
-{
-    if (st->job) {
-        atomic_store(&st->job->cancel, true);
-        job_free(st);
-    }
+    return store_job_start(cs, &pg_work, kind, dest);
 }

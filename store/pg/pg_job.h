@@ -14,6 +14,9 @@
  *     mqchat-store reads it and a broker on LevelDB opens it.
  * Private to store/pg.
  *
+ * The thread, its state and the checks every backend shares are
+ * store_job's; this file holds only PostgreSQL's work.
+ *
  * Threading: the job's thread shares with the caller's only the job's
  * state, under the job's mutex, and the cancel flag; it reads the handle's
  * conninfo and sync, which never change.
@@ -23,16 +26,12 @@
 
 #include "pg_db.h"
 
-/* The ops below (store_backend.h) keep the contracts of the chat_store.h
- * functions of the same names. job_start checks dest on the caller's
- * thread (stat only) and starts the thread, which connects: the caller
- * never waits for the database. A finished job's thread is joined first. */
+/* The job_start op (store_backend.h), with the contract of
+ * chat_store_job_start: checks dest on the caller's thread (stat only) and
+ * starts the thread, which connects: the caller never waits for the
+ * database. A finished job's thread is joined first. The job_state op and
+ * the stop at close (a backup stops at its next page of rows, a VACUUM
+ * through PostgreSQL's cancel request) are store_job's. */
 store_job_start_fn pg_job_start;
-store_job_state_fn pg_job_state;
-
-/* For close: asks a running job to stop (a backup at its next page of
- * rows, a VACUUM through PostgreSQL's cancel request), waits for its
- * thread and frees it. Accepts a store without one. */
-void pg_job_stop(pg *st);
 
 #endif

@@ -59,13 +59,11 @@ chat_err pg_append(chat_store *cs, const char *group, const char *from, const ch
     int64_t ts = pg_i64(res, 0, 1);
     if (pg_i64(res, 0, 2)) {
         size_t len = (size_t)PQgetlength(res, 0, 3);
-        out->env = malloc(len + 1);
+        out->env = store_dup_bytes(PQgetvalue(res, 0, 3), len);
         if (!out->env) {
             PQclear(res);
             return CHAT_ENOMEM;
         }
-        memcpy(out->env, PQgetvalue(res, 0, 3), len);
-        out->env[len] = '\0';
         out->len = len;
         out->duplicate = true;
         out->id = id;
@@ -120,13 +118,11 @@ chat_err pg_get(chat_store *cs, const char *group, uint64_t id, chat_msg *msg, b
     }
     if (PQntuples(res) > 0) {
         size_t len = (size_t)PQgetlength(res, 0, 0);
-        msg->data = malloc(len + 1);
+        msg->data = store_dup_bytes(PQgetvalue(res, 0, 0), len);
         if (!msg->data) {
             PQclear(res);
             return CHAT_ENOMEM;
         }
-        memcpy(msg->data, PQgetvalue(res, 0, 0), len);
-        msg->data[len] = '\0';
         msg->len = len;
         msg->id = id;
         *found = true;

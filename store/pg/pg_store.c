@@ -4,6 +4,7 @@
 #include "pg_admin.h"
 #include "pg_db.h"
 #include "pg_job.h"
+#include "store_job.h"
 #include "pg_log.h"
 #include "pg_member.h"
 #include "pg_read.h"
@@ -73,7 +74,7 @@ static chat_err op_sync_state(chat_store *cs, chat_sync_state *out)
 static void op_close(chat_store *cs)
 {
     pg *st = pg_of(cs);
-    pg_job_stop(st);
+    store_job_stop(cs);
     pg_watch_stop(st);
     PQfinish(st->conn);
     chat_cache_destroy(st->members);
@@ -118,7 +119,7 @@ static const chat_store_ops pg_ops = {
     .group_init = pg_group_init,
     .check = pg_check,
     .job_start = pg_job_start,
-    .job_state = pg_job_state,
+    .job_state = store_job_state,
     .follow = pg_follow,
     .feed = pg_feed,
     .shared = true,

@@ -30,6 +30,8 @@
  * groups the target store does not have yet; ids, memberships, cursors and
  * cids come out as they were exported. */
 #include "chat_store.h"
+#include "tool_import.h"
+#include "tool_store.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -39,8 +41,6 @@
 #include <string.h>
 
 #define PAGE 1000u
-#define EXIT_FAIL 1
-#define EXIT_USAGE 2
 
 static const char *usage_text =
     "Usage: mqchat-store [--store leveldb|postgresql] <command> <db> [<group>]\n"
@@ -55,50 +55,10 @@ static const char *usage_text =
     "connection string); check reads one snapshot and may run while brokers do.\n"
     "Exit status: 0 success, 1 failure (or problems found by check), 2 usage.\n";
 
-/* --store: the backend's name, as plugin_opt_store takes it (NULL: LevelDB). */
-static const char *g_backend;
-
-static bool on_postgresql(void)
-{
-    return g_backend && !strcmp(g_backend, "postgresql");
-}
-
-/* How a store is named in messages: a connection string may hold a
- * password, so it is never printed. */
-static const char *shown(const char *path)
-{
-    return on_postgresql() ? "(the PostgreSQL database)" : path;
-}
-
 static int usage(void)
 {
     fputs(usage_text, stderr);
     return EXIT_USAGE;
-}
-
-static chat_store *open_store(const char *path)
-{
-    chat_store *st = NULL;
-    char *errmsg = NULL;
-    chat_store_opts opts = CHAT_STORE_OPTS_INIT;
-    opts.backend = g_backend;
-    chat_err rc = chat_store_open_opts(path, &opts, &st, &errmsg);
-    if (rc != CHAT_OK) {
-        fprintf(stderr, "mqchat-store: cannot open store \"%s\": %s%s\n", shown(path),
-                errmsg ? errmsg : chat_strerror(rc),
-                errmsg && strstr(errmsg, "lock") ? " (is the broker running? stop it first)" : "");
-        free(errmsg);
-        return NULL;
-    }
-    return st;
-}
-
-static int store_failed(chat_store *st, const char *what, chat_err rc)
-{
-    const char *detail = chat_store_last_error(st);
-    fprintf(stderr, "mqchat-store: %s: %s%s%s%s\n", what, chat_strerror(rc), detail[0] ? " (" : "",
-            detail, detail[0] ? ")" : "");
-    return EXIT_FAIL;
 }
 
 /* ===========================================================================
@@ -118,13 +78,13 @@ static void print_problem(void *ctx, const char *group, const char *problem)
 static int cmd_check(const char *path)
 {
     uint64_t groups = 0, problems = 0;
-    chat_store *st = open_store(path);
+    chat_store *st = tool_open_store(path);
     if (!st) {
         return EXIT_FAIL;
     }
     chat_err rc = chat_store_check(st, print_problem, NULL, &groups, &problems);
     if (rc != CHAT_OK) {
-        store_failed(st, "check", rc);
+        tool_store_failed(st, "check", rc);
         chat_store_close(st);
         return EXIT_FAIL;
     }
@@ -221,13 +181,13 @@ static int cmd_export(const char *path, const char *group)
     struct member_list members = {0};
     chat_err rc;
     int status = 0;
-    chat_store *st = open_store(path);
+    chat_store *st = tool_open_store(path);
     if (!st) {
         return EXIT_FAIL;
     }
     if ((rc = chat_store_head(st, group, &head)) != CHAT_OK ||
         (rc = chat_store_first(st, group, &first)) != CHAT_OK) {
-        status = store_failed(st, "reading the group", rc);
+        status = tool_store_failed(st, "reading the group", rc);
         goto out;
     }
     fputs("{\"type\":\"group\",\"group\":", stdout);
@@ -264,7 +224,7 @@ static int cmd_export(const char *path, const char *group)
                                        &done);
     }
     if (rc != CHAT_OK) {
-        status = store_failed(st, "export", rc);
+        status = tool_store_failed(st, "export", rc);
     } else if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "mqchat-store: writing stdout: %s\n", strerror(errno));
         status = EXIT_FAIL;
@@ -276,300 +236,20 @@ out:
 }
 
 /* ===========================================================================
- * import
- * ========================================================================= */
-
-struct pending_member {
-    char *member;
-    uint64_t joined;
-};
-
-struct import {
-    chat_store *st;
-    char group[CHAT_STORE_MAX_NAME + 1]; /* "" before the first group line */
-    uint64_t head;                       /* of the group being imported */
-    struct pending_member *members;      /* not added yet, sorted by joined */
-    size_t n, cap, next;
-    int64_t used; /* the clock of the cursor being written */
-    unsigned long line;
-};
-
-static int64_t import_clock(void *ctx)
-{
-    return ((struct import *)ctx)->used;
-}
-
-/* An exported envelope as a template for chat_store_append: the bytes
- * around its id (which leads it, as the plugin writes every envelope) and
- * around its "ts" value. False when it has no such shape. */
-static bool split_envelope(const char *text, chat_envelope *tpl)
-{
-    static const char lead[] = "{\"id\":", ts_key[] = ",\"ts\":";
-    const char *p = text + sizeof(lead) - 1, *t;
-    if (strncmp(text, lead, sizeof(lead) - 1) != 0) {
-        return false;
-    }
-    tpl->head = text;
-    tpl->head_len = sizeof(lead) - 1;
-    p += strspn(p, "0123456789");
-    if (!(t = strstr(p, ts_key))) {
-        return false;
-    }
-    t += sizeof(ts_key) - 1;
-    tpl->mid = p;
-    tpl->mid_len = (size_t)(t - p);
-    t += strspn(t, "0123456789");
-    tpl->tail = t;
-    tpl->tail_len = strlen(t);
-    return true;
-}
-
-static int bad_line(struct import *im, const char *why)
-{
-    fprintf(stderr, "mqchat-store: import: line %lu: %s\n", im->line, why);
-    return EXIT_FAIL;
-}
-
-static bool json_u64(const cJSON *o, const char *name, uint64_t *out)
-{
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, name);
-    if (!cJSON_IsNumber(f) || f->valuedouble < 0 || f->valuedouble > 9007199254740991.0 ||
-        f->valuedouble != (double)(uint64_t)f->valuedouble) {
-        return false;
-    }
-    *out = (uint64_t)f->valuedouble;
-    return true;
-}
-
-static const char *json_str(const cJSON *o, const char *name)
-{
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, name);
-    return cJSON_IsString(f) ? f->valuestring : NULL;
-}
-
-static int by_joined(const void *a, const void *b)
-{
-    const struct pending_member *x = a, *y = b;
-    return x->joined < y->joined ? -1 : x->joined > y->joined;
-}
-
-/* Adds the members who joined at or before the head (all: up_to
- * UINT64_MAX). */
-static chat_err add_members(struct import *im, uint64_t up_to)
-{
-    if (im->next == 0 && im->n > 1) {
-        qsort(im->members, im->n, sizeof(*im->members), by_joined);
-    }
-    while (im->next < im->n && im->members[im->next].joined <= up_to) {
-        chat_err rc = chat_store_member_add(im->st, im->group, im->members[im->next].member, NULL);
-        if (rc != CHAT_OK) {
-            return rc;
-        }
-        im->next++;
-    }
-    return CHAT_OK;
-}
-
-static void members_clear(struct import *im)
-{
-    for (size_t i = 0; i < im->n; i++) {
-        free(im->members[i].member);
-    }
-    im->n = im->next = 0;
-}
-
-/* The end of a group's lines: whoever joined after its last message. */
-static chat_err end_group(struct import *im)
-{
-    chat_err rc = im->group[0] ? add_members(im, UINT64_MAX) : CHAT_OK;
-    members_clear(im);
-    return rc;
-}
-
-static int import_line(struct import *im, const cJSON *o)
-{
-    const char *type = json_str(o, "type");
-    chat_err rc = CHAT_OK;
-    if (!type) {
-        return bad_line(im, "no \"type\"");
-    }
-    if (!strcmp(type, "group")) {
-        const char *g = json_str(o, "group");
-        uint64_t head = 0, first = 1, now = 0;
-        if (!g || !g[0] || strlen(g) > CHAT_STORE_MAX_NAME || !json_u64(o, "head", &head) ||
-            !json_u64(o, "first", &first) || first == 0 || first > head + 1) {
-            return bad_line(im,
-                            "a group line needs group, head and first (1 <= first <= head + 1)");
-        }
-        if ((rc = end_group(im)) != CHAT_OK) {
-            return store_failed(im->st, "adding members", rc);
-        }
-        if ((rc = chat_store_head(im->st, g, &now)) != CHAT_OK) {
-            return store_failed(im->st, "reading the group", rc);
-        }
-        if (now != 0) {
-            fprintf(stderr, "mqchat-store: import: group %s is in the store already\n", g);
-            return EXIT_FAIL;
-        }
-        snprintf(im->group, sizeof(im->group), "%s", g);
-        if ((rc = chat_store_group_init(im->st, g, first - 1)) != CHAT_OK) {
-            return store_failed(im->st, "starting the group", rc);
-        }
-        im->head = first - 1;
-        return 0;
-    }
-    if (!im->group[0]) {
-        return bad_line(im, "a group line must come first");
-    }
-    if (!strcmp(type, "member")) {
-        const char *m = json_str(o, "member");
-        uint64_t joined = 0;
-        if (!m || !m[0] || !json_u64(o, "joined", &joined)) {
-            return bad_line(im, "a member line needs member and joined");
-        }
-        if (im->n == im->cap) {
-            size_t cap = im->cap ? 2 * im->cap : 64;
-            struct pending_member *n = realloc(im->members, cap * sizeof(*n));
-            if (!n) {
-                return bad_line(im, "out of memory");
-            }
-            im->members = n;
-            im->cap = cap;
-        }
-        if (!(im->members[im->n].member = strdup(m))) {
-            return bad_line(im, "out of memory");
-        }
-        im->members[im->n++].joined = joined;
-        return 0;
-    }
-    if (!strcmp(type, "message")) {
-        uint64_t id = 0;
-        const cJSON *env = cJSON_GetObjectItemCaseSensitive(o, "envelope");
-        if (!json_u64(o, "id", &id) || !cJSON_IsObject(env)) {
-            return bad_line(im, "a message line needs id and an envelope object");
-        }
-        if (id != im->head + 1) {
-            return bad_line(im, "message ids must follow each other from first");
-        }
-        if ((rc = add_members(im, im->head)) != CHAT_OK) {
-            return store_failed(im->st, "adding members", rc);
-        }
-        char *text = cJSON_PrintUnformatted(env);
-        const char *from = json_str(env, "from");
-        const char *cid = json_str(env, "cid");
-        uint64_t ts = 0;
-        chat_envelope tpl;
-        chat_appended ap;
-        if (!text) {
-            return bad_line(im, "out of memory");
-        }
-        if (!json_u64(env, "ts", &ts) || !split_envelope(text, &tpl)) {
-            cJSON_free(text);
-            return bad_line(im, "an envelope must begin {\"id\":...} and hold \"ts\"");
-        }
-        /* The store fills in the id (head + 1, which is this one) and its
-         * clock's time: the envelope's own. */
-        im->used = (int64_t)ts;
-        chat_store_set_clock(im->st, import_clock, im);
-        rc = chat_store_append(im->st, im->group, from ? from : "", cid, &tpl, &ap);
-        chat_store_set_clock(im->st, NULL, NULL);
-        cJSON_free(text);
-        free(ap.env);
-        if (rc != CHAT_OK) {
-            return store_failed(im->st, "appending a message", rc);
-        }
-        if (ap.duplicate || ap.id != id) {
-            return bad_line(im, "a message repeats an earlier cid, or its id does not follow");
-        }
-        im->head = id;
-        return 0;
-    }
-    if (!strcmp(type, "cursor")) {
-        const char *m = json_str(o, "member"), *d = json_str(o, "device");
-        uint64_t acked = 0, used = 0;
-        if (!m || !d || !json_u64(o, "acked", &acked) || !json_u64(o, "used", &used)) {
-            return bad_line(im, "a cursor line needs member, device, acked and used");
-        }
-        if ((rc = add_members(im, UINT64_MAX)) != CHAT_OK) {
-            return store_failed(im->st, "adding members", rc);
-        }
-        /* The cursor keeps its last use: the store stamps it with its clock. */
-        im->used = (int64_t)used;
-        chat_store_set_clock(im->st, import_clock, im);
-        rc = chat_store_cursor_advance(im->st, im->group, m, d, acked, NULL);
-        chat_store_set_clock(im->st, NULL, NULL);
-        if (rc != CHAT_OK) {
-            return store_failed(im->st, "writing a cursor", rc);
-        }
-        return 0;
-    }
-    return bad_line(im, "unknown type");
-}
-
-static int cmd_import(const char *path)
-{
-    struct import im = {0};
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    int status = 0;
-
-    if (on_postgresql()) {
-        /* Its appends take the database server's time, not the
-         * envelope's: an import would restamp every message. */
-        fputs("mqchat-store: import into a PostgreSQL store is not offered (the database's "
-              "clock would restamp every message): import into a LevelDB store, or restore "
-              "the database with PostgreSQL's tools (pg_restore, a base backup)\n",
-              stderr);
-        return EXIT_FAIL;
-    }
-    if (!(im.st = open_store(path))) {
-        return EXIT_FAIL;
-    }
-    while (status == 0 && (n = getline(&line, &cap, stdin)) >= 0) {
-        im.line++;
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) {
-            line[--n] = '\0';
-        }
-        if (n == 0) {
-            continue;
-        }
-        cJSON *o = cJSON_ParseWithLength(line, (size_t)n);
-        status = cJSON_IsObject(o) ? import_line(&im, o) : bad_line(&im, "not a JSON object");
-        cJSON_Delete(o);
-    }
-    if (status == 0 && ferror(stdin)) {
-        fprintf(stderr, "mqchat-store: reading stdin: %s\n", strerror(errno));
-        status = EXIT_FAIL;
-    }
-    if (status == 0) {
-        chat_err rc = end_group(&im);
-        if (rc != CHAT_OK) {
-            status = store_failed(im.st, "adding members", rc);
-        }
-    }
-    members_clear(&im);
-    free(im.members);
-    free(line);
-    chat_store_close(im.st);
-    return status;
-}
-
-/* ===========================================================================
  * repair, compact
  * ========================================================================= */
 
 static int cmd_repair(const char *path)
 {
     char *errmsg = NULL;
-    chat_err rc = chat_store_repair(path, g_backend, &errmsg);
+    chat_err rc = chat_store_repair(path, tool_backend(), &errmsg);
     if (rc != CHAT_OK) {
-        fprintf(stderr, "mqchat-store: cannot repair \"%s\": %s\n", shown(path),
+        fprintf(stderr, "mqchat-store: cannot repair \"%s\": %s\n", tool_shown(path),
                 errmsg ? errmsg : chat_strerror(rc));
         free(errmsg);
         return EXIT_FAIL;
     }
-    chat_store *st = open_store(path);
+    chat_store *st = tool_open_store(path);
     if (!st) {
         return EXIT_FAIL;
     }
@@ -582,7 +262,7 @@ static int cmd_repair(const char *path)
 static int cmd_compact(const char *path)
 {
     uint64_t before = 0, after = 0;
-    chat_store *st = open_store(path);
+    chat_store *st = tool_open_store(path);
     if (!st) {
         return EXIT_FAIL;
     }
@@ -594,12 +274,12 @@ static int cmd_compact(const char *path)
         rc = chat_store_stats(st, NULL, &after);
     }
     if (rc != CHAT_OK) {
-        int status = store_failed(st, "compact", rc);
+        int status = tool_store_failed(st, "compact", rc);
         chat_store_close(st);
         return status;
     }
-    printf("compacted %s: about %" PRIu64 " bytes before, %" PRIu64 " after\n", shown(path), before,
-           after);
+    printf("compacted %s: about %" PRIu64 " bytes before, %" PRIu64 " after\n", tool_shown(path),
+           before, after);
     chat_store_close(st);
     return 0;
 }
@@ -612,19 +292,20 @@ int main(int argc, char **argv)
     }
     while (argc >= 3 && !strncmp(argv[1], "--store", 7)) {
         if (!strcmp(argv[1], "--store")) {
-            g_backend = argv[2];
+            tool_set_backend(argv[2]);
             argv += 2;
             argc -= 2;
         } else if (!strncmp(argv[1], "--store=", 8)) {
-            g_backend = argv[1] + 8;
+            tool_set_backend(argv[1] + 8);
             argv++;
             argc--;
         } else {
             return usage();
         }
-        if (strcmp(g_backend, "leveldb") != 0 && strcmp(g_backend, "postgresql") != 0) {
+        const char *backend = tool_backend();
+        if (strcmp(backend, "leveldb") != 0 && strcmp(backend, "postgresql") != 0) {
             fprintf(stderr, "mqchat-store: --store is leveldb or postgresql, not \"%s\"\n",
-                    g_backend);
+                    backend);
             return EXIT_USAGE;
         }
     }
@@ -639,7 +320,7 @@ int main(int argc, char **argv)
         return cmd_export(path, argv[3]);
     }
     if (!strcmp(cmd, "import") && argc == 3) {
-        return cmd_import(path);
+        return tool_import(path);
     }
     if (!strcmp(cmd, "repair") && argc == 3) {
         return cmd_repair(path);

@@ -24,6 +24,7 @@
  * refused subscribe neither joins nor replays, a refused publish is not
  * stored. */
 #include "harness.h"
+#include "integ_dropin_setup.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,11 +35,6 @@
 #define WAIT_MS 5000
 #define QUIET_MS 400 /* a subscriber's queue is complete after this long without a message */
 #define MAX_LINES 2000
-#define USERS 3
-
-enum setup { ANONYMOUS, PASSWD, DYNSEC };
-
-static const char *const users[USERS] = {"u1", "u2", "u3"};
 
 /* Filters every user subscribes to, and topics every user publishes to. */
 static const char *const filters[] = {"a/#",    "a/b",      "+/b",          "#",
@@ -120,216 +116,6 @@ static void transcript_free(transcript *t)
 }
 
 /* ===========================================================================
- * Broker setups
- * ========================================================================= */
-
-static const char *password_of(const char *user)
-{
-    static char buf[64];
-
-    snprintf(buf, sizeof buf, "pw-%s-secret", user);
-    return buf;
-}
-
-static void write_passwd(const char *dir)
-{
-    char path[512];
-
-    snprintf(path, sizeof path, "%s/passwd", dir);
-    for (int i = 0; i < USERS; i++) {
-        char pw[64];
-        snprintf(pw, sizeof pw, "%s", password_of(users[i]));
-        if (i == 0) {
-            const char *argv[] = {"mosquitto_passwd", "-b", "-c", path, users[i], pw, NULL};
-            ts_run_ok(argv);
-        } else {
-            const char *argv[] = {"mosquitto_passwd", "-b", path, users[i], pw, NULL};
-            ts_run_ok(argv);
-        }
-    }
-}
-
-/* The acl_file: some rights per user outside chat, and the chat lines
- * docs/protocol.md tells operators to add, for u1 and u2 only. */
-static void write_acl(const char *dir)
-{
-    static const char acl[] = "# integ_dropin\n"
-                              "user u1\n"
-                              "topic readwrite a/#\n"
-                              "topic write w/only\n"
-                              "topic readwrite chat\n"
-                              "topic readwrite chatty/#\n"
-                              "topic readwrite news/#\n"
-                              "topic readwrite chat/#\n"
-                              "\n"
-                              "user u2\n"
-                              "topic read a/#\n"
-                              "topic read w/only\n"
-                              "topic read chat\n"
-                              "topic write news/#\n"
-                              "topic readwrite chat/#\n"
-                              "\n"
-                              "user u3\n"
-                              "topic read b/#\n"
-                              "topic write a/b\n"
-                              "topic write c/d\n"
-                              "topic read news/+\n"
-                              "\n"
-                              "pattern readwrite users/%u/#\n"
-                              "pattern write $CONTROL/chat/v1\n";
-    char path[512];
-
-    snprintf(path, sizeof path, "%s/acl", dir);
-    ts_write_file(path, acl, sizeof acl - 1);
-}
-
-static void add_acl(cJSON *acls, const char *type, const char *topic, bool allow)
-{
-    cJSON *a = cJSON_CreateObject();
-
-    ASSERT(a != NULL);
-    cJSON_AddStringToObject(a, "acltype", type);
-    cJSON_AddStringToObject(a, "topic", topic);
-    cJSON_AddBoolToObject(a, "allow", allow);
-    cJSON_AddItemToArray(acls, a);
-}
-
-static cJSON *add_role(cJSON *roles, const char *name)
-{
-    cJSON *r = cJSON_CreateObject();
-    cJSON *acls = cJSON_CreateArray();
-
-    ASSERT(r != NULL && acls != NULL);
-    cJSON_AddStringToObject(r, "rolename", name);
-    cJSON_AddItemToObject(r, "acls", acls);
-    cJSON_AddItemToArray(roles, r);
-    return acls;
-}
-
-/* The dynamic-security configuration: admin as `mosquitto_ctrl dynsec init`
- * makes it; u1..u3 with their own password hashes (made the same way) and
- * roles; u1 and u2 also get the role "chatter" of docs/protocol.md. */
-static void write_dynsec(const char *dir)
-{
-    char path[512], init[512];
-    cJSON *root, *clients, *roles, *acls;
-    char *text;
-
-    snprintf(path, sizeof path, "%s/dynsec.json", dir);
-    {
-        char pw[64];
-        snprintf(pw, sizeof pw, "%s", password_of("admin"));
-        {
-            const char *argv[] = {"mosquitto_ctrl", "dynsec", "init", path, "admin", pw, NULL};
-            ts_run_ok(argv);
-        }
-    }
-    text = ts_read_file(path, NULL);
-    ASSERTF(text != NULL, "mosquitto_ctrl wrote no %s", path);
-    root = cJSON_Parse(text);
-    free(text);
-    clients = cJSON_GetObjectItemCaseSensitive(root, "clients");
-    roles = cJSON_GetObjectItemCaseSensitive(root, "roles");
-    ASSERTF(cJSON_IsArray(clients) && cJSON_IsArray(roles), "unexpected dynsec init output");
-
-    for (int i = 0; i < USERS; i++) {
-        char pw[64], role[32];
-        cJSON *made, *client, *rs;
-        snprintf(init, sizeof init, "%s/init-%s.json", dir, users[i]);
-        snprintf(pw, sizeof pw, "%s", password_of(users[i]));
-        {
-            const char *argv[] = {"mosquitto_ctrl", "dynsec", "init", init, users[i], pw, NULL};
-            ts_run_ok(argv);
-        }
-        text = ts_read_file(init, NULL);
-        ASSERTF(text != NULL, "mosquitto_ctrl wrote no %s", init);
-        made = cJSON_Parse(text);
-        free(text);
-        client = cJSON_DetachItemFromArray(cJSON_GetObjectItemCaseSensitive(made, "clients"), 0);
-        ASSERT(client != NULL);
-        cJSON_DeleteItemFromObjectCaseSensitive(client, "roles");
-        rs = cJSON_AddArrayToObject(client, "roles");
-        snprintf(role, sizeof role, "role-%s", users[i]);
-        cJSON_AddItemToArray(rs, cJSON_CreateObject());
-        cJSON_AddStringToObject(cJSON_GetArrayItem(rs, 0), "rolename", role);
-        if (i < 2) {
-            cJSON_AddItemToArray(rs, cJSON_CreateObject());
-            cJSON_AddStringToObject(cJSON_GetArrayItem(rs, 1), "rolename", "chatter");
-        }
-        cJSON_AddItemToArray(clients, client);
-        cJSON_Delete(made);
-    }
-    acls = add_role(roles, "role-u1");
-    add_acl(acls, "publishClientSend", "a/#", true);
-    add_acl(acls, "subscribePattern", "a/#", true);
-    add_acl(acls, "publishClientSend", "w/only", true);
-    add_acl(acls, "publishClientSend", "chat", true);
-    add_acl(acls, "subscribePattern", "chat", true);
-    add_acl(acls, "publishClientSend", "chatty/#", true);
-    add_acl(acls, "subscribePattern", "chatty/#", true);
-    add_acl(acls, "publishClientSend", "news/#", true);
-    add_acl(acls, "publishClientSend", "users/u1/#", true);
-    add_acl(acls, "subscribePattern", "users/u1/#", true);
-    acls = add_role(roles, "role-u2");
-    add_acl(acls, "subscribePattern", "a/#", true);
-    add_acl(acls, "subscribePattern", "w/only", true);
-    add_acl(acls, "subscribePattern", "#", true);
-    add_acl(acls, "publishClientReceive", "c/#", false);
-    add_acl(acls, "publishClientSend", "news/#", true);
-    add_acl(acls, "publishClientSend", "users/u2/#", true);
-    acls = add_role(roles, "role-u3");
-    add_acl(acls, "subscribePattern", "b/#", true);
-    add_acl(acls, "subscribePattern", "news/+", true);
-    add_acl(acls, "publishClientSend", "a/b", true);
-    add_acl(acls, "publishClientSend", "c/d", true);
-    add_acl(acls, "publishClientSend", "users/u3/#", true);
-    add_acl(acls, "subscribePattern", "users/u3/#", true);
-    add_acl(acls, "publishClientSend", "$CONTROL/chat/v1", true);
-    /* docs/protocol.md's role for chatting clients. */
-    acls = add_role(roles, "chatter");
-    add_acl(acls, "publishClientSend", "chat/#", true);
-    add_acl(acls, "publishClientReceive", "chat/#", true);
-    add_acl(acls, "subscribePattern", "chat/#", true);
-    add_acl(acls, "publishClientSend", "$CONTROL/chat/v1", true);
-
-    text = cJSON_Print(root);
-    ASSERT(text != NULL);
-    ts_write_text(path, text);
-    cJSON_free(text);
-    cJSON_Delete(root);
-}
-
-/* The `plugin` line of the dynamic-security plugin (main sets it). */
-static char g_dynsec_line[600];
-
-static ts_broker *start(enum setup setup, bool with_chat)
-{
-    static const char *const passwd_lines[] = {"password_file @DIR@/passwd", "acl_file @DIR@/acl",
-                                               NULL};
-    static const char *const dynsec_after[] = {g_dynsec_line,
-                                               "plugin_opt_config_file @DIR@/dynsec.json", NULL};
-    ts_broker_conf conf = {.without_chat = !with_chat};
-    ts_broker *b;
-
-    if (setup == PASSWD) {
-        conf.lines = passwd_lines;
-        conf.no_anonymous = true;
-    } else if (setup == DYNSEC) {
-        conf.after = dynsec_after;
-        conf.no_anonymous = true;
-    }
-    b = ts_broker_create(&conf);
-    if (setup == PASSWD) {
-        write_passwd(ts_broker_dir(b));
-        write_acl(ts_broker_dir(b));
-    } else if (setup == DYNSEC) {
-        write_dynsec(ts_broker_dir(b));
-    }
-    ts_broker_launch(b);
-    return b;
-}
-
-/* ===========================================================================
  * The scenario
  * ========================================================================= */
 
@@ -339,7 +125,7 @@ static harness_client *login(ts_broker *b, const char *id, const char *user, int
     harness_client_opts o = {.client_id = id, .username = user, .mqtt_version = version};
 
     if (user != NULL) {
-        snprintf(pw, sizeof pw, "%s", password_of(user));
+        snprintf(pw, sizeof pw, "%s", dropin_password(user));
         o.password = pw;
     }
     return harness_client_connect_opts(b, &o);
@@ -370,7 +156,8 @@ static void connect_matrix(ts_broker *b, transcript *t)
         int rc;
         snprintf(id, sizeof id, "conn-%zu", i);
         if (rows[i].user != NULL)
-            o.password = rows[i].password != NULL ? rows[i].password : password_of(rows[i].user);
+            o.password =
+                rows[i].password != NULL ? rows[i].password : dropin_password(rows[i].user);
         rc = harness_client_try_connect(b, &o, &c);
         note(t, "connect %s -> %d", rows[i].label, rc);
         if (c != NULL)
@@ -414,7 +201,7 @@ static void note_received(transcript *t, harness_client *c, const char *who)
 
 static void pubsub_matrix(ts_broker *b, enum setup setup, transcript *t)
 {
-    harness_client *subs[USERS];
+    harness_client *subs[DROPIN_USERS];
     harness_props retain = {.retain = true};
     char id[32], payload[96];
 
@@ -424,27 +211,27 @@ static void pubsub_matrix(ts_broker *b, enum setup setup, transcript *t)
         harness_client_publish_bytes(c, "a/r", "kept", 4, 1, &retain);
         harness_client_disconnect(c);
     }
-    for (int u = 0; u < USERS; u++) {
-        snprintf(id, sizeof id, "sub-%s", users[u]);
-        subs[u] = login(b, id, users[u], 4);
+    for (int u = 0; u < DROPIN_USERS; u++) {
+        snprintf(id, sizeof id, "sub-%s", dropin_users[u]);
+        subs[u] = login(b, id, dropin_users[u], 4);
         for (size_t f = 0; f < NFILTERS; f++) {
             int code = harness_client_try_subscribe(subs[u], filters[f], 1);
-            note(t, "subscribe %s %s -> 0x%02x", users[u], filters[f], (unsigned)code);
+            note(t, "subscribe %s %s -> 0x%02x", dropin_users[u], filters[f], (unsigned)code);
         }
     }
-    for (int u = 0; u < USERS; u++) {
+    for (int u = 0; u < DROPIN_USERS; u++) {
         harness_client *p, *p5;
-        snprintf(id, sizeof id, "pub-%s", users[u]);
-        p = login(b, id, users[u], 4);
-        snprintf(id, sizeof id, "pub5-%s", users[u]);
-        p5 = login(b, id, users[u], 5);
+        snprintf(id, sizeof id, "pub-%s", dropin_users[u]);
+        p = login(b, id, dropin_users[u], 4);
+        snprintf(id, sizeof id, "pub5-%s", dropin_users[u]);
+        p5 = login(b, id, dropin_users[u], 5);
         for (size_t k = 0; k < NTOPICS; k++) {
             int rc;
-            snprintf(payload, sizeof payload, "from %s", users[u]);
+            snprintf(payload, sizeof payload, "from %s", dropin_users[u]);
             harness_client_publish_bytes(p, topics[k], payload, strlen(payload), 1, NULL);
-            snprintf(payload, sizeof payload, "from %s over MQTT 5", users[u]);
+            snprintf(payload, sizeof payload, "from %s over MQTT 5", dropin_users[u]);
             rc = harness_client_publish_bytes(p5, topics[k], payload, strlen(payload), 1, NULL);
-            note(t, "publish %s %s (MQTT 5) -> 0x%02x", users[u], topics[k], (unsigned)rc);
+            note(t, "publish %s %s (MQTT 5) -> 0x%02x", dropin_users[u], topics[k], (unsigned)rc);
         }
         harness_client_disconnect(p5);
         harness_client_disconnect(p);
@@ -458,13 +245,13 @@ static void pubsub_matrix(ts_broker *b, enum setup setup, transcript *t)
                                  .will_topic = "a/will",
                                  .will_payload = "u1 is gone",
                                  .will_qos = 1};
-        snprintf(pw, sizeof pw, "%s", password_of("u1"));
+        snprintf(pw, sizeof pw, "%s", dropin_password("u1"));
         o.password = pw;
         harness_client_disconnect_with_will(harness_client_connect_opts(b, &o));
     }
-    for (int u = 0; u < USERS; u++) {
+    for (int u = 0; u < DROPIN_USERS; u++) {
         char who[32];
-        snprintf(who, sizeof who, "sub-%s", users[u]);
+        snprintf(who, sizeof who, "sub-%s", dropin_users[u]);
         note_received(t, subs[u], who);
         harness_client_disconnect(subs[u]);
     }
@@ -498,7 +285,7 @@ static void dynsec_control(ts_broker *b, transcript *t)
 
 static void run_scenario(enum setup setup, bool with_chat, transcript *t)
 {
-    ts_broker *b = start(setup, with_chat);
+    ts_broker *b = dropin_start(setup, with_chat);
 
     ts_log("scenario %s the plugin", with_chat ? "with" : "without");
     if (setup != ANONYMOUS)
@@ -531,7 +318,7 @@ static void expect_envelope(harness_client *c, int64_t id, const char *from)
 
 static void chat_works(enum setup setup)
 {
-    ts_broker *b = start(setup, true);
+    ts_broker *b = dropin_start(setup, true);
     harness_client *c1 = login(b, "chat-u1", "u1", 4);
     harness_client *c2 = login(b, "chat-u2", "u2", 5);
     cJSON *resp;
@@ -633,7 +420,7 @@ int main(int argc, char **argv)
                 "the dynamic-security plugin is not at \"%s\" (found by CMake when the build was "
                 "configured; is the mosquitto package installed?)",
                 argv[2]);
-        snprintf(g_dynsec_line, sizeof g_dynsec_line, "plugin %s", argv[2]);
+        dropin_use_dynsec(argv[2]);
     }
 
     run_scenario(setup, false, &without);

@@ -1,13 +1,11 @@
 /* broker.c: starts, restarts and stops real mosquitto brokers with the chat
  * plugin for every test program (see broker.h). */
 #include "broker.h"
+#include "broker_conf.h"
 
-#include "pg.h"
 #include "util.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,11 +17,6 @@
 #ifndef CHAT_MOSQUITTO_BIN
 #error "CHAT_MOSQUITTO_BIN must name the mosquitto binary"
 #endif
-#ifndef CHAT_PLUGIN_PATH
-#error "CHAT_PLUGIN_PATH must name mosquitto_chat.so"
-#endif
-
-extern char **environ;
 
 #define MAX_BROKERS 8          /* brokers alive at once in one test */
 #define START_ATTEMPTS 5       /* tries to start a broker (new port each) */
@@ -32,33 +25,9 @@ extern char **environ;
 #define POLL_MS 10             /* pause between two looks at a starting broker */
 #define LOG_TAIL_BYTES 6000    /* how much of a log a failure prints */
 #define NOTABLE_LINES 40       /* and how many of its notable lines */
-#define MAX_ENV 4096           /* environment entries passed on to the broker */
-#define PATH_LEN 512
 
 /* The line mosquitto logs once its listeners are open. */
 #define RUNNING_LINE " running"
-
-struct ts_broker {
-    char dir[64];          /* the temporary directory (a fixed short template) */
-    char db[PATH_LEN];     /* <dir>/db: the plugin's LevelDB store */
-    char conf[PATH_LEN];   /* <dir>/mosquitto.conf */
-    char log[PATH_LEN];    /* <dir>/mosquitto.log: log_dest file */
-    char out[PATH_LEN];    /* <dir>/broker.out: the broker's stdout and stderr */
-    char **opts;           /* plugin_opt_* lines without the prefix, NULL-terminated */
-    char **lines;          /* global lines before the plugin line, NULL-terminated */
-    char **after;          /* lines after the chat plugin's options, NULL-terminated */
-    char **top;            /* lines before the listener, NULL-terminated */
-    bool without_chat;     /* the chat plugin is left out of the configuration */
-    bool no_anonymous;     /* allow_anonymous false */
-    char run_as[64];       /* the `user` line */
-    bool private_conf;     /* mosquitto.conf mode 0600 */
-    long clock_shift;      /* seconds the plugin's clock runs ahead (0: none) */
-    char pg_conninfo[160]; /* CHAT_TEST_PG_PORT: the broker's own database, "" for LevelDB */
-    bool suppress;         /* <dir>/lsan.supp names leaks LeakSanitizer ignores */
-    int port;              /* 127.0.0.1 port of the listener */
-    pid_t pid;             /* running broker, 0 when stopped */
-    int starts;            /* successful starts, for messages */
-};
 
 static ts_broker *g_brokers[MAX_BROKERS];
 
@@ -126,185 +95,8 @@ static void report_brokers(void)
 }
 
 /* ===========================================================================
- * Configuration
- * ========================================================================= */
-
-/* A heap copy of a NULL-terminated array of strings (an empty one for NULL). */
-static char **copy_lines(const char *const *lines)
-{
-    size_t n = 0;
-    char **out;
-
-    while (lines != NULL && lines[n] != NULL)
-        n++;
-    if ((out = calloc(n + 1, sizeof *out)) == NULL)
-        FAILF("out of memory");
-    for (size_t i = 0; i < n; i++)
-        if ((out[i] = strdup(lines[i])) == NULL)
-            FAILF("out of memory");
-    return out;
-}
-
-static void free_lines(char **lines)
-{
-    for (size_t i = 0; lines != NULL && lines[i] != NULL; i++)
-        free(lines[i]);
-    free(lines);
-}
-
-/* Writes line to f with every "@DIR@" replaced by the broker's directory. */
-static void put_line(FILE *f, const ts_broker *b, const char *line)
-{
-    static const char mark[] = "@DIR@";
-    const char *p = line;
-
-    for (int i = 0; i < 64; i++) {
-        const char *at = strstr(p, mark);
-        if (at == NULL)
-            break;
-        fwrite(p, 1, (size_t)(at - p), f);
-        fputs(b->dir, f);
-        p = at + sizeof mark - 1;
-    }
-    fprintf(f, "%s\n", p);
-}
-
-static void put_lines(FILE *f, const ts_broker *b, char **lines)
-{
-    for (size_t i = 0; lines[i] != NULL; i++)
-        put_line(f, b, lines[i]);
-}
-
-static void write_config(const ts_broker *b)
-{
-    FILE *f = fopen(b->conf, "w");
-
-    if (f == NULL)
-        FAILF("cannot write %s: %s", b->conf, strerror(errno));
-    fputs("# Written by the mosquitto-chat test support (tests/support/broker.c).\n", f);
-    put_lines(f, b, b->top);
-    fprintf(f,
-            "listener %d 127.0.0.1\n"
-            "allow_anonymous %s\n"
-            "# CI runs as root: without this the broker becomes user mosquitto,\n"
-            "# who cannot write the temporary store.\n"
-            "user %s\n"
-            "set_tcp_nodelay true\n"
-            "persistence false\n"
-            "log_dest file %s\n"
-            "log_type all\n"
-            "log_timestamp_format %%H:%%M:%%S\n",
-            b->port, b->no_anonymous ? "false" : "true", b->run_as, b->log);
-    put_lines(f, b, b->lines);
-    if (!b->without_chat) {
-        bool store_named = false;
-        fprintf(f, "plugin %s\nplugin_opt_db_path %s\n", CHAT_PLUGIN_PATH, b->db);
-        for (size_t i = 0; b->opts[i] != NULL; i++) {
-            fprintf(f, "plugin_opt_%s\n", b->opts[i]);
-            store_named = store_named || strncmp(b->opts[i], "store ", 6) == 0;
-        }
-        if (b->pg_conninfo[0] != '\0' && !store_named)
-            fprintf(f, "plugin_opt_store postgresql\nplugin_opt_pg_conninfo %s\n", b->pg_conninfo);
-    } else {
-        fputs("# The same broker without mosquitto-chat.\n", f);
-    }
-    put_lines(f, b, b->after);
-    if (fclose(f) != 0)
-        FAILF("cannot write %s: %s", b->conf, strerror(errno));
-    if (chmod(b->conf, b->private_conf ? 0600 : 0644) != 0)
-        FAILF("chmod %s: %s", b->conf, strerror(errno));
-}
-
-/* Gives the broker's store and log to the user it runs as, and lets that
- * user into the directory. */
-static void hand_over(const ts_broker *b)
-{
-    struct passwd *pw;
-    int fd;
-
-    if (strcmp(b->run_as, "root") == 0)
-        return;
-    if ((pw = getpwnam(b->run_as)) == NULL)
-        FAILF("no user %s on this machine", b->run_as);
-    if ((fd = open(b->log, O_WRONLY | O_CREAT | O_APPEND, 0644)) >= 0)
-        close(fd);
-    if (chmod(b->dir, 0755) != 0 || chown(b->db, pw->pw_uid, pw->pw_gid) != 0 ||
-        chown(b->log, pw->pw_uid, pw->pw_gid) != 0)
-        FAILF("cannot give %s to %s: %s", b->dir, b->run_as, strerror(errno));
-}
-
-/* ===========================================================================
  * Starting and stopping
  * ========================================================================= */
-
-/* The environment of the broker: ours, with LD_PRELOAD replaced by
- * CHAT_BROKER_PRELOAD when that is set (an ASan plugin in an uninstrumented
- * broker needs libasan preloaded; the tests themselves must not get it).
- * The plugin itself is then preloaded too: mosquitto dlcloses it at exit,
- * before LeakSanitizer runs, which would leave its frames unsymbolized and
- * hide its static storage, so that LevelDB's default Env (a deliberate
- * process-lifetime singleton the plugin cannot free) would be reported as a
- * leak. Kept mapped, real leaks are still reported, with symbols. Leak
- * suppressions (ts_broker_suppress_leaks) and a shifted clock (the plugin's
- * test hook, MOSQUITTO_CHAT_TEST_CLOCK_SHIFT) are this broker's alone. The
- * strings are static or the environment's: one broker starts at a time. */
-static char **broker_env(const ts_broker *b)
-{
-    static char *env[MAX_ENV];
-    static char preload_var[2 * PATH_LEN + 4096], shift_var[64];
-    static char lsan_var[PATH_LEN + 64], asan_var[4096];
-    const char *asked = getenv("CHAT_BROKER_PRELOAD");
-    bool replace = asked != NULL && asked[0] != '\0';
-    bool suppress = replace && b->suppress;
-    size_t k = 0;
-
-    for (size_t i = 0; environ[i] != NULL && k + 5 < MAX_ENV; i++) {
-        if (replace && strncmp(environ[i], "LD_PRELOAD=", 11) == 0)
-            continue;
-        if (suppress && (strncmp(environ[i], "LSAN_OPTIONS=", 13) == 0 ||
-                         strncmp(environ[i], "ASAN_OPTIONS=", 13) == 0))
-            continue;
-        if (strncmp(environ[i], "MOSQUITTO_CHAT_TEST_CLOCK_SHIFT=", 32) == 0)
-            continue;
-        env[k++] = environ[i];
-    }
-    if (replace) {
-        snprintf(preload_var, sizeof preload_var, "LD_PRELOAD=%s %s", asked, CHAT_PLUGIN_PATH);
-        env[k++] = preload_var;
-    }
-    if (suppress) {
-        const char *asan = getenv("ASAN_OPTIONS");
-        snprintf(lsan_var, sizeof lsan_var, "LSAN_OPTIONS=suppressions=%s/lsan.supp", b->dir);
-        snprintf(asan_var, sizeof asan_var, "ASAN_OPTIONS=%s%sfast_unwind_on_malloc=0",
-                 asan != NULL ? asan : "", asan != NULL && asan[0] != '\0' ? ":" : "");
-        env[k++] = lsan_var;
-        env[k++] = asan_var;
-    }
-    if (b->clock_shift != 0) {
-        snprintf(shift_var, sizeof shift_var, "MOSQUITTO_CHAT_TEST_CLOCK_SHIFT=%ld",
-                 b->clock_shift);
-        env[k++] = shift_var;
-    }
-    env[k] = NULL;
-    return env;
-}
-
-/* With CHAT_TEST_PG_PORT set (scripts/test's pg stage), the broker keeps
- * its data in a new database of its own on that PostgreSQL cluster, unless
- * its options name a store: the same tests against the postgresql backend. */
-static void pg_database(ts_broker *b)
-{
-    static int n;
-    const char *port = getenv("CHAT_TEST_PG_PORT");
-    char db[64];
-
-    if (port == NULL || port[0] == '\0' || b->without_chat)
-        return;
-    snprintf(db, sizeof db, "ts_%d_%d", (int)getpid(), n++);
-    ts_pg_run((const char *const[]){"createdb", port, db, NULL}, NULL);
-    snprintf(b->pg_conninfo, sizeof b->pg_conninfo,
-             "host=127.0.0.1 port=%s user=postgres dbname=%s", port, db);
-}
 
 enum { READY, EXITED, NOT_READY };
 
@@ -344,10 +136,10 @@ static int launch(ts_broker *b, bool new_port, bool may_exit)
         long runs_before;
         if (new_port) {
             b->port = ts_free_port();
-            write_config(b);
+            ts_conf_write(b);
         }
         runs_before = ts_count_lines(b->log, RUNNING_LINE);
-        b->pid = ts_spawn(argv, broker_env(b), NULL, b->out, b->out);
+        b->pid = ts_spawn(argv, ts_conf_env(b), NULL, b->out, b->out);
         ts_disown(b->pid);
         switch (wait_ready(b, runs_before, &status)) {
         case READY:
@@ -452,18 +244,18 @@ ts_broker *ts_broker_create(const ts_broker_conf *conf)
     snprintf(b->out, sizeof b->out, "%s/broker.out", b->dir);
     if (mkdir(b->db, 0700) != 0)
         FAILF("mkdir %s: %s", b->db, strerror(errno));
-    b->opts = copy_lines(conf->plugin_opts);
-    b->lines = copy_lines(conf->lines);
-    b->after = copy_lines(conf->after);
-    b->top = copy_lines(conf->top);
+    b->opts = ts_lines_copy(conf->plugin_opts);
+    b->lines = ts_lines_copy(conf->lines);
+    b->after = ts_lines_copy(conf->after);
+    b->top = ts_lines_copy(conf->top);
     b->without_chat = conf->without_chat;
     b->no_anonymous = conf->no_anonymous;
     snprintf(b->run_as, sizeof b->run_as, "%s", conf->run_as != NULL ? conf->run_as : "root");
     b->private_conf = conf->private_conf;
     g_brokers[slot] = b;
     ts_on_fail(report_brokers);
-    hand_over(b);
-    pg_database(b);
+    ts_conf_hand_over(b);
+    ts_conf_pg_database(b);
     return b;
 }
 
@@ -560,25 +352,25 @@ void ts_broker_destroy(ts_broker *b)
         ts_log("kept %s (TS_KEEP is set)", b->dir);
     else if (ts_remove_tree(b->dir, 4) != 0)
         fprintf(stderr, "warning: cannot remove %s: %s\n", b->dir, strerror(errno));
-    free_lines(b->opts);
-    free_lines(b->lines);
-    free_lines(b->after);
-    free_lines(b->top);
+    ts_lines_free(b->opts);
+    ts_lines_free(b->lines);
+    ts_lines_free(b->after);
+    ts_lines_free(b->top);
     free(b);
 }
 
 void ts_broker_set_lines(ts_broker *b, const char *const *lines)
 {
-    free_lines(b->lines);
-    b->lines = copy_lines(lines);
-    write_config(b);
+    ts_lines_free(b->lines);
+    b->lines = ts_lines_copy(lines);
+    ts_conf_write(b);
 }
 
 void ts_broker_set_opts(ts_broker *b, const char *const *plugin_opts)
 {
-    free_lines(b->opts);
-    b->opts = copy_lines(plugin_opts);
-    write_config(b);
+    ts_lines_free(b->opts);
+    b->opts = ts_lines_copy(plugin_opts);
+    ts_conf_write(b);
 }
 
 void ts_broker_shift_clock(ts_broker *b, long seconds)

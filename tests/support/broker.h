@@ -9,7 +9,7 @@
  * answers is this broker, not another process that took the port); a broker
  * that exits at start because its port was taken meanwhile is retried on
  * another port. CHAT_BROKER_PRELOAD, if set, becomes the broker's LD_PRELOAD
- * (see broker.c); with CHAT_TEST_PG_PORT set, a broker whose options name no
+ * (see broker_conf.c); with CHAT_TEST_PG_PORT set, a broker whose options name no
  * store keeps its data in a new database on that PostgreSQL cluster (pg.h).
  *
  * Failure policy (util.h): a broker that cannot do what is asked fails the
