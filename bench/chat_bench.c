@@ -9,6 +9,7 @@
  *   chat_bench join    --port P --devices K --mode chat|session
  *   chat_bench fill    --port P --count N
  *   chat_bench catchup --port P --count N --mode chat|session [--pid PID]
+ *   chat_bench appcatchup --port P --count N --via lib|mqchat --state FILE [--mqchat PATH]
  *   chat_bench idle    --pid PID             until the broker's CPU is quiet
  *   chat_bench quiet   [--max-busy CORES]    until the whole machine is quiet
  *   chat_bench receipts --port P --pid PID --members M --rate R --mode read|ack
@@ -39,11 +40,17 @@
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
+
+#include "chat_client.h"
 
 #define RESPONSE_TOPIC "$CONTROL/chat/v1/response"
 #define PAYLOAD_BYTES 200u     /* target size of a published JSON payload */
@@ -63,6 +70,9 @@ struct opts {
     const char *mode;    /* chat | session */
     const char *client;  /* client id: fill's publisher (pub0), catchup's device (dev0) */
     const char *prefix;  /* client ids of join's devices: <prefix><i> */
+    const char *via;     /* appcatchup: lib (an application on chat_client) | mqchat */
+    const char *state;   /* appcatchup: the client library's state file */
+    const char *mqchat;  /* appcatchup --via mqchat: the program */
     unsigned members;    /* ingest: online subscribers */
     unsigned devices;    /* join: devices */
     unsigned window;     /* messages ahead of the slowest subscriber / of acks */
@@ -87,7 +97,7 @@ static void usage(void)
         "  --port P --pub-port P --pid PID --group G --mode chat|session --client ID --prefix P\n"
         "  --members M --devices K --window W --rate R --warm-ms T --dur-ms T\n"
         "  --timeout-ms T --idle-ms T --count N --first N --seq N --max-busy CORES\n"
-        "  --online N --readers K\n");
+        "  --online N --readers K --via lib|mqchat --state FILE --mqchat PATH\n");
 }
 
 static bool parse_u64(const char *s, uint64_t *v)
@@ -108,6 +118,8 @@ static bool parse_opts(int argc, char **argv, struct opts *o)
                        .mode = "chat",
                        .client = NULL,
                        .prefix = "dev",
+                       .via = "lib",
+                       .mqchat = "mqchat",
                        .members = 1,
                        .devices = 1,
                        .window = 100,
@@ -135,6 +147,12 @@ static bool parse_opts(int argc, char **argv, struct opts *o)
             o->client = val;
         } else if (!strcmp(name, "--prefix")) {
             o->prefix = val;
+        } else if (!strcmp(name, "--via")) {
+            o->via = val;
+        } else if (!strcmp(name, "--state")) {
+            o->state = val;
+        } else if (!strcmp(name, "--mqchat")) {
+            o->mqchat = val;
         } else if (!strcmp(name, "--rate") || !strcmp(name, "--max-busy")) {
             char *end = NULL;
             double d = strtod(val, &end);
@@ -180,6 +198,10 @@ static bool parse_opts(int argc, char **argv, struct opts *o)
             fprintf(stderr, "chat_bench: unknown option or value out of range: %s %s\n", name, val);
             return false;
         }
+    }
+    if (strcmp(o->via, "lib") != 0 && strcmp(o->via, "mqchat") != 0) {
+        fprintf(stderr, "chat_bench: --via is lib or mqchat\n");
+        return false;
     }
     if (strcmp(o->mode, "chat") != 0 && strcmp(o->mode, "session") != 0 &&
         strcmp(o->mode, "read") != 0 && strcmp(o->mode, "ack") != 0) {
@@ -1567,6 +1589,225 @@ done:
     return rc;
 }
 
+/* ---------------------------------------------------------------------------
+ * appcatchup: the same catch-up into an application on the client library
+ * (--via lib: on_message counts and checks ids, as the thinnest application
+ * would) or into `mqchat listen -C N` (--via mqchat: its output read from a
+ * pipe, every line's id checked). Both keep the library's state file.
+ * ------------------------------------------------------------------------- */
+
+struct app {
+    uint64_t count;
+    _Atomic uint64_t next;   /* the id expected next */
+    _Atomic uint64_t unique; /* messages taken in order */
+    _Atomic uint64_t t_done; /* when the count was reached (ns) */
+    _Atomic uint64_t last;   /* when the last message came (ns) */
+    atomic_bool bad;
+};
+
+static bool app_on_message(void *arg, const chat_client_message *m)
+{
+    struct app *a = arg;
+    uint64_t now = bench_now_ns();
+    atomic_store(&a->last, now);
+    if (m->id != atomic_load(&a->next)) {
+        atomic_store(&a->bad, true);
+        return true;
+    }
+    atomic_store(&a->next, m->id + 1);
+    if (atomic_fetch_add(&a->unique, 1) + 1 == a->count) {
+        atomic_store(&a->t_done, now);
+    }
+    return true;
+}
+
+/* Reads mqchat's lines "[group #id] from: body" from fd until count lines,
+ * EOF or the deadline; checks the ids. */
+static void app_read_lines(int fd, struct app *a, uint64_t deadline, uint64_t idle_ns)
+{
+    static char buf[1 << 16];
+    bool at_start = true;
+    uint64_t id = 0;
+    int in_id = 0; /* 0: before '#', 1: reading digits, 2: done */
+    for (uint64_t pass = 0; pass < 100000000ull; pass++) {
+        uint64_t now = bench_now_ns();
+        if (now > deadline || now - atomic_load(&a->last) > idle_ns ||
+            atomic_load(&a->unique) >= a->count) {
+            return;
+        }
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (poll(&pfd, 1, 50) <= 0) {
+            continue;
+        }
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n <= 0) {
+            return;
+        }
+        atomic_store(&a->last, bench_now_ns());
+        for (ssize_t i = 0; i < n; i++) {
+            char ch = buf[i];
+            if (at_start) {
+                at_start = false;
+                in_id = 0;
+                id = 0;
+            }
+            if (ch == '\n') {
+                if (in_id == 0 || id != atomic_load(&a->next)) {
+                    atomic_store(&a->bad, true);
+                } else {
+                    atomic_store(&a->next, id + 1);
+                    if (atomic_fetch_add(&a->unique, 1) + 1 == a->count) {
+                        atomic_store(&a->t_done, bench_now_ns());
+                    }
+                }
+                at_start = true;
+            } else if (in_id == 0 && ch == '#') {
+                in_id = 1;
+            } else if (in_id == 1) {
+                if (ch >= '0' && ch <= '9') {
+                    id = id * 10 + (uint64_t)(ch - '0');
+                } else {
+                    in_id = 2;
+                }
+            }
+        }
+    }
+}
+
+static int cmd_appcatchup(const struct opts *o)
+{
+    struct app a = {.count = o->count};
+    atomic_init(&a.next, o->first);
+    atomic_init(&a.unique, 0);
+    atomic_init(&a.t_done, 0);
+    atomic_init(&a.bad, false);
+    const char *client = o->client ? o->client : "dev0";
+    uint64_t cpu0 = 0, cpu1 = 0, app0 = 0, busy0 = 0, busy1 = 0;
+    bool cpu_ok = o->pid > 0, app_ok = true;
+    chat_client *c = NULL;
+    pid_t child = -1;
+    int rc = 1, fds[2] = {-1, -1};
+
+    if (!o->state) {
+        fprintf(stderr, "chat_bench: appcatchup needs --state\n");
+        return 2;
+    }
+    cpu_ok = cpu_ok && proc_cpu_us(o->pid, &cpu0);
+    bool busy_ok = machine_busy_us(&busy0);
+    uint64_t self0 = self_cpu_us();
+    /* Both start the clock before the client exists: the application's
+     * start is part of what a user waits for (a few ms of 100,000 messages). */
+    uint64_t t_start = bench_now_ns();
+    atomic_init(&a.last, t_start);
+    uint64_t deadline = t_start + (uint64_t)o->timeout_ms * 1000000ull;
+    uint64_t idle_ns = (uint64_t)o->idle_ms * 1000000ull;
+    if (!strcmp(o->via, "lib")) {
+        chat_client_options co = {0};
+        co.port = o->port;
+        co.client_id = client;
+        co.state_path = o->state;
+        co.on_message = app_on_message;
+        co.arg = &a;
+        chat_client_err err = chat_client_create(&co, &c);
+        if (err == CHAT_CLIENT_OK) {
+            err = chat_client_connect(c, 5000);
+        }
+        if (err == CHAT_CLIENT_OK) {
+            err = chat_client_listen(c, o->group);
+        }
+        if (err != CHAT_CLIENT_OK) {
+            fprintf(stderr, "chat_bench: chat_client: %s (%s)\n", chat_client_strerror(err),
+                    chat_client_reason());
+            goto done;
+        }
+        for (uint64_t i = 0; i < 100000000ull && !atomic_load(&a.t_done); i++) {
+            uint64_t now = bench_now_ns();
+            if (now > deadline || now - atomic_load(&a.last) > idle_ns) {
+                break;
+            }
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+    } else {
+        char port[16], count[32];
+        snprintf(port, sizeof(port), "%d", o->port);
+        snprintf(count, sizeof(count), "%" PRIu64, o->count);
+        if (pipe(fds) != 0) {
+            goto done;
+        }
+        child = fork();
+        if (child < 0) {
+            goto done;
+        }
+        if (child == 0) {
+            dup2(fds[1], STDOUT_FILENO);
+            close(fds[0]);
+            close(fds[1]);
+            execl(o->mqchat, o->mqchat, "-p", port, "-i", client, "--state", o->state, "-C", count,
+                  "listen", o->group, (char *)NULL);
+            _exit(127);
+        }
+        close(fds[1]);
+        fds[1] = -1;
+        app_read_lines(fds[0], &a, deadline, idle_ns);
+        app_ok = proc_cpu_us((long)child, &app0);
+    }
+    cpu_ok = cpu_ok && proc_cpu_us(o->pid, &cpu1);
+    busy_ok = busy_ok && machine_busy_us(&busy1);
+    uint64_t self1 = self_cpu_us();
+    double run_ms = ms_since(t_start);
+    uint64_t t_end = atomic_load(&a.t_done) ? atomic_load(&a.t_done) : atomic_load(&a.last);
+    double ms = (double)(t_end - t_start) / 1e6;
+    uint64_t unique = atomic_load(&a.unique);
+    /* The application's CPU: ours (the library's threads run in this
+     * process), or mqchat's, plus the reading of its output. */
+    double app_us = (double)(self1 - self0) + (app_ok ? (double)app0 : 0.0);
+    printf("received=%" PRIu64 " complete=%d elapsed_ms=%.1f rate=%.0f bad=%d", unique,
+           unique >= o->count, ms, ms > 0 ? (double)unique / (ms / 1e3) : 0.0,
+           (int)atomic_load(&a.bad));
+    if (ms > 0) {
+        printf(" bench_util=%.2f", app_us / 1e3 / ms);
+    }
+    if (unique) {
+        printf(" client_us_per_msg=%.2f", app_us / (double)unique);
+    }
+    if (cpu_ok && unique) {
+        printf(" cpu_us_per_msg=%.2f", (double)(cpu1 - cpu0) / (double)unique);
+        if (ms > 0) {
+            printf(" broker_util=%.2f", (double)(cpu1 - cpu0) / 1e3 / ms);
+        }
+        if (busy_ok && run_ms > 0) {
+            double other =
+                ((double)(busy1 - busy0) - (double)(cpu1 - cpu0) - app_us) / 1e3 / run_ms;
+            printf(" other_util=%.2f", other > 0 ? other : 0.0);
+        }
+    }
+    printf("\n");
+    rc = 0;
+done:
+    if (c) {
+        chat_client_destroy(c);
+    }
+    if (child > 0) {
+        int st = 0;
+        kill(child, SIGTERM);
+        for (int i = 0; i < 200 && waitpid(child, &st, WNOHANG) == 0; i++) {
+            struct timespec ts = {0, 25000000};
+            nanosleep(&ts, NULL);
+        }
+        if (waitpid(child, &st, WNOHANG) == 0) {
+            kill(child, SIGKILL);
+            waitpid(child, &st, 0);
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        if (fds[i] >= 0) {
+            close(fds[i]);
+        }
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     struct opts o;
@@ -1605,6 +1846,8 @@ int main(int argc, char **argv)
         rc = cmd_fill(&o);
     } else if (!strcmp(argv[1], "catchup")) {
         rc = cmd_catchup(&o);
+    } else if (!strcmp(argv[1], "appcatchup")) {
+        rc = cmd_appcatchup(&o);
     } else if (!strcmp(argv[1], "receipts")) {
         rc = cmd_receipts(&o);
     } else if (!strcmp(argv[1], "presence")) {

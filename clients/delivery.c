@@ -9,6 +9,10 @@
 #include "proto.h"
 
 #define STATE_ERROR_EVERY_MS 10000 /* at most one state file error event per period */
+/* The state file is rewritten whole (write, rename): at most this often
+ * between acks, which write it anyway (invariant 2). A kill -9 shows again
+ * what was shown in the last STATE_FLUSH_MS. */
+#define STATE_FLUSH_MS 200
 
 void chat_delivery_init(chat_delivery *d, const struct chat_delivery_cfg *cfg)
 {
@@ -54,6 +58,36 @@ void chat_delivery_connection_ended(chat_delivery *d)
         g->fetching = false;
 }
 
+/* Reports a state file error, at most one event per period. */
+static void state_error(chat_delivery *d, const char *group, const char *why)
+{
+    int64_t now = chat_now_ms();
+
+    if (d->last_state_error_ms == 0 || now - d->last_state_error_ms >= STATE_ERROR_EVERY_MS) {
+        d->last_state_error_ms = now;
+        chat_notify_error(d->cfg.notify, group, "state file: %s", why);
+    }
+}
+
+/* Writes the state file if it lags; false when that failed. */
+static bool flush_state(chat_delivery *d)
+{
+    char why[CHAT_REASON_MAX];
+
+    d->state_due = 0;
+    if (d->cfg.state == NULL || chat_state_flush(d->cfg.state, why, sizeof why) == CHAT_CLIENT_OK)
+        return true;
+    state_error(d, NULL, why);
+    /* Try again soon; until a write succeeds no ack goes out. */
+    d->state_due = chat_now_ms() + STATE_FLUSH_MS;
+    return false;
+}
+
+void chat_delivery_flush(chat_delivery *d)
+{
+    (void)flush_state(d);
+}
+
 void chat_delivery_ack(chat_delivery *d, struct chat_group *g)
 {
     struct chat_op op = {.kind = CHAT_OP_ACK, .ptr = g};
@@ -63,6 +97,10 @@ void chat_delivery_ack(chat_delivery *d, struct chat_group *g)
     g->ack_due = 0;
     if (!chat_paho_up(d->cfg.paho) || !g->seq.known || g->seq.shown == 0)
         return; /* the sync after the next connect repairs the cursor */
+    /* Invariant 2: the file holds what the ack says before the ack leaves;
+     * an ack the file cannot back is not sent. */
+    if (d->state_due != 0 && !flush_state(d))
+        return;
     snprintf(topic, sizeof topic, "%s/%s" CHAT_PROTO_ACK_SUFFIX, d->cfg.prefix, g->name);
     snprintf(payload, sizeof payload, "%" PRIu64, g->seq.shown);
     rc = chat_paho_publish(d->cfg.paho, topic, payload, strlen(payload), 1, &op);
@@ -95,6 +133,8 @@ void chat_delivery_tick(chat_delivery *d, int64_t now)
     for (struct chat_group *g = d->cfg.groups->head; g != NULL; g = g->next)
         if (g->ack_due != 0 && now >= g->ack_due)
             chat_delivery_ack(d, g);
+    if (d->state_due != 0 && now >= d->state_due)
+        chat_delivery_flush(d);
 }
 
 int64_t chat_delivery_next_wake(const chat_delivery *d, int64_t t)
@@ -102,6 +142,8 @@ int64_t chat_delivery_next_wake(const chat_delivery *d, int64_t t)
     for (const struct chat_group *g = d->cfg.groups->head; g != NULL; g = g->next)
         if (g->ack_due != 0 && g->ack_due < t)
             t = g->ack_due;
+    if (d->state_due != 0 && d->state_due < t)
+        t = d->state_due;
     return t;
 }
 
@@ -112,16 +154,13 @@ int64_t chat_delivery_next_wake(const chat_delivery *d, int64_t t)
 void chat_delivery_record(chat_delivery *d, struct chat_group *g, uint64_t id)
 {
     char why[CHAT_REASON_MAX];
-    int64_t now;
 
-    if (d->cfg.state == NULL ||
-        chat_state_set(d->cfg.state, g->name, id, why, sizeof why) == CHAT_CLIENT_OK)
+    if (d->cfg.state == NULL)
         return;
-    now = chat_now_ms();
-    if (d->last_state_error_ms == 0 || now - d->last_state_error_ms >= STATE_ERROR_EVERY_MS) {
-        d->last_state_error_ms = now;
-        chat_notify_error(d->cfg.notify, g->name, "state file: %s", why);
-    }
+    if (chat_state_set(d->cfg.state, g->name, id, why, sizeof why) != CHAT_CLIENT_OK)
+        state_error(d, g->name, why);
+    else if (d->state_due == 0 && chat_state_dirty(d->cfg.state))
+        d->state_due = chat_now_ms() + STATE_FLUSH_MS;
 }
 
 void chat_delivery_ready(chat_delivery *d, struct chat_group *g)

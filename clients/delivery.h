@@ -7,12 +7,16 @@
  *   1. on_message gets an id of group g only if it is shown(g) + 1; shown(g)
  *      only grows, except when the server's history was replaced
  *      (chat_group_rebase), which is reported.
- *   2. The state file is written after each message shown and before any
- *      ack covering it is published, so the plugin's cursor never passes the
- *      state file and a restart misses nothing. Should it pass anyway (a
- *      lost state file, a power loss), `sync` reports acked > shown and a
- *      fetch from shown fills the difference: messages may show twice then,
- *      never go missing.
+ *   2. The state file records only messages shown (on_message returned),
+ *      and is written before any ack covering them is published, so the
+ *      plugin's cursor never passes the state file and a restart misses
+ *      nothing. It is written at most STATE_FLUSH_MS after a message is
+ *      shown, before every ack (every page, every ack_every messages), and
+ *      when the dispatcher stops; a process killed between two writes shows
+ *      the messages since the last one again. Should the cursor pass the
+ *      file anyway (a lost state file, a power loss), `sync` reports acked >
+ *      shown and a fetch from shown fills the difference: messages may show
+ *      twice then, never go missing.
  *   3. A group's baseline (the id after which it starts) comes from the
  *      state file or from the plugin (`sync`'s acked, or an earlier replay
  *      page's first - 1): until then everything is held, nothing shown.
@@ -54,6 +58,7 @@ typedef struct chat_delivery {
     bool halted;          /* on_message refused a message: deliver nothing more */
     size_t acks_inflight; /* acks published and not yet acknowledged by the broker */
     int64_t last_state_error_ms;
+    int64_t state_due;    /* when the state file must be written next; 0: it is up to date */
     char incarnation[65]; /* of the server's store, as last seen (also in the state file) */
 } chat_delivery;
 
@@ -82,9 +87,12 @@ void chat_delivery_ack_done(chat_delivery *d);
 /* Hands every message of g that is due to the application, in order. */
 void chat_delivery_ready(chat_delivery *d, struct chat_group *g);
 
-/* Records id as shown for g in the state file (errors reported, at most
- * one event per period). */
+/* Records id as shown for g in the state (written within STATE_FLUSH_MS,
+ * or before the next ack; errors reported, at most one event per period). */
 void chat_delivery_record(chat_delivery *d, struct chat_group *g, uint64_t id);
+
+/* Writes the state file now if it lags behind what was shown. */
+void chat_delivery_flush(chat_delivery *d);
 
 /* Applies a replay page or a fetch answer (entry, whose messages are taken)
  * of g. Returns the entry's `more`. */
@@ -100,10 +108,10 @@ void chat_delivery_live(chat_delivery *d, const char *name, const char *payload,
  * the one known before (the ids held may now name other messages). */
 bool chat_delivery_incarnation(chat_delivery *d, const char *incarnation);
 
-/* Sends the acks that are due. */
+/* Sends the acks that are due and writes the state file when due. */
 void chat_delivery_tick(chat_delivery *d, int64_t now);
 
-/* The earlier of t and when the next ack is due. */
+/* The earlier of t and when the next ack or state write is due. */
 int64_t chat_delivery_next_wake(const chat_delivery *d, int64_t t);
 
 #endif

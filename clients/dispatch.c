@@ -351,6 +351,8 @@ void *chat_dispatch_main(void *arg)
         }
         run_timers(c, chat_now_ms());
     }
+    /* On exit the state file catches up with everything shown. */
+    chat_delivery_flush(&c->delivery);
     return NULL;
 }
 

@@ -24,6 +24,7 @@ struct chat_state {
     struct state_entry *ent; /* one per group, in first-seen order */
     size_t n, cap;
     char incarnation[65]; /* "" when none recorded */
+    bool dirty;           /* records changed since the file was last written */
 };
 
 static char *concat(const char *a, const char *b)
@@ -245,6 +246,7 @@ static chat_client_err save(chat_state *st, char *why, size_t why_size)
         unlink(st->tmp);
         return CHAT_CLIENT_ERR_STATE;
     }
+    st->dirty = false;
     return CHAT_CLIENT_OK;
 }
 
@@ -253,12 +255,28 @@ chat_client_err chat_state_set(chat_state *st, const char *group, uint64_t shown
 {
     struct state_entry *e = find(st, group);
 
-    if (e == NULL && (e = add(st, group, shown)) == NULL) {
-        snprintf(why, why_size, "out of memory");
-        return CHAT_CLIENT_ERR_NOMEM;
+    if (e == NULL) {
+        if ((e = add(st, group, shown)) == NULL) {
+            snprintf(why, why_size, "out of memory");
+            return CHAT_CLIENT_ERR_NOMEM;
+        }
+        st->dirty = true;
     }
-    e->shown = shown;
-    return save(st, why, why_size);
+    if (e->shown != shown) {
+        e->shown = shown;
+        st->dirty = true;
+    }
+    return CHAT_CLIENT_OK;
+}
+
+bool chat_state_dirty(const chat_state *st)
+{
+    return st->dirty;
+}
+
+chat_client_err chat_state_flush(chat_state *st, char *why, size_t why_size)
+{
+    return st->dirty ? save(st, why, why_size) : CHAT_CLIENT_OK;
 }
 
 const char *chat_state_incarnation(const chat_state *st)

@@ -5,8 +5,10 @@
  * The file is text, one "<id> <group>" line per group after a comment line,
  * and an "@incarnation <hex>" line naming the server store those ids
  * belong to (see docs/protocol.md, Incarnation),
- * replaced whole (written beside it, then renamed) on every change, so a
- * crash leaves the old or the new version, never a mix. A lock on
+ * replaced whole (written beside it, then renamed) by chat_state_flush, so a
+ * crash leaves the old or the new version, never a mix. Changes are recorded
+ * in memory first and written when the caller flushes: a rename per message
+ * would cost more than everything else the library does with it. A lock on
  * "<path>.lock" (fcntl, held while the state is open) keeps two processes
  * from sharing one file.
  *
@@ -17,6 +19,7 @@
 #ifndef CHAT_STATE_H
 #define CHAT_STATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,24 +33,34 @@ typedef struct chat_state chat_state;
  * why. On success *out is the state, closed with chat_state_close. */
 chat_client_err chat_state_open(const char *path, chat_state **out, char *why, size_t why_size);
 
-/* Releases the lock and frees st. Accepts NULL. */
+/* Releases the lock and frees st, without writing what was not flushed.
+ * Accepts NULL. */
 void chat_state_close(chat_state *st);
 
 /* Number of groups recorded, and the i-th (0 <= i < count), owned by st. */
 size_t chat_state_count(const chat_state *st);
 const char *chat_state_group(const chat_state *st, size_t i, uint64_t *shown);
 
-/* Records shown for group and rewrites the file. On failure returns
- * CHAT_CLIENT_ERR_STATE or _NOMEM with a reason in why; the record in memory
- * is updated anyway, so the next successful write catches up. */
+/* Records shown for group in memory; the file follows at the next
+ * chat_state_flush. Returns CHAT_CLIENT_ERR_NOMEM (reason in why) when a new
+ * group cannot be added. */
 chat_client_err chat_state_set(chat_state *st, const char *group, uint64_t shown, char *why,
                                size_t why_size);
+
+/* Is something recorded that the file does not hold yet? */
+bool chat_state_dirty(const chat_state *st);
+
+/* Rewrites the file if something changed since the last write. On failure
+ * returns CHAT_CLIENT_ERR_STATE with a reason in why; the records stay in
+ * memory, so the next successful flush catches up. */
+chat_client_err chat_state_flush(chat_state *st, char *why, size_t why_size);
 
 /* The incarnation of the server's store the ids belong to ("" when none
  * was recorded), owned by st. */
 const char *chat_state_incarnation(const chat_state *st);
 
-/* Records the incarnation and rewrites the file; errors as chat_state_set. */
+/* Records the incarnation and rewrites the file (with every record not yet
+ * flushed); errors as chat_state_flush. */
 chat_client_err chat_state_set_incarnation(chat_state *st, const char *incarnation, char *why,
                                            size_t why_size);
 

@@ -275,6 +275,9 @@ typedef struct chat_sync_state {
     uint64_t rounds;    /* sync rounds finished */
     uint64_t fallbacks; /* rounds that could not open a log file (EMFILE, say) and
                            synced through a synced empty write instead */
+    uint64_t appended;  /* messages appended since the store was opened */
+    uint64_t synced;    /* of those, the ones a finished round has made durable:
+                           appended - synced is what a power loss would lose now */
 } chat_sync_state;
 
 /* Copies that state to *out; CHAT_EINVAL unless the store was opened with

@@ -53,8 +53,9 @@ typedef struct ldb {
     leveldb_writeoptions_t *wopt_sync; /* chat_store_sync */
     chat_cache *cache;                 /* heads, cursors, memberships: read on every publish */
     chat_sync sync;
-    bool dirty;         /* written since the last chat_store_sync */
-    atomic_bool failed; /* invariant 5: the first write error makes the store read-only */
+    bool dirty;                /* written since the last chat_store_sync */
+    atomic_bool failed;        /* invariant 5: the first write error makes the store read-only */
+    _Atomic uint64_t appended; /* messages appended (acknowledged once the call returns) */
     char latched[CHAT_STORE_ERROR_MAX]; /* why failed was set (the broker's thread's writes) */
     struct ldb_syncer *sync_thread;     /* CHAT_SYNC_BATCH: fsyncs beside the broker */
     char *path;

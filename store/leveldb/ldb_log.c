@@ -104,6 +104,7 @@ chat_err ldb_append(chat_store *cs, const char *group, const char *from, const c
     leveldb_writebatch_destroy(wb);
     if (rc == CHAT_OK) {
         out->id = id;
+        atomic_fetch_add(&st->appended, 1);
         if (head == 0) {
             st->groups++;
         }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The background fsync of CHAT_SYNC_BATCH. LevelDB serialises writers, so a
@@ -23,7 +24,15 @@
  * syncs the logs retired since the last round, then the newest. When a file
  * cannot be opened (EMFILE, say) the round falls back to a synced write of
  * an empty batch, which syncs LevelDB's current log: a writer that contends
- * with the broker's writes, but a sync; it never stops syncing. */
+ * with the broker's writes, but a sync; it never stops syncing.
+ *
+ * Rounds start at most every SYNC_PERIOD_MS: back-to-back fdatasyncs keep
+ * the file system's journal committing all the time, and the broker's own
+ * appends to the log (which change its size, hence the inode) queue behind
+ * those commits. So an acknowledged append reaches the disk within about
+ * SYNC_PERIOD_MS plus the length of one fdatasync (docs/protocol.md, fsync). */
+#define SYNC_PERIOD_MS 5
+
 struct ldb_syncer {
     pthread_t thread;
     pthread_mutex_t lock;
@@ -32,6 +41,7 @@ struct ldb_syncer {
     bool stop;                          /* under lock */
     uint64_t rounds;                    /* under lock: rounds done */
     uint64_t fallbacks;                 /* under lock: rounds that fell back */
+    uint64_t synced;                    /* under lock: appends durable after the last round */
     char log_name[32];                  /* under lock: the log held open, "" none */
     char err[CHAT_STORE_ERROR_MAX / 2]; /* under lock: why a sync failed */
     ldb *st;
@@ -187,18 +197,38 @@ static void *syncer_main(void *arg)
         }
         sy->requested = false;
         pthread_mutex_unlock(&sy->lock);
+        struct timespec start;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        /* Appends before this point are in LevelDB's log: the round makes
+         * them durable. */
+        uint64_t appended = atomic_load(&sy->st->appended);
         bool fallback = false;
         why[0] = '\0';
         int e = syncer_round(sy, &fallback, why, sizeof(why));
         pthread_mutex_lock(&sy->lock);
         sy->rounds++;
         sy->fallbacks += fallback;
+        if (e == 0) {
+            sy->synced = appended;
+        }
         if (e != 0) {
             /* A sync that failed may have lost what it was to keep:
              * invariant 5, as for a failed write. */
             store_set_text(sy->err, sizeof(sy->err), "syncing %s in %s: %s", why, sy->st->path,
                            strerror(e));
             atomic_store(&sy->st->failed, true);
+        }
+        /* The period (see struct ldb_syncer); a stop cuts it short. */
+        struct timespec until = start;
+        until.tv_nsec += SYNC_PERIOD_MS * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        for (int i = 0; i < 10000 && !sy->stop; i++) {
+            if (pthread_cond_timedwait(&sy->wake, &sy->lock, &until) == ETIMEDOUT) {
+                break;
+            }
         }
     }
     pthread_mutex_unlock(&sy->lock);
@@ -236,7 +266,11 @@ chat_err ldb_syncer_start(ldb *st)
     sy->log_fd = -1;
     sy->empty = leveldb_writebatch_create();
     pthread_mutex_init(&sy->lock, NULL);
-    pthread_cond_init(&sy->wake, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the period's clock */
+    pthread_cond_init(&sy->wake, &ca);
+    pthread_condattr_destroy(&ca);
     if (pthread_create(&sy->thread, NULL, syncer_main, sy) != 0) {
         pthread_cond_destroy(&sy->wake);
         pthread_mutex_destroy(&sy->lock);
@@ -275,5 +309,7 @@ void ldb_syncer_state(struct ldb_syncer *sy, chat_sync_state *out)
     store_set_text(out->log, sizeof(out->log), "%s", sy->log_name);
     out->rounds = sy->rounds;
     out->fallbacks = sy->fallbacks;
+    out->synced = sy->synced;
+    out->appended = atomic_load(&sy->st->appended);
     pthread_mutex_unlock(&sy->lock);
 }
