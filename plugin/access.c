@@ -56,18 +56,12 @@ bool chat_is_member(struct chat_plugin *pl, const struct mosquitto *client, cons
     return rc == CHAT_OK && found;
 }
 
-bool chat_may_read(struct chat_plugin *pl, struct mosquitto *client, const char *group,
-                   const char **why)
+/* Asks the broker's access checks (broker_acl_check set) whether client may
+ * read <prefix>/<group> live. */
+static bool broker_lets_read(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                             const char **why)
 {
     char topic[CHAT_GROUP_MAX + 256];
-    if (pl->cfg.acl_mode == CHAT_ACL_ALLOW || pl->cfg.read_check == CHAT_READ_MEMBERS) {
-        return true;
-    }
-    if (!pl->broker_acl_check) {
-        *why = "history is unavailable: this broker cannot tell mosquitto-chat whether you may "
-               "read the group (see plugin_opt_read_check)";
-        return false;
-    }
     snprintf(topic, sizeof(topic), "%s/%s", pl->cfg.topic_prefix, group);
     /* The questions a subscription to the group and each live delivery on
      * it would put to the broker's access checks (dynamic-security answers
@@ -84,4 +78,28 @@ bool chat_may_read(struct chat_plugin *pl, struct mosquitto *client, const char 
         return false;
     }
     return true;
+}
+
+bool chat_may_read(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                   const char **why)
+{
+    if (pl->cfg.acl_mode == CHAT_ACL_ALLOW || pl->cfg.read_check == CHAT_READ_MEMBERS) {
+        return true;
+    }
+    if (!pl->broker_acl_check) {
+        *why = "history is unavailable: this broker cannot tell mosquitto-chat whether you may "
+               "read the group (see plugin_opt_read_check)";
+        return false;
+    }
+    return broker_lets_read(pl, client, group, why);
+}
+
+bool chat_may_mark(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                   const char **why)
+{
+    if (pl->cfg.acl_mode == CHAT_ACL_ALLOW || pl->cfg.read_check == CHAT_READ_MEMBERS ||
+        !pl->broker_acl_check) {
+        return true;
+    }
+    return broker_lets_read(pl, client, group, why);
 }

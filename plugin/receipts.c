@@ -24,6 +24,16 @@ int chat_read_apply(struct chat_plugin *pl, struct mosquitto *client, const char
     if (!chat_admit(pl, client, group, join, why)) {
         return MOSQ_ERR_ACL_DENIED;
     }
+    /* A member the broker would not let read the group (write-only behind
+     * another access checker, or a right revoked) has nothing to ack or
+     * read; and the answer, clamped to the head, would tell it the head.
+     * Its catch-up of the group, if any, ends here too. */
+    if (!chat_may_mark(pl, client, group, why)) {
+        if (device) {
+            chat_replay_stop(pl, device, group);
+        }
+        return MOSQ_ERR_ACL_DENIED;
+    }
     const char *member = chat_member(pl, client, buf, why);
     chat_err rc = chat_store_read_advance(pl->store, group, member, device, id, &marker, &cursor,
                                           &moved, &found);

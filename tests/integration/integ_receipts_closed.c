@@ -136,6 +136,13 @@ static void case_acl(void)
                        "the broker does not let you read this group");
     rcp_expect_refused(w, "{\"command\":\"receipts\",\"group\":\"" GROUP "\"", "receipts",
                        "the broker does not let you read this group");
+    /* nor may it ack or mark read what it never received: the answer,
+     * clamped to the head, would tell it the head, and receipts would count
+     * it as a reader */
+    rcp_expect_refused(w, "{\"command\":\"read\",\"group\":\"" GROUP "\",\"id\":1000000", "read",
+                       "the broker does not let you read this group");
+    rcp_expect_refused(w, "{\"command\":\"ack\",\"group\":\"" GROUP "\",\"id\":1000000", "ack",
+                       "the broker does not let you read this group");
     rcp_read_topic(r, 1);
     rcp_wait_push(r, &s, "r", -1, 1);
     rcp_expect_no_push(w, QUIET_MS, "w may not read the group");
