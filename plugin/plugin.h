@@ -18,7 +18,9 @@
  *   relay.c      other brokers' messages to local subscribers (shared store)
  *   receipts.c   read markers: the read topic and command, receipts
  *   replay.c     catch-up pages with a window of pages in flight
- *   presence.c   who is online, and the coalesced reads/presence pushes
+ *   presence.c   who is online: the events and the command (presence.h:
+ *                its state, shared with presence_push.c, the coalesced
+ *                reads/presence pushes, and presence_state.c)
  *   retention.c  deleting old messages in bounded steps
  *   access.c     membership, and the broker's answer on read rights
  *   reply.c      everything sent to a client, and the page writer
@@ -177,7 +179,7 @@ struct chat_plugin {
     size_t n_deleting;
     bool deletions_loaded;          /* those a previous run left were queued */
     bool job_running;               /* a store job (backup, compact) is being watched */
-    struct chat_presence *presence; /* presence.c */
+    struct chat_presence *presence; /* presence.h */
     int64_t tick_us;                /* chores.c: when the last tick began (monotonic µs) ... */
     int64_t tick_max_us;            /* ... the longest tick so far (wall, and CPU) ... */
     int64_t tick_cpu_max_us;
@@ -305,7 +307,8 @@ const char *chat_receipts_answer(struct chat_plugin *pl, struct mosquitto *clien
                                  const char *group, const char *after, size_t limit, sbuf *b,
                                  size_t cap);
 
-/* presence.c: who is online, and the pushes (see its design note) */
+/* presence.c, presence_push.c, presence_state.c: who is online, and the
+ * pushes (see the design note of presence.h) */
 
 bool chat_presence_init(struct chat_plugin *pl);
 void chat_presence_free(struct chat_plugin *pl);
