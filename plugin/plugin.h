@@ -12,7 +12,8 @@
  *   chat.c       the chat topics: publishes, acks, access checks
  *   chores.c     periodic work: fsync batch, replay timeouts, retention,
  *                pushes, figures, device expiry, deletions and jobs, relay
- *   admin.c      the admin commands, and the deletions and jobs they leave
+ *   admin.c      the admin commands (admin.h: admin_jobs.c, the deletions
+ *                and jobs they leave, and admin_entry.c)
  *   stats.c      the figures under $SYS/broker/chat/
  *   expiry.c     dropping device cursors unused for device_expiry_days
  *   relay.c      other brokers' messages to local subscribers (shared store)
@@ -392,8 +393,9 @@ void chat_budget_spend(struct chat_plugin *pl, const char *client_id, size_t byt
 /* control.c: $CONTROL/chat/v1 */
 int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev);
 
-/* admin.c: the admin commands (groups, members, stats, delete, compact,
- * backup) and the work they leave to the tick */
+/* admin.c, admin_jobs.c, admin_entry.c: the admin commands (groups,
+ * members, stats, delete, compact, backup) and the work they leave to the
+ * tick */
 
 /* One admin command being answered: what control.c hands admin.c. */
 struct cJSON;
