@@ -7,24 +7,22 @@
  * store records (MAX_WORK in control.c) and fills at most its answer's
  * bytes, then says "more" with the name to go on "after"; a deletion's
  * first step (which makes the group read as empty) runs in the request and
- * the rest from the tick, TICK_BUDGET_MS per broker loop pass; backups and
- * compactions run on the store's job thread. */
-#include "plugin.h"
+ * the rest from the tick, TICK_BUDGET_MS (admin_jobs.c) per broker loop
+ * pass; backups and
+ * compactions run on the store's job thread.
+ *
+ * This file has the dispatch, the listings and stats; delete, compact and
+ * backup, and the tick, are in admin_jobs.c (see admin.h). */
+#include "admin.h"
 
-#include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define LIMIT_DEFAULT 100u     /* groups or members per answer */
 #define LIMIT_MAX 1000u        /* ... at most */
 #define MEMBERS_COUNTED 10000u /* members counted per group in `groups` */
 #define DEVICES_LISTED 1000u   /* devices listed per member in `members` */
-#define DELETE_STEP 1024u      /* records looked at per deletion step */
-#define MAX_DELETIONS 1000u    /* deletions queued for the tick at once */
-#define TICK_BUDGET_MS 5       /* milliseconds of deleting per broker loop pass */
 #define ENTRY_ROOM 4096u       /* bytes kept free for an entry's tail */
 
 static const char *const commands[] = {"groups", "members", "stats", "delete", "compact", "backup"};
@@ -40,60 +38,8 @@ bool chat_admin_is_command(const char *cmd)
 }
 
 /* ===========================================================================
- * Entries
+ * Fields and bounds of a listing
  * ========================================================================= */
-
-static void entry_start(const struct chat_admin_req *r, const char *group)
-{
-    sbuf_puts(r->out, "{\"command\":");
-    sbuf_json_str(r->out, r->cmd);
-    if (group) {
-        sbuf_puts(r->out, ",\"group\":");
-        sbuf_json_str(r->out, group);
-    }
-    if (r->corr) {
-        sbuf_puts(r->out, ",\"correlationData\":");
-        sbuf_json_str(r->out, r->corr);
-    }
-}
-
-/* An error entry, and its log line (debug: refusals are the client's). */
-static void fail(const struct chat_admin_req *r, const char *group, const char *why)
-{
-    mosquitto_log_printf(MOSQ_LOG_DEBUG, "mosquitto-chat: %s from %s refused: %s%s%s", r->cmd,
-                         r->device, why, group ? " in group " : "", group ? group : "");
-    entry_start(r, group);
-    sbuf_puts(r->out, ",\"error\":");
-    sbuf_json_str(r->out, why);
-    sbuf_add(r->out, "}", 1);
-}
-
-static bool storage_ok(const struct chat_admin_req *r, const char *group, chat_err rc)
-{
-    if (rc == CHAT_OK) {
-        return true;
-    }
-    chat_log_store_error(r->pl, rc, "%s from %s%s%s", r->cmd, r->device, group ? " in group " : "",
-                         group ? group : "");
-    fail(r, group, "storage error");
-    return false;
-}
-
-/* The group field (required), validated into buf. */
-static const char *group_field(const struct chat_admin_req *r, const cJSON *c, char *buf)
-{
-    const cJSON *g = cJSON_GetObjectItemCaseSensitive(c, "group");
-    const char *why = !g ? "group is missing"
-                      : !cJSON_IsString(g)
-                          ? "group must be a string"
-                          : chat_proto_group_error(g->valuestring, strlen(g->valuestring));
-    if (why) {
-        fail(r, NULL, why);
-        return NULL;
-    }
-    snprintf(buf, CHAT_GROUP_MAX + 1, "%s", g->valuestring);
-    return buf;
-}
 
 /* after (optional string) and limit (optional integer 1..LIMIT_MAX). */
 static bool paging_fields(const struct chat_admin_req *r, const cJSON *c, const char *group,
@@ -103,11 +49,11 @@ static bool paging_fields(const struct chat_admin_req *r, const cJSON *c, const 
     const cJSON *l = cJSON_GetObjectItemCaseSensitive(c, "limit");
     uint64_t v = LIMIT_DEFAULT;
     if (a && (!cJSON_IsString(a) || strlen(a->valuestring) > CHAT_STORE_MAX_NAME)) {
-        fail(r, group, "after must be a name of at most 1024 bytes");
+        chat_admin_fail(r, group, "after must be a name of at most 1024 bytes");
         return false;
     }
     if (l && (!cJSON_IsNumber(l) || !chat_proto_json_int(l->valuedouble, 1, &v) || v > LIMIT_MAX)) {
-        fail(r, group, "limit must be an integer from 1 to 1000");
+        chat_admin_fail(r, group, "limit must be an integer from 1 to 1000");
         return false;
     }
     *after = a ? a->valuestring : NULL;
@@ -213,23 +159,23 @@ static void cmd_groups(const struct chat_admin_req *r, const cJSON *c)
     }
     limit = limit < r->work_max - *r->work ? limit : r->work_max - *r->work;
     if (limit == 0 || !spend(r, limit)) {
-        fail(r, NULL,
-             "request too large: it asks for too much work at once; send fewer commands "
-             "per request");
+        chat_admin_fail(r, NULL,
+                        "request too large: it asks for too much work at once; send fewer commands "
+                        "per request");
         return;
     }
     chat_err rc = chat_store_groups(pl->store, after, limit, keep_name, &l, &done);
     if (l.failed) {
         names_free(&l);
-        fail(r, NULL, "out of memory");
+        chat_admin_fail(r, NULL, "out of memory");
         return;
     }
-    if (!storage_ok(r, NULL, rc)) {
+    if (!chat_admin_storage_ok(r, NULL, rc)) {
         names_free(&l);
         return;
     }
     size_t mark = r->out->len;
-    entry_start(r, NULL);
+    chat_admin_entry_start(r, NULL);
     sbuf_puts(r->out, ",\"groups\":[");
     for (size_t i = 0; i < l.n; i++) {
         uint64_t first = 1;
@@ -247,7 +193,7 @@ static void cmd_groups(const struct chat_admin_req *r, const cJSON *c)
         if (rc != CHAT_OK) {
             r->out->len = mark;
             names_free(&l);
-            storage_ok(r, NULL, rc);
+            chat_admin_storage_ok(r, NULL, rc);
             return;
         }
         if (!all && budget < MEMBERS_COUNTED && listed > 0) {
@@ -298,7 +244,7 @@ static void cmd_members(const struct chat_admin_req *r, const cJSON *c)
     struct chat_plugin *pl = r->pl;
     char buf[CHAT_GROUP_MAX + 1];
     struct names l = {0};
-    const char *group = group_field(r, c, buf), *after = NULL, *last = NULL;
+    const char *group = chat_admin_group_field(r, c, buf), *after = NULL, *last = NULL;
     size_t limit = 0, listed = 0;
     bool done = false;
 
@@ -307,23 +253,23 @@ static void cmd_members(const struct chat_admin_req *r, const cJSON *c)
     }
     limit = limit < r->work_max - *r->work ? limit : r->work_max - *r->work;
     if (limit == 0 || !spend(r, limit)) {
-        fail(r, group,
-             "request too large: it asks for too much work at once; send fewer "
-             "commands per request");
+        chat_admin_fail(r, group,
+                        "request too large: it asks for too much work at once; send fewer "
+                        "commands per request");
         return;
     }
     chat_err rc = chat_store_group_members(pl->store, group, after, limit, keep_name, &l, &done);
     if (l.failed) {
         names_free(&l);
-        fail(r, group, "out of memory");
+        chat_admin_fail(r, group, "out of memory");
         return;
     }
-    if (!storage_ok(r, group, rc)) {
+    if (!chat_admin_storage_ok(r, group, rc)) {
         names_free(&l);
         return;
     }
     size_t mark = r->out->len;
-    entry_start(r, group);
+    chat_admin_entry_start(r, group);
     sbuf_puts(r->out, ",\"members\":[");
     for (size_t i = 0; i < l.n; i++) {
         size_t budget = r->work_max - *r->work;
@@ -338,7 +284,7 @@ static void cmd_members(const struct chat_admin_req *r, const cJSON *c)
         if (rc != CHAT_OK) {
             r->out->len = mark;
             names_free(&l);
-            storage_ok(r, group, rc);
+            chat_admin_storage_ok(r, group, rc);
             return;
         }
         size_t entry_mark = r->out->len;
@@ -354,7 +300,7 @@ static void cmd_members(const struct chat_admin_req *r, const cJSON *c)
         if (rc != CHAT_OK) {
             r->out->len = mark;
             names_free(&l);
-            storage_ok(r, group, rc);
+            chat_admin_storage_ok(r, group, rc);
             return;
         }
         if (!all && budget < DEVICES_LISTED && listed > 0) {
@@ -401,10 +347,10 @@ static void cmd_stats(const struct chat_admin_req *r)
 {
     chat_job_state js;
     chat_err rc = chat_store_job_state(r->pl->store, &js);
-    if (!storage_ok(r, NULL, rc)) {
+    if (!chat_admin_storage_ok(r, NULL, rc)) {
         return;
     }
-    entry_start(r, NULL);
+    chat_admin_entry_start(r, NULL);
     sbuf_puts(r->out, ",\"figures\":{");
     chat_stats_json(r->pl, r->out);
     sbuf_puts(r->out, "},\"deletions\":");
@@ -427,176 +373,6 @@ static void cmd_stats(const struct chat_admin_req *r)
 }
 
 /* ===========================================================================
- * delete
- * ========================================================================= */
-
-static bool queued(struct chat_plugin *pl, const char *group)
-{
-    for (size_t i = 0; i < pl->n_deleting; i++) {
-        if (!strcmp(pl->deleting[i], group)) {
-            return true;
-        }
-    }
-    return false;
-}
-
-static bool enqueue(struct chat_plugin *pl, const char *group)
-{
-    if (queued(pl, group)) {
-        return true;
-    }
-    char **n = realloc(pl->deleting, (pl->n_deleting + 1) * sizeof(*n));
-    if (!n) {
-        return false;
-    }
-    pl->deleting = n;
-    if (!(n[pl->n_deleting] = strdup(group))) {
-        return false;
-    }
-    pl->n_deleting++;
-    return true;
-}
-
-static void dequeue(struct chat_plugin *pl, size_t i)
-{
-    free(pl->deleting[i]);
-    memmove(pl->deleting + i, pl->deleting + i + 1, (pl->n_deleting - i - 1) * sizeof(char *));
-    pl->n_deleting--;
-}
-
-static void cmd_delete(const struct chat_admin_req *r, const cJSON *c)
-{
-    struct chat_plugin *pl = r->pl;
-    char buf[CHAT_GROUP_MAX + 1];
-    const char *group = group_field(r, c, buf);
-    uint64_t head = 0;
-    bool done = false;
-
-    if (!group) {
-        return;
-    }
-    if (!queued(pl, group) && pl->n_deleting >= MAX_DELETIONS) {
-        fail(r, group, "too many deletions under way: retry when some have finished");
-        return;
-    }
-    if (!storage_ok(r, group, chat_store_head(pl->store, group, &head))) {
-        return;
-    }
-    /* The first step makes the group read as empty: no message, member or
-     * cursor of it counts from here on; the tick removes the records. */
-    if (!storage_ok(r, group, chat_store_group_delete(pl->store, group, DELETE_STEP, &done))) {
-        return;
-    }
-    chat_replay_stop_group(pl, group);
-    chat_pending_forget_group(pl, group);
-    if (pl->last_env && !strcmp(pl->last_group, group)) {
-        free(pl->last_env);
-        pl->last_env = NULL;
-    }
-    if (!done && !enqueue(pl, group)) {
-        fail(r, group, "out of memory");
-        return;
-    }
-    mosquitto_log_printf(MOSQ_LOG_NOTICE, "mosquitto-chat: %s deleted group %s (head %llu)%s",
-                         r->device, group, (unsigned long long)head,
-                         done ? "" : "; its records go in the background");
-    entry_start(r, group);
-    sbuf_puts(r->out, ",\"head\":");
-    sbuf_u64(r->out, head);
-    sbuf_puts(r->out, done ? ",\"done\":true}" : ",\"done\":false}");
-}
-
-/* ===========================================================================
- * compact, backup
- * ========================================================================= */
-
-/* Starts a store job; false (answered) when one runs or it cannot start. */
-static bool job_start(const struct chat_admin_req *r, chat_job_kind kind, const char *dest)
-{
-    chat_job_state js;
-    chat_err rc = chat_store_job_state(r->pl->store, &js);
-    if (!storage_ok(r, NULL, rc)) {
-        return false;
-    }
-    if (js.status == CHAT_JOB_RUNNING) {
-        fail(r, NULL, "a backup or compaction is under way: see stats");
-        return false;
-    }
-    rc = chat_store_job_start(r->pl->store, kind, dest);
-    if (rc != CHAT_OK) {
-        chat_log_store_error(r->pl, rc, "%s from %s", r->cmd, r->device);
-        fail(r, NULL,
-             kind == CHAT_JOB_BACKUP ? "cannot start the backup (the log says why)"
-                                     : "cannot start the compaction (the log says why)");
-        return false;
-    }
-    r->pl->job_running = true;
-    mosquitto_log_printf(MOSQ_LOG_NOTICE, "mosquitto-chat: %s started by %s%s%s",
-                         kind == CHAT_JOB_BACKUP ? "backup" : "compaction", r->device,
-                         dest ? " into " : "", dest ? dest : "");
-    return true;
-}
-
-static void cmd_compact(const struct chat_admin_req *r)
-{
-    if (job_start(r, CHAT_JOB_COMPACT, NULL)) {
-        entry_start(r, NULL);
-        sbuf_puts(r->out, ",\"started\":true}");
-    }
-}
-
-/* A new directory name under backup_dir: mosquitto-chat-<UTC time>[-n]. */
-static bool backup_path(struct chat_plugin *pl, char *out, size_t cap)
-{
-    char stamp[32];
-    time_t t = (time_t)(chat_now_ms() / 1000);
-    struct tm tm;
-    struct stat sb;
-    gmtime_r(&t, &tm);
-    (void)strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm); /* 16 characters: they fit */
-    for (int i = 0; i < 100; i++) {
-        char partial[4200];
-        int n = i ? snprintf(out, cap, "%s/mosquitto-chat-%s-%d", pl->cfg.backup_dir, stamp, i)
-                  : snprintf(out, cap, "%s/mosquitto-chat-%s", pl->cfg.backup_dir, stamp);
-        if (n < 0 || (size_t)n >= cap) {
-            return false;
-        }
-        snprintf(partial, sizeof(partial), "%s.partial", out);
-        if (stat(out, &sb) != 0 && stat(partial, &sb) != 0) {
-            return true;
-        }
-    }
-    return false;
-}
-
-static void cmd_backup(const struct chat_admin_req *r)
-{
-    char dest[4096];
-    /* The place comes from the broker's configuration alone, never from
-     * the request. */
-    if (!r->pl->cfg.backup_dir) {
-        fail(r, NULL, "backups are not configured: set plugin_opt_backup_dir");
-        return;
-    }
-    if (mkdir(r->pl->cfg.backup_dir, 0700) != 0 && errno != EEXIST) {
-        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: cannot create backup_dir %s: %s",
-                             r->pl->cfg.backup_dir, strerror(errno));
-        fail(r, NULL, "cannot create backup_dir (the log says why)");
-        return;
-    }
-    if (!backup_path(r->pl, dest, sizeof(dest))) {
-        fail(r, NULL, "no free backup name under backup_dir");
-        return;
-    }
-    if (job_start(r, CHAT_JOB_BACKUP, dest)) {
-        entry_start(r, NULL);
-        sbuf_puts(r->out, ",\"path\":");
-        sbuf_json_str(r->out, dest);
-        sbuf_puts(r->out, ",\"started\":true}");
-    }
-}
-
-/* ===========================================================================
  * Dispatch and the tick
  * ========================================================================= */
 
@@ -608,7 +384,7 @@ void chat_admin_run(const struct chat_admin_req *r, const cJSON *c)
             cJSON_IsString(g) && !chat_proto_group_error(g->valuestring, strlen(g->valuestring));
         char why[64];
         snprintf(why, sizeof(why), "only an admin may %s", r->cmd);
-        fail(r, named ? g->valuestring : NULL, why);
+        chat_admin_fail(r, named ? g->valuestring : NULL, why);
         return;
     }
     if (!strcmp(r->cmd, "groups")) {
@@ -618,74 +394,10 @@ void chat_admin_run(const struct chat_admin_req *r, const cJSON *c)
     } else if (!strcmp(r->cmd, "stats")) {
         cmd_stats(r);
     } else if (!strcmp(r->cmd, "delete")) {
-        cmd_delete(r, c);
+        chat_admin_delete(r, c);
     } else if (!strcmp(r->cmd, "compact")) {
-        cmd_compact(r);
+        chat_admin_compact(r);
     } else {
-        cmd_backup(r);
+        chat_admin_backup(r);
     }
-}
-
-static int queue_deletion(void *ctx, const char *group, uint64_t unused)
-{
-    (void)unused;
-    return enqueue(ctx, group) ? 0 : 1;
-}
-
-/* Logs the end of a store job once. */
-static void watch_job(struct chat_plugin *pl)
-{
-    chat_job_state js;
-    if (!pl->job_running || chat_store_job_state(pl->store, &js) != CHAT_OK ||
-        js.status == CHAT_JOB_RUNNING) {
-        return;
-    }
-    pl->job_running = false;
-    if (js.status == CHAT_JOB_FAILED) {
-        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: %s failed: %s",
-                             js.kind == CHAT_JOB_BACKUP ? "backup" : "compaction", js.error);
-    } else if (js.kind == CHAT_JOB_BACKUP) {
-        mosquitto_log_printf(
-            MOSQ_LOG_NOTICE, "mosquitto-chat: backup written to %s (%llu records, %lld ms)",
-            js.path, (unsigned long long)js.records, (long long)(js.finished_ms - js.started_ms));
-    } else {
-        mosquitto_log_printf(MOSQ_LOG_NOTICE, "mosquitto-chat: compaction done (%lld ms)",
-                             (long long)(js.finished_ms - js.started_ms));
-    }
-}
-
-void chat_admin_tick(struct chat_plugin *pl)
-{
-    watch_job(pl);
-    if (!pl->deletions_loaded) {
-        /* Deletions a previous run began and did not finish. */
-        pl->deletions_loaded = true;
-        chat_err rc = chat_store_deletions(pl->store, queue_deletion, pl);
-        if (rc != CHAT_OK) {
-            chat_log_store_error(pl, rc, "listing the deletions under way");
-        }
-    }
-    int64_t start = chat_now_ms();
-    while (pl->n_deleting > 0 && chat_now_ms() - start < TICK_BUDGET_MS) {
-        bool done = false;
-        chat_err rc = chat_store_group_delete(pl->store, pl->deleting[0], DELETE_STEP, &done);
-        if (rc != CHAT_OK) {
-            /* Left in the store: the next run (or delete) goes on with it. */
-            chat_log_store_error(pl, rc, "deletion of group %s", pl->deleting[0]);
-            dequeue(pl, 0);
-        } else if (done) {
-            mosquitto_log_printf(MOSQ_LOG_INFO, "mosquitto-chat: group %s: deletion finished",
-                                 pl->deleting[0]);
-            dequeue(pl, 0);
-        }
-    }
-}
-
-void chat_admin_free(struct chat_plugin *pl)
-{
-    while (pl->n_deleting > 0) {
-        dequeue(pl, pl->n_deleting - 1);
-    }
-    free(pl->deleting);
-    pl->deleting = NULL;
 }

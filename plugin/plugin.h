@@ -12,13 +12,16 @@
  *   chat.c       the chat topics: publishes, acks, access checks
  *   chores.c     periodic work: fsync batch, replay timeouts, retention,
  *                pushes, figures, device expiry, deletions and jobs, relay
- *   admin.c      the admin commands, and the deletions and jobs they leave
+ *   admin.c      the admin commands (admin.h: admin_jobs.c, the deletions
+ *                and jobs they leave, and admin_entry.c)
  *   stats.c      the figures under $SYS/broker/chat/
  *   expiry.c     dropping device cursors unused for device_expiry_days
  *   relay.c      other brokers' messages to local subscribers (shared store)
  *   receipts.c   read markers: the read topic and command, receipts
  *   replay.c     catch-up pages with a window of pages in flight
- *   presence.c   who is online, and the coalesced reads/presence pushes
+ *   presence.c   who is online: the events and the command (presence.h:
+ *                its state, shared with presence_push.c, the coalesced
+ *                reads/presence pushes, and presence_state.c)
  *   retention.c  deleting old messages in bounded steps
  *   access.c     membership, and the broker's answer on read rights
  *   reply.c      everything sent to a client, and the page writer
@@ -177,7 +180,7 @@ struct chat_plugin {
     size_t n_deleting;
     bool deletions_loaded;          /* those a previous run left were queued */
     bool job_running;               /* a store job (backup, compact) is being watched */
-    struct chat_presence *presence; /* presence.c */
+    struct chat_presence *presence; /* presence.h */
     int64_t tick_us;                /* chores.c: when the last tick began (monotonic µs) ... */
     int64_t tick_max_us;            /* ... the longest tick so far (wall, and CPU) ... */
     int64_t tick_cpu_max_us;
@@ -305,7 +308,8 @@ const char *chat_receipts_answer(struct chat_plugin *pl, struct mosquitto *clien
                                  const char *group, const char *after, size_t limit, sbuf *b,
                                  size_t cap);
 
-/* presence.c: who is online, and the pushes (see its design note) */
+/* presence.c, presence_push.c, presence_state.c: who is online, and the
+ * pushes (see the design note of presence.h) */
 
 bool chat_presence_init(struct chat_plugin *pl);
 void chat_presence_free(struct chat_plugin *pl);
@@ -398,8 +402,9 @@ void chat_budget_spend(struct chat_plugin *pl, const char *client_id, size_t byt
 /* control.c: $CONTROL/chat/v1 */
 int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev);
 
-/* admin.c: the admin commands (groups, members, stats, delete, compact,
- * backup) and the work they leave to the tick */
+/* admin.c, admin_jobs.c, admin_entry.c: the admin commands (groups,
+ * members, stats, delete, compact, backup) and the work they leave to the
+ * tick */
 
 /* One admin command being answered: what control.c hands admin.c. */
 struct cJSON;

@@ -77,3 +77,10 @@ chat_err store_envelope_fill(const chat_envelope *env, uint64_t id, int64_t ts, 
     out->len = len;
     return CHAT_OK;
 }
+
+chat_err store_unsupported(chat_store *st, const char *what)
+{
+    snprintf(st->last_err, sizeof(st->last_err), "%s is not offered by the %s store", what,
+             st->ops->name);
+    return CHAT_EINVAL;
+}

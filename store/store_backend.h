@@ -205,6 +205,10 @@ void store_base_init(chat_store *st, const chat_store_ops *ops);
 /* chat_store_set_clock: fn, or the default clock when fn is NULL. */
 void store_set_clock(chat_store *st, chat_clock_fn fn, void *ctx);
 
+/* What a backend does not offer (yet): its op is NULL. Says so in
+ * st->last_err, naming what, and returns CHAT_EINVAL. */
+chat_err store_unsupported(chat_store *st, const char *what);
+
 /* The envelope of env with id and ts filled in, as chat_envelope says,
  * NUL-terminated, into out->env (malloc'd) and out->len; CHAT_ENOMEM when
  * memory runs out. */

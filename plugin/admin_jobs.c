@@ -1,0 +1,254 @@
+/* admin_jobs.c: the admin commands that change the store (delete,
+ * compact, backup) and the work they leave to the tick: the rest of a
+ * group's deletion, TICK_BUDGET_MS per broker loop pass, and the end of a
+ * store job (backup, compaction), which runs on the store's job thread. */
+#include "admin.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define DELETE_STEP 1024u   /* records looked at per deletion step */
+#define MAX_DELETIONS 1000u /* deletions queued for the tick at once */
+#define TICK_BUDGET_MS 5    /* milliseconds of deleting per broker loop pass */
+
+/* ===========================================================================
+ * delete
+ * ========================================================================= */
+
+static bool queued(struct chat_plugin *pl, const char *group)
+{
+    for (size_t i = 0; i < pl->n_deleting; i++) {
+        if (!strcmp(pl->deleting[i], group)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool enqueue(struct chat_plugin *pl, const char *group)
+{
+    if (queued(pl, group)) {
+        return true;
+    }
+    char **n = realloc(pl->deleting, (pl->n_deleting + 1) * sizeof(*n));
+    if (!n) {
+        return false;
+    }
+    pl->deleting = n;
+    if (!(n[pl->n_deleting] = strdup(group))) {
+        return false;
+    }
+    pl->n_deleting++;
+    return true;
+}
+
+static void dequeue(struct chat_plugin *pl, size_t i)
+{
+    free(pl->deleting[i]);
+    memmove(pl->deleting + i, pl->deleting + i + 1, (pl->n_deleting - i - 1) * sizeof(char *));
+    pl->n_deleting--;
+}
+
+void chat_admin_delete(const struct chat_admin_req *r, const cJSON *c)
+{
+    struct chat_plugin *pl = r->pl;
+    char buf[CHAT_GROUP_MAX + 1];
+    const char *group = chat_admin_group_field(r, c, buf);
+    uint64_t head = 0;
+    bool done = false;
+
+    if (!group) {
+        return;
+    }
+    if (!queued(pl, group) && pl->n_deleting >= MAX_DELETIONS) {
+        chat_admin_fail(r, group, "too many deletions under way: retry when some have finished");
+        return;
+    }
+    if (!chat_admin_storage_ok(r, group, chat_store_head(pl->store, group, &head))) {
+        return;
+    }
+    /* The first step makes the group read as empty: no message, member or
+     * cursor of it counts from here on; the tick removes the records. */
+    if (!chat_admin_storage_ok(r, group,
+                               chat_store_group_delete(pl->store, group, DELETE_STEP, &done))) {
+        return;
+    }
+    chat_replay_stop_group(pl, group);
+    chat_pending_forget_group(pl, group);
+    if (pl->last_env && !strcmp(pl->last_group, group)) {
+        free(pl->last_env);
+        pl->last_env = NULL;
+    }
+    if (!done && !enqueue(pl, group)) {
+        chat_admin_fail(r, group, "out of memory");
+        return;
+    }
+    mosquitto_log_printf(MOSQ_LOG_NOTICE, "mosquitto-chat: %s deleted group %s (head %llu)%s",
+                         r->device, group, (unsigned long long)head,
+                         done ? "" : "; its records go in the background");
+    chat_admin_entry_start(r, group);
+    sbuf_puts(r->out, ",\"head\":");
+    sbuf_u64(r->out, head);
+    sbuf_puts(r->out, done ? ",\"done\":true}" : ",\"done\":false}");
+}
+
+/* ===========================================================================
+ * compact, backup
+ * ========================================================================= */
+
+/* Starts a store job; false (answered) when one runs or it cannot start. */
+static bool job_start(const struct chat_admin_req *r, chat_job_kind kind, const char *dest)
+{
+    chat_job_state js;
+    chat_err rc = chat_store_job_state(r->pl->store, &js);
+    if (!chat_admin_storage_ok(r, NULL, rc)) {
+        return false;
+    }
+    if (js.status == CHAT_JOB_RUNNING) {
+        chat_admin_fail(r, NULL, "a backup or compaction is under way: see stats");
+        return false;
+    }
+    rc = chat_store_job_start(r->pl->store, kind, dest);
+    if (rc != CHAT_OK) {
+        chat_log_store_error(r->pl, rc, "%s from %s", r->cmd, r->device);
+        chat_admin_fail(r, NULL,
+                        kind == CHAT_JOB_BACKUP ? "cannot start the backup (the log says why)"
+                                                : "cannot start the compaction (the log says why)");
+        return false;
+    }
+    r->pl->job_running = true;
+    mosquitto_log_printf(MOSQ_LOG_NOTICE, "mosquitto-chat: %s started by %s%s%s",
+                         kind == CHAT_JOB_BACKUP ? "backup" : "compaction", r->device,
+                         dest ? " into " : "", dest ? dest : "");
+    return true;
+}
+
+void chat_admin_compact(const struct chat_admin_req *r)
+{
+    if (job_start(r, CHAT_JOB_COMPACT, NULL)) {
+        chat_admin_entry_start(r, NULL);
+        sbuf_puts(r->out, ",\"started\":true}");
+    }
+}
+
+/* A new directory name under backup_dir: mosquitto-chat-<UTC time>[-n]. */
+static bool backup_path(struct chat_plugin *pl, char *out, size_t cap)
+{
+    char stamp[32];
+    time_t t = (time_t)(chat_now_ms() / 1000);
+    struct tm tm;
+    struct stat sb;
+    gmtime_r(&t, &tm);
+    (void)strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm); /* 16 characters: they fit */
+    for (int i = 0; i < 100; i++) {
+        char partial[4200];
+        int n = i ? snprintf(out, cap, "%s/mosquitto-chat-%s-%d", pl->cfg.backup_dir, stamp, i)
+                  : snprintf(out, cap, "%s/mosquitto-chat-%s", pl->cfg.backup_dir, stamp);
+        if (n < 0 || (size_t)n >= cap) {
+            return false;
+        }
+        snprintf(partial, sizeof(partial), "%s.partial", out);
+        if (stat(out, &sb) != 0 && stat(partial, &sb) != 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void chat_admin_backup(const struct chat_admin_req *r)
+{
+    char dest[4096];
+    /* The place comes from the broker's configuration alone, never from
+     * the request. */
+    if (!r->pl->cfg.backup_dir) {
+        chat_admin_fail(r, NULL, "backups are not configured: set plugin_opt_backup_dir");
+        return;
+    }
+    if (mkdir(r->pl->cfg.backup_dir, 0700) != 0 && errno != EEXIST) {
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: cannot create backup_dir %s: %s",
+                             r->pl->cfg.backup_dir, strerror(errno));
+        chat_admin_fail(r, NULL, "cannot create backup_dir (the log says why)");
+        return;
+    }
+    if (!backup_path(r->pl, dest, sizeof(dest))) {
+        chat_admin_fail(r, NULL, "no free backup name under backup_dir");
+        return;
+    }
+    if (job_start(r, CHAT_JOB_BACKUP, dest)) {
+        chat_admin_entry_start(r, NULL);
+        sbuf_puts(r->out, ",\"path\":");
+        sbuf_json_str(r->out, dest);
+        sbuf_puts(r->out, ",\"started\":true}");
+    }
+}
+
+/* ===========================================================================
+ * The tick
+ * ========================================================================= */
+
+static int queue_deletion(void *ctx, const char *group, uint64_t unused)
+{
+    (void)unused;
+    return enqueue(ctx, group) ? 0 : 1;
+}
+
+/* Logs the end of a store job once. */
+static void watch_job(struct chat_plugin *pl)
+{
+    chat_job_state js;
+    if (!pl->job_running || chat_store_job_state(pl->store, &js) != CHAT_OK ||
+        js.status == CHAT_JOB_RUNNING) {
+        return;
+    }
+    pl->job_running = false;
+    if (js.status == CHAT_JOB_FAILED) {
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: %s failed: %s",
+                             js.kind == CHAT_JOB_BACKUP ? "backup" : "compaction", js.error);
+    } else if (js.kind == CHAT_JOB_BACKUP) {
+        mosquitto_log_printf(
+            MOSQ_LOG_NOTICE, "mosquitto-chat: backup written to %s (%llu records, %lld ms)",
+            js.path, (unsigned long long)js.records, (long long)(js.finished_ms - js.started_ms));
+    } else {
+        mosquitto_log_printf(MOSQ_LOG_NOTICE, "mosquitto-chat: compaction done (%lld ms)",
+                             (long long)(js.finished_ms - js.started_ms));
+    }
+}
+
+void chat_admin_tick(struct chat_plugin *pl)
+{
+    watch_job(pl);
+    if (!pl->deletions_loaded) {
+        /* Deletions a previous run began and did not finish. */
+        pl->deletions_loaded = true;
+        chat_err rc = chat_store_deletions(pl->store, queue_deletion, pl);
+        if (rc != CHAT_OK) {
+            chat_log_store_error(pl, rc, "listing the deletions under way");
+        }
+    }
+    int64_t start = chat_now_ms();
+    while (pl->n_deleting > 0 && chat_now_ms() - start < TICK_BUDGET_MS) {
+        bool done = false;
+        chat_err rc = chat_store_group_delete(pl->store, pl->deleting[0], DELETE_STEP, &done);
+        if (rc != CHAT_OK) {
+            /* Left in the store: the next run (or delete) goes on with it. */
+            chat_log_store_error(pl, rc, "deletion of group %s", pl->deleting[0]);
+            dequeue(pl, 0);
+        } else if (done) {
+            mosquitto_log_printf(MOSQ_LOG_INFO, "mosquitto-chat: group %s: deletion finished",
+                                 pl->deleting[0]);
+            dequeue(pl, 0);
+        }
+    }
+}
+
+void chat_admin_free(struct chat_plugin *pl)
+{
+    while (pl->n_deleting > 0) {
+        dequeue(pl, pl->n_deleting - 1);
+    }
+    free(pl->deleting);
+    pl->deleting = NULL;
+}
