@@ -1,6 +1,7 @@
 /* control.c: requests on $CONTROL/chat/v1 ({"commands":[...]}) and the
  * responses published to the one client concerned. */
 #include "plugin.h"
+#include "reply.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
