@@ -1,6 +1,7 @@
 /* chat.c: publishes, acks and access checks on the chat topics
  * (<prefix>/<group>, <prefix>/<group>/ack and <prefix>/<group>/read). */
 #include "plugin.h"
+#include "reply.h"
 
 #include <stdio.h>
 #include <stdlib.h>

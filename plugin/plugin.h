@@ -14,7 +14,7 @@
  *                pushes, figures, device expiry, deletions and jobs, relay
  *   admin.c      the admin commands (admin.h: admin_jobs.c, the deletions
  *                and jobs they leave, and admin_entry.c)
- *   stats.c      the figures under $SYS/broker/chat/
+ *   stats.c      the figures under $SYS/broker/chat/ (stats.h)
  *   expiry.c     dropping device cursors unused for device_expiry_days
  *   relay.c      other brokers' messages to local subscribers (shared store)
  *   receipts.c   read markers: the read topic and command, receipts
@@ -25,6 +25,7 @@
  *   retention.c  deleting old messages in bounded steps
  *   access.c     membership, and the broker's answer on read rights
  *   reply.c      everything sent to a client, and the page writer
+ *                (reply.h, included by the files that answer)
  *   peers.c      per client id: pending subscriptions, answer budgets
  *   envelope.c, names.c, config.c, hmap.c, sbuf.c, util.c, then proto/ and
  *   store/
@@ -51,6 +52,7 @@
 #include "chat_store.h"
 #include "hmap.h"
 #include "sbuf.h"
+#include "stats.h"
 
 #define CHAT_EXPORT __attribute__((visibility("default")))
 
@@ -118,23 +120,6 @@ struct chat_broker_conf {
     int sys_interval;    /* the broker's sys_interval (10 unless set); 0: no $SYS */
     int err;             /* errno of the first unreadable file */
     char unreadable[4096];
-};
-
-/* The figures under $SYS/broker/chat/ (stats.c). Counters are bumped in
- * place where things happen (a field increment: nothing measurable per
- * message); stats.c reads them from the tick. */
-#define CHAT_STATS_BUCKETS 320 /* of the write latency histogram, see chat_stats_write */
-struct chat_stats {
-    uint64_t stored;  /* messages stored since start */
-    uint64_t refused; /* publishes refused since start */
-    uint64_t acks;    /* acks applied since start */
-    uint64_t pages;   /* replay pages sent since start */
-    uint64_t expired; /* device cursors dropped by device_expiry_days since start */
-    uint32_t writes[CHAT_STATS_BUCKETS]; /* store append latency, this interval */
-    uint64_t nwrites;                    /* appends timed this interval */
-    uint64_t p50_us, p99_us;             /* of the last interval */
-    time_t interval_start;               /* when this interval began */
-    time_t last_sys;                     /* when the figures were last published */
 };
 
 /* The broker's own access check (src/security.c), when the broker exports it
@@ -434,103 +419,10 @@ void chat_admin_tick(struct chat_plugin *pl);
 /* Frees the deletion queue (cleanup). */
 void chat_admin_free(struct chat_plugin *pl);
 
-/* stats.c: the figures */
-
-/* Records one store append that took ns nanoseconds: a log-linear bucket
- * (16 linear ones, then 8 per power of two) of the microseconds. */
-static inline void chat_stats_write(struct chat_stats *s, uint64_t ns)
-{
-    uint64_t us = ns / 1000;
-    unsigned b;
-    if (us < 16) {
-        b = (unsigned)us;
-    } else {
-        unsigned e = 63u - (unsigned)__builtin_clzll(us); /* >= 4 */
-        b = 16u + (e - 4u) * 8u + (unsigned)((us >> (e - 3u)) & 7u);
-    }
-    s->writes[b < CHAT_STATS_BUCKETS ? b : CHAT_STATS_BUCKETS - 1]++;
-    s->nwrites++;
-}
-
-/* From the tick: ends an interval every sys_interval seconds (10 when the
- * broker publishes no $SYS) and, unless sys_interval is 0, publishes the
- * figures, retained, under $SYS/broker/chat/. */
-void chat_stats_tick(struct chat_plugin *pl, time_t now);
-
-/* Appends the figures to b as the members of a JSON object, without the
- * braces: "messages/stored":N,... */
-void chat_stats_json(struct chat_plugin *pl, sbuf *b);
-
 /* expiry.c */
 
 /* Advances the device expiry sweep by a bounded slice; from the tick. */
 void chat_expiry_tick(struct chat_plugin *pl, time_t now);
-
-/* reply.c: what the plugin sends a client */
-
-/* Publishes b (a whole {"responses":[...]} text) to client_id alone, on
- * topic (NULL: the response topic), at page_qos, with MQTT 5 Correlation
- * Data when corr is not NULL; b is emptied. */
-void chat_reply_send(struct chat_plugin *pl, const char *client_id, const char *topic,
-                     const void *corr, uint16_t corr_len, sbuf *b);
-
-/* Pushes payload (len bytes, copied) to client_id on the response topic,
- * through its answer budget (a client over it misses the push: it only
- * saves the client asking). Returns whether it was sent. */
-bool chat_push(struct chat_plugin *pl, const char *client_id, const char *payload, size_t len);
-
-/* chat_reply_send on the response topic, without correlation data. */
-void chat_send(struct chat_plugin *pl, const char *client_id, sbuf *b);
-
-/* Appends an error entry {"command":cmd,"group":group,"cid":cid,"error":why};
- * group and cid may be NULL. */
-void chat_entry_error(sbuf *b, const char *cmd, const char *group, const char *cid,
-                      const char *why);
-
-/* Bytes one request's whole answer may take: a megabyte, or one page and
- * its last envelope when that is more. */
-size_t chat_answer_cap(const struct chat_config *cfg);
-
-/* Writes one page entry into an sbuf as its messages come, so that a replay
- * splices envelopes straight from the store's iterator into the response. */
-struct chat_page_writer {
-    sbuf *b;
-    uint64_t first, last;
-    size_t count;
-    uint64_t expect;             /* the id the next message must have; 0: any */
-    uint64_t hole_from, hole_to; /* ids found missing (hole_from 0: none) */
-};
-
-/* Starts a page entry {"command":command,"group":group,... in b (with the
- * command's correlationData when corr is not NULL); the messages follow
- * through chat_page_add, a chat_msg_fn for the store's scans, which stops
- * the scan at an id other than w->expect (when set) and records the hole. */
-void chat_page_begin(struct chat_page_writer *w, sbuf *b, const char *command, const char *group,
-                     const char *corr);
-int chat_page_add(void *ctx, uint64_t id, const char *data, size_t len);
-
-/* Ends the entry: "first" and "last" when bounds (a forward page; history
- * lists newest first and carries none), "head", "more", "truncated" when
- * set, and the store's incarnation. */
-void chat_page_end(struct chat_page_writer *w, uint64_t head, bool more, bool truncated,
-                   bool bounds, const char *incarnation);
-
-/* A whole page entry at once (fetch, history) from a page read from the
- * store, as chat_page_begin, chat_page_add and chat_page_end write it. */
-void chat_page_entry(sbuf *b, const char *command, const char *group, const char *corr,
-                     const chat_page *page, uint64_t head, bool more, bool truncated, bool bounds,
-                     const char *incarnation);
-
-/* Sends client_id one entry {"command":"replay","group":group,"id":id,
- * "error":why} (no id when 0) and logs it: its catch-up of group cannot go
- * on as it was. */
-void chat_reply_replay_error(struct chat_plugin *pl, const char *client_id, const char *group,
-                             uint64_t id, const char *why);
-
-/* Sends a one-entry error response to client (through its answer budget)
- * and logs it. */
-void chat_respond_error(struct chat_plugin *pl, const struct mosquitto *client, const char *cmd,
-                        const char *group, const char *cid, const char *why);
 
 /* replay.c: catch-up of connected devices */
 

@@ -2,6 +2,7 @@
  * to the devices subscribed to a group, sent from the tick within a bounded
  * amount of work (invariants 5 and 6 of presence.h). */
 #include "presence.h"
+#include "reply.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,6 +5,7 @@
  * says so has received. Markers that moved go to presence.c, which pushes
  * them to the group's subscribers. */
 #include "plugin.h"
+#include "reply.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -28,6 +28,7 @@
  *      that was only paused still catches up.
  */
 #include "plugin.h"
+#include "reply.h"
 
 #include <assert.h>
 #include <stdio.h>

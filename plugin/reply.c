@@ -2,7 +2,7 @@
  * (through the client's answer budget), pushes, replay pages, and the page writer
  * that splices stored envelopes into them. It depends on nothing else of the
  * plugin but the budget (peers.c), so every part may answer through it. */
-#include "plugin.h"
+#include "reply.h"
 
 #include <stdio.h>
 #include <string.h>

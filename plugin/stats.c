@@ -7,6 +7,8 @@
  * expiry.c) and, per stored message, two reads of the monotonic clock and
  * one bucket increment (chat_stats_write). Everything else runs here, once
  * an interval. */
+#include "stats.h"
+
 #include "plugin.h"
 
 #include <dirent.h>

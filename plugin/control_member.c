@@ -1,0 +1,169 @@
+/* control_member.c: the commands on a member's place in a group: join and
+ * leave, ack and read (its cursor and read marker), and the receipts and
+ * presence lists of the group's members (see control.h). */
+#include "control.h"
+
+#include <string.h>
+
+/* join/leave name the caller, or with "member" someone else (admins only,
+ * and only admins in closed groups). */
+static bool target_member(struct chat_control_req *r, const cJSON *c, const char **member)
+{
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(c, "member");
+    const char *user = mosquitto_client_username(r->client);
+    bool admin = chat_config_is_admin(&r->pl->cfg, user);
+
+    *member = r->member;
+    if (m) {
+        if (!cJSON_IsString(m) || !m->valuestring[0] ||
+            strlen(m->valuestring) > CHAT_STORE_MAX_NAME ||
+            !chat_proto_utf8_valid(m->valuestring, strlen(m->valuestring))) {
+            chat_control_fail(r, "member must be a non-empty string of at most 1024 bytes");
+            return false;
+        }
+        *member = m->valuestring;
+    }
+    if (strcmp(*member, r->member) != 0 && !admin) {
+        chat_control_fail(r, "only an admin may add or remove another member");
+        return false;
+    }
+    if (!r->pl->cfg.open_groups && !admin) {
+        chat_control_fail(r, "only an admin may change membership of closed groups");
+        return false;
+    }
+    return true;
+}
+
+void chat_control_join(struct chat_control_req *r, const cJSON *c)
+{
+    char group[CHAT_GROUP_MAX + 1];
+    const char *member = NULL;
+    uint64_t joined = 0, head = 0;
+    if (!chat_control_group_field(r, c, group) || !target_member(r, c, &member)) {
+        return;
+    }
+    /* Behind the broker's own access control, a request on $CONTROL says
+     * nothing of the right to the group's topics; a publish or an ack there
+     * does (see on_subscribe in chat.c). */
+    if (r->pl->cfg.acl_mode != CHAT_ACL_ALLOW &&
+        !chat_config_is_admin(&r->pl->cfg, mosquitto_client_username(r->client))) {
+        chat_control_fail(
+            r, "with the broker's own access control, join by publishing or acking on the "
+               "group, or ask an admin");
+        return;
+    }
+    if (!chat_control_storage_ok(r, chat_store_member_add(r->pl->store, group, member, &joined)) ||
+        !chat_control_storage_ok(r, chat_store_head(r->pl->store, group, &head))) {
+        return;
+    }
+    chat_control_entry_start(r);
+    sbuf_puts(r->out, ",\"member\":");
+    sbuf_json_str(r->out, member);
+    sbuf_puts(r->out, ",\"head\":");
+    sbuf_u64(r->out, head);
+    sbuf_add(r->out, "}", 1);
+}
+
+void chat_control_leave(struct chat_control_req *r, const cJSON *c)
+{
+    char group[CHAT_GROUP_MAX + 1];
+    const char *member = NULL;
+    if (!chat_control_group_field(r, c, group) || !target_member(r, c, &member)) {
+        return;
+    }
+    if (!chat_control_storage_ok(r, chat_store_member_remove(r->pl->store, group, member))) {
+        return;
+    }
+    chat_replay_stop_member(r->pl, member, group);
+    chat_presence_left(r->pl, member, group);
+    chat_control_entry_start(r);
+    sbuf_puts(r->out, ",\"member\":");
+    sbuf_json_str(r->out, member);
+    sbuf_add(r->out, "}", 1);
+}
+
+void chat_control_ack(struct chat_control_req *r, const cJSON *c)
+{
+    char group[CHAT_GROUP_MAX + 1];
+    uint64_t id = 0, now = 0;
+    bool present = false;
+    const char *why = NULL;
+    if (!chat_control_group_field(r, c, group) ||
+        !chat_control_int_field(r, c, "id", 0, &present, &id)) {
+        return;
+    }
+    if (!present) {
+        chat_control_fail(r, "id is missing");
+        return;
+    }
+    if (chat_apply_ack(r->pl, r->client, group, id, false, &now, &why) != MOSQ_ERR_SUCCESS) {
+        chat_control_fail(r, why);
+        return;
+    }
+    chat_control_entry_start(r);
+    sbuf_puts(r->out, ",\"acked\":");
+    sbuf_u64(r->out, now);
+    sbuf_add(r->out, "}", 1);
+}
+
+/* read: as ack, and the member's read marker with it (receipts.c). */
+void chat_control_read(struct chat_control_req *r, const cJSON *c)
+{
+    char group[CHAT_GROUP_MAX + 1];
+    uint64_t id = 0, read = 0, acked = 0;
+    bool present = false;
+    const char *why = NULL;
+    if (!chat_control_group_field(r, c, group) ||
+        !chat_control_int_field(r, c, "id", 0, &present, &id)) {
+        return;
+    }
+    if (!present) {
+        chat_control_fail(r, "id is missing");
+        return;
+    }
+    if (chat_read_apply(r->pl, r->client, group, id, false, &read, &acked, &why) !=
+        MOSQ_ERR_SUCCESS) {
+        chat_control_fail(r, why);
+        return;
+    }
+    chat_control_entry_start(r);
+    sbuf_puts(r->out, ",\"read\":");
+    sbuf_u64(r->out, read);
+    sbuf_puts(r->out, ",\"acked\":");
+    sbuf_u64(r->out, acked);
+    sbuf_add(r->out, "}", 1);
+}
+
+/* receipts and presence: a list of the group's members in name order,
+ * paged with after and limit (receipts.c, presence.c write it). */
+void chat_control_list(struct chat_control_req *r, const cJSON *c, bool receipts)
+{
+    char group[CHAT_GROUP_MAX + 1];
+    uint64_t limit = CHAT_PROTO_LIST_MAX;
+    bool has_limit = false;
+    const cJSON *after = cJSON_GetObjectItemCaseSensitive(c, "after");
+    if (!chat_control_group_field(r, c, group) ||
+        !chat_control_int_field(r, c, "limit", 1, &has_limit, &limit)) {
+        return;
+    }
+    if (after && (!cJSON_IsString(after) || strlen(after->valuestring) > CHAT_STORE_MAX_NAME)) {
+        chat_control_fail(r, "after must be a member name");
+        return;
+    }
+    if (limit > CHAT_PROTO_LIST_MAX) {
+        limit = CHAT_PROTO_LIST_MAX;
+    }
+    r->work += (size_t)limit;
+    size_t mark = r->out->len;
+    chat_control_entry_start(r);
+    const char *a = after ? after->valuestring : NULL;
+    const char *why =
+        receipts ? chat_receipts_answer(r->pl, r->client, group, a, (size_t)limit, r->out, r->cap)
+                 : chat_presence_answer(r->pl, r->client, group, a, (size_t)limit, r->out, r->cap);
+    if (why) {
+        r->out->len = mark;
+        chat_control_fail(r, why);
+        return;
+    }
+    sbuf_add(r->out, "}", 1);
+}
