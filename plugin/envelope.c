@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* Fields the plugin owns: whatever a client puts there is overwritten. */
 static bool reserved(const char *name)
@@ -249,6 +250,18 @@ static char *splice(const char *text, size_t len, uint64_t id, const char *group
     return buf;
 }
 
+/* Whether text holds U+FDD0 as a JSON escape, whose hex digits JSON lets
+ * be of either case (\uFDD0, \ufdd0, \uFdD0 ...). */
+static bool has_fdd0_escape(const char *text)
+{
+    for (const char *p = strstr(text, "\\u"); p; p = strstr(p + 1, "\\u")) {
+        if (strncasecmp(p + 2, "fdd0", 4) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 void chat_envelope_build_way(enum chat_envelope_way way, const void *payload, size_t len,
                              uint64_t id, const char *group, const char *from, int64_t ts_ms,
                              char **env, char **cid, const char **why)
@@ -284,8 +297,7 @@ void chat_envelope_build_way(enum chat_envelope_way way, const void *payload, si
      * \u0000 after printing; a payload that holds U+FDD0 itself keeps its
      * \u0000 as is only when it has none. */
     size_t nuls = chat_nul_escapes(text, len, NULL);
-    if (nuls &&
-        (strstr(text, NUL_STAND_IN) || strstr(text, "\\uFDD0") || strstr(text, "\\ufdd0"))) {
+    if (nuls && (strstr(text, NUL_STAND_IN) || has_fdd0_escape(text))) {
         *why = "payload holds both \\u0000 and U+FDD0";
         goto done;
     }

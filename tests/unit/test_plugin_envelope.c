@@ -202,6 +202,10 @@ static void test_refused(void **state)
         {"{\"a\":\"\\u0000\",\"b\":\"\xef\xb7\x90\"}", 0, "payload holds both \\u0000 and U+FDD0"},
         {"{\"a\":\"\\u0000\\uFDD0\"}", 0, "payload holds both \\u0000 and U+FDD0"},
         {"{\"a\":\"\\u0000\\ufdd0\"}", 0, "payload holds both \\u0000 and U+FDD0"},
+        /* JSON's hex digits are of either case (found by the fuzzer: the
+         * tree's way turned a mixed-case U+FDD0 into \u0000). */
+        {"{\"a\":\"\\u0000\\uFDd0\"}", 0, "payload holds both \\u0000 and U+FDD0"},
+        {"\xef\xbb\xbf{\"a\":\"\\u0000\\ufDD0\"}", 0, "payload holds both \\u0000 and U+FDD0"},
     };
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
