@@ -202,11 +202,14 @@ typedef struct chat_store_opts {
                                  rather than, later, the reads that reach it. Reads the
                                  whole store: about 2 s per GB on a 2-core machine (LevelDB
                                  only) */
+    bool must_exist;          /* open only a store that is there: a path without one fails
+                                 with CHAT_EINVAL instead of getting a new, empty store
+                                 (LevelDB; the tools that read a store) */
 } chat_store_opts;
 
 #define CHAT_STORE_OPTS_INIT                                                                       \
     {                                                                                              \
-        CHAT_SYNC_NONE, 0, NULL, NULL, false                                                       \
+        CHAT_SYNC_NONE, 0, NULL, NULL, false, false                                                \
     }
 
 /* chat_store_open with options: tests make the memtable small, to force

@@ -197,12 +197,37 @@ static const chat_store_ops ldb_ops = {
     .shared = false,
 };
 
+/* chat_store_opts.must_exist: a store is a directory with LevelDB's
+ * CURRENT file. Without the file, LevelDB would start a new store there,
+ * beside (and later over) any tables of a damaged one. */
+static chat_err must_exist(const char *path, char **errmsg)
+{
+    char current[PATH_MAX_LEN + 16];
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        store_open_error(errmsg, "no such store directory", NULL);
+        return CHAT_EINVAL;
+    }
+    snprintf(current, sizeof(current), "%s/CURRENT", path);
+    if (stat(current, &sb) != 0) {
+        store_open_error(errmsg, "no store in this directory (no CURRENT file)", strerror(errno));
+        return CHAT_EINVAL;
+    }
+    return CHAT_OK;
+}
+
 chat_err ldb_open(const char *path, const chat_store_opts *opts, chat_store **out, char **errmsg)
 {
     char *err = NULL;
     ldb *st = NULL;
     chat_err rc = CHAT_EIO;
 
+    if (opts->must_exist) {
+        rc = must_exist(path, errmsg);
+        if (rc != CHAT_OK) {
+            return rc;
+        }
+    }
     /* LevelDB reports a directory it cannot create as a missing LOCK file;
      * making it here first gives the operator the real reason. */
     if (mkdir(path, 0700) != 0 && errno != EEXIST) {
@@ -248,7 +273,7 @@ chat_err ldb_open(const char *path, const chat_store_opts *opts, chat_store **ou
     st->wopt = leveldb_writeoptions_create();
     st->wopt_lazy = leveldb_writeoptions_create();
     st->wopt_sync = leveldb_writeoptions_create();
-    leveldb_options_set_create_if_missing(st->options, 1);
+    leveldb_options_set_create_if_missing(st->options, !opts->must_exist);
     /* Without it, LevelDB drops a damaged block of its write-ahead log while
      * it recovers, in silence: acknowledged messages would vanish and their
      * ids be given again. With it, the store refuses to open and says why;
