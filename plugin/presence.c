@@ -74,7 +74,7 @@ void chat_presence_subscribed(struct chat_plugin *pl, struct mosquitto *client, 
     l = m ? calloc(1, sizeof(*l)) : NULL;
     if (l && g->nsubs == g->subs_cap) {
         size_t cap = g->subs_cap ? g->subs_cap * 2 : 8;
-        struct pres_link **n = realloc(g->subs, cap * sizeof(*n));
+        struct pres_link **n = realloc(g->subs, cap * sizeof(struct pres_link *));
         if (n) {
             g->subs = n;
             g->subs_cap = cap;
@@ -82,7 +82,7 @@ void chat_presence_subscribed(struct chat_plugin *pl, struct mosquitto *client, 
     }
     if (l && d->nlinks == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 4;
-        struct pres_link **n = realloc(d->links, cap * sizeof(*n));
+        struct pres_link **n = realloc(d->links, cap * sizeof(struct pres_link *));
         if (n) {
             d->links = n;
             d->cap = cap;
@@ -186,7 +186,7 @@ void chat_presence_forget_group(struct chat_plugin *pl, const char *group)
     }
     /* Collect the devices first: dropping the group empties their arrays. */
     size_t n = g->nsubs;
-    struct pres_device **ds = malloc((n ? n : 1) * sizeof(*ds));
+    struct pres_device **ds = malloc((n ? n : 1) * sizeof(struct pres_device *));
     for (size_t i = 0; ds && i < n; i++) {
         ds[i] = g->subs[i]->d;
     }

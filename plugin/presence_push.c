@@ -79,7 +79,7 @@ static void push_build(struct pres_group *g)
         }
     }
     /* What did not fit waits, in order, for the next push. */
-    memmove(g->changed, g->changed + used, (g->nchanged - used) * sizeof(*g->changed));
+    memmove(g->changed, g->changed + used, (g->nchanged - used) * sizeof(struct pres_member *));
     g->nchanged -= used;
     if (reads.len || on.len || off.len) {
         sbuf *p = &g->payload;

@@ -173,7 +173,7 @@ void pres_mark(struct chat_presence *ps, struct pres_group *g, struct pres_membe
     if (!m->dirty) {
         if (g->nchanged == g->changed_cap) {
             size_t cap = g->changed_cap ? g->changed_cap * 2 : 16;
-            struct pres_member **n = realloc(g->changed, cap * sizeof(*n));
+            struct pres_member **n = realloc(g->changed, cap * sizeof(struct pres_member *));
             if (!n) {
                 return; /* not said: the next change of m tries again */
             }

@@ -208,8 +208,7 @@ chat_err ldb_repair(const char *path, char **errmsg)
     int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
     if (fd < 0 || fcntl(fd, F_SETLK, &fl) != 0) {
-        store_open_error(errmsg, "the store is in use (stop the broker first)",
-                         strerror(fd < 0 ? errno : errno));
+        store_open_error(errmsg, "the store is in use (stop the broker first)", strerror(errno));
         if (fd >= 0) {
             close(fd);
         }

@@ -483,7 +483,7 @@ int tool_import(const char *path)
     free(im.cids);
     free(im.members);
     if (spool) {
-        fclose(spool);
+        (void)fclose(spool); /* a temporary file, gone with it */
     }
     chat_store_close(im.st);
     return status;
