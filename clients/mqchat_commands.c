@@ -434,23 +434,26 @@ static int cmd_who(chat_client *c, const struct opts *o)
 }
 
 /* receipts: each member's read marker, then "read by k of n" for one
- * message (the newest when no id is given). */
+ * message (the newest when no id is given). An id above the group's head
+ * names no message: a bad argument, said on stderr, not "read by 0". */
 static int cmd_receipts(chat_client *c, const struct opts *o)
 {
     const char *group = o->args[0];
     chat_client_read_marker *list = NULL;
+    chat_client_page *p = NULL;
     size_t n = 0, k = 0, width = 0;
-    uint64_t members = 0, id = 0;
+    uint64_t members = 0, id = 0, head = 0;
     chat_client_err err;
 
-    if (o->nargs == 2) {
-        id = strtoull(o->args[1], NULL, 10);
-    } else {
-        chat_client_page *p = NULL;
-        if ((err = chat_client_history(c, group, 0, 1, &p)) != CHAT_CLIENT_OK)
-            return mqchat_failed("receipts", err);
-        id = p->head;
-        chat_client_page_free(p);
+    if ((err = chat_client_history(c, group, 0, 1, &p)) != CHAT_CLIENT_OK)
+        return mqchat_failed("receipts", err);
+    head = p->head;
+    chat_client_page_free(p);
+    id = o->nargs == 2 ? strtoull(o->args[1], NULL, 10) : head;
+    if (id > head) {
+        fprintf(stderr, "mqchat: receipts: %s has no message #%llu (its newest is #%llu)\n", group,
+                (unsigned long long)id, (unsigned long long)head);
+        return EXIT_USAGE;
     }
     if ((err = chat_client_receipts(c, group, &list, &n, &members)) != CHAT_CLIENT_OK)
         return mqchat_failed("receipts", err);

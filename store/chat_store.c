@@ -114,12 +114,12 @@ bool chat_store_recovered(const chat_store *st)
     return st && st->recovered;
 }
 
-chat_err chat_store_stats(chat_store *st, uint64_t *groups, uint64_t *approx_bytes)
+chat_err chat_store_stats(chat_store *st, uint64_t *groups, uint64_t *bytes)
 {
     if (!st) {
         return CHAT_EIO; /* closed: see chat_store.h */
     }
-    return st ? st->ops->stats(st, groups, approx_bytes) : CHAT_EINVAL;
+    return st->ops->stats(st, groups, bytes);
 }
 
 chat_err chat_store_compact(chat_store *st)

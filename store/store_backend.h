@@ -50,7 +50,7 @@
 
 /* The whole store. close: st is not NULL. sync_state: out is not NULL. */
 typedef void store_close_fn(chat_store *st);
-typedef chat_err store_stats_fn(chat_store *st, uint64_t *groups, uint64_t *approx_bytes);
+typedef chat_err store_stats_fn(chat_store *st, uint64_t *groups, uint64_t *bytes);
 typedef chat_err store_compact_fn(chat_store *st);
 typedef chat_err store_sync_fn(chat_store *st);
 typedef chat_err store_sync_async_fn(chat_store *st);

@@ -88,7 +88,7 @@ chat_err chat_store_job_start(chat_store *st, chat_job_kind kind, const char *de
     if (!st) {
         return CHAT_EIO; /* closed: see chat_store.h */
     }
-    if (!st || (kind != CHAT_JOB_BACKUP && kind != CHAT_JOB_COMPACT) ||
+    if ((kind != CHAT_JOB_BACKUP && kind != CHAT_JOB_COMPACT) ||
         (kind == CHAT_JOB_BACKUP && (!dest || !dest[0]))) {
         return CHAT_EINVAL;
     }

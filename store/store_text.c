@@ -16,7 +16,11 @@ void store_put_name(char *out, size_t cap, const char *label, const char *s, siz
     out[at++] = '"';
     for (size_t i = 0; i < n && at + 2 < cap; i++) {
         unsigned char c = (unsigned char)s[i];
-        out[at++] = (c < 0x20 || c == 0x7f || c == '"' || c == '\\') ? '?' : (char)c;
+        if (c < 0x20 || c == 0x7f || c == '"' || c == '\\') {
+            out[at++] = '?';
+        } else {
+            out[at++] = (char)c;
+        }
     }
     out[at++] = '"';
     out[at] = '\0';

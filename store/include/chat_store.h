@@ -202,11 +202,14 @@ typedef struct chat_store_opts {
                                  rather than, later, the reads that reach it. Reads the
                                  whole store: about 2 s per GB on a 2-core machine (LevelDB
                                  only) */
+    bool must_exist;          /* open only a store that is there: a path without one fails
+                                 with CHAT_EINVAL instead of getting a new, empty store
+                                 (LevelDB; the tools that read a store) */
 } chat_store_opts;
 
 #define CHAT_STORE_OPTS_INIT                                                                       \
     {                                                                                              \
-        CHAT_SYNC_NONE, 0, NULL, NULL, false                                                       \
+        CHAT_SYNC_NONE, 0, NULL, NULL, false, false                                                \
     }
 
 /* chat_store_open with options: tests make the memtable small, to force
@@ -238,11 +241,14 @@ const char *chat_store_incarnation(const chat_store *st);
 bool chat_store_recovered(const chat_store *st);
 
 /* Figures for $SYS: *groups, the groups with a head (deleted ones
- * included: their head stays), kept in a counter record; *approx_bytes,
- * LevelDB's estimate of the table files' size (recent writes still in the
- * write-ahead log, at most a memtable's worth, are not counted). Either may
- * be NULL. Cheap: no scan. */
-chat_err chat_store_stats(chat_store *st, uint64_t *groups, uint64_t *approx_bytes);
+ * included: their head stays), kept in a counter record; *bytes, the
+ * store's size: LevelDB, the bytes of the files in its directory (tables,
+ * write-ahead log, manifest); PostgreSQL, pg_total_relation_size of its
+ * tables (indexes and TOAST included), the space every broker's data takes
+ * in the database. Either may be NULL. Cheap: no scan of the data (LevelDB
+ * reads its directory; PostgreSQL runs one statement, which counts the
+ * rows of chat_groups). */
+chat_err chat_store_stats(chat_store *st, uint64_t *groups, uint64_t *bytes);
 
 /* After a call returned CHAT_EIO or CHAT_ECORRUPT: what failed, as one line
  * for a log (the operation, the record kind and its group, member, device

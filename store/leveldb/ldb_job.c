@@ -6,6 +6,7 @@
 #include "store_job.h"
 #include "store_text.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -163,6 +164,28 @@ chat_err ldb_job_start(chat_store *cs, chat_job_kind kind, const char *dest)
  * Repair
  * --------------------------------------------------------------------- */
 
+/* Whether the directory holds any of LevelDB's files (CURRENT, a
+ * manifest, a table or a write-ahead log): what RepairDB rebuilds a store
+ * from. Without one it would make a new, empty store, which repair must not
+ * (only import creates a store). */
+static bool has_store_files(const char *path)
+{
+    static const char *const exts[] = {".ldb", ".sst", ".log"};
+    bool found = false;
+    DIR *d = opendir(path);
+    for (struct dirent *e; d && !found && (e = readdir(d)) != NULL;) {
+        size_t n = strlen(e->d_name);
+        found = !strcmp(e->d_name, "CURRENT") || !strncmp(e->d_name, "MANIFEST-", 9);
+        for (size_t i = 0; !found && i < sizeof(exts) / sizeof(exts[0]); i++) {
+            found = n > 4 && !strcmp(e->d_name + n - 4, exts[i]);
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+    return found;
+}
+
 chat_err ldb_repair(const char *path, char **errmsg)
 {
     char lock[4096 + 8];
@@ -174,6 +197,10 @@ chat_err ldb_repair(const char *path, char **errmsg)
         store_open_error(errmsg, path, "no such store directory");
         return CHAT_EINVAL;
     }
+    if (!has_store_files(path)) {
+        store_open_error(errmsg, path, "no store in this directory (no LevelDB files)");
+        return CHAT_EINVAL;
+    }
     /* RepairDB takes no lock of its own: hold LevelDB's, as an open would,
      * so that the store of a running broker is refused, not rewritten
      * under it. */
@@ -181,8 +208,7 @@ chat_err ldb_repair(const char *path, char **errmsg)
     int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
     if (fd < 0 || fcntl(fd, F_SETLK, &fl) != 0) {
-        store_open_error(errmsg, "the store is in use (stop the broker first)",
-                         strerror(fd < 0 ? errno : errno));
+        store_open_error(errmsg, "the store is in use (stop the broker first)", strerror(errno));
         if (fd >= 0) {
             close(fd);
         }

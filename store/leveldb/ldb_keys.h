@@ -46,7 +46,7 @@
  * before the '#format' record is version 1; a layout that older code would
  * misread takes the next number, and older code then refuses the store. */
 #define LDB_FORMAT 1u
-#define META_RECEIPTS "receipts"       /* 'R' and 'N' records are kept */
+#define META_RECEIPTS "receipts" /* 'R' and 'N' records are kept */
 
 /* Longest key component (group, member, device, cid) accepted. Group names
  * stop at 128 bytes and cids at 64; client ids and usernames may in theory

@@ -22,13 +22,13 @@ static void read_boot_id(char *out, size_t cap)
     if (!fgets(out, (int)cap, f)) {
         out[0] = '\0';
     }
-    fclose(f);
+    (void)fclose(f); /* only read */
     out[strcspn(out, "\r\n")] = '\0';
 }
 
 bool ldb_new_incarnation(char out[STORE_INCARNATION_LEN + 1])
 {
-    unsigned char r[STORE_INCARNATION_LEN / 2];
+    unsigned char r[STORE_INCARNATION_LEN / 2] = {0}; /* formatted even when the read fails */
     size_t got = 0;
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
     while (fd >= 0 && got < sizeof(r)) {
@@ -163,7 +163,7 @@ chat_err ldb_run_start(ldb *st, const char *boot_override, char **errmsg)
     }
     wb = leveldb_writebatch_create();
     val[0] = (char)st->sync;
-    memcpy(val + 1, boot, strlen(boot));
+    memcpy(val + 1, boot, strlen(boot) + 1); /* the NUL fits: boot is a string of BOOT_ID_MAX */
     ldb_put_meta(wb, META_RUNNING, val, 1 + strlen(boot));
     if (fresh || st->base.recovered) {
         ldb_put_meta(wb, META_INCARNATION, st->base.incarnation, STORE_INCARNATION_LEN);

@@ -16,6 +16,7 @@
 #include "ldb_trim.h"
 #include "store_text.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,19 +28,35 @@
 /* Entries of the value cache: about 100 bytes each. */
 #define CACHE_ENTRIES 262144u
 
-static chat_err op_stats(chat_store *cs, uint64_t *groups, uint64_t *approx_bytes)
+/* The bytes of the store's files (LevelDB's tables, write-ahead log,
+ * manifest, and our markers: a few dozen files in one directory). LevelDB's
+ * own estimate (leveldb_approximate_sizes) counts only its tables: it reads
+ * 0 until the first memtable is written out, and misses the log. */
+static uint64_t dir_bytes(const char *path)
+{
+    struct stat sb;
+    uint64_t sum = 0;
+    DIR *d = opendir(path);
+    if (!d) {
+        return 0;
+    }
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode)) {
+            sum += (uint64_t)sb.st_size;
+        }
+    }
+    closedir(d);
+    return sum;
+}
+
+static chat_err op_stats(chat_store *cs, uint64_t *groups, uint64_t *bytes)
 {
     ldb *st = ldb_of(cs);
     if (groups) {
         *groups = st->groups;
     }
-    if (approx_bytes) {
-        /* Every key sorts below 0xff (tags are ASCII). */
-        const char *start = "", *limit = "\xff";
-        size_t start_len = 0, limit_len = 1;
-        uint64_t size = 0;
-        leveldb_approximate_sizes(st->db, 1, &start, &start_len, &limit, &limit_len, &size);
-        *approx_bytes = size;
+    if (bytes) {
+        *bytes = dir_bytes(st->path);
     }
     return CHAT_OK;
 }
@@ -180,12 +197,37 @@ static const chat_store_ops ldb_ops = {
     .shared = false,
 };
 
+/* chat_store_opts.must_exist: a store is a directory with LevelDB's
+ * CURRENT file. Without the file, LevelDB would start a new store there,
+ * beside (and later over) any tables of a damaged one. */
+static chat_err must_exist(const char *path, char **errmsg)
+{
+    char current[PATH_MAX_LEN + 16];
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        store_open_error(errmsg, "no such store directory", NULL);
+        return CHAT_EINVAL;
+    }
+    snprintf(current, sizeof(current), "%s/CURRENT", path);
+    if (stat(current, &sb) != 0) {
+        store_open_error(errmsg, "no store in this directory (no CURRENT file)", strerror(errno));
+        return CHAT_EINVAL;
+    }
+    return CHAT_OK;
+}
+
 chat_err ldb_open(const char *path, const chat_store_opts *opts, chat_store **out, char **errmsg)
 {
     char *err = NULL;
     ldb *st = NULL;
     chat_err rc = CHAT_EIO;
 
+    if (opts->must_exist) {
+        rc = must_exist(path, errmsg);
+        if (rc != CHAT_OK) {
+            return rc;
+        }
+    }
     /* LevelDB reports a directory it cannot create as a missing LOCK file;
      * making it here first gives the operator the real reason. */
     if (mkdir(path, 0700) != 0 && errno != EEXIST) {
@@ -231,7 +273,7 @@ chat_err ldb_open(const char *path, const chat_store_opts *opts, chat_store **ou
     st->wopt = leveldb_writeoptions_create();
     st->wopt_lazy = leveldb_writeoptions_create();
     st->wopt_sync = leveldb_writeoptions_create();
-    leveldb_options_set_create_if_missing(st->options, 1);
+    leveldb_options_set_create_if_missing(st->options, !opts->must_exist);
     /* Without it, LevelDB drops a damaged block of its write-ahead log while
      * it recovers, in silence: acknowledged messages would vanish and their
      * ids be given again. With it, the store refuses to open and says why;

@@ -12,6 +12,19 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Whether name is one of LevelDB's write-ahead logs, "<number>.log", and
+ * its number into *n. */
+static bool log_number(const char *name, unsigned long long *n)
+{
+    char *end = NULL;
+    if (name[0] < '0' || name[0] > '9') {
+        return false;
+    }
+    errno = 0;
+    *n = strtoull(name, &end, 10);
+    return errno == 0 && strcmp(end, ".log") == 0;
+}
+
 /* The background fsync of CHAT_SYNC_BATCH. LevelDB serialises writers, so a
  * synced write from another thread would stall the broker's own writes for
  * the length of an fsync; an fdatasync of the write-ahead log through a file
@@ -61,8 +74,8 @@ bool ldb_sync_all_logs(const char *path)
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         unsigned long long n = 0;
-        char tail[8], full[PATH_MAX_LEN];
-        if (sscanf(e->d_name, "%llu.%7s", &n, tail) != 2 || strcmp(tail, "log") != 0) {
+        char full[PATH_MAX_LEN];
+        if (!log_number(e->d_name, &n)) {
             continue;
         }
         snprintf(full, sizeof(full), "%s/%s", path, e->d_name);
@@ -116,8 +129,7 @@ static int syncer_round(struct ldb_syncer *sy, bool *fallback, char *why, size_t
     }
     for (struct dirent *de; d && (de = readdir(d)) != NULL;) {
         unsigned long long num = 0;
-        char tail[8];
-        if (sscanf(de->d_name, "%llu.%7s", &num, tail) != 2 || strcmp(tail, "log") != 0) {
+        if (!log_number(de->d_name, &num)) {
             continue;
         }
         if (n < MAX_LOGS) {

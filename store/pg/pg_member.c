@@ -178,7 +178,7 @@ static size_t member_key(char *k, const char *group, const char *member)
 {
     size_t g = strlen(group), m = strlen(member);
     memcpy(k, group, g + 1);
-    memcpy(k + g + 1, member, m);
+    memcpy(k + g + 1, member, m + 1); /* k has room for the NUL; not part of the key */
     return g + 1 + m;
 }
 

@@ -17,7 +17,11 @@
 #include <string.h>
 #include <unistd.h>
 
-static chat_err op_stats(chat_store *cs, uint64_t *groups, uint64_t *approx_bytes)
+/* One statement with PG_CALL_TIMEOUT_MS like every broker call: a count
+ * over chat_groups (one row a group) and pg_total_relation_size of the six
+ * tables (a stat of their files, no scan); the plugin asks once a
+ * sys_interval, and for the admin command stats. */
+static chat_err op_stats(chat_store *cs, uint64_t *groups, uint64_t *bytes)
 {
     chat_err rc;
     PGresult *res = pg_call(pg_of(cs), PG_STMT_STATS, NULL, NULL, "reading figures", &rc);
@@ -27,8 +31,8 @@ static chat_err op_stats(chat_store *cs, uint64_t *groups, uint64_t *approx_byte
     if (groups) {
         *groups = (uint64_t)pg_i64(res, 0, 0);
     }
-    if (approx_bytes) {
-        *approx_bytes = (uint64_t)pg_i64(res, 0, 1);
+    if (bytes) {
+        *bytes = (uint64_t)pg_i64(res, 0, 1);
     }
     PQclear(res);
     return CHAT_OK;

@@ -98,7 +98,7 @@ static void add_work(struct pg_watch *w, struct fgroup *g)
 static void grow(struct pg_watch *w)
 {
     size_t n = w->nbuckets * 2;
-    struct fgroup **b = calloc(n, sizeof(*b));
+    struct fgroup **b = calloc(n, sizeof(struct fgroup *));
     if (!b) {
         return; /* longer chains, still right */
     }
@@ -508,7 +508,7 @@ chat_err pg_watch_start(pg *st)
     }
     w->st = st;
     w->nbuckets = 1024;
-    w->buckets = calloc(w->nbuckets, sizeof(*w->buckets));
+    w->buckets = calloc(w->nbuckets, sizeof(struct fgroup *));
     if (!w->buckets || pipe(w->wake) != 0) {
         free(w->buckets);
         free(w);

@@ -17,9 +17,10 @@
  * so is repair (PostgreSQL's own tools repair a database).
  *
  * Exit status: 0 success (check: no problem found), 1 the store cannot be
- * opened or read, or check found problems, or the input of import is bad,
- * or the command is not offered for the store, 2 usage. Errors go to
- * stderr.
+ * opened or read (a path without a store included: only import creates
+ * one), or export's group is not in it, or check found problems, or the
+ * input of import is bad, or the command is not offered for the store,
+ * 2 usage. Errors go to stderr.
  *
  * Export format, one JSON object per line (docs/protocol.md, "Operating"):
  *   {"type":"group","group":g,"head":h,"first":f,"incarnation":i}
@@ -78,7 +79,7 @@ static void print_problem(void *ctx, const char *group, const char *problem)
 static int cmd_check(const char *path)
 {
     uint64_t groups = 0, problems = 0;
-    chat_store *st = tool_open_store(path);
+    chat_store *st = tool_open_store(path, false);
     if (!st) {
         return EXIT_FAIL;
     }
@@ -119,7 +120,7 @@ static int put_message(void *ctx, uint64_t id, const char *data, size_t len)
 {
     uint64_t *last = ctx;
     printf("{\"type\":\"message\",\"id\":%" PRIu64 ",\"envelope\":", id);
-    fwrite(data, 1, len, stdout);
+    (void)fwrite(data, 1, len, stdout); /* ferror(stdout) is checked at the end */
     fputs("}\n", stdout);
     *last = id;
     return 0;
@@ -176,18 +177,26 @@ static void member_list_free(struct member_list *l)
 
 static int cmd_export(const char *path, const char *group)
 {
-    uint64_t head = 0, first = 1, after = 0;
+    uint64_t head = 0, first = 1, after = 0, nmembers = 0;
     bool done = false, more = true;
     struct member_list members = {0};
     chat_err rc;
     int status = 0;
-    chat_store *st = tool_open_store(path);
+    chat_store *st = tool_open_store(path, false);
     if (!st) {
         return EXIT_FAIL;
     }
     if ((rc = chat_store_head(st, group, &head)) != CHAT_OK ||
-        (rc = chat_store_first(st, group, &first)) != CHAT_OK) {
+        (rc = chat_store_first(st, group, &first)) != CHAT_OK ||
+        (head == 0 && (rc = chat_store_member_count(st, group, &nmembers)) != CHAT_OK)) {
         status = tool_store_failed(st, "reading the group", rc);
+        goto out;
+    }
+    /* A group is there once it has a message or a member: anything else
+     * would come out as an empty group that import then creates. */
+    if (head == 0 && nmembers == 0) {
+        fprintf(stderr, "mqchat-store: export: no group \"%s\" in %s\n", group, tool_shown(path));
+        status = EXIT_FAIL;
         goto out;
     }
     fputs("{\"type\":\"group\",\"group\":", stdout);
@@ -249,7 +258,7 @@ static int cmd_repair(const char *path)
         free(errmsg);
         return EXIT_FAIL;
     }
-    chat_store *st = tool_open_store(path);
+    chat_store *st = tool_open_store(path, false);
     if (!st) {
         return EXIT_FAIL;
     }
@@ -262,7 +271,7 @@ static int cmd_repair(const char *path)
 static int cmd_compact(const char *path)
 {
     uint64_t before = 0, after = 0;
-    chat_store *st = tool_open_store(path);
+    chat_store *st = tool_open_store(path, false);
     if (!st) {
         return EXIT_FAIL;
     }

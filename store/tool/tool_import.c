@@ -1,4 +1,14 @@
-/* tool_import: mqchat-store import (see tool_import.h). */
+/* tool_import: mqchat-store import (see tool_import.h).
+ *
+ * All or nothing: the input is read twice. The first pass (dry) writes
+ * nothing: it runs every line through the checks of the second, and the
+ * ones the store would make (names within CHAT_STORE_MAX_NAME, a cid once
+ * per sender in a group, no group already in the store or twice in the
+ * input). Only a clean first pass starts the second, which writes. Before,
+ * a bad line N left its group half-written (its head, members, the
+ * messages before N), and the corrected input was then refused: "group is
+ * in the store already". The input is read from stdin again when it is a
+ * file, else from a copy spooled in a temporary file by the first pass. */
 #include "tool_import.h"
 #include "tool_store.h"
 
@@ -15,8 +25,19 @@ struct pending_member {
     uint64_t joined;
 };
 
+/* A (sender, cid) of the group being checked, with the line it is on. */
+struct seen_cid {
+    char *key; /* "<length of from>:<from><cid>": no two pairs share one */
+    unsigned long line;
+};
+
 struct import {
     chat_store *st;
+    bool dry;      /* the first pass: check only */
+    char **groups; /* dry: the groups of the input so far */
+    size_t ngroups, groups_cap;
+    struct seen_cid *cids; /* dry: of the group being checked */
+    size_t ncids, cids_cap;
     char group[CHAT_STORE_MAX_NAME + 1]; /* "" before the first group line */
     uint64_t head;                       /* of the group being imported */
     struct pending_member *members;      /* not added yet, sorted by joined */
@@ -109,13 +130,121 @@ static void members_clear(struct import *im)
     im->n = im->next = 0;
 }
 
-/* The end of a group's lines: whoever joined after its last message. */
-static chat_err end_group(struct import *im)
+static void cids_clear(struct import *im)
 {
-    chat_err rc = im->group[0] ? add_members(im, UINT64_MAX) : CHAT_OK;
-    members_clear(im);
-    return rc;
+    for (size_t i = 0; i < im->ncids; i++) {
+        free(im->cids[i].key);
+    }
+    im->ncids = 0;
 }
+
+static int by_key(const void *a, const void *b)
+{
+    const struct seen_cid *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x->line > y->line) - (x->line < y->line);
+}
+
+/* Dry: remembers (from, cid) of the message on this line. */
+static int note_cid(struct import *im, const char *from, const char *cid)
+{
+    if (im->ncids == im->cids_cap) {
+        size_t cap = im->cids_cap ? 2 * im->cids_cap : 256;
+        struct seen_cid *n = realloc(im->cids, cap * sizeof(*n));
+        if (!n) {
+            return bad_line(im, "out of memory");
+        }
+        im->cids = n;
+        im->cids_cap = cap;
+    }
+    size_t len = strlen(from) + strlen(cid) + 24;
+    char *key = malloc(len);
+    if (!key) {
+        return bad_line(im, "out of memory");
+    }
+    snprintf(key, len, "%zu:%s%s", strlen(from), from, cid);
+    im->cids[im->ncids].key = key;
+    im->cids[im->ncids++].line = im->line;
+    return 0;
+}
+
+/* Dry, at the end of a group: a cid that a sender used twice would stop
+ * the second pass at its second message (the store keeps it once). */
+static int check_cids(struct import *im)
+{
+    int status = 0;
+    if (im->ncids > 1) {
+        qsort(im->cids, im->ncids, sizeof(*im->cids), by_key);
+    }
+    for (size_t i = 1; i < im->ncids; i++) {
+        if (!strcmp(im->cids[i - 1].key, im->cids[i].key)) {
+            fprintf(stderr,
+                    "mqchat-store: import: line %lu: group %s: the message repeats the sender "
+                    "and cid of line %lu\n",
+                    im->cids[i].line, im->group, im->cids[i - 1].line);
+            status = EXIT_FAIL;
+            break;
+        }
+    }
+    cids_clear(im);
+    return status;
+}
+
+/* The end of a group's lines: whoever joined after its last message. */
+static int end_group(struct import *im)
+{
+    chat_err rc = CHAT_OK;
+    int status = 0;
+    if (im->dry) {
+        status = check_cids(im);
+    } else if (im->group[0]) {
+        rc = add_members(im, UINT64_MAX);
+    }
+    members_clear(im);
+    return rc != CHAT_OK ? tool_store_failed(im->st, "adding members", rc) : status;
+}
+
+/* Dry: a group line for a group not seen yet in the input. */
+static int note_group(struct import *im, const char *g)
+{
+    for (size_t i = 0; i < im->ngroups; i++) {
+        if (!strcmp(im->groups[i], g)) {
+            fprintf(stderr, "mqchat-store: import: line %lu: group %s is in the input twice\n",
+                    im->line, g);
+            return EXIT_FAIL;
+        }
+    }
+    if (im->ngroups == im->groups_cap) {
+        size_t cap = im->groups_cap ? 2 * im->groups_cap : 16;
+        char **n = realloc(im->groups, cap * sizeof(*n));
+        if (!n) {
+            return bad_line(im, "out of memory");
+        }
+        im->groups = n;
+        im->groups_cap = cap;
+    }
+    if (!(im->groups[im->ngroups] = strdup(g))) {
+        return bad_line(im, "out of memory");
+    }
+    im->ngroups++;
+    return 0;
+}
+
+/* Whether each of the n names fits the store's keys (NULL ones are not
+ * there). */
+static bool names_fit(size_t n, const char *const *names)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (names[i] && strlen(names[i]) > CHAT_STORE_MAX_NAME) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* CHAT_STORE_MAX_NAME's value, which chat_store.h writes 1024u. */
+#define NAME_TOO_LONG "a name is longer than the store takes (1024 bytes)"
+_Static_assert(CHAT_STORE_MAX_NAME == 1024, "NAME_TOO_LONG names the limit");
 
 static int import_line(struct import *im, const cJSON *o)
 {
@@ -132,8 +261,9 @@ static int import_line(struct import *im, const cJSON *o)
             return bad_line(im,
                             "a group line needs group, head and first (1 <= first <= head + 1)");
         }
-        if ((rc = end_group(im)) != CHAT_OK) {
-            return tool_store_failed(im->st, "adding members", rc);
+        int status = end_group(im);
+        if (status != 0 || (im->dry && (status = note_group(im, g)) != 0)) {
+            return status;
         }
         if ((rc = chat_store_head(im->st, g, &now)) != CHAT_OK) {
             return tool_store_failed(im->st, "reading the group", rc);
@@ -143,7 +273,7 @@ static int import_line(struct import *im, const cJSON *o)
             return EXIT_FAIL;
         }
         snprintf(im->group, sizeof(im->group), "%s", g);
-        if ((rc = chat_store_group_init(im->st, g, first - 1)) != CHAT_OK) {
+        if (!im->dry && (rc = chat_store_group_init(im->st, g, first - 1)) != CHAT_OK) {
             return tool_store_failed(im->st, "starting the group", rc);
         }
         im->head = first - 1;
@@ -157,6 +287,9 @@ static int import_line(struct import *im, const cJSON *o)
         uint64_t joined = 0;
         if (!m || !m[0] || !json_u64(o, "joined", &joined)) {
             return bad_line(im, "a member line needs member and joined");
+        }
+        if (!names_fit(1, &m)) {
+            return bad_line(im, NAME_TOO_LONG);
         }
         if (im->n == im->cap) {
             size_t cap = im->cap ? 2 * im->cap : 64;
@@ -182,12 +315,10 @@ static int import_line(struct import *im, const cJSON *o)
         if (id != im->head + 1) {
             return bad_line(im, "message ids must follow each other from first");
         }
-        if ((rc = add_members(im, im->head)) != CHAT_OK) {
-            return tool_store_failed(im->st, "adding members", rc);
-        }
         char *text = cJSON_PrintUnformatted(env);
         const char *from = json_str(env, "from");
         const char *cid = json_str(env, "cid");
+        const char *names[] = {from, cid};
         uint64_t ts = 0;
         chat_envelope tpl;
         chat_appended ap;
@@ -197,6 +328,19 @@ static int import_line(struct import *im, const cJSON *o)
         if (!json_u64(env, "ts", &ts) || !split_envelope(text, &tpl)) {
             cJSON_free(text);
             return bad_line(im, "an envelope must begin {\"id\":...} and hold \"ts\"");
+        }
+        if (!names_fit(2, names)) {
+            cJSON_free(text);
+            return bad_line(im, NAME_TOO_LONG);
+        }
+        if (im->dry) {
+            cJSON_free(text);
+            im->head = id;
+            return cid ? note_cid(im, from ? from : "", cid) : 0;
+        }
+        if ((rc = add_members(im, im->head)) != CHAT_OK) {
+            cJSON_free(text);
+            return tool_store_failed(im->st, "adding members", rc);
         }
         /* The store fills in the id (head + 1, which is this one) and its
          * clock's time: the envelope's own. */
@@ -218,8 +362,15 @@ static int import_line(struct import *im, const cJSON *o)
     if (!strcmp(type, "cursor")) {
         const char *m = json_str(o, "member"), *d = json_str(o, "device");
         uint64_t acked = 0, used = 0;
+        const char *names[] = {m, d};
         if (!m || !d || !json_u64(o, "acked", &acked) || !json_u64(o, "used", &used)) {
             return bad_line(im, "a cursor line needs member, device, acked and used");
+        }
+        if (!names_fit(2, names)) {
+            return bad_line(im, NAME_TOO_LONG);
+        }
+        if (im->dry) {
+            return 0;
         }
         if ((rc = add_members(im, UINT64_MAX)) != CHAT_OK) {
             return tool_store_failed(im->st, "adding members", rc);
@@ -237,12 +388,54 @@ static int import_line(struct import *im, const cJSON *o)
     return bad_line(im, "unknown type");
 }
 
-int tool_import(const char *path)
+/* One pass over in: each line through import_line, and (spool not NULL)
+ * copied to spool. Returns the exit status. */
+static int import_pass(struct import *im, FILE *in, FILE *spool)
 {
-    struct import im = {0};
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
+    int status = 0;
+
+    im->line = 0;
+    im->group[0] = '\0';
+    im->head = 0;
+    while (status == 0 && (n = getline(&line, &cap, in)) >= 0) {
+        im->line++;
+        if (spool && fwrite(line, 1, (size_t)n, spool) != (size_t)n) {
+            fprintf(stderr, "mqchat-store: import: writing a temporary file: %s\n",
+                    strerror(errno));
+            status = EXIT_FAIL;
+            break;
+        }
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) {
+            line[--n] = '\0';
+        }
+        if (n == 0) {
+            continue;
+        }
+        cJSON *o = cJSON_ParseWithLength(line, (size_t)n);
+        status = cJSON_IsObject(o) ? import_line(im, o) : bad_line(im, "not a JSON object");
+        cJSON_Delete(o);
+    }
+    if (status == 0 && ferror(in)) {
+        fprintf(stderr, "mqchat-store: reading %s: %s\n", in == stdin ? "stdin" : "the input",
+                strerror(errno));
+        status = EXIT_FAIL;
+    }
+    if (status == 0) {
+        status = end_group(im);
+    }
+    members_clear(im);
+    cids_clear(im);
+    free(line);
+    return status;
+}
+
+int tool_import(const char *path)
+{
+    struct import im = {0};
+    FILE *spool = NULL, *again = stdin;
     int status = 0;
 
     if (tool_on_postgresql()) {
@@ -254,34 +447,44 @@ int tool_import(const char *path)
               stderr);
         return EXIT_FAIL;
     }
-    if (!(im.st = tool_open_store(path))) {
+    if (!(im.st = tool_open_store(path, true))) {
         return EXIT_FAIL;
     }
-    while (status == 0 && (n = getline(&line, &cap, stdin)) >= 0) {
-        im.line++;
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) {
-            line[--n] = '\0';
-        }
-        if (n == 0) {
-            continue;
-        }
-        cJSON *o = cJSON_ParseWithLength(line, (size_t)n);
-        status = cJSON_IsObject(o) ? import_line(&im, o) : bad_line(&im, "not a JSON object");
-        cJSON_Delete(o);
-    }
-    if (status == 0 && ferror(stdin)) {
-        fprintf(stderr, "mqchat-store: reading stdin: %s\n", strerror(errno));
+    /* A file is read again from where it started; a pipe is spooled. */
+    off_t start = ftello(stdin);
+    if (start < 0 && !(spool = again = tmpfile())) {
+        fprintf(stderr, "mqchat-store: import: a temporary file: %s\n", strerror(errno));
         status = EXIT_FAIL;
     }
+    im.dry = true;
     if (status == 0) {
-        chat_err rc = end_group(&im);
-        if (rc != CHAT_OK) {
-            status = tool_store_failed(im.st, "adding members", rc);
+        status = import_pass(&im, stdin, spool);
+    }
+    if (status == 0 && (spool ? fflush(spool) != 0 || fseeko(spool, 0, SEEK_SET) != 0
+                              : fseeko(stdin, start, SEEK_SET) != 0)) {
+        fprintf(stderr, "mqchat-store: import: reading the input again: %s\n", strerror(errno));
+        status = EXIT_FAIL;
+    }
+    im.dry = false;
+    if (status == 0) {
+        status = import_pass(&im, again, NULL);
+        if (status != 0) {
+            /* The input passed every check: the store itself failed. */
+            fprintf(stderr,
+                    "mqchat-store: import: the store failed while writing group %s: it "
+                    "may be part-written (export it to see)\n",
+                    im.group);
         }
     }
-    members_clear(&im);
+    for (size_t i = 0; i < im.ngroups; i++) {
+        free(im.groups[i]);
+    }
+    free(im.groups);
+    free(im.cids);
     free(im.members);
-    free(line);
+    if (spool) {
+        (void)fclose(spool); /* a temporary file, gone with it */
+    }
     chat_store_close(im.st);
     return status;
 }

@@ -31,12 +31,13 @@ const char *tool_shown(const char *path)
     return tool_on_postgresql() ? "(the PostgreSQL database)" : path;
 }
 
-chat_store *tool_open_store(const char *path)
+chat_store *tool_open_store(const char *path, bool create)
 {
     chat_store *st = NULL;
     char *errmsg = NULL;
     chat_store_opts opts = CHAT_STORE_OPTS_INIT;
     opts.backend = g_backend;
+    opts.must_exist = !create;
     chat_err rc = chat_store_open_opts(path, &opts, &st, &errmsg);
     if (rc != CHAT_OK) {
         fprintf(stderr, "mqchat-store: cannot open store \"%s\": %s%s\n", tool_shown(path),

@@ -26,8 +26,10 @@ bool tool_on_postgresql(void);
 const char *tool_shown(const char *path);
 
 /* Opens the store at path with the backend; NULL, with why on stderr, when
- * it cannot. The caller closes it with chat_store_close. */
-chat_store *tool_open_store(const char *path);
+ * it cannot. Only with create may a path without a store get a new, empty
+ * one (import): for the others a missing store is an error. The caller
+ * closes it with chat_store_close. */
+chat_store *tool_open_store(const char *path, bool create);
 
 /* Prints "what: <error> (<the store's last error>)" on stderr; returns
  * EXIT_FAIL. */

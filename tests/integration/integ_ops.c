@@ -9,20 +9,23 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Runs argv (a path) with stdin from in (NULL: /dev/null) and stdout to out
- * (NULL: /dev/null), waits at most 60 s; returns its exit status. */
-int ops_run(const char *const *argv, const char *in, const char *out)
+/* Runs argv (a path) with stdin from in (NULL: /dev/null), stdout to out
+ * (NULL: /dev/null) and stderr to err (NULL: the test's), waits at most
+ * 60 s; returns its exit status. */
+int ops_run_err(const char *const *argv, const char *in, const char *out, const char *err)
 {
     pid_t pid = fork();
     ASSERT(pid >= 0);
     if (pid == 0) {
         int fi = open(in ? in : "/dev/null", O_RDONLY);
         int fo = open(out ? out : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fi < 0 || fo < 0) {
+        int fe = err ? open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644) : 2;
+        if (fi < 0 || fo < 0 || fe < 0) {
             _exit(127);
         }
         dup2(fi, 0);
         dup2(fo, 1);
+        dup2(fe, 2);
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
@@ -40,12 +43,23 @@ int ops_run(const char *const *argv, const char *in, const char *out)
     FAILF("%s %s did not finish in 60 s", argv[0], argv[1]);
 }
 
+int ops_run(const char *const *argv, const char *in, const char *out)
+{
+    return ops_run_err(argv, in, out, NULL);
+}
+
 /* mqchat-store <cmd> <db> [arg]; stdout to out. */
 int ops_store_tool(const char *cmd, const char *db, const char *arg, const char *in,
                    const char *out)
 {
+    return ops_store_tool_err(cmd, db, arg, in, out, NULL);
+}
+
+int ops_store_tool_err(const char *cmd, const char *db, const char *arg, const char *in,
+                       const char *out, const char *err)
+{
     const char *argv[] = {MQCHAT_STORE_BIN, cmd, db, arg, NULL};
-    return ops_run(argv, in, out);
+    return ops_run_err(argv, in, out, err);
 }
 
 /* Whether the broker's store is PostgreSQL (CHAT_TEST_PG_PORT). */

@@ -20,9 +20,16 @@
  * (NULL: /dev/null), waits at most 60 s; returns its exit status. */
 int ops_run(const char *const *argv, const char *in, const char *out);
 
+/* ops_run with stderr to the file err (NULL: the test's). */
+int ops_run_err(const char *const *argv, const char *in, const char *out, const char *err);
+
 /* mqchat-store <cmd> <db> [arg]; stdin from in, stdout to out (ops_run). */
 int ops_store_tool(const char *cmd, const char *db, const char *arg, const char *in,
                    const char *out);
+
+/* The same with stderr to the file err (ops_run_err). */
+int ops_store_tool_err(const char *cmd, const char *db, const char *arg, const char *in,
+                       const char *out, const char *err);
 
 /* Whether the broker's store is PostgreSQL (CHAT_TEST_PG_PORT). */
 bool ops_on_pg(const ts_broker *b);

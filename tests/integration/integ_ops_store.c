@@ -8,6 +8,9 @@
  *             store, which checks clean
  *   offline   mqchat-store check on a good store, on a running broker's, on
  *             a damaged one; repair; export and import give the same group
+ *   tool      mqchat-store's errors: a path without a store (only import
+ *             makes one), export of a group that is not there, an import
+ *             that fails at a line writes nothing and can be run again
  *
  * With CHAT_TEST_PG_PORT (scripts/test's pg stage) the broker's store is
  * PostgreSQL and every case runs against it, mqchat-store with --store
@@ -24,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ===========================================================================
  * backup
@@ -265,10 +270,106 @@ static void case_offline(void)
     ts_broker_destroy(b);
 }
 
+/* ===========================================================================
+ * tool
+ * ========================================================================= */
+
+/* Fails unless the text of file holds want. */
+static void expect_in_file(const char *file, const char *want)
+{
+    char *text = ts_read_file(file, NULL);
+    ASSERTF(strstr(text, want) != NULL, "%s says: %s (expected %s)", file, text, want);
+    free(text);
+}
+
+/* Each command but import on a path without a store: exit 1, the path
+ * named on stderr, nothing created there. */
+static void expect_no_store(const char *path, const char *err, bool dir_exists)
+{
+    static const char *const cmds[][2] = {
+        {"check", NULL}, {"export", "room1"}, {"compact", NULL}, {"repair", NULL}};
+    char current[700];
+    snprintf(current, sizeof current, "%s/CURRENT", path);
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        int status = ops_store_tool_err(cmds[i][0], path, cmds[i][1], NULL, NULL, err);
+        ASSERTF(status == 1, "%s on %s: exit %d", cmds[i][0], path, status);
+        expect_in_file(err, path);
+        ASSERTF(access(dir_exists ? current : path, F_OK) != 0, "%s made a store at %s", cmds[i][0],
+                path);
+    }
+}
+
+static void case_tool(void)
+{
+    ts_broker *b = ts_broker_start(NULL);
+    harness_client *alice = harness_client_connect(b, "alice", NULL);
+    char out[600], err[600], in[600], bad[700], copy[600], path[600];
+
+    for (int i = 0; i < 3; i++) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "{\"body\":\"hi\",\"cid\":\"c%d\"}", i);
+        harness_client_publish(alice, "chat/room1", msg, 1);
+    }
+    harness_client_publish(alice, "chat/room2", "two", 1);
+    harness_client_disconnect(alice);
+    ts_broker_stop(b);
+    snprintf(out, sizeof out, "%s/out", ts_broker_dir(b));
+    snprintf(err, sizeof err, "%s/err", ts_broker_dir(b));
+
+    /* A group that is not in the store: an error, no group line. */
+    ASSERT(ops_broker_store_tool(b, "export", "nosuch", NULL, out) == 1);
+    char *text = ts_read_file(out, NULL);
+    ASSERTF(text[0] == '\0', "export of a missing group printed: %s", text);
+    free(text);
+
+    /* A path without a store, missing or an empty directory. */
+    snprintf(path, sizeof path, "%s/missing", ts_broker_dir(b));
+    expect_no_store(path, err, false);
+    expect_in_file(err, "no such store directory");
+    snprintf(path, sizeof path, "%s/empty", ts_broker_dir(b));
+    ASSERT(mkdir(path, 0700) == 0);
+    expect_no_store(path, err, true);
+    expect_in_file(err, "no store in this directory");
+
+    /* An import that fails at its last line writes nothing, not even the
+     * group before it (room2); run again with the line mended, it goes in. */
+    snprintf(in, sizeof in, "%s/two.jsonl", ts_broker_dir(b));
+    snprintf(bad, sizeof bad, "%s/bad.jsonl", ts_broker_dir(b));
+    snprintf(copy, sizeof copy, "%s/copy", ts_broker_dir(b));
+    ASSERT(ops_broker_store_tool(b, "export", "room2", NULL, out) == 0);
+    ASSERT(ops_broker_store_tool(b, "export", "room1", NULL, in) == 0);
+    char *r2 = ts_read_file(out, NULL), *r1 = ts_read_file(in, NULL);
+    size_t cap = strlen(r1) + strlen(r2) + 200;
+    char *all = malloc(cap);
+    ASSERT(all);
+    snprintf(all, cap, "%s%s", r2, r1);
+    ts_write_file(in, all, strlen(all));
+    snprintf(all, cap, "%s%s{\"type\":\"message\",\"id\":4}\n", r2, r1);
+    ts_write_file(bad, all, strlen(all));
+    free(all);
+    free(r1);
+    free(r2);
+    ASSERT(ops_store_tool_err("import", copy, NULL, bad, NULL, err) == 1);
+    expect_in_file(err, "line ");
+    ASSERT(ops_store_tool("export", copy, "room1", NULL, NULL) == 1);
+    ASSERT(ops_store_tool("export", copy, "room2", NULL, NULL) == 1);
+    ASSERT(ops_store_tool("check", copy, NULL, NULL, out) == 0);
+    expect_in_file(out, "0 groups checked, 0 problems");
+    ASSERT(ops_store_tool("import", copy, NULL, in, NULL) == 0);
+    ASSERT(ops_store_tool("check", copy, NULL, NULL, out) == 0);
+    expect_in_file(out, "2 groups checked, 0 problems");
+    ASSERT(ops_store_tool("export", copy, "room1", NULL, out) == 0);
+    expect_in_file(out, "{\"type\":\"message\",\"id\":3,");
+    ts_log("mqchat-store: no store made by check/export/compact/repair; a failed import wrote "
+           "nothing, and ran again");
+    ts_broker_destroy(b);
+}
+
 static const ts_case cases[] = {
     {"backup", case_backup},
     {"backup_live", case_backup_live},
     {"offline", case_offline},
+    {"tool", case_tool},
 };
 
 int main(int argc, char **argv)

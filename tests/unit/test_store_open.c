@@ -256,8 +256,9 @@ static void test_stats_groups_and_bytes(void **state)
     bool done = false;
 
     assert_groups(fx->st, 0);
+    /* the files of an empty store: CURRENT, a manifest, LevelDB's log */
     ASSERT_OK(chat_store_stats(fx->st, NULL, &bytes));
-    assert_int_equal(bytes, 0);
+    assert_true(bytes > 0 && bytes < 20000);
     noise_fill(fx->st, "a", 100);
     fill(fx->st, "b", 3);
     fill(fx->st, "c", 1);
@@ -272,7 +273,11 @@ static void test_stats_groups_and_bytes(void **state)
     fill(fx->st, "c", 1);
     assert_groups(fx->st, 3);
 
-    /* table files: about the 100 KB of noise */
+    /* the files: at least the 100 KB of noise, counted wherever it lies
+     * (tables or write-ahead log) */
+    ASSERT_OK(chat_store_stats(fx->st, NULL, &bytes));
+    assert_true(bytes > 90000);
+    /* after a compaction, in a table and a fresh log */
     ASSERT_OK(chat_store_compact(fx->st));
     ASSERT_OK(chat_store_stats(fx->st, NULL, &bytes));
     assert_true(bytes > 90000 && bytes < 200000);

@@ -8,7 +8,8 @@
  *     and chat_client_presence list the group with its member count; both
  *     MQTT 3.1.1 and 5;
  *   - mqchat: listen marks what it printed as read (--no-read does not),
- *     `who` and `receipts` print who is online and "read by k of n". */
+ *     `who` and `receipts` print who is online and "read by k of n" (and
+ *     refuse an id above the head). */
 #include "ct.h"
 
 #include <pthread.h>
@@ -281,6 +282,13 @@ static void cli(void)
     expect_out("room #2: read by 1 of 3");
     mqchat(0, "-p", port, "-u", "carol", "receipts", GROUP, "1", NULL);
     expect_out("room #1: read by 1 of 3");
+    /* an id above the head names no message: said, exit 2 (a bad argument) */
+    mqchat(2, "-p", port, "-u", "carol", "receipts", GROUP, "9", NULL);
+    CHECK(strstr(g_stdout, "read by") == NULL, "receipts of #9 printed: %s", g_stdout);
+    char *said = ts_read_file(g_err, NULL);
+    CHECK(said && strstr(said, "room has no message #9 (its newest is #2)") != NULL,
+          "receipts of #9 said: %s", said ? said : "");
+    free(said);
     mqchat(0, "-p", port, "-u", "carol", "who", GROUP, NULL);
     expect_out("room: 1 of 3 members online: bob");
     ts_signal(pid, SIGTERM);
