@@ -49,8 +49,19 @@ static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
 bool chat_proto_utf8_valid(const char *s, size_t len)
 {
     const unsigned char *p = (const unsigned char *)s;
+    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
     for (size_t i = 0; i < len;) {
         uint32_t cp = 0;
+        uint64_t w;
+        /* Most text is ASCII: eight bytes at a time while none has its high
+         * bit set and none is NUL. */
+        if (len - i >= 8) {
+            memcpy(&w, p + i, 8);
+            if (!((w | ((w - ones) & ~w)) & highs)) {
+                i += 8;
+                continue;
+            }
+        }
         size_t step = utf8_next(p + i, len - i, &cp);
         if (step == 0 || cp == 0) {
             return false;
