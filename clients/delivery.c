@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
@@ -166,27 +167,17 @@ void chat_delivery_record(chat_delivery *d, struct chat_group *g, uint64_t id)
 void chat_delivery_ready(chat_delivery *d, struct chat_group *g)
 {
     uint64_t id;
-    cJSON *item;
+    struct chat_env *env;
 
-    while (!d->halted && (item = chat_seq_pop(&g->seq, &id)) != NULL) {
-        char *json = cJSON_PrintUnformatted(item);
-        chat_client_message m;
-        bool taken = true;
+    while (!d->halted && (env = chat_seq_pop(&g->seq, &id)) != NULL) {
+        bool taken = d->cfg.on_message == NULL || d->cfg.on_message(d->cfg.arg, &env->m);
 
-        if (json == NULL || !chat_envelope_view(item, json, &m)) {
-            /* Checked on arrival; only memory can fail here. */
-            chat_notify_error(d->cfg.notify, g->name, "out of memory showing message %" PRIu64, id);
-            taken = false;
-        } else if (d->cfg.on_message != NULL) {
-            taken = d->cfg.on_message(d->cfg.arg, &m);
-        }
-        cJSON_free(json);
         if (!taken) {
             d->halted = true; /* for good: see chat_client_message_fn */
-            chat_seq_unpop(&g->seq, id, item);
+            chat_seq_unpop(&g->seq, id, env);
             return;
         }
-        cJSON_Delete(item);
+        free(env);
         chat_delivery_record(d, g, id);
         g->progress_ms = chat_now_ms();
         if (g->catching_up)
@@ -198,30 +189,62 @@ void chat_delivery_ready(chat_delivery *d, struct chat_group *g)
     }
 }
 
-/* Offers one envelope of g (item, taken) to g's sequencer. */
-static void offer(chat_delivery *d, struct chat_group *g, cJSON *item)
+/* Offers one envelope of g (env, taken) to g's sequencer. */
+static void offer(chat_delivery *d, struct chat_group *g, struct chat_env *env)
 {
-    const cJSON *grp = cJSON_GetObjectItemCaseSensitive(item, "group");
-    uint64_t id = 0;
+    uint64_t id = env->m.id;
 
-    if (!chat_json_u64(cJSON_GetObjectItemCaseSensitive(item, "id"), 1, &id) ||
-        !cJSON_IsString(grp) || strcmp(grp->valuestring, g->name) != 0) {
-        char *text = cJSON_PrintUnformatted(item);
+    if (strcmp(env->m.group, g->name) != 0) {
         chat_notify_error(d->cfg.notify, g->name,
                           "ignored a message that is not an envelope of this group: %.200s",
-                          text ? text : "?");
-        cJSON_free(text);
-        cJSON_Delete(item);
+                          env->m.json);
+        free(env);
         return;
     }
     if (!chat_group_behind(g))
         g->progress_ms = chat_now_ms(); /* a gap may open: its clock starts now */
     if (id > g->head)
         g->head = id;
-    if (chat_seq_offer(&g->seq, id, item) == CHAT_SEQ_DROPPED)
+    if (chat_seq_offer(&g->seq, id, env) == CHAT_SEQ_DROPPED)
         chat_notify_error(d->cfg.notify, g->name,
                           "message %" PRIu64 " dropped for now: %zu held ahead of a gap", id,
                           g->seq.n);
+}
+
+/* Offers what chat_env_read or chat_env_from_item made of text (len bytes,
+ * for the error) to g. */
+static void offer_read(chat_delivery *d, struct chat_group *g, chat_env_verdict v,
+                       struct chat_env *env, const char *text, size_t len)
+{
+    if (v == CHAT_ENV_OK)
+        offer(d, g, env);
+    else if (v == CHAT_ENV_NOMEM)
+        /* As a message dropped ahead of a gap: a gap fetch brings it. */
+        chat_notify_error(d->cfg.notify, g->name, "out of memory reading a message");
+    else
+        chat_notify_error(d->cfg.notify, g->name,
+                          "ignored a message that is not an envelope of this group: %.*s",
+                          (int)(len < 200 ? len : 200), text);
+}
+
+/* Offers the envelope text s[0..len) (strict JSON) to g. */
+static void offer_text(chat_delivery *d, struct chat_group *g, const char *s, size_t len)
+{
+    struct chat_env *env;
+    chat_env_verdict v = chat_env_read(s, len, &env);
+
+    offer_read(d, g, v, env, s, len);
+}
+
+/* Offers the envelope item (a tree) to g. */
+static void offer_item(chat_delivery *d, struct chat_group *g, const cJSON *item)
+{
+    struct chat_env *env;
+    chat_env_verdict v = chat_env_from_item(item, &env);
+    char *text = v == CHAT_ENV_INVALID ? cJSON_PrintUnformatted(item) : NULL;
+
+    offer_read(d, g, v, env, text ? text : "?", text ? strlen(text) : 1);
+    cJSON_free(text);
 }
 
 void chat_delivery_catchup(chat_delivery *d, struct chat_group *g)
@@ -242,13 +265,14 @@ void chat_delivery_catchup(chat_delivery *d, struct chat_group *g)
     chat_notify_event(d->cfg.notify, &ev);
 }
 
-bool chat_delivery_page(chat_delivery *d, struct chat_group *g, cJSON *entry, bool replay)
+bool chat_delivery_page(chat_delivery *d, struct chat_group *g, const cJSON *entry,
+                        const struct chat_span *msgs_text, bool replay)
 {
-    cJSON *msgs = cJSON_GetObjectItemCaseSensitive(entry, "messages");
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(entry, "messages");
     const cJSON *truncated = cJSON_GetObjectItemCaseSensitive(entry, "truncated");
     const cJSON *more = cJSON_GetObjectItemCaseSensitive(entry, "more");
     uint64_t head = 0, first = 0;
-    cJSON *item, *next;
+    const cJSON *item;
 
     if (!cJSON_IsArray(msgs)) {
         chat_notify_error(d->cfg.notify, g->name, "ignored a page without messages");
@@ -277,9 +301,15 @@ bool chat_delivery_page(chat_delivery *d, struct chat_group *g, cJSON *entry, bo
         chat_delivery_record(d, g, first - 1);
         chat_notify_event(d->cfg.notify, &ev);
     }
-    for (item = msgs->child; item != NULL; item = next) {
-        next = item->next;
-        offer(d, g, cJSON_DetachItemViaPointer(msgs, item));
+    if (msgs_text != NULL && msgs_text->text != NULL) {
+        const char *pos = msgs_text->text, *elem;
+        size_t len;
+        chat_env_verdict v;
+        struct chat_env *env;
+        while (chat_span_next(msgs_text, &pos, &v, &env, &elem, &len))
+            offer_read(d, g, v, env, elem, len);
+    } else {
+        cJSON_ArrayForEach(item, msgs) offer_item(d, g, item);
     }
     chat_delivery_ready(d, g);
     /* The ack at the end of each page releases the plugin's window. */
@@ -296,14 +326,26 @@ void chat_delivery_live(chat_delivery *d, const char *name, const char *payload,
 
     if (g == NULL || !g->listening)
         return;
-    env = cJSON_ParseWithLength(payload, len);
-    if (!cJSON_IsObject(env)) {
-        chat_notify_error(d->cfg.notify, name,
-                          "ignored a live message that is not a JSON object: %.200s", payload);
+    if (chat_proto_json_valid(payload, len)) {
+        size_t i = 0;
+        while (i < len && (payload[i] == ' ' || payload[i] == '\t' || payload[i] == '\r' ||
+                           payload[i] == '\n'))
+            i++;
+        if (i < len && payload[i] == '{')
+            offer_text(d, g, payload, len);
+        else
+            chat_notify_error(d->cfg.notify, name,
+                              "ignored a live message that is not a JSON object: %.200s", payload);
+    } else {
+        /* cJSON reads more than strict JSON: as it did before. */
+        env = cJSON_ParseWithLength(payload, len);
+        if (!cJSON_IsObject(env))
+            chat_notify_error(d->cfg.notify, name,
+                              "ignored a live message that is not a JSON object: %.200s", payload);
+        else
+            offer_item(d, g, env);
         cJSON_Delete(env);
-        return;
     }
-    offer(d, g, env);
     chat_delivery_ready(d, g);
 }
 

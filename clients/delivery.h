@@ -34,6 +34,7 @@
 #include <cjson/cJSON.h>
 
 #include "chat_client.h"
+#include "envelope.h"
 #include "group.h"
 #include "notify.h"
 #include "paho.h"
@@ -94,9 +95,12 @@ void chat_delivery_record(chat_delivery *d, struct chat_group *g, uint64_t id);
 /* Writes the state file now if it lags behind what was shown. */
 void chat_delivery_flush(chat_delivery *d);
 
-/* Applies a replay page or a fetch answer (entry, whose messages are taken)
- * of g. Returns the entry's `more`. */
-bool chat_delivery_page(chat_delivery *d, struct chat_group *g, cJSON *entry, bool replay);
+/* Applies a replay page or a fetch answer (entry) of g. Its messages are
+ * read from msgs, their text in the payload, if msgs->text is set
+ * (chat_response_cut), else from the entry's "messages" array. Returns the
+ * entry's `more`. */
+bool chat_delivery_page(chat_delivery *d, struct chat_group *g, const cJSON *entry,
+                        const struct chat_span *msgs, bool replay);
 
 /* Reports CHAT_CLIENT_EV_CATCHUP for g if a catch-up runs. */
 void chat_delivery_catchup(chat_delivery *d, struct chat_group *g);

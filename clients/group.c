@@ -4,14 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
 #include "clock.h"
 
-/* The sequencers hold parsed envelopes. */
-static void free_json(void *item)
+/* The sequencers hold envelopes (struct chat_env, one block each). */
+static void free_env(void *item)
 {
-    cJSON_Delete(item);
+    free(item);
 }
 
 struct chat_group *chat_groups_find(const chat_groups *gs, const char *name)
@@ -32,7 +30,7 @@ struct chat_group *chat_groups_get(chat_groups *gs, const char *name)
         free(g);
         return NULL;
     }
-    chat_seq_init(&g->seq, gs->max_held, free_json);
+    chat_seq_init(&g->seq, gs->max_held, free_env);
     g->progress_ms = chat_now_ms();
     g->next = gs->head;
     gs->head = g;
@@ -82,6 +80,6 @@ void chat_group_raise_head(struct chat_group *g, uint64_t head)
 void chat_group_rebase(chat_groups *gs, struct chat_group *g, uint64_t base)
 {
     chat_seq_clear(&g->seq);
-    chat_seq_init(&g->seq, gs->max_held, free_json);
+    chat_seq_init(&g->seq, gs->max_held, free_env);
     chat_seq_set_base(&g->seq, base);
 }

@@ -28,6 +28,16 @@ static atomic_bool g_connected_once;
 static atomic_bool g_waiting; /* listen started while the broker could not be reached */
 static const char *g_client_id;
 static int64_t g_last_progress;
+/* listen: lines written to stdout's buffer and not flushed yet. */
+static atomic_bool g_unflushed;
+static int64_t g_flushed_ms; /* dispatcher thread: when on_message last flushed */
+
+/* listen writes messages into stdout's buffer, not one write(2) each (a
+ * catch-up prints hundreds of thousands): the buffer goes out when it is
+ * full, when on_message finds the last flush FLUSH_MS ago, and from the
+ * main thread, which wakes every FLUSH_MS / 2 while lines wait and at exit.
+ * A pipe reader so sees every line within FLUSH_MS. */
+#define FLUSH_MS 100
 
 static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -72,6 +82,9 @@ static bool print_message(const chat_client_message *m, bool json)
 {
     const char *text = m->body != NULL ? m->body : m->json;
 
+    /* Whole lines under stdout's lock: a flush from the main thread falls
+     * between messages. */
+    flockfile(stdout);
     if (json) {
         fputs(m->json, stdout);
     } else {
@@ -80,25 +93,39 @@ static bool print_message(const chat_client_message *m, bool json)
             if (*p == '\n')
                 fputs("\n    ", stdout);
             else if (*p == '\t' || (*p >= 0x20 && *p != 0x7F))
-                putchar(*p);
+                putc_unlocked(*p, stdout);
             else
-                putchar('?');
+                putc_unlocked('?', stdout);
         }
     }
-    putchar('\n');
+    putc_unlocked('\n', stdout);
+    funlockfile(stdout);
+    return !ferror(stdout);
+}
+
+/* Flushes stdout; false when it failed. */
+static bool flush_stdout(void)
+{
+    atomic_store(&g_unflushed, false);
     return fflush(stdout) == 0 && !ferror(stdout);
 }
 
 bool mqchat_on_message(void *arg, const chat_client_message *m)
 {
+    int64_t now;
+
     (void)arg;
     if (g_count > 0 && atomic_load(&g_printed) >= g_count)
         return false; /* -C reached: leave the rest unshown */
-    if (!print_message(m, g_json)) {
+    atomic_store(&g_unflushed, true);
+    now = now_ms();
+    if (!print_message(m, g_json) || (now - g_flushed_ms >= FLUSH_MS && !flush_stdout())) {
         fprintf(stderr, "mqchat: cannot write to stdout: %s\n", strerror(errno));
         stop_main(EXIT_UNREACHABLE);
         return false;
     }
+    if (now - g_flushed_ms >= FLUSH_MS)
+        g_flushed_ms = now;
     /* Printed is read (the library coalesces the reads, as it does acks). */
     if (g_mark_read && g_client != NULL)
         (void)chat_client_read(g_client, m->group, m->id);
@@ -294,25 +321,28 @@ static int cmd_listen(chat_client *c, const struct opts *o, sigset_t *sigs, int 
     } else if (err != CHAT_CLIENT_OK) {
         return mqchat_failed("cannot connect", err);
     }
-    /* Wait for a signal: Ctrl-C, kill, or a callback's SIGUSR1. */
+    /* Wait for a signal: Ctrl-C, kill, or a callback's SIGUSR1; flush
+     * waiting lines every FLUSH_MS / 2 meanwhile. */
     for (;;) {
-        int sig = 0;
-        if (deadline > 0) {
-            int64_t left = deadline - now_ms();
-            struct timespec ts;
-            if (left <= 0)
-                break;
-            ts.tv_sec = (time_t)(left / 1000);
-            ts.tv_nsec = (long)(left % 1000) * 1000000L;
-            sig = sigtimedwait(sigs, NULL, &ts);
-            if (sig < 0) {
-                if (errno == EAGAIN)
-                    break;
-                continue; /* EINTR */
-            }
-        } else if (sigwait(sigs, &sig) != 0) {
-            continue;
+        int sig;
+        int64_t left = FLUSH_MS / 2;
+        struct timespec ts;
+        if (atomic_load(&g_unflushed) && !flush_stdout()) {
+            fprintf(stderr, "mqchat: cannot write to stdout: %s\n", strerror(errno));
+            status = EXIT_UNREACHABLE;
+            break;
         }
+        if (deadline > 0) {
+            int64_t until = deadline - now_ms();
+            if (until <= 0)
+                break;
+            left = until < left ? until : left;
+        }
+        ts.tv_sec = (time_t)(left / 1000);
+        ts.tv_nsec = (long)(left % 1000) * 1000000L;
+        sig = sigtimedwait(sigs, NULL, &ts);
+        if (sig < 0) /* EAGAIN: the timeout; EINTR */
+            continue;
         if (sig == SIGUSR1 && atomic_load(&g_exit) < 0)
             continue;
         break;
@@ -321,6 +351,10 @@ static int cmd_listen(chat_client *c, const struct opts *o, sigset_t *sigs, int 
         status = atomic_load(&g_exit);
     if (status == 0 && !atomic_load(&g_connected_once)) {
         fprintf(stderr, "mqchat: stopped before the broker could be reached\n");
+        status = EXIT_UNREACHABLE;
+    }
+    if (!flush_stdout() && status == 0) {
+        fprintf(stderr, "mqchat: cannot write to stdout: %s\n", strerror(errno));
         status = EXIT_UNREACHABLE;
     }
     return status;

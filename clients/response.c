@@ -143,7 +143,8 @@ static void apply_sync(const chat_responses *rs, const struct chat_request *r, c
 }
 
 /* A gap fetch's answer (entry, whose messages are taken) for g. */
-static void apply_gap(const chat_responses *rs, struct chat_group *g, cJSON *entry, const char *why)
+static void apply_gap(const chat_responses *rs, struct chat_group *g, const cJSON *entry,
+                      const struct chat_span *msgs, const char *why)
 {
     uint64_t before = g->seq.shown;
     bool more;
@@ -156,7 +157,7 @@ static void apply_gap(const chat_responses *rs, struct chat_group *g, cJSON *ent
     }
     if (!g->listening || !g->seq.known)
         return;
-    more = chat_delivery_page(rs->delivery, g, entry, false);
+    more = chat_delivery_page(rs->delivery, g, entry, msgs, false);
     /* No replay brings these: keep pulling while it helps. */
     if (chat_group_behind(g) && (more || g->seq.shown > before) && !g->fetching)
         chat_requests_gap_fetch(rs->requests, g);
@@ -165,10 +166,9 @@ static void apply_gap(const chat_responses *rs, struct chat_group *g, cJSON *ent
 /* A caller's answer: the call gets a copy of entry; fetched messages of a
  * listened group also go the usual way. */
 static void answer_call(const chat_responses *rs, const struct chat_request *r,
-                        struct chat_group *g, const cJSON *entry, const char *why)
+                        struct chat_group *g, const cJSON *entry, const struct chat_span *msgs,
+                        const char *why)
 {
-    cJSON *copy;
-
     if (why != NULL) {
         chat_queue_finish(rs->queue, r->call, CHAT_CLIENT_ERR_REFUSED, why);
         return;
@@ -177,17 +177,15 @@ static void answer_call(const chat_responses *rs, const struct chat_request *r,
         chat_queue_finish(rs->queue, r->call, CHAT_CLIENT_ERR_NOMEM, NULL);
         return;
     }
-    if (strcmp(r->command, "fetch") == 0 && g != NULL && g->listening && g->seq.known &&
-        (copy = cJSON_Duplicate(entry, 1)) != NULL) {
-        (void)chat_delivery_page(rs->delivery, g, copy, false);
-        cJSON_Delete(copy);
-    }
+    if (strcmp(r->command, "fetch") == 0 && g != NULL && g->listening && g->seq.known)
+        (void)chat_delivery_page(rs->delivery, g, entry, msgs, false);
     chat_queue_finish(rs->queue, r->call, CHAT_CLIENT_OK, NULL);
 }
 
-/* Finishes request r (taken) with entry, its answer (whose messages may be
- * taken). */
-static void complete(const chat_responses *rs, struct chat_request *r, cJSON *entry)
+/* Finishes request r (taken) with entry, its answer (its messages in msgs,
+ * see chat_delivery_page). */
+static void complete(const chat_responses *rs, struct chat_request *r, const cJSON *entry,
+                     const struct chat_span *msgs)
 {
     const cJSON *err = cJSON_GetObjectItemCaseSensitive(entry, "error");
     const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(entry, "command");
@@ -209,7 +207,7 @@ static void complete(const chat_responses *rs, struct chat_request *r, cJSON *en
     } else if (r->kind == REQ_SYNC) {
         apply_sync(rs, r, entry);
     } else if (r->kind == REQ_GAP && g != NULL) {
-        apply_gap(rs, g, entry, why);
+        apply_gap(rs, g, entry, msgs, why);
     } else if (r->kind == REQ_PROBE) {
         listen_refused(rs, r->group);
     } else if (r->kind == REQ_BARRIER && r->call != NULL) {
@@ -218,14 +216,16 @@ static void complete(const chat_responses *rs, struct chat_request *r, cJSON *en
         r->call->refused = chat_outbox_take_refused(rs->outbox);
         chat_queue_finish(rs->queue, r->call, CHAT_CLIENT_OK, NULL);
     } else if (r->kind == REQ_USER && r->call != NULL) {
-        answer_call(rs, r, g, entry, why);
+        answer_call(rs, r, g, entry, msgs, why);
     }
     chat_request_free(r);
 }
 
 /* One entry of a response: an answer (by its correlationData), a replay
- * page, or an error about something else. */
-static void handle_entry(const chat_responses *rs, const struct event *ev, cJSON *entry)
+ * page, or an error about something else. Its messages are in msgs (see
+ * chat_delivery_page). */
+static void handle_entry(const chat_responses *rs, const struct event *ev, const cJSON *entry,
+                         const struct chat_span *msgs)
 {
     const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(entry, "command");
     const cJSON *corr = cJSON_GetObjectItemCaseSensitive(entry, "correlationData");
@@ -239,7 +239,7 @@ static void handle_entry(const chat_responses *rs, const struct event *ev, cJSON
             (r = chat_requests_find(rs->requests, corr->valuestring)) == NULL)
             return;
         chat_requests_unlink(rs->requests, r);
-        complete(rs, r, entry);
+        complete(rs, r, entry, msgs);
     } else if (cJSON_GetObjectItemCaseSensitive(entry, "error") != NULL) {
         unsolicited(rs, command, entry);
     } else if (strcmp(command, "replay") == 0) {
@@ -247,7 +247,7 @@ static void handle_entry(const chat_responses *rs, const struct event *ev, cJSON
         struct chat_group *g =
             cJSON_IsString(grp) ? chat_groups_find(rs->groups, grp->valuestring) : NULL;
         if (g != NULL && g->listening)
-            (void)chat_delivery_page(rs->delivery, g, entry, true);
+            (void)chat_delivery_page(rs->delivery, g, entry, msgs, true);
     } else if (strcmp(command, "reads") == 0 || strcmp(command, "presence") == 0) {
         chat_receipts_push(rs->receipts, entry);
     }
@@ -256,17 +256,28 @@ static void handle_entry(const chat_responses *rs, const struct event *ev, cJSON
 
 void chat_response_handle(const chat_responses *rs, const struct event *ev)
 {
-    cJSON *root = cJSON_ParseWithLength(ev->payload, ev->len);
-    cJSON *responses = cJSON_GetObjectItemCaseSensitive(root, "responses");
-    cJSON *entry;
+    static const struct chat_span none = {NULL, 0};
+    struct chat_span *spans = NULL;
+    size_t n = 0, i = 0;
+    cJSON *root = NULL, *responses, *entry;
 
+    /* Most payloads are cut (the messages read from their bytes); others
+     * parsed whole, as cJSON reads them. */
+    if (!chat_response_cut(ev->payload, ev->len, &root, &spans, &n))
+        root = cJSON_ParseWithLength(ev->payload, ev->len);
+    responses = cJSON_GetObjectItemCaseSensitive(root, "responses");
     if (!cJSON_IsArray(responses))
         chat_notify_error(rs->notify, NULL,
                           "ignored a response that is not {\"responses\":[...]}: %.200s",
                           ev->payload);
     else
-        cJSON_ArrayForEach(entry, responses) handle_entry(rs, ev, entry);
+        cJSON_ArrayForEach(entry, responses)
+        {
+            handle_entry(rs, ev, entry, i < n ? &spans[i] : &none);
+            i++;
+        }
     cJSON_Delete(root);
+    free(spans);
 }
 
 void chat_response_expired(const chat_responses *rs, struct chat_request *r)

@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 /* Decodes one UTF-8 sequence at s (n > 0 bytes left). Returns its length, 0
@@ -48,8 +49,19 @@ static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
 bool chat_proto_utf8_valid(const char *s, size_t len)
 {
     const unsigned char *p = (const unsigned char *)s;
+    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
     for (size_t i = 0; i < len;) {
         uint32_t cp = 0;
+        uint64_t w;
+        /* Most text is ASCII: eight bytes at a time while none has its high
+         * bit set and none is NUL. */
+        if (len - i >= 8) {
+            memcpy(&w, p + i, 8);
+            if (!((w | ((w - ones) & ~w)) & highs)) {
+                i += 8;
+                continue;
+            }
+        }
         size_t step = utf8_next(p + i, len - i, &cp);
         if (step == 0 || cp == 0) {
             return false;
@@ -111,6 +123,31 @@ static const unsigned char *json_digits(const unsigned char *p, const unsigned c
     return p > start ? p : NULL;
 }
 
+/* The first byte at or after p (before end) that is not plain string text:
+ * a '"', a '\\' or a control character, or end. Most of a message is
+ * plain text: eight bytes are checked at a time (a byte-wise "has a zero
+ * byte" test on the word, its XOR with '"' and '\\', and "has a byte below
+ * 0x20"). */
+static const unsigned char *plain_run(const unsigned char *p, const unsigned char *end)
+{
+    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+
+    while (end - p >= 8) {
+        uint64_t w, q, b;
+        memcpy(&w, p, 8);
+        q = w ^ (ones * '"');
+        b = w ^ (ones * '\\');
+        if ((((q - ones) & ~q) | ((b - ones) & ~b) | ((w - ones * 0x20) & ~w)) & highs) {
+            break;
+        }
+        p += 8;
+    }
+    while (p < end && *p >= 0x20 && *p != '"' && *p != '\\') {
+        p++;
+    }
+    return p;
+}
+
 /* The byte after the JSON token at p (a string, number or literal), or NULL
  * when none starts there. */
 static const unsigned char *json_scalar(const unsigned char *p, const unsigned char *end)
@@ -118,6 +155,10 @@ static const unsigned char *json_scalar(const unsigned char *p, const unsigned c
     static const char *const words[] = {"true", "false", "null"};
     if (*p == '"') {
         for (p++; p < end && *p != '"'; p++) {
+            p = plain_run(p, end);
+            if (p == end || *p == '"') {
+                break;
+            }
             if (*p < 0x20) {
                 return NULL;
             }

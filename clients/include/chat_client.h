@@ -105,7 +105,9 @@ typedef struct chat_client_message {
     int64_t ts;        /* milliseconds since the epoch, set by the plugin */
     const char *body;  /* the "body" field if it is a string, else NULL */
     const char *cid;   /* the sender's client message id, or NULL */
-    const char *json;  /* the whole envelope as compact JSON, NUL-terminated */
+    const char *json;  /* the whole envelope as compact JSON, NUL-terminated: its
+                          text as the plugin sent it, blanks between tokens left
+                          out (string escapes stay as sent) */
 } chat_client_message;
 
 /* Called exactly once per id of every listened group, in id order per group,

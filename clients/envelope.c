@@ -1,0 +1,500 @@
+/* envelope.c: envelopes and responses read from their bytes (see
+ * envelope.h). Every scanner here runs on text that chat_proto_json_valid
+ * accepted: tokens are well formed and containers closed, so a scan stops
+ * at the end of the value it started on. */
+#include "envelope.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+
+/* ---------------------------------------------------------------------------
+ * Scanning strict JSON
+ * ------------------------------------------------------------------------- */
+
+static const char *skip_ws(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
+        p++;
+    return p;
+}
+
+/* p is at a '"': returns the byte after the closing quote; *escaped is set
+ * when the string holds a backslash. */
+static const char *skip_string(const char *p, const char *end, bool *escaped)
+{
+    for (p++; p < end; p++) {
+        /* Valid JSON closes every string before end: strcspn stops there at
+         * the latest, many bytes to an instruction. */
+        p += strcspn(p, "\"\\");
+        if (p >= end || *p == '"')
+            break;
+        *escaped = true;
+        p++; /* the escaped byte */
+    }
+    return p < end ? p + 1 : end;
+}
+
+/* p starts a value: returns the byte after it. */
+static const char *skip_value(const char *p, const char *end)
+{
+    bool escaped = false;
+
+    if (*p == '"')
+        return skip_string(p, end, &escaped);
+    if (*p == '{' || *p == '[') {
+        size_t depth = 0;
+        do {
+            /* The container closes before end: strcspn stops there. */
+            p += strcspn(p, "\"{}[]");
+            if (p >= end)
+                return end;
+            if (*p == '"') {
+                p = skip_string(p, end, &escaped);
+                continue;
+            }
+            if (*p == '{' || *p == '[')
+                depth++;
+            else
+                depth--;
+            p++;
+        } while (depth > 0 && p < end);
+        return p;
+    }
+    while (p < end && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\t' &&
+           *p != '\r' && *p != '\n')
+        p++;
+    return p;
+}
+
+/* One member of an object: p at its key's '"'. Fills the key (without
+ * quotes) and the value span; returns the byte after the member's ',' or at
+ * the closing '}'. */
+struct member {
+    const char *key, *val;
+    size_t key_len, val_len;
+    bool key_escaped;
+    bool val_escaped; /* a string value holds an escape */
+};
+
+static const char *next_member(const char *p, const char *end, struct member *m)
+{
+    const char *k = p;
+
+    m->key_escaped = false;
+    p = skip_string(p, end, &m->key_escaped);
+    m->key = k + 1;
+    m->key_len = (size_t)(p - k) - 2;
+    p = skip_ws(skip_ws(p, end) + 1, end); /* past ':' */
+    m->val = p;
+    m->val_escaped = false;
+    p = *p == '"' ? skip_string(p, end, &m->val_escaped) : skip_value(p, end);
+    m->val_len = (size_t)(p - m->val);
+    p = skip_ws(p, end);
+    if (p < end && *p == ',')
+        p = skip_ws(p + 1, end);
+    return p;
+}
+
+static bool key_is(const struct member *m, const char *key, size_t len)
+{
+    return m->key_len == len && memcmp(m->key, key, len) == 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * Envelopes
+ * ------------------------------------------------------------------------- */
+
+/* A string field: NULL when absent or not a string. */
+struct field {
+    const char *s;
+    size_t len;
+};
+
+/* What an envelope's fields are, wherever they were read from. */
+struct fields {
+    uint64_t id;
+    int64_t ts;
+    struct field group, from, body, cid;
+};
+
+/* Copies the strict JSON text s[0..len) to out without the blanks between
+ * tokens; returns the bytes written. */
+static size_t compact(char *out, const char *s, size_t len)
+{
+    const char *end = s + len;
+    char *o = out;
+
+    while (s < end) {
+        char c = *s;
+        if (c == '"') {
+            bool escaped = false;
+            const char *e = skip_string(s, end, &escaped);
+            memcpy(o, s, (size_t)(e - s));
+            o += e - s;
+            s = e;
+        } else {
+            if (c != ' ' && c != '\t' && c != '\r' && c != '\n')
+                *o++ = c;
+            s++;
+        }
+    }
+    return (size_t)(o - out);
+}
+
+/* Copies f into *o as a C string (or NULL when absent). */
+static const char *put_field(char **o, const struct field *f)
+{
+    char *s = *o;
+
+    if (f->s == NULL)
+        return NULL;
+    memcpy(s, f->s, f->len);
+    s[f->len] = '\0';
+    *o = s + f->len + 1;
+    return s;
+}
+
+/* The one block of an envelope: json (text, compacted) and the fields. */
+static chat_env_verdict build(const char *text, size_t len, const struct fields *f,
+                              struct chat_env **out)
+{
+    size_t size = sizeof(struct chat_env) + len + 1 + f->group.len + 1 + f->from.len + 1 +
+                  f->body.len + 1 + f->cid.len + 1;
+    struct chat_env *e = malloc(size);
+    char *o;
+
+    if (e == NULL)
+        return CHAT_ENV_NOMEM;
+    o = e->text + compact(e->text, text, len);
+    *o++ = '\0';
+    memset(&e->m, 0, sizeof e->m);
+    e->m.id = f->id;
+    e->m.ts = f->ts;
+    e->m.json = e->text;
+    e->m.group = put_field(&o, &f->group);
+    e->m.from = f->from.s != NULL ? put_field(&o, &f->from) : "";
+    e->m.body = put_field(&o, &f->body);
+    e->m.cid = put_field(&o, &f->cid);
+    *out = e;
+    return CHAT_ENV_OK;
+}
+
+/* A JSON integer of digits only (no sign, fraction or exponent) in
+ * [lo, 2^53-1]; false for any other number. */
+static bool plain_u64(const char *s, size_t len, uint64_t lo, uint64_t *out)
+{
+    uint64_t v = 0;
+
+    if (len == 0 || len > 16)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    if (v < lo || v > ((uint64_t)1 << 53) - 1)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* A string value without escapes: its bytes into *f. False when it holds
+ * an escape (cJSON decodes those). A value that is not a string leaves *f
+ * absent. */
+static bool plain_string(const struct member *m, struct field *f)
+{
+    if (m->val[0] != '"')
+        return true;
+    if (m->val_escaped)
+        return false;
+    f->s = m->val + 1;
+    f->len = m->val_len - 2;
+    return true;
+}
+
+/* The common shape, for the object at s (before end): returns the byte
+ * after it, or NULL when cJSON must read it (an escape in a key or in a
+ * field's string, an id or ts that is not a plain integer). Duplicate keys
+ * count at their first occurrence, as in cJSON. */
+static const char *scan(const char *s, const char *end, struct fields *f, bool *is_env)
+{
+    const char *p = s;
+    bool seen_id = false, seen_ts = false, seen_group = false, seen_from = false, seen_body = false,
+         seen_cid = false;
+    struct member m;
+
+    memset(f, 0, sizeof *f);
+    *is_env = false;
+    p = skip_ws(p + 1, end); /* past '{' */
+    while (p < end && *p == '"') {
+        p = next_member(p, end, &m);
+        if (m.key_escaped)
+            return NULL;
+        if (key_is(&m, "id", 2) && !seen_id) {
+            seen_id = true;
+            if (m.val[0] == '-' || (m.val[0] >= '0' && m.val[0] <= '9')) {
+                if (!plain_u64(m.val, m.val_len, 1, &f->id))
+                    return NULL;
+            }
+        } else if (key_is(&m, "ts", 2) && !seen_ts) {
+            uint64_t ts;
+            seen_ts = true;
+            if (m.val[0] == '-' || (m.val[0] >= '0' && m.val[0] <= '9')) {
+                if (!plain_u64(m.val, m.val_len, 0, &ts))
+                    return NULL;
+                f->ts = (int64_t)ts;
+            }
+        } else if (key_is(&m, "group", 5) && !seen_group) {
+            seen_group = true;
+            if (!plain_string(&m, &f->group))
+                return NULL;
+        } else if (key_is(&m, "from", 4) && !seen_from) {
+            seen_from = true;
+            if (!plain_string(&m, &f->from))
+                return NULL;
+        } else if (key_is(&m, "body", 4) && !seen_body) {
+            seen_body = true;
+            if (!plain_string(&m, &f->body))
+                return NULL;
+        } else if (key_is(&m, "cid", 3) && !seen_cid) {
+            seen_cid = true;
+            if (!plain_string(&m, &f->cid))
+                return NULL;
+        }
+    }
+    *is_env = f->id >= 1 && f->group.s != NULL;
+    return p < end ? p + 1 : end; /* past '}' */
+}
+
+static struct field str_field(const cJSON *obj, const char *key)
+{
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(obj, key);
+    struct field f = {NULL, 0};
+
+    if (cJSON_IsString(s)) {
+        f.s = s->valuestring;
+        f.len = strlen(s->valuestring);
+    }
+    return f;
+}
+
+/* Any other shape: the fields as cJSON reads them (chat_envelope_view). */
+static chat_env_verdict read_tree(const char *s, size_t len, struct chat_env **out)
+{
+    cJSON *env = cJSON_ParseWithLength(s, len);
+    chat_client_message m;
+    struct fields f;
+    chat_env_verdict v = CHAT_ENV_INVALID;
+
+    if (chat_envelope_view(env, "", &m)) {
+        memset(&f, 0, sizeof f);
+        f.id = m.id;
+        f.ts = m.ts;
+        f.group = str_field(env, "group");
+        f.from = str_field(env, "from");
+        f.body = str_field(env, "body");
+        f.cid = str_field(env, "cid");
+        v = build(s, len, &f, out);
+    }
+    cJSON_Delete(env);
+    return v;
+}
+
+/* Reads the value at p (strict JSON, before end) as an envelope; *next is
+ * the byte after the value. */
+static chat_env_verdict read_at(const char *p, const char *end, struct chat_env **out,
+                                const char **next)
+{
+    struct fields f;
+    bool is_env;
+    const char *e;
+
+    *out = NULL;
+    if (*p != '{') {
+        *next = skip_value(p, end);
+        return CHAT_ENV_INVALID;
+    }
+    if ((e = scan(p, end, &f, &is_env)) == NULL) {
+        *next = skip_value(p, end);
+        return read_tree(p, (size_t)(*next - p), out);
+    }
+    *next = e;
+    return is_env ? build(p, (size_t)(e - p), &f, out) : CHAT_ENV_INVALID;
+}
+
+chat_env_verdict chat_env_read(const char *s, size_t len, struct chat_env **out)
+{
+    const char *end = s + len, *p = skip_ws(s, end), *next;
+
+    *out = NULL;
+    if (p == end)
+        return CHAT_ENV_INVALID;
+    return read_at(p, end, out, &next);
+}
+
+chat_env_verdict chat_env_from_item(const cJSON *item, struct chat_env **out)
+{
+    char *text;
+    chat_env_verdict v;
+
+    *out = NULL;
+    if (!cJSON_IsObject(item))
+        return CHAT_ENV_INVALID;
+    if ((text = cJSON_PrintUnformatted(item)) == NULL)
+        return CHAT_ENV_NOMEM;
+    /* cJSON prints what it parsed as strict JSON, but read it as any text. */
+    v = chat_proto_json_valid(text, strlen(text)) ? chat_env_read(text, strlen(text), out)
+                                                  : read_tree(text, strlen(text), out);
+    cJSON_free(text);
+    return v;
+}
+
+/* ---------------------------------------------------------------------------
+ * Responses
+ * ------------------------------------------------------------------------- */
+
+/* The "responses" array's entries: their messages spans, and whether each
+ * may be emptied in the skeleton. */
+struct cut {
+    struct chat_span *spans;
+    bool *blank;
+    size_t n, cap;
+};
+
+static bool cut_add(struct cut *c)
+{
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 4;
+        struct chat_span *spans = realloc(c->spans, cap * sizeof *spans);
+        bool *blank;
+        if (spans == NULL)
+            return false;
+        c->spans = spans;
+        if ((blank = realloc(c->blank, cap * sizeof *blank)) == NULL)
+            return false;
+        c->blank = blank;
+        c->cap = cap;
+    }
+    c->spans[c->n].text = NULL;
+    c->spans[c->n].len = 0;
+    c->blank[c->n] = true;
+    c->n++;
+    return true;
+}
+
+/* One entry (p at its first byte): its messages span. Returns the byte
+ * after the entry, or NULL when a key holds an escape. */
+static const char *cut_entry(const char *p, const char *end, struct cut *c)
+{
+    struct member m;
+    size_t i = c->n - 1;
+
+    if (*p != '{')
+        return skip_value(p, end);
+    p = skip_ws(p + 1, end);
+    while (p < end && *p == '"') {
+        p = next_member(p, end, &m);
+        if (m.key_escaped)
+            return NULL;
+        if (key_is(&m, "messages", 8) && c->spans[i].text == NULL && m.val[0] == '[') {
+            c->spans[i].text = m.val;
+            c->spans[i].len = m.val_len;
+        } else if (key_is(&m, "correlationData", 15)) {
+            c->blank[i] = false;
+        }
+    }
+    return p < end ? p + 1 : end; /* past '}' */
+}
+
+/* The root object: the entries of its first "responses" array. */
+static bool cut_root(const char *s, size_t len, struct cut *c)
+{
+    const char *end = s + len, *p = skip_ws(s, end);
+    struct member m;
+    bool seen = false;
+
+    if (p == end || *p != '{')
+        return false;
+    p = skip_ws(p + 1, end);
+    while (p < end && *p == '"') {
+        p = next_member(p, end, &m);
+        if (m.key_escaped)
+            return false;
+        if (!key_is(&m, "responses", 9) || seen)
+            continue;
+        seen = true;
+        if (m.val[0] != '[')
+            return false;
+        for (const char *q = skip_ws(m.val + 1, end); q < end && *q != ']';) {
+            const char *e;
+            if (!cut_add(c) || (e = cut_entry(q, end, c)) == NULL)
+                return false;
+            q = skip_ws(e, end);
+            if (q < end && *q == ',')
+                q = skip_ws(q + 1, end);
+        }
+    }
+    return seen;
+}
+
+bool chat_response_cut(const char *payload, size_t len, cJSON **root, struct chat_span **spans,
+                       size_t *n)
+{
+    struct cut c = {0};
+    char *skel = NULL, *o;
+    const char *p = payload;
+
+    *root = NULL;
+    *spans = NULL;
+    *n = 0;
+    if (!chat_proto_json_valid(payload, len) || !cut_root(payload, len, &c) ||
+        (skel = malloc(len + 1)) == NULL)
+        goto fail;
+    o = skel;
+    for (size_t i = 0; i < c.n; i++) {
+        if (c.spans[i].text == NULL || !c.blank[i])
+            continue;
+        memcpy(o, p, (size_t)(c.spans[i].text - p));
+        o += c.spans[i].text - p;
+        memcpy(o, "[]", 2);
+        o += 2;
+        p = c.spans[i].text + c.spans[i].len;
+    }
+    memcpy(o, p, (size_t)(payload + len - p));
+    o += payload + len - p;
+    if ((*root = cJSON_ParseWithLength(skel, (size_t)(o - skel))) == NULL)
+        goto fail;
+    free(skel);
+    free(c.blank);
+    *spans = c.spans;
+    *n = c.n;
+    return true;
+
+fail:
+    free(skel);
+    free(c.spans);
+    free(c.blank);
+    return false;
+}
+
+bool chat_span_next(const struct chat_span *span, const char **pos, chat_env_verdict *v,
+                    struct chat_env **env, const char **elem, size_t *elem_len)
+{
+    const char *end = span->text + span->len, *p = *pos;
+
+    if (p == span->text)
+        p = skip_ws(p + 1, end); /* past '[' */
+    if (p >= end || *p == ']')
+        return false;
+    *elem = p;
+    *v = read_at(p, end, env, &p);
+    *elem_len = (size_t)(p - *elem);
+    p = skip_ws(p, end);
+    if (p < end && *p == ',')
+        p = skip_ws(p + 1, end);
+    *pos = p;
+    return true;
+}
