@@ -102,7 +102,8 @@ void chat_presence_subscribed(struct chat_plugin *pl, struct mosquitto *client, 
     *l = (struct pres_link){.g = g, .d = d, .slot = g->nsubs};
     g->subs[g->nsubs++] = l;
     d->links[d->nlinks++] = l;
-    if (m->devices++ == 0 && !m->announced) {
+    if (m->devices++ == 0) {
+        m->toggled = true;
         pres_mark(ps, g, m);
     }
     return;

@@ -28,7 +28,10 @@
  *      is online while devices > 0.
  *   3. A member entry exists while devices > 0 or it is in the group's
  *      changed list (dirty): a state the last push did not say yet
- *      (online != announced) or a read marker that moved (read > 0).
+ *      (online != announced), a state that changed and changed back since
+ *      it (toggled: an answer to `presence` in between may have shown the
+ *      other one, so the push says the state again), or a read marker that
+ *      moved (read > 0).
  *   4. A group exists while it has subscribed devices: when the last one
  *      goes, nobody is left to tell, and the group, its members and any
  *      push under way go with it. So everything here is bounded by the
@@ -76,6 +79,7 @@ struct pres_device {
 struct pres_member {
     unsigned devices; /* its devices linked to the group */
     bool announced;   /* online, as the group's last push said */
+    bool toggled;     /* went online or offline since the last push */
     bool dirty;       /* in the group's changed list */
     uint64_t read;    /* read marker to push; 0: none */
     char name[];

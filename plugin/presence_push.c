@@ -51,11 +51,12 @@ static bool say(struct pres_member *m, sbuf *reads, sbuf *on, sbuf *off)
         sbuf_u64(reads, m->read);
         m->read = 0;
     }
-    if (online != m->announced) {
+    if (online != m->announced || m->toggled) {
         sbuf *list = online ? on : off;
         sbuf_puts(list, list->len ? "," : "");
         sbuf_json_str(list, m->name);
         m->announced = online;
+        m->toggled = false;
     }
     return true;
 }

@@ -200,7 +200,8 @@ void pres_unlink_at(struct chat_presence *ps, struct pres_device *d, size_t j)
         return;
     }
     struct pres_member *m = pres_member_get(g, d->member, false);
-    if (m && m->devices > 0 && --m->devices == 0 && m->announced) {
+    if (m && m->devices > 0 && --m->devices == 0) {
+        m->toggled = true;
         pres_mark(ps, g, m);
     }
 }

@@ -8,6 +8,9 @@
  *              PINGREQ, keep-alive 1 s) goes offline when the broker drops it
  *   restart    after a broker restart everybody is offline until they
  *              subscribe again
+ *   flicker    a member who came and went (or went and came back) between
+ *              two pushes, while another device asked `presence`: the next
+ *              push says where the member stands
  */
 #include "integ_receipts.h"
 
@@ -247,7 +250,54 @@ static void case_restart(void)
     ts_broker_destroy(b);
 }
 
+/* ===========================================================================
+ * flicker
+ * ========================================================================= */
+
+static void case_flicker(void)
+{
+    const char *opts[] = {"receipt_interval 2000", NULL};
+    ts_broker *b = ts_broker_start(opts);
+    harness_client *alice = rcp_connect(b, "a1", "alice", true);
+    harness_client *asker = rcp_connect(b, "a2", "alice", false);
+    struct rcp_seen s = {0};
+
+    /* the first change after a quiet interval goes out at once: the next
+     * ones wait for the interval's end */
+    harness_client_subscribe(alice, "chat/" GROUP, 1);
+    rcp_wait_push(alice, &s, "alice", 1, 0);
+    /* bob comes; asked meanwhile, the broker says he is online; he goes
+     * before the next push */
+    harness_client *bob = rcp_connect(b, "b1", "bob", false);
+    harness_client_subscribe(bob, "chat/" GROUP, 1);
+    rcp_expect_online(asker, "alice bob", 2);
+    harness_client_disconnect(bob);
+    rcp_expect_online(asker, "alice", 2);
+    /* a device that heard "bob online" from that answer must hear that he
+     * went: the push says so */
+    rcp_wait_push(alice, &s, "bob", 0, 0);
+
+    /* and the other way: bob online and pushed, then gone and back within
+     * an interval, the answer in between saying offline */
+    bob = rcp_connect(b, "b1", "bob", false);
+    harness_client_subscribe(bob, "chat/" GROUP, 1);
+    rcp_wait_push(alice, &s, "bob", 1, 0);
+    harness_client_disconnect(bob);
+    rcp_expect_online(asker, "alice", 2);
+    bob = rcp_connect(b, "b1", "bob", false);
+    harness_client_subscribe(bob, "chat/" GROUP, 1);
+    rcp_expect_online(asker, "alice bob", 2);
+    s = (struct rcp_seen){0};
+    rcp_wait_push(alice, &s, "bob", 1, 0);
+
+    harness_client_disconnect(bob);
+    harness_client_disconnect(asker);
+    harness_client_disconnect(alice);
+    ts_broker_destroy(b);
+}
+
 static const ts_case cases[] = {
+    {"flicker", case_flicker},
     {"presence", case_presence},
     {"keepalive", case_keepalive},
     {"restart", case_restart},
