@@ -170,6 +170,9 @@ struct chat_plugin {
     int64_t tick_max_us;            /* ... the longest tick so far (wall, and CPU) ... */
     int64_t tick_cpu_max_us;
     int64_t tick_gap_max_us; /* ... and the longest time from one tick to the next */
+    /* util.c: store error lines of the current second, and those left out */
+    int64_t err_second;
+    unsigned err_lines, err_dropped;
 };
 
 /* What a topic under the prefix names. */

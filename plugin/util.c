@@ -40,15 +40,37 @@ int64_t chat_store_clock(void *ctx)
     return chat_now_ms();
 }
 
+/* Store error lines per second at most: a client publishing as fast as it
+ * can while the disk is full must not fill the broker's log too. */
+#define ERR_LINES_PER_SECOND 10u
+
 void chat_log_store_error(struct chat_plugin *pl, chat_err rc, const char *fmt, ...)
 {
     char what[512];
     va_list ap;
+    int64_t second = chat_now_ms() / 1000;
+    const char *detail = pl->store ? chat_store_last_error(pl->store) : "the store is closed";
+
+    chat_storage_failed(pl, detail);
+    if (second != pl->err_second) {
+        if (pl->err_dropped) {
+            mosquitto_log_printf(MOSQ_LOG_ERR,
+                                 "mosquitto-chat: %u more store errors not logged (at most %u "
+                                 "lines a second)",
+                                 pl->err_dropped, ERR_LINES_PER_SECOND);
+        }
+        pl->err_second = second;
+        pl->err_lines = 0;
+        pl->err_dropped = 0;
+    }
+    if (pl->err_lines >= ERR_LINES_PER_SECOND) {
+        pl->err_dropped++;
+        return;
+    }
+    pl->err_lines++;
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
-    const char *detail = pl->store ? chat_store_last_error(pl->store) : "the store is closed";
-    chat_storage_failed(pl, detail);
     mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: %s: %s%s%s%s", what, chat_strerror(rc),
                          detail[0] ? " (" : "", detail, detail[0] ? ")" : "");
 }
