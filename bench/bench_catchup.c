@@ -224,6 +224,16 @@ struct app {
     atomic_bool bad;
 };
 
+/* Has nothing come for longer than idle_ns? last is stored by the client
+ * library's thread with a clock read taken before the store: it may be a
+ * few ns ahead of a now read here just before it (on a loaded machine, by
+ * a preemption), and now - last would then wrap to a huge idle time and end
+ * a catch-up in full flow as "incomplete". */
+static bool app_idle(uint64_t now, uint64_t last, uint64_t idle_ns)
+{
+    return now > last && now - last > idle_ns;
+}
+
 static bool app_on_message(void *arg, const chat_client_message *m)
 {
     struct app *a = arg;
@@ -250,7 +260,7 @@ static void app_read_lines(int fd, struct app *a, uint64_t deadline, uint64_t id
     int in_id = 0; /* 0: before '#', 1: reading digits, 2: done */
     for (uint64_t pass = 0; pass < 100000000ull; pass++) {
         uint64_t now = bench_now_ns();
-        if (now > deadline || now - atomic_load(&a->last) > idle_ns ||
+        if (now > deadline || app_idle(now, atomic_load(&a->last), idle_ns) ||
             atomic_load(&a->unique) >= a->count) {
             return;
         }
@@ -341,7 +351,7 @@ int cmd_appcatchup(const struct opts *o)
         }
         for (uint64_t i = 0; i < 100000000ull && !atomic_load(&a.t_done); i++) {
             uint64_t now = bench_now_ns();
-            if (now > deadline || now - atomic_load(&a.last) > idle_ns) {
+            if (now > deadline || app_idle(now, atomic_load(&a.last), idle_ns)) {
                 break;
             }
             struct timespec ts = {0, 1000000};
