@@ -94,9 +94,12 @@ bool chat_may_read(struct chat_plugin *pl, struct mosquitto *client, const char 
     return broker_lets_read(pl, client, group, why);
 }
 
-bool chat_may_mark(struct chat_plugin *pl, struct mosquitto *client, const char *group,
-                   const char **why)
+bool chat_admit_marker(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                       bool join, const char **why)
 {
+    if (!chat_admit(pl, client, group, join, why)) {
+        return false;
+    }
     if (pl->cfg.acl_mode == CHAT_ACL_ALLOW || pl->cfg.read_check == CHAT_READ_MEMBERS ||
         !pl->broker_acl_check) {
         return true;

@@ -14,16 +14,9 @@ int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char 
     char buf[CHAT_MEMBER_BUF];
     uint64_t cursor = 0;
 
-    if (!chat_admit(pl, client, group, join, why)) {
-        return MOSQ_ERR_ACL_DENIED;
-    }
-    /* A member the broker would not let read the group (write-only behind
-     * another access checker, or a right revoked) has nothing to ack or
-     * read; and the answer, clamped to the head, would tell it the head.
-     * Its catch-up of the group, if any, ends here too. */
-    if (!chat_may_mark(pl, client, group, why)) {
+    if (!chat_admit_marker(pl, client, group, join, why)) {
         if (device) {
-            chat_replay_stop(pl, device, group);
+            chat_replay_stop(pl, device, group); /* nothing it may read goes on */
         }
         return MOSQ_ERR_ACL_DENIED;
     }

@@ -349,14 +349,15 @@ bool chat_admit(struct chat_plugin *pl, const struct mosquitto *client, const ch
 bool chat_may_read(struct chat_plugin *pl, struct mosquitto *client, const char *group,
                    const char **why);
 
-/* False only when the broker was asked and would not let client read
+/* chat_admit, then whether the member may move its cursor or read marker:
+ * not when the broker was asked and would not let client read
  * <prefix>/<group> live (a write-only member behind acl_file or
- * dynamic-security): such a member has received nothing to ack or mark
- * read. Where the broker cannot be asked, acks and reads are accepted, as
- * they move only the client's own cursor and marker. On refusal *why says
- * why. */
-bool chat_may_mark(struct chat_plugin *pl, struct mosquitto *client, const char *group,
-                   const char **why);
+ * dynamic-security, or a right revoked): it has received nothing to ack or
+ * mark read, and the answer, clamped to the head, would tell it the head.
+ * Where the broker cannot be asked, acks and reads are accepted, as they
+ * move only the client's own cursor and marker. On refusal *why says why. */
+bool chat_admit_marker(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                       bool join, const char **why);
 
 /* peers.c: per client id state between events */
 

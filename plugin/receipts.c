@@ -22,16 +22,9 @@ int chat_read_apply(struct chat_plugin *pl, struct mosquitto *client, const char
         *why = "client has no client id";
         return MOSQ_ERR_ACL_DENIED;
     }
-    if (!chat_admit(pl, client, group, join, why)) {
-        return MOSQ_ERR_ACL_DENIED;
-    }
-    /* A member the broker would not let read the group (write-only behind
-     * another access checker, or a right revoked) has nothing to ack or
-     * read; and the answer, clamped to the head, would tell it the head.
-     * Its catch-up of the group, if any, ends here too. */
-    if (!chat_may_mark(pl, client, group, why)) {
+    if (!chat_admit_marker(pl, client, group, join, why)) {
         if (device) {
-            chat_replay_stop(pl, device, group);
+            chat_replay_stop(pl, device, group); /* nothing it may read goes on */
         }
         return MOSQ_ERR_ACL_DENIED;
     }
