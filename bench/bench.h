@@ -123,6 +123,11 @@ bool machine_busy_us(uint64_t *us);
 /* Our own CPU time (every thread) in microseconds. */
 uint64_t self_cpu_us(void);
 
+/* Prints " other_util=U": the cores the rest of the machine kept busy over
+ * wall_ms, from what the machine (busy_us), the broker (broker_us) and we
+ * (self_us) spent in that time, in microseconds; never below 0. */
+void print_other_util(uint64_t busy_us, uint64_t broker_us, double self_us, double wall_ms);
+
 /* qsort's comparison of two uint64_t. */
 int cmp_u64(const void *a, const void *b);
 

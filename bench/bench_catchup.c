@@ -192,19 +192,13 @@ int cmd_catchup(const struct opts *o)
             printf(" broker_util=%.2f", (double)(cpu1 - cpu0) / 1e3 / ms);
         }
         if (busy_ok && run_ms > 0) {
-            double other =
-                ((double)(busy1 - busy0) - (double)(cpu1 - cpu0) - (double)(self1 - self0)) / 1e3 /
-                run_ms;
-            printf(" other_util=%.2f", other > 0 ? other : 0.0);
+            print_other_util(busy1 - busy0, cpu1 - cpu0, (double)(self1 - self0), run_ms);
         }
     }
     printf("\n");
     rc = 0;
 done:
-    if (s) {
-        bench_set_disconnect_all(s, 2000);
-    }
-    bench_set_destroy(s);
+    bench_set_close(s, 2000);
     return rc;
 }
 
@@ -406,9 +400,7 @@ int cmd_appcatchup(const struct opts *o)
             printf(" broker_util=%.2f", (double)(cpu1 - cpu0) / 1e3 / ms);
         }
         if (busy_ok && run_ms > 0) {
-            double other =
-                ((double)(busy1 - busy0) - (double)(cpu1 - cpu0) - app_us) / 1e3 / run_ms;
-            printf(" other_util=%.2f", other > 0 ? other : 0.0);
+            print_other_util(busy1 - busy0, cpu1 - cpu0, app_us, run_ms);
         }
     }
     printf("\n");

@@ -332,6 +332,19 @@ bool bench_set_wait_subacked(bench_set *s, int timeout_ms)
     return true;
 }
 
+bool bench_set_subscribe_all(bench_set *s, const char *filter, int qos, int timeout_ms)
+{
+    if (s->count == 0) {
+        return true;
+    }
+    for (size_t i = 0; i < s->count; i++) {
+        if (!bench_client_subscribe(s->clients[i], filter, qos)) {
+            return false;
+        }
+    }
+    return bench_set_wait_subacked(s, timeout_ms);
+}
+
 bool bench_client_publish(bench_client *c, const char *topic, const void *payload, size_t len,
                           int qos)
 {
@@ -363,4 +376,12 @@ bool bench_set_disconnect_all(bench_set *s, int timeout_ms)
         }
     }
     return wait_for(s, all_closed, timeout_ms, "disconnects");
+}
+
+void bench_set_close(bench_set *s, int timeout_ms)
+{
+    if (s) {
+        bench_set_disconnect_all(s, timeout_ms);
+    }
+    bench_set_destroy(s);
 }

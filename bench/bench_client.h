@@ -88,8 +88,16 @@ bool bench_set_wait_subacked(bench_set *s, int timeout_ms);
 bool bench_client_publish(bench_client *c, const char *topic, const void *payload, size_t len,
                           int qos);
 
+/* Subscribes every client now in s to filter at qos and waits up to
+ * timeout_ms for their SUBACKs. True at once when s has no client. */
+bool bench_set_subscribe_all(bench_set *s, const char *filter, int qos, int timeout_ms);
+
 /* Sends DISCONNECT on every client and polls until all sockets are closed
  * or timeout_ms passed. Returns true when all closed. */
 bool bench_set_disconnect_all(bench_set *s, int timeout_ms);
+
+/* The end of a measurement: bench_set_disconnect_all, then
+ * bench_set_destroy. Accepts NULL. */
+void bench_set_close(bench_set *s, int timeout_ms);
 
 #endif

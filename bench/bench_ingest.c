@@ -126,12 +126,7 @@ int cmd_ingest(const struct opts *o)
     if (!bench_set_wait_connected(s, 5000)) {
         goto done;
     }
-    for (unsigned i = 0; i < m; i++) {
-        if (!bench_client_subscribe(bench_set_get(s, i), topic, 1)) {
-            goto done;
-        }
-    }
-    if (m && !bench_set_wait_subacked(s, 5000)) {
+    if (!bench_set_subscribe_all(s, topic, 1, 5000)) {
         goto done;
     }
     pub = bench_set_add(s, "pub0", true, o->pub_port ? o->pub_port : o->port, NULL);
@@ -234,10 +229,8 @@ int cmd_ingest(const struct opts *o)
                (double)(cpu1 - cpu0) / 1e6 / dt);
         if (busy_ok) {
             /* What the rest of the machine kept busy meanwhile, in cores. */
-            double other =
-                ((double)(busy1 - busy0) - (double)(cpu1 - cpu0) - (double)(self1 - self0)) / 1e6 /
-                dt;
-            printf(" other_util=%.2f", other > 0 ? other : 0.0);
+            print_other_util(busy1 - busy0, cpu1 - cpu0, (double)(self1 - self0),
+                             (double)o->dur_ms);
         }
     }
     if (o->rate > 0) {
@@ -251,10 +244,7 @@ int cmd_ingest(const struct opts *o)
     rc = 0;
 
 done:
-    if (s) {
-        bench_set_disconnect_all(s, 2000);
-    }
-    bench_set_destroy(s);
+    bench_set_close(s, 2000);
     free(in.subs);
     free(in.lat);
     return rc;
@@ -285,12 +275,7 @@ int cmd_join(const struct opts *o)
     if (!bench_set_wait_connected(s, 10000)) {
         goto done;
     }
-    for (unsigned i = 0; i < o->devices; i++) {
-        if (!bench_client_subscribe(bench_set_get(s, i), topic, 1)) {
-            goto done;
-        }
-    }
-    if (!bench_set_wait_subacked(s, 10000)) {
+    if (!bench_set_subscribe_all(s, topic, 1, 10000)) {
         goto done;
     }
     if (!bench_set_disconnect_all(s, 10000)) {
@@ -349,9 +334,6 @@ int cmd_fill(const struct opts *o)
            (double)published / (ms / 1e3));
     rc = 0;
 done:
-    if (s) {
-        bench_set_disconnect_all(s, 2000);
-    }
-    bench_set_destroy(s);
+    bench_set_close(s, 2000);
     return rc;
 }

@@ -79,3 +79,10 @@ uint64_t quantile(const uint64_t *v, size_t n, double q)
     size_t i = (size_t)(q * (double)(n - 1) + 0.5);
     return v[i < n ? i : n - 1];
 }
+
+void print_other_util(uint64_t busy_us, uint64_t broker_us, double self_us, double wall_ms)
+{
+    double other = ((double)busy_us - (double)broker_us - self_us) / 1e3 / wall_ms;
+
+    printf(" other_util=%.2f", other > 0 ? other : 0.0);
+}

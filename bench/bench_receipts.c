@@ -86,12 +86,7 @@ int cmd_receipts(const struct opts *o)
     if (!bench_set_wait_connected(s, 10000)) {
         goto done;
     }
-    for (unsigned i = 0; i < m; i++) {
-        if (!bench_client_subscribe(bench_set_get(s, i), topic, 1)) {
-            goto done;
-        }
-    }
-    if (!bench_set_wait_subacked(s, 10000)) {
+    if (!bench_set_subscribe_all(s, topic, 1, 10000)) {
         goto done;
     }
     bench_client *pub = bench_set_get(s, 0);
@@ -165,19 +160,14 @@ int cmd_receipts(const struct opts *o)
         printf(" cpu_us_per_read=%.2f broker_util=%.2f", (double)(cpu1 - cpu0) / (double)reads,
                (double)(cpu1 - cpu0) / 1e3 / o->dur_ms);
         if (busy_ok) {
-            double other =
-                ((double)(busy1 - busy0) - (double)(cpu1 - cpu0) - (double)(self1 - self0)) / 1e3 /
-                o->dur_ms;
-            printf(" other_util=%.2f", other > 0 ? other : 0.0);
+            print_other_util(busy1 - busy0, cpu1 - cpu0, (double)(self1 - self0),
+                             (double)o->dur_ms);
         }
     }
     printf("\n");
     rc = 0;
 done:
-    if (s) {
-        bench_set_disconnect_all(s, 2000);
-    }
-    bench_set_destroy(s);
+    bench_set_close(s, 2000);
     free(mb);
     return rc;
 }

@@ -284,6 +284,110 @@ static const char *next_after(const cJSON *entry, const char *last, bool *bad)
     return last;
 }
 
+/* One kind of paged member list: what to ask, where the answer keeps its
+ * names, and how one of them is kept. */
+struct list_kind {
+    const char *command; /* "receipts" or "presence" */
+    const char *key;     /* the answer's member: "reads" or "online" */
+    bool object;         /* key is an object (name: value), else an array */
+    const char *item;    /* what one entry is called in errors */
+    size_t size;         /* bytes of one kept entry */
+    /* Keeps x at slot; false when x is malformed or out of memory. */
+    bool (*keep)(const cJSON *x, void *slot);
+    /* The member name kept at slot. */
+    const char *(*name)(const void *slot);
+};
+
+/* Every page of one list of group: on OK *list (n entries of kind->size
+ * bytes, owned by the caller) and *members (unless NULL); on an error
+ * *list is what was kept so far, for the caller to free. */
+static chat_client_err list_all(chat_client *c, const struct list_kind *kind, const char *group,
+                                void **list, size_t *count, uint64_t *members)
+{
+    chat_client_err err = CHAT_CLIENT_OK;
+    char *l = NULL;
+    size_t n = 0, cap = 0;
+    char *after = NULL;
+
+    for (int page = 0; page < LIST_PAGES_MAX; page++) {
+        cJSON *entry = NULL;
+        const cJSON *items, *x;
+        bool bad = false;
+        if ((err = list_page(c, kind->command, group, after, &entry)) != CHAT_CLIENT_OK)
+            goto out;
+        items = cJSON_GetObjectItemCaseSensitive(entry, kind->key);
+        if (!(kind->object ? cJSON_IsObject(items) : cJSON_IsArray(items)) ||
+            (members != NULL &&
+             !chat_json_u64(cJSON_GetObjectItemCaseSensitive(entry, "members"), 0, members))) {
+            cJSON_Delete(entry);
+            err = chat_api_report(CHAT_CLIENT_ERR_PROTOCOL, "%s answer without %s", kind->command,
+                                  kind->key);
+            goto out;
+        }
+        cJSON_ArrayForEach(x, items)
+        {
+            if (n == cap) {
+                size_t ncap = cap ? cap * 2 : 64;
+                char *nl = realloc(l, ncap * kind->size);
+                if (nl == NULL) {
+                    cJSON_Delete(entry);
+                    err = chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL);
+                    goto out;
+                }
+                l = nl;
+                cap = ncap;
+            }
+            if (!kind->keep(x, l + n * kind->size)) {
+                cJSON_Delete(entry);
+                err = chat_api_report(CHAT_CLIENT_ERR_PROTOCOL, "bad %s in %s", kind->item,
+                                      kind->command);
+                goto out;
+            }
+            n++;
+        }
+        const char *next =
+            next_after(entry, n > 0 ? kind->name(l + (n - 1) * kind->size) : NULL, &bad);
+        free(after);
+        after = next != NULL ? strdup(next) : NULL;
+        cJSON_Delete(entry);
+        if (bad || (next != NULL && after == NULL)) {
+            err = bad ? chat_api_report(CHAT_CLIENT_ERR_PROTOCOL, "%s: more without where to go on",
+                                        kind->command)
+                      : chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL);
+            goto out;
+        }
+        if (after == NULL)
+            break;
+    }
+out:
+    free(after);
+    *list = l;
+    *count = n;
+    return err;
+}
+
+static bool keep_marker(const cJSON *x, void *slot)
+{
+    chat_client_read_marker *m = slot;
+
+    return chat_json_u64(x, 0, &m->id) && (m->member = strdup(x->string)) != NULL;
+}
+
+static const char *marker_name(const void *slot)
+{
+    return ((const chat_client_read_marker *)slot)->member;
+}
+
+static bool keep_name(const cJSON *x, void *slot)
+{
+    return cJSON_IsString(x) && (*(char **)slot = strdup(x->valuestring)) != NULL;
+}
+
+static const char *name_name(const void *slot)
+{
+    return *(char *const *)slot;
+}
+
 void chat_client_receipts_free(chat_client_read_marker *list, size_t count)
 {
     for (size_t i = 0; list != NULL && i < count; i++)
@@ -295,10 +399,11 @@ chat_client_err chat_client_receipts(chat_client *c, const char *group,
                                      chat_client_read_marker **list, size_t *count,
                                      uint64_t *members)
 {
+    static const struct list_kind kind = {"receipts",    "reads",     true,       "read marker",
+                                          sizeof **list, keep_marker, marker_name};
     chat_client_err err = chat_api_check_group(c, group);
-    chat_client_read_marker *l = NULL;
-    size_t n = 0, cap = 0;
-    char *after = NULL;
+    void *l;
+    size_t n;
 
     if (list == NULL || count == NULL)
         return chat_api_report(CHAT_CLIENT_ERR_INVAL, "NULL argument");
@@ -306,61 +411,13 @@ chat_client_err chat_client_receipts(chat_client *c, const char *group,
     *count = 0;
     if (err != CHAT_CLIENT_OK)
         return err;
-    for (int page = 0; page < LIST_PAGES_MAX; page++) {
-        cJSON *entry = NULL;
-        const cJSON *reads, *r;
-        bool bad = false;
-        if ((err = list_page(c, "receipts", group, after, &entry)) != CHAT_CLIENT_OK)
-            goto fail;
-        reads = cJSON_GetObjectItemCaseSensitive(entry, "reads");
-        if (!cJSON_IsObject(reads) ||
-            (members != NULL &&
-             !chat_json_u64(cJSON_GetObjectItemCaseSensitive(entry, "members"), 0, members))) {
-            cJSON_Delete(entry);
-            err = chat_api_report(CHAT_CLIENT_ERR_PROTOCOL, "receipts answer without reads");
-            goto fail;
-        }
-        cJSON_ArrayForEach(r, reads)
-        {
-            if (n == cap) {
-                size_t ncap = cap ? cap * 2 : 64;
-                chat_client_read_marker *nl = realloc(l, ncap * sizeof *nl);
-                if (nl == NULL) {
-                    cJSON_Delete(entry);
-                    err = chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL);
-                    goto fail;
-                }
-                l = nl;
-                cap = ncap;
-            }
-            if (!chat_json_u64(r, 0, &l[n].id) || (l[n].member = strdup(r->string)) == NULL) {
-                cJSON_Delete(entry);
-                err = chat_api_report(CHAT_CLIENT_ERR_PROTOCOL, "bad read marker in receipts");
-                goto fail;
-            }
-            n++;
-        }
-        const char *next = next_after(entry, n > 0 ? l[n - 1].member : NULL, &bad);
-        free(after);
-        after = next != NULL ? strdup(next) : NULL;
-        cJSON_Delete(entry);
-        if (bad || (next != NULL && after == NULL)) {
-            err = chat_api_report(bad ? CHAT_CLIENT_ERR_PROTOCOL : CHAT_CLIENT_ERR_NOMEM,
-                                  bad ? "receipts: more without where to go on" : NULL);
-            goto fail;
-        }
-        if (after == NULL)
-            break;
+    if ((err = list_all(c, &kind, group, &l, &n, members)) != CHAT_CLIENT_OK) {
+        chat_client_receipts_free(l, n);
+        return err;
     }
-    free(after);
     *list = l;
     *count = n;
     return CHAT_CLIENT_OK;
-
-fail:
-    free(after);
-    chat_client_receipts_free(l, n);
-    return err;
 }
 
 void chat_client_presence_free(char **online, size_t count)
@@ -373,10 +430,11 @@ void chat_client_presence_free(char **online, size_t count)
 chat_client_err chat_client_presence(chat_client *c, const char *group, char ***online,
                                      size_t *count, uint64_t *members)
 {
+    static const struct list_kind kind = {"presence",      "online",  false,    "name",
+                                          sizeof **online, keep_name, name_name};
     chat_client_err err = chat_api_check_group(c, group);
-    char **l = NULL;
-    size_t n = 0, cap = 0;
-    char *after = NULL;
+    void *l;
+    size_t n;
 
     if (online == NULL || count == NULL)
         return chat_api_report(CHAT_CLIENT_ERR_INVAL, "NULL argument");
@@ -384,61 +442,13 @@ chat_client_err chat_client_presence(chat_client *c, const char *group, char ***
     *count = 0;
     if (err != CHAT_CLIENT_OK)
         return err;
-    for (int page = 0; page < LIST_PAGES_MAX; page++) {
-        cJSON *entry = NULL;
-        const cJSON *names, *x;
-        bool bad = false;
-        if ((err = list_page(c, "presence", group, after, &entry)) != CHAT_CLIENT_OK)
-            goto fail;
-        names = cJSON_GetObjectItemCaseSensitive(entry, "online");
-        if (!cJSON_IsArray(names) ||
-            (members != NULL &&
-             !chat_json_u64(cJSON_GetObjectItemCaseSensitive(entry, "members"), 0, members))) {
-            cJSON_Delete(entry);
-            err = chat_api_report(CHAT_CLIENT_ERR_PROTOCOL, "presence answer without online");
-            goto fail;
-        }
-        cJSON_ArrayForEach(x, names)
-        {
-            if (n == cap) {
-                size_t ncap = cap ? cap * 2 : 64;
-                char **nl = realloc(l, ncap * sizeof *nl);
-                if (nl == NULL) {
-                    cJSON_Delete(entry);
-                    err = chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL);
-                    goto fail;
-                }
-                l = nl;
-                cap = ncap;
-            }
-            if (!cJSON_IsString(x) || (l[n] = strdup(x->valuestring)) == NULL) {
-                cJSON_Delete(entry);
-                err = chat_api_report(CHAT_CLIENT_ERR_PROTOCOL, "bad name in presence");
-                goto fail;
-            }
-            n++;
-        }
-        const char *next = next_after(entry, n > 0 ? l[n - 1] : NULL, &bad);
-        free(after);
-        after = next != NULL ? strdup(next) : NULL;
-        cJSON_Delete(entry);
-        if (bad || (next != NULL && after == NULL)) {
-            err = chat_api_report(bad ? CHAT_CLIENT_ERR_PROTOCOL : CHAT_CLIENT_ERR_NOMEM,
-                                  bad ? "presence: more without where to go on" : NULL);
-            goto fail;
-        }
-        if (after == NULL)
-            break;
+    if ((err = list_all(c, &kind, group, &l, &n, members)) != CHAT_CLIENT_OK) {
+        chat_client_presence_free(l, n);
+        return err;
     }
-    free(after);
     *online = l;
     *count = n;
     return CHAT_CLIENT_OK;
-
-fail:
-    free(after);
-    chat_client_presence_free(l, n);
-    return err;
 }
 
 chat_client_err chat_client_request(chat_client *c, const char *command_json, char **answer_json)

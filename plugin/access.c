@@ -106,3 +106,19 @@ bool chat_admit_marker(struct chat_plugin *pl, struct mosquitto *client, const c
     }
     return broker_lets_read(pl, client, group, why);
 }
+
+const char *chat_admit_list(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                            uint64_t *members)
+{
+    const char *why = NULL;
+
+    if (!chat_admit(pl, client, group, false, &why) || !chat_may_read(pl, client, group, &why)) {
+        return why;
+    }
+    chat_err rc = chat_store_member_count(pl->store, group, members);
+    if (rc != CHAT_OK) {
+        chat_log_store_error(pl, rc, "member count of %s", group);
+        return "storage error";
+    }
+    return NULL;
+}

@@ -82,18 +82,30 @@ void chat_control_leave(struct chat_control_req *r, const cJSON *c)
     sbuf_add(r->out, "}", 1);
 }
 
+/* ack and read: the command's group and its (required) id; false when
+ * either is missing or bad, after answering the caller. */
+static bool group_and_id(struct chat_control_req *r, const cJSON *c, char group[CHAT_GROUP_MAX + 1],
+                         uint64_t *id)
+{
+    bool present = false;
+
+    if (!chat_control_group_field(r, c, group) ||
+        !chat_control_int_field(r, c, "id", 0, &present, id)) {
+        return false;
+    }
+    if (!present) {
+        chat_control_fail(r, "id is missing");
+        return false;
+    }
+    return true;
+}
+
 void chat_control_ack(struct chat_control_req *r, const cJSON *c)
 {
     char group[CHAT_GROUP_MAX + 1];
     uint64_t id = 0, now = 0;
-    bool present = false;
     const char *why = NULL;
-    if (!chat_control_group_field(r, c, group) ||
-        !chat_control_int_field(r, c, "id", 0, &present, &id)) {
-        return;
-    }
-    if (!present) {
-        chat_control_fail(r, "id is missing");
+    if (!group_and_id(r, c, group, &id)) {
         return;
     }
     if (chat_apply_ack(r->pl, r->client, group, id, false, &now, &why) != MOSQ_ERR_SUCCESS) {
@@ -111,14 +123,8 @@ void chat_control_read(struct chat_control_req *r, const cJSON *c)
 {
     char group[CHAT_GROUP_MAX + 1];
     uint64_t id = 0, read = 0, acked = 0;
-    bool present = false;
     const char *why = NULL;
-    if (!chat_control_group_field(r, c, group) ||
-        !chat_control_int_field(r, c, "id", 0, &present, &id)) {
-        return;
-    }
-    if (!present) {
-        chat_control_fail(r, "id is missing");
+    if (!group_and_id(r, c, group, &id)) {
         return;
     }
     if (chat_read_apply(r->pl, r->client, group, id, false, &read, &acked, &why) !=

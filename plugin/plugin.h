@@ -349,6 +349,14 @@ bool chat_admit(struct chat_plugin *pl, const struct mosquitto *client, const ch
 bool chat_may_read(struct chat_plugin *pl, struct mosquitto *client, const char *group,
                    const char **why);
 
+/* What a list of group's members (receipts, presence) asks first: client
+ * is a member (chat_admit, no join) whom the broker lets read the group
+ * (chat_may_read), for nobody else learns who the members are, nor how
+ * many; then *members receives their count. Returns NULL, or a static
+ * reason to refuse (logging a store error). */
+const char *chat_admit_list(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                            uint64_t *members);
+
 /* chat_admit, then whether the member may move its cursor or read marker:
  * not when the broker was asked and would not let client read
  * <prefix>/<group> live (a write-only member behind acl_file or

@@ -268,13 +268,8 @@ const char *chat_presence_answer(struct chat_plugin *pl, struct mosquitto *clien
     struct pres_group *g = pres_group_find(pl->presence, group);
 
     /* As receipts: nobody else learns who is online, nor the count. */
-    if (!chat_admit(pl, client, group, false, &why) || !chat_may_read(pl, client, group, &why)) {
+    if ((why = chat_admit_list(pl, client, group, &members)) != NULL) {
         return why;
-    }
-    chat_err rc = chat_store_member_count(pl->store, group, &members);
-    if (rc != CHAT_OK) {
-        chat_log_store_error(pl, rc, "member count of %s", group);
-        return "storage error";
     }
     if (g) {
         chat_hmap_foreach(g->members, collect_online, &o);

@@ -118,19 +118,14 @@ const char *chat_receipts_answer(struct chat_plugin *pl, struct mosquitto *clien
 
     /* Members only, and (behind other access checkers) only those the
      * broker lets read the group: nobody else learns even the count. */
-    if (!chat_admit(pl, client, group, false, &why) || !chat_may_read(pl, client, group, &why)) {
+    if ((why = chat_admit_list(pl, client, group, &members)) != NULL) {
         return why;
-    }
-    chat_err rc = chat_store_member_count(pl->store, group, &members);
-    if (rc != CHAT_OK) {
-        chat_log_store_error(pl, rc, "member count of %s", group);
-        return "storage error";
     }
     size_t mark = b->len;
     sbuf_puts(b, ",\"members\":");
     sbuf_u64(b, members);
     sbuf_puts(b, ",\"reads\":{");
-    rc = chat_store_reads(pl->store, group, after, limit, write_read, &w, &more);
+    chat_err rc = chat_store_reads(pl->store, group, after, limit, write_read, &w, &more);
     if (rc != CHAT_OK) {
         b->len = mark;
         chat_log_store_error(pl, rc, "read markers of %s", group);

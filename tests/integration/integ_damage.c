@@ -18,7 +18,7 @@
  *   no_permission    a store directory the broker's user (nobody) may not
  *                    enter; with the right owner again it starts
  */
-#include "harness.h"
+#include "integ_disk.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -67,22 +67,6 @@ static void fill_and_stop(ts_broker *b)
     ts_broker_stop(b);
     ts_broker_restart(b);
     ts_broker_stop(b);
-}
-
-/* The largest table file of the store, in out (fails if there is none). */
-static void largest_table(ts_broker *b, char *out, size_t cap)
-{
-    char cmd[700];
-    FILE *p;
-    snprintf(cmd, sizeof cmd, "ls -S %s/*.ldb 2>/dev/null | head -1", ts_broker_db_path(b));
-    out[0] = '\0';
-    if ((p = popen(cmd, "r")) != NULL) {
-        if (fgets(out, (int)cap, p) == NULL)
-            out[0] = '\0';
-        pclose(p);
-    }
-    out[strcspn(out, "\n")] = '\0';
-    ASSERTF(out[0] != '\0', "no table file in %s", ts_broker_db_path(b));
 }
 
 static bool exists(const char *path)
@@ -201,7 +185,7 @@ static void case_truncated_table(void)
     struct stat sb;
 
     fill_and_stop(b);
-    largest_table(b, table, sizeof table);
+    disk_largest_table(b, table, sizeof table);
     ASSERT(stat(table, &sb) == 0 && sb.st_size > 100000);
     ASSERT(truncate(table, sb.st_size / 2) == 0);
     expect_refusal(b, "is truncated");
@@ -217,20 +201,13 @@ static void case_garbled_table(void)
     ts_broker *b = ts_broker_start(NULL);
     harness_client *c;
     char table[600], req[200];
-    size_t len = 0;
-    char *bytes;
     int64_t after = 0;
     int got = 0;
     bool more = true;
 
     fill_and_stop(b);
-    largest_table(b, table, sizeof table);
-    bytes = ts_read_file(table, &len);
-    ASSERT(len > 100000);
-    for (size_t i = len / 3; i < len / 3 + 64; i++)
-        bytes[i] = (char)~bytes[i];
-    ts_write_file(table, bytes, len);
-    free(bytes);
+    disk_largest_table(b, table, sizeof table);
+    disk_garble(table);
     expect_refusal(b, "checksum mismatch");
     ASSERTF(exists(table), "the damaged table file %s is gone", table);
 
@@ -281,7 +258,7 @@ static void case_missing_current(void)
     char current[600], table[600];
 
     fill_and_stop(b);
-    largest_table(b, table, sizeof table);
+    disk_largest_table(b, table, sizeof table);
     snprintf(current, sizeof current, "%s/CURRENT", ts_broker_db_path(b));
     ASSERT(unlink(current) == 0);
     expect_refusal(b, "CURRENT is missing");

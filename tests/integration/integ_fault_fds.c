@@ -10,7 +10,7 @@
  * lowers another process's limit); elsewhere it says why and passes.
  */
 #define _GNU_SOURCE /* prlimit */
-#include "harness.h"
+#include "integ_disk.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,25 +20,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#define MAX_IDLE 200        /* idle clients at most */
-#define MAX_PUBLISHES 20000 /* 2 KB each: LevelDB switches its 8 MiB memtable several times */
+#define MAX_IDLE 200 /* idle clients at most */
 #define WAIT_MS 5000
-
-static int publish_n(harness_client *c, int n)
-{
-    char msg[2200];
-    int len = snprintf(msg, sizeof msg, "{\"cid\":\"c-%d\",\"body\":\"%0*d\"}", n, 2000, n);
-    return harness_client_publish_bytes(c, "chat/room1", msg, (size_t)len, 1, NULL);
-}
-
-static void expect_storage_error(harness_client *c)
-{
-    cJSON *resp = harness_client_response(c, WAIT_MS);
-    const cJSON *e = harness_response_only(resp);
-    ASSERTF(strcmp(harness_json_str(e, "error"), "storage error") == 0, "error \"%s\"",
-            harness_json_str(e, "error"));
-    cJSON_Delete(resp);
-}
 
 /* Fetches up to limit messages of room1 after id `after` and checks that
  * they are after+1, after+2, ... each with the cid of its message n == id
@@ -100,7 +83,6 @@ int main(void)
     harness_client *alice;
     struct rlimit lim;
     int nidle = 0, stored = 0, n, pid, hi = -2, count = 0;
-    int64_t deadline;
 
     ts_init("integ_fault_fds");
     if (geteuid() != 0) {
@@ -131,16 +113,7 @@ int main(void)
 
     /* Publish until the store needs a descriptor it cannot have: its next
      * write-ahead log, once the memtable is full. */
-    for (n = 1; n <= MAX_PUBLISHES; n++) {
-        int rc = publish_n(alice, n);
-        if (rc == 0x87) {
-            expect_storage_error(alice);
-            break;
-        }
-        ASSERTF(rc == 0 || rc == 0x10, "publish %d: reason 0x%x", n, (unsigned)rc);
-        stored = n;
-    }
-    ASSERTF(n <= MAX_PUBLISHES, "no publish was refused after %d", MAX_PUBLISHES);
+    stored = disk_publish_until_refused(alice, 1, WAIT_MS);
     ts_log("refused after %d messages stored", stored);
     ASSERTF(ts_broker_log_count(b, "ran out of file descriptors") == 1,
             "no log line (once) about the descriptors");
@@ -152,16 +125,7 @@ int main(void)
      * with the next id. */
     for (int i = 0; i < nidle; i++)
         harness_client_disconnect(idle[i]);
-    deadline = ts_now_ms() + 20000;
-    for (n = stored + 1;; n++) {
-        int rc = publish_n(alice, n);
-        if (rc == 0 || rc == 0x10)
-            break;
-        ASSERTF(rc == 0x87, "publish %d: reason 0x%x", n, (unsigned)rc);
-        expect_storage_error(alice);
-        ASSERTF(ts_now_ms() < deadline, "publishing did not resume within 20 s");
-        ts_sleep_ms(250);
-    }
+    n = disk_publish_until_accepted(alice, stored + 1, true, 20000, WAIT_MS);
     ASSERT(ts_broker_log_count(b, "publishing resumes") == 1);
     /* Nothing lost, skipped or reused: the first ids, the ids around the
      * refusal, and the head (the whole store would exceed one client's

@@ -23,7 +23,7 @@
  *                  the compaction's checksum check finds it: the same, and
  *                  the messages outside the damaged block still read
  */
-#include "harness.h"
+#include "integ_disk.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +32,6 @@
 #include <unistd.h>
 
 #define WAIT_MS 5000
-#define MAX_PUBLISHES 20000
 
 static char g_mount[512];
 
@@ -79,55 +78,6 @@ static harness_client *connect5(ts_broker *b, const char *id)
     harness_client *c = harness_client_connect_opts(b, &o);
     harness_client_subscribe(c, HARNESS_RESPONSE_TOPIC, 1);
     return c;
-}
-
-/* Publishes one message of about 2 KB with cid c-<n>; returns the reason
- * code of the broker's PUBACK. */
-static int publish_n(harness_client *c, int n)
-{
-    char msg[2200];
-    int len = snprintf(msg, sizeof msg, "{\"cid\":\"c-%d\",\"body\":\"%0*d\"}", n, 2000, n);
-    return harness_client_publish_bytes(c, "chat/room1", msg, (size_t)len, 1, NULL);
-}
-
-static void expect_storage_error(harness_client *c)
-{
-    cJSON *resp = harness_client_response(c, WAIT_MS);
-    const cJSON *e = harness_response_only(resp);
-    ASSERTF(strcmp(harness_json_str(e, "error"), "storage error") == 0, "error \"%s\"",
-            harness_json_str(e, "error"));
-    cJSON_Delete(resp);
-}
-
-/* Publishes until the broker refuses (at most MAX_PUBLISHES); returns how
- * many it accepted. */
-static int fill(harness_client *c, int from)
-{
-    for (int n = from; n < from + MAX_PUBLISHES; n++) {
-        int rc = publish_n(c, n);
-        if (rc == 0x87) {
-            expect_storage_error(c);
-            return n - from;
-        }
-        ASSERTF(rc == 0 || rc == 0x10, "publish %d: reason 0x%x", n, (unsigned)rc);
-    }
-    FAILF("the disk never filled up after %d publishes", MAX_PUBLISHES);
-}
-
-/* Publishes until the broker accepts again, within timeout_ms; returns the
- * number n of the accepted message. */
-static int publish_until_accepted(harness_client *c, int n, int timeout_ms)
-{
-    int64_t deadline = ts_now_ms() + timeout_ms;
-    while (ts_now_ms() < deadline) {
-        int rc = publish_n(c, n);
-        if (rc == 0 || rc == 0x10)
-            return n;
-        ASSERTF(rc == 0x87, "publish %d: reason 0x%x", n, (unsigned)rc);
-        expect_storage_error(c);
-        ts_sleep_ms(250);
-    }
-    FAILF("publishing did not resume within %d ms", timeout_ms);
 }
 
 /* Every id 1..head is there once, in order, with its own body. */
@@ -197,7 +147,7 @@ static void case_disk_full(void)
     bob = harness_client_connect(b, "bob", NULL);
     harness_client_subscribe(bob, "chat/room1", 1);
     harness_client_disconnect(bob);
-    stored = fill(alice, 1);
+    stored = disk_publish_until_refused(alice, 1, WAIT_MS);
     ts_log("the disk filled up after %d messages", stored);
     ASSERT(stored > 10);
     ASSERT(!harness_client_is_lost(alice));
@@ -207,7 +157,7 @@ static void case_disk_full(void)
     catch_up_while_full(bob, stored);
     /* Room again: publishing resumes by itself, with the next id. */
     remount("size=64m");
-    next = publish_until_accepted(alice, stored + 1, 20000);
+    next = disk_publish_until_accepted(alice, stored + 1, false, 20000, WAIT_MS);
     resp = harness_request(
         alice, "{\"commands\":[{\"command\":\"history\",\"group\":\"room1\",\"limit\":1}]}",
         WAIT_MS);
@@ -255,12 +205,12 @@ static void case_full_start(void)
     ts_broker_launch(b);
     ASSERT(ts_broker_log_count(b, "running without it") == 1);
     alice = connect5(b, "alice");
-    ASSERTF(publish_n(alice, 1) == 0x87, "a publish without a store was accepted");
-    expect_storage_error(alice);
+    ASSERTF(disk_publish_n(alice, 1) == 0x87, "a publish without a store was accepted");
+    disk_expect_storage_error(alice, WAIT_MS);
     snprintf(path, sizeof path, "%s/filler", ts_broker_db_path(b));
     ASSERT(unlink(path) == 0);
     remount("size=64m");
-    publish_until_accepted(alice, 2, 20000);
+    disk_publish_until_accepted(alice, 2, false, 20000, WAIT_MS);
     expect_intact(alice, 1);
     harness_client_disconnect(alice);
     ts_broker_stop(b);
@@ -289,38 +239,13 @@ static harness_client *admin5(ts_broker *b)
 static void fill_tables(ts_broker *b)
 {
     harness_client *alice = admin5(b);
-    harness_ticket t;
-    char msg[2200];
 
-    srand(11);
-    for (int i = 0; i < BIG; i++) {
-        int n = snprintf(msg, sizeof msg, "{\"body\":\"");
-        for (int k = 0; k < 2000; k++)
-            msg[n++] = "abcdefghijklmnopqrstuvwxyz0123456789"[rand() % 36];
-        snprintf(msg + n, sizeof msg - (size_t)n, "\"}");
-        ASSERT(harness_client_publish_async(alice, "chat/bad", msg, 1, &t) == 0);
-    }
-    harness_client_wait_acked(alice, t, WAIT_MS);
+    disk_publish_incompressible(alice, "chat/bad", BIG, 11, WAIT_MS);
     for (int i = 0; i < SMALL; i++)
         harness_client_publish(alice, "chat/good", "{\"body\":\"fine\"}", 1);
     harness_client_disconnect(alice);
     ts_broker_stop(b);
     ts_broker_restart(b);
-}
-
-static void largest_table(const ts_broker *b, char *out, size_t cap)
-{
-    char cmd[600];
-    FILE *p;
-    snprintf(cmd, sizeof cmd, "ls -S %s/*.ldb 2>/dev/null | head -1", ts_broker_db_path(b));
-    out[0] = '\0';
-    if ((p = popen(cmd, "r")) != NULL) {
-        if (fgets(out, (int)cap, p) == NULL)
-            out[0] = '\0';
-        pclose(p);
-    }
-    out[strcspn(out, "\n")] = '\0';
-    ASSERTF(out[0] != '\0', "no table file in %s", ts_broker_db_path(b));
 }
 
 /* Asks for a compaction, waits (at most 10 s) until the job has ended and
@@ -362,7 +287,7 @@ static int publish_until_refused(harness_client *c, const char *group)
     for (int n = 0; n < 50; n++) {
         int rc = harness_client_publish_bytes(c, topic, "{\"body\":\"after\"}", 16, 1, NULL);
         if (rc == 0x87) {
-            expect_storage_error(c);
+            disk_expect_storage_error(c, WAIT_MS);
             return n;
         }
         ASSERTF(rc == 0 || rc == 0x10, "publish: reason 0x%x", (unsigned)rc);
@@ -380,7 +305,7 @@ static void expect_refused_for_good(harness_client *c, const char *group)
     for (int i = 0; i < 3; i++) {
         int rc = harness_client_publish_bytes(c, topic, "{\"body\":\"x\"}", 12, 1, NULL);
         ASSERTF(rc == 0x87, "publish %d after the write error: reason 0x%x", i, (unsigned)rc);
-        expect_storage_error(c);
+        disk_expect_storage_error(c, WAIT_MS);
         ts_sleep_ms(1500);
     }
 }
@@ -439,18 +364,10 @@ static void case_write_corrupt(void)
     int accepted;
 
     fill_tables(b);
-    largest_table(b, table, sizeof table);
-    {
-        /* In place, under the running broker: LevelDB maps its tables, and
-         * has read no block of "bad" since the restart. */
-        size_t len = 0;
-        char *bytes = ts_read_file(table, &len);
-        ASSERT(len > 100000);
-        for (size_t i = len / 3; i < len / 3 + 64; i++)
-            bytes[i] = (char)~bytes[i];
-        ts_write_file(table, bytes, len);
-        free(bytes);
-    }
+    disk_largest_table(b, table, sizeof table);
+    /* In place, under the running broker: LevelDB maps its tables, and
+     * has read no block of "bad" since the restart. */
+    disk_garble(table);
     alice = admin5(b);
     compact(b, alice);
     accepted = publish_until_refused(alice, "good");

@@ -13,6 +13,7 @@
  *   corrupt_log        a damaged write-ahead log stops the store, not the messages
  */
 #include "integ_sec.h"
+#include "integ_disk.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,41 +24,17 @@
  * 7. One bad block fails its reads, not every write
  * ========================================================================= */
 
-/* The largest LevelDB table file of the store, or "" when none. */
-static void largest_table(const ts_broker *b, char *out, size_t cap)
-{
-    char cmd[600];
-    FILE *p;
-    snprintf(cmd, sizeof cmd, "ls -S %s/*.ldb 2>/dev/null | head -1", ts_broker_db_path(b));
-    out[0] = '\0';
-    if ((p = popen(cmd, "r")) != NULL) {
-        if (fgets(out, (int)cap, p) == NULL)
-            out[0] = '\0';
-        pclose(p);
-    }
-    out[strcspn(out, "\n")] = '\0';
-}
-
 static void case_bad_block(void)
 {
     ts_broker *b = ts_broker_start(NULL);
     harness_client *alice = harness_client_connect(b, "alice", NULL);
-    harness_ticket t;
-    char msg[2200], table[512];
+    char table[512];
     int errors = 0, read = 0;
     int64_t after = 0;
     cJSON *resp;
 
     /* Text that does not compress, so the damage lands in message bytes. */
-    srand(7);
-    for (int i = 0; i < 200; i++) {
-        int n = snprintf(msg, sizeof msg, "{\"body\":\"");
-        for (int k = 0; k < 2000; k++)
-            msg[n++] = "abcdefghijklmnopqrstuvwxyz0123456789"[rand() % 36];
-        snprintf(msg + n, sizeof msg - (size_t)n, "\"}");
-        ASSERT(harness_client_publish_async(alice, "chat/bad", msg, 1, &t) == 0);
-    }
-    harness_client_wait_acked(alice, t, WAIT_MS);
+    disk_publish_incompressible(alice, "chat/bad", 200, 7, WAIT_MS);
     for (int i = 0; i < 5; i++)
         harness_client_publish(alice, "chat/good", "fine", 1);
     harness_client_disconnect(alice);
@@ -65,17 +42,8 @@ static void case_bad_block(void)
     ts_broker_stop(b);
     ts_broker_restart(b);
     ts_broker_stop(b);
-    largest_table(b, table, sizeof table);
-    ASSERTF(table[0] != '\0', "no table file in %s", ts_broker_db_path(b));
-    {
-        size_t len = 0;
-        char *bytes = ts_read_file(table, &len);
-        ASSERT(len > 100000);
-        for (size_t i = len / 3; i < len / 3 + 64; i++)
-            bytes[i] = (char)~bytes[i];
-        ts_write_file(table, bytes, len);
-        free(bytes);
-    }
+    disk_largest_table(b, table, sizeof table);
+    disk_garble(table);
     /* The check at start would refuse the store (integ_damage): this is
      * the operator who turned it off, or damage that came while running. */
     ts_broker_set_opts(b, (const char *const[]){"verify_store false", NULL});

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The on-disk layout is part of the contract that every key can be deleted
@@ -382,4 +383,50 @@ const char *too_long_name(void)
     memset(name, 'x', sizeof(name) - 1);
     name[sizeof(name) - 1] = '\0';
     return name;
+}
+
+int collect_member(void *ctx, const char *member, uint64_t joined)
+{
+    struct names *w = ctx;
+    assert_true(w->n < 8);
+    snprintf(w->name[w->n], sizeof(w->name[0]), "%s", member);
+    w->num[w->n++] = joined;
+    return 0;
+}
+
+int collect_device(void *ctx, const char *device, uint64_t acked, int64_t used)
+{
+    struct names *w = ctx;
+    assert_true(w->n < 8);
+    w->used[w->n] = used;
+    return collect_member(ctx, device, acked);
+}
+
+int collect_name(void *ctx, const char *group, uint64_t head)
+{
+    return collect_member(ctx, group, head);
+}
+
+void collect_problem(void *ctx, const char *group, const char *problem)
+{
+    struct problems *p = ctx;
+    size_t len = strlen(p->all);
+    p->n++;
+    snprintf(p->last, sizeof(p->last), "%s: %s", group, problem);
+    snprintf(p->all + len, sizeof(p->all) - len, "%s: %s\n", group, problem);
+}
+
+chat_job_state wait_job(chat_store *st, int seconds)
+{
+    chat_job_state js;
+    for (int i = 0; i < seconds * 100; i++) {
+        ASSERT_OK(chat_store_job_state(st, &js));
+        if (js.status != CHAT_JOB_RUNNING) {
+            return js;
+        }
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    fail_msg("the job did not end in %d s", seconds);
+    return js;
 }

@@ -139,4 +139,31 @@ void raw_write(struct fixture *fx, const char *k, size_t klen, const void *v, si
 
 #define CASE(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
+/* What the operations' walks report (members, devices, groups): up to 8
+ * names (each fails the case beyond), with the number each came with
+ * (joined, acked, head) and a device's last use. */
+struct names {
+    char name[8][32];
+    uint64_t num[8];
+    int64_t used[8];
+    int n;
+};
+
+int collect_member(void *ctx, const char *member, uint64_t joined);
+int collect_device(void *ctx, const char *device, uint64_t acked, int64_t used);
+int collect_name(void *ctx, const char *group, uint64_t head);
+
+/* What chat_store_check reports: how many problems, the last one, and all
+ * of them ("group: problem" lines, as many as fit). */
+struct problems {
+    int n;
+    char last[512];
+    char all[2048];
+};
+
+void collect_problem(void *ctx, const char *group, const char *problem);
+
+/* Waits (at most seconds) for the store's job to end; returns its state. */
+chat_job_state wait_job(chat_store *st, int seconds);
+
 #endif

@@ -14,32 +14,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-struct names {
-    char name[8][32];
-    uint64_t num[8];
-    int64_t used[8];
-    int n;
-};
-
-static int collect_member(void *ctx, const char *member, uint64_t joined)
-{
-    struct names *w = ctx;
-    assert_true(w->n < 8);
-    snprintf(w->name[w->n], sizeof(w->name[0]), "%s", member);
-    w->num[w->n++] = joined;
-    return 0;
-}
-
-static int collect_device(void *ctx, const char *device, uint64_t acked, int64_t used)
-{
-    struct names *w = ctx;
-    assert_true(w->n < 8);
-    snprintf(w->name[w->n], sizeof(w->name[0]), "%s", device);
-    w->used[w->n] = used;
-    w->num[w->n++] = acked;
-    return 0;
-}
-
 static void test_group_members_in_runs(void **state)
 {
     struct fixture *fx = *state;
@@ -104,14 +78,6 @@ static void test_member_devices(void **state)
     assert_int_equal(w.n, 1);
 }
 
-static int collect_name(void *ctx, const char *group, uint64_t head)
-{
-    struct names *w = ctx;
-    (void)head;
-    snprintf(w->name[w->n++], sizeof(w->name[0]), "%s", group);
-    return 0;
-}
-
 static void test_deletions_listed_until_done(void **state)
 {
     struct fixture *fx = *state;
@@ -152,18 +118,6 @@ static void test_group_init(void **state)
     assert_int_equal(chat_store_group_init(fx->st, "g", 5), CHAT_ECONFLICT);
     ASSERT_OK(chat_store_group_init(fx->st, "h", 0));
     assert_head(fx->st, "h", 0);
-}
-
-struct problems {
-    int n;
-    char last[512];
-};
-
-static void collect_problem(void *ctx, const char *group, const char *problem)
-{
-    struct problems *p = ctx;
-    p->n++;
-    snprintf(p->last, sizeof(p->last), "%s: %s", group, problem);
 }
 
 static void test_check_good_store(void **state)
@@ -217,22 +171,6 @@ static void test_check_finds_damage(void **state)
     assert_non_null(strstr(p.last, "b: the cursor of bob/d is 99, above head 10"));
 }
 
-/* Waits (at most 10 s) for the job to end; returns its state. */
-static chat_job_state wait_job(chat_store *st)
-{
-    chat_job_state js;
-    for (int i = 0; i < 1000; i++) {
-        ASSERT_OK(chat_store_job_state(st, &js));
-        if (js.status != CHAT_JOB_RUNNING) {
-            return js;
-        }
-        struct timespec ts = {0, 10000000};
-        nanosleep(&ts, NULL);
-    }
-    fail_msg("the job did not end in 10 s");
-    return js;
-}
-
 static void test_backup_is_a_snapshot(void **state)
 {
     struct fixture *fx = *state;
@@ -251,7 +189,7 @@ static void test_backup_is_a_snapshot(void **state)
     ASSERT_OK(chat_store_job_start(fx->st, CHAT_JOB_BACKUP, dest));
     /* Written after the snapshot: not in the copy. */
     fill(fx->st, "g", 5);
-    chat_job_state js = wait_job(fx->st);
+    chat_job_state js = wait_job(fx->st, 10);
     assert_int_equal(js.kind, CHAT_JOB_BACKUP);
     if (js.status != CHAT_JOB_DONE) {
         fail_msg("backup failed: %s", js.error);
@@ -284,7 +222,7 @@ static void test_compact_job(void **state)
     struct fixture *fx = *state;
     fill(fx->st, "g", 100);
     ASSERT_OK(chat_store_job_start(fx->st, CHAT_JOB_COMPACT, NULL));
-    chat_job_state js = wait_job(fx->st);
+    chat_job_state js = wait_job(fx->st, 10);
     assert_int_equal(js.kind, CHAT_JOB_COMPACT);
     assert_int_equal(js.status, CHAT_JOB_DONE);
     assert_true(js.finished_ms >= js.started_ms);

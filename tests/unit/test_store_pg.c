@@ -104,45 +104,6 @@ static uint64_t publish(chat_store *st, const char *group, unsigned n, bool cids
     return id;
 }
 
-struct names {
-    char name[8][32];
-    uint64_t num[8];
-    int n;
-};
-
-static int collect_member(void *ctx, const char *member, uint64_t joined)
-{
-    struct names *w = ctx;
-    assert_true(w->n < 8);
-    snprintf(w->name[w->n], sizeof(w->name[0]), "%s", member);
-    w->num[w->n++] = joined;
-    return 0;
-}
-
-static int collect_device(void *ctx, const char *device, uint64_t acked, int64_t used)
-{
-    (void)used;
-    return collect_member(ctx, device, acked);
-}
-
-static int collect_name(void *ctx, const char *group, uint64_t head)
-{
-    return collect_member(ctx, group, head);
-}
-
-struct problems {
-    int n;
-    char all[2048];
-};
-
-static void collect_problem(void *ctx, const char *group, const char *problem)
-{
-    struct problems *p = ctx;
-    p->n++;
-    size_t len = strlen(p->all);
-    snprintf(p->all + len, sizeof(p->all) - len, "%s: %s\n", group, problem);
-}
-
 /* ------------------------------------------------------------------------
  * Cases
  * --------------------------------------------------------------------- */
@@ -292,22 +253,6 @@ static void test_check(void **state)
     assert_int_equal(groups, 3);
 }
 
-/* Waits (at most 30 s) for the job to end; returns its state. */
-static chat_job_state wait_job(chat_store *st)
-{
-    chat_job_state js;
-    for (int i = 0; i < 3000; i++) {
-        ASSERT_OK(chat_store_job_state(st, &js));
-        if (js.status != CHAT_JOB_RUNNING) {
-            return js;
-        }
-        struct timespec ts = {0, 10000000};
-        nanosleep(&ts, NULL);
-    }
-    fail_msg("the job did not end in 30 s");
-    return js;
-}
-
 static void test_backup_and_compact(void **state)
 {
     struct pgfx *fx = *state;
@@ -340,7 +285,7 @@ static void test_backup_and_compact(void **state)
 
     ASSERT_OK(chat_store_job_start(fx->st, CHAT_JOB_BACKUP, dest));
     assert_int_equal(chat_store_job_start(fx->st, CHAT_JOB_COMPACT, NULL), CHAT_EINVAL);
-    js = wait_job(fx->st);
+    js = wait_job(fx->st, 30);
     assert_int_equal(js.kind, CHAT_JOB_BACKUP);
     if (js.status != CHAT_JOB_DONE) {
         fail_msg("backup failed: %s", js.error);
@@ -391,7 +336,7 @@ static void test_backup_and_compact(void **state)
     chat_store_close(copy);
 
     ASSERT_OK(chat_store_job_start(fx->st, CHAT_JOB_COMPACT, NULL));
-    js = wait_job(fx->st);
+    js = wait_job(fx->st, 30);
     assert_int_equal(js.kind, CHAT_JOB_COMPACT);
     if (js.status != CHAT_JOB_DONE) {
         fail_msg("compaction failed: %s", js.error);
