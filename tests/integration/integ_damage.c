@@ -121,6 +121,14 @@ static void expect_refusal(ts_broker *b, const char *cause)
     char *text;
 
     snprintf(out, sizeof out, "%s/broker.out", ts_broker_dir(b));
+    /* Mosquitto 2.0.11 returns from main when a plugin refuses to start
+     * (src/mosquitto.c, after mosquitto_security_module_init) without
+     * freeing its configuration: not ours, suppressed by the broker's
+     * allocators' names in the sanitizer run (the plugin allocates with
+     * malloc, so its own leaks stay reported). */
+    ts_broker_suppress_leaks(b, (const char *const[]){"mosquitto__malloc", "mosquitto__calloc",
+                                                      "mosquitto__realloc", "mosquitto__strdup",
+                                                      NULL});
     status = ts_broker_try_restart(b);
     ASSERTF(status != 0, "the broker started on the store (%s)", cause);
     ASSERTF(status < 128, "the broker died of signal %d (a crash)", status - 128);
