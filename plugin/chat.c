@@ -61,7 +61,10 @@ static void remember(struct chat_plugin *pl, const char *group, uint64_t id, cha
     pl->last_env = env;
     pl->last_len = len;
     pl->last_id = id;
-    snprintf(pl->last_group, sizeof(pl->last_group), "%s", group);
+    /* group is a checked name of at most CHAT_GROUP_MAX bytes. */
+    size_t glen = strnlen(group, sizeof(pl->last_group) - 1);
+    memcpy(pl->last_group, group, glen);
+    pl->last_group[glen] = '\0';
 }
 
 /* A publish to <prefix>/<group>: store one copy, then let the broker deliver

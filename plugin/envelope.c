@@ -149,105 +149,216 @@ static void put_str(struct out *o, const char *s)
     o->p += chat_proto_json_string(o->p, s, strlen(s));
 }
 
-static const char *skip_ws(const char *p)
+/* Writes v in decimal; returns the bytes written (at most 20). */
+static size_t put_u64(char *buf, uint64_t v)
 {
-    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') {
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++) {
+        buf[i] = tmp[n - 1 - i];
+    }
+    return n;
+}
+
+static bool is_ws(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+static const char *skip_ws(const char *p, const char *end)
+{
+    while (p < end && is_ws(*p)) {
         p++;
     }
     return p;
 }
 
-/* p is at a '"' of valid JSON: returns the byte after the closing quote. */
-static const char *skip_string(const char *p, bool *escaped)
+/* What cJSON reads of strict JSON differently from its text, or not at
+ * all, sends the splice's checks to the tree: nesting deeper than this
+ * (cJSON stops at 1000 levels) and numbers longer than this (cJSON reads
+ * 63 bytes of one and fails on more). */
+#define SCAN_DEPTH_MAX 64
+#define SCAN_NUMBER_MAX 32
+
+/* p is at a '"' of valid JSON before end: returns the byte after the
+ * closing quote, and sets *escaped when the string holds a backslash. */
+static const char *skip_string(const char *p, const char *end, bool *escaped)
 {
-    for (p++; *p != '"'; p++) {
-        if (*p == '\\') {
-            *escaped = true;
-            p++;
+    for (p++; p < end;) {
+        const char *q = memchr(p, '"', (size_t)(end - p));
+        if (!q) {
+            return end;
         }
+        const char *b = memchr(p, '\\', (size_t)(q - p));
+        if (!b) {
+            return q + 1;
+        }
+        *escaped = true;
+        p = b + 2; /* past the escaped character, which may be a '"' */
     }
-    return p + 1;
+    return end;
 }
 
-/* p starts a value of valid JSON: returns the byte after it. */
-static const char *skip_value(const char *p)
+/* p starts a value of valid JSON before end: returns the byte after it,
+ * or NULL (with check) when it is nested or has a number beyond the
+ * bounds above. */
+static const char *skip_value(const char *p, const char *end, bool check)
 {
     bool escaped = false;
-    if (*p == '"') {
-        return skip_string(p, &escaped);
+    int depth = 0;
+    if (p >= end) {
+        return NULL;
     }
-    if (*p == '{' || *p == '[') {
-        int depth = 0;
-        do {
-            if (*p == '"') {
-                p = skip_string(p, &escaped);
-                continue;
+    do {
+        const char *start = p;
+        if (*p == '"') {
+            p = skip_string(p, end, &escaped);
+            continue;
+        }
+        if (*p == '{' || *p == '[') {
+            if (++depth > SCAN_DEPTH_MAX && check) {
+                return NULL;
             }
-            depth += (*p == '{' || *p == '[') - (*p == '}' || *p == ']');
-            p++;
-        } while (depth > 0);
-        return p;
-    }
-    while (*p && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\t' && *p != '\r' &&
-           *p != '\n') {
+        } else if (*p == '}' || *p == ']') {
+            depth--;
+        } else if (*p == '-' || (*p >= '0' && *p <= '9') || *p == 't' || *p == 'f' || *p == 'n') {
+            while (p < end && *p != ',' && *p != '}' && *p != ']' && !is_ws(*p)) {
+                p++;
+            }
+            if (check && p - start > SCAN_NUMBER_MAX) {
+                return NULL;
+            }
+            continue;
+        }
         p++;
-    }
+    } while (depth > 0 && p < end);
     return p;
 }
 
-/* The envelope of the JSON object text (valid, validated by cJSON first):
- * the plugin's fields, then the object's members as they were, less the
- * reserved ones. NULL when a key holds an escape (it might spell a reserved
- * name) or out of memory: the caller then goes through the tree. */
-static char *splice(const char *text, size_t len, uint64_t id, const char *group, const char *from,
-                    int64_t ts_ms)
+/* Whether the strict JSON text[0..len) holds a \u escape. Its backslashes
+ * all start escapes of two bytes or six: one that is not followed by a u is
+ * skipped with the byte it escapes (an escaped backslash before a u is no
+ * \u escape). */
+static bool has_u_escape(const char *text, size_t len)
 {
+    const char *end = text + len;
+    for (const char *p = memchr(text, '\\', len); p && p + 1 < end;
+         p = memchr(p + 2, '\\', (size_t)(end - p - 2))) {
+        if (p[1] == 'u') {
+            return true;
+        }
+        if (p + 2 >= end) {
+            break;
+        }
+    }
+    return false;
+}
+
+/* The reserved key (0..4: id group from ts cid) that key[0..len) is, or -1. */
+static int reserved_index(const char *key, size_t len)
+{
+    static const char *const keys[] = {"id", "group", "from", "ts", "cid"};
+    static const unsigned char lens[] = {2, 5, 4, 2, 3};
+    for (int k = 0; k < 5; k++) {
+        if (len == lens[k] && !memcmp(key, keys[k], len)) {
+            return k;
+        }
+    }
+    return -1;
+}
+
+enum splice_result { SPLICED, SPLICE_DECLINED, SPLICE_NOMEM };
+
+/* The envelope of the JSON object text[0..len) (strict JSON, validated by
+ * the caller): the plugin's fields, then the object's members as they were,
+ * less the reserved ones, in *env (malloc'd). Declines a key that holds an
+ * escape (it might spell a reserved name). With check, the caller has not
+ * parsed the text with cJSON and the splice does what the tree's checks
+ * would: *cid (malloc'd) is the cid's text; it declines whatever the tree
+ * might read or judge otherwise (a reserved key twice, a cid that is not a
+ * plain string of 1 to 64 bytes, nesting or numbers beyond the bounds
+ * above), so that every refusal comes from one place, the tree's way. */
+static enum splice_result splice(const char *text, size_t len, bool check, uint64_t id,
+                                 const char *group, const char *from, int64_t ts_ms, char **env,
+                                 char **cid)
+{
+    const char *end = text + len;
+    const char *cid_at = NULL;
+    size_t cid_len = 0;
+    unsigned seen[5] = {0};
     size_t cap = 96 + 6 * (strlen(group) + strlen(from)) + len;
     char *buf = malloc(cap);
     if (!buf) {
-        return NULL;
+        return SPLICE_NOMEM;
     }
     struct out o = {buf};
-    char num[32];
-    int n = snprintf(num, sizeof(num), "%llu", (unsigned long long)id);
     put(&o, "{\"id\":", 6);
-    put(&o, num, (size_t)n);
+    o.p += put_u64(o.p, id);
     put(&o, ",\"group\":", 9);
     put_str(&o, group);
     put(&o, ",\"from\":", 8);
     put_str(&o, from);
     put(&o, ",\"ts\":", 6);
-    n = snprintf(num, sizeof(num), "%lld", (long long)ts_ms);
-    put(&o, num, (size_t)n);
-    const char *p = skip_ws(skip_ws(text) + 1); /* past '{' */
-    while (*p == '"') {
+    if (ts_ms < 0) {
+        *o.p++ = '-';
+    }
+    o.p += put_u64(o.p, ts_ms < 0 ? 0 - (uint64_t)ts_ms : (uint64_t)ts_ms);
+    const char *p = skip_ws(skip_ws(text, end) + 1, end); /* past '{' */
+    while (p < end && *p == '"') {
         bool escaped = false;
         const char *member = p;
-        const char *key_end = skip_string(p, &escaped);
+        const char *key_end = skip_string(p, end, &escaped);
         if (escaped) {
-            free(buf);
-            return NULL;
+            goto declined;
         }
-        size_t key_len = (size_t)(key_end - member) - 2;
-        p = skip_value(skip_ws(skip_ws(key_end) + 1)); /* past ':' */
-        char key[8];
-        bool drop = false;
-        if (key_len < sizeof(key)) {
-            memcpy(key, member + 1, key_len);
-            key[key_len] = '\0';
-            drop = reserved(key);
+        const char *value = skip_ws(skip_ws(key_end, end) + 1, end); /* past ':' */
+        p = skip_value(value, end, check);
+        if (!p) {
+            goto declined;
         }
-        if (!drop) {
+        int k = reserved_index(member + 1, (size_t)(key_end - member) - 2);
+        if (k < 0) {
             *o.p++ = ',';
             put(&o, member, (size_t)(p - member));
+        } else if (check && seen[k]++) {
+            goto declined;
+        } else if (k == 4) {
+            /* The cid stays in the envelope, as the client wrote it. */
+            *o.p++ = ',';
+            put(&o, member, (size_t)(p - member));
+            cid_at = value;
+            cid_len = (size_t)(p - value);
         }
-        p = skip_ws(p);
-        if (*p == ',') {
-            p = skip_ws(p + 1);
+        p = skip_ws(p, end);
+        if (p < end && *p == ',') {
+            p = skip_ws(p + 1, end);
         }
     }
     put(&o, "}", 2); /* with the NUL */
-    return buf;
+    if (check && cid_at) {
+        bool escaped = false;
+        if (*cid_at != '"' || skip_string(cid_at, end, &escaped) != cid_at + cid_len || escaped ||
+            cid_len < 3 || cid_len - 2 > CHAT_CID_MAX) {
+            goto declined;
+        }
+        *cid = malloc(cid_len - 1);
+        if (!*cid) {
+            free(buf);
+            return SPLICE_NOMEM;
+        }
+        memcpy(*cid, cid_at + 1, cid_len - 2);
+        (*cid)[cid_len - 2] = '\0';
+    }
+    *env = buf;
+    return SPLICED;
+
+declined:
+    free(buf);
+    return SPLICE_DECLINED;
 }
 
 /* Whether text holds U+FDD0 as a JSON escape, whose hex digits JSON lets
@@ -275,6 +386,31 @@ void chat_envelope_build_way(enum chat_envelope_way way, const void *payload, si
     if (len > 0 && !chat_proto_utf8_valid(payload, len)) {
         *why = "payload is neither a JSON object nor UTF-8 text";
         return;
+    }
+    /* The common case, a JSON object of plain members, is spliced without
+     * cJSON's tree: its allocations and parse were most of the plugin's
+     * cost per publish. The splice passes bytes on unparsed, so only strict
+     * JSON may take it: cJSON also reads a byte order mark, control
+     * characters as blanks or raw in strings, and numbers such as 01 or
+     * -.5, which the splice would drop members over or hand on to readers
+     * that refuse them (a web page's JSON.parse). The tree prints them as
+     * JSON. A \u escape goes the tree's way too (\u0000, U+FDD0 and lone
+     * surrogates need it), as does any refusal. */
+    bool strict = false;
+    if (way != CHAT_ENVELOPE_TREE) {
+        const char *s = skip_ws(payload, (const char *)payload + len);
+        strict =
+            s < (const char *)payload + len && *s == '{' && chat_proto_json_valid(payload, len);
+        if (strict && !has_u_escape(payload, len)) {
+            enum splice_result r = splice(payload, len, true, id, group, from, ts_ms, env, cid);
+            if (r != SPLICE_DECLINED) {
+                *why = r == SPLICE_NOMEM ? "out of memory" : NULL;
+                return;
+            }
+        }
+        if (way == CHAT_ENVELOPE_SPLICE) {
+            return;
+        }
     }
     text = malloc(len + 1);
     if (!text) {
@@ -328,18 +464,13 @@ void chat_envelope_build_way(enum chat_envelope_way way, const void *payload, si
                 goto done;
             }
         }
-        /* The common case: copy the payload's members byte for byte after
-         * the plugin's fields, which is a third of the cost of printing the
-         * tree again. */
-        /* The splice passes bytes on unparsed, so only strict JSON may take
-         * it: cJSON also reads a byte order mark, control characters as
-         * blanks or raw in strings, and numbers such as 01 or -.5, which
-         * the splice would drop members over or hand on to readers that
-         * refuse them (a web page's JSON.parse). The tree prints them as
-         * JSON. */
-        if (way != CHAT_ENVELOPE_TREE && chat_proto_json_valid(text, len)) {
-            *env = splice(text, len, id, group, from, ts_ms);
-            if (*env || way == CHAT_ENVELOPE_SPLICE) {
+        /* Members the fast way could not check: their bytes still go as
+         * they are where they are strict JSON and no key is escaped. */
+        if (strict) {
+            char *unused = NULL;
+            enum splice_result r = splice(text, len, false, id, group, from, ts_ms, env, &unused);
+            if (r != SPLICE_DECLINED) {
+                *why = r == SPLICE_NOMEM ? "out of memory" : NULL;
                 goto done;
             }
         }

@@ -66,7 +66,11 @@ void chat_cache_destroy(chat_cache *c)
     if (!c) {
         return;
     }
-    clear(c);
+    /* Not clear(): zeroing 12 MiB of slots about to be freed cost as much
+     * as a second of publishes at every broker shutdown. */
+    for (size_t i = 0; i < c->cap; i++) {
+        free(c->slots[i].key);
+    }
     free(c->slots);
     free(c);
 }

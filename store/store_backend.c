@@ -44,12 +44,32 @@ char *store_dup_bytes(const char *p, size_t len)
     return out;
 }
 
+/* Writes v in decimal into buf (20 bytes at least); returns the bytes
+ * written. */
+static size_t decimal(char *buf, uint64_t v)
+{
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++) {
+        buf[i] = tmp[n - 1 - i];
+    }
+    return n;
+}
+
 chat_err store_envelope_fill(const chat_envelope *env, uint64_t id, int64_t ts, chat_appended *out)
 {
     char nid[24], nts[24];
-    int lid = snprintf(nid, sizeof(nid), "%" PRIu64, id);
-    int lts = snprintf(nts, sizeof(nts), "%" PRId64, ts);
-    size_t len = env->head_len + (size_t)lid + env->mid_len + (size_t)lts + env->tail_len;
+    /* Not snprintf: once per stored message, it cost more than the copy. */
+    size_t lid = decimal(nid, id);
+    size_t lts = ts < 0 ? 1 + decimal(nts + 1, 0 - (uint64_t)ts) : decimal(nts, (uint64_t)ts);
+    if (ts < 0) {
+        nts[0] = '-';
+    }
+    size_t len = env->head_len + lid + env->mid_len + lts + env->tail_len;
     char *p = malloc(len + 1);
     if (!p) {
         return CHAT_ENOMEM;
@@ -60,13 +80,13 @@ chat_err store_envelope_fill(const chat_envelope *env, uint64_t id, int64_t ts, 
         memcpy(o, env->head, env->head_len);
         o += env->head_len;
     }
-    memcpy(o, nid, (size_t)lid);
+    memcpy(o, nid, lid);
     o += lid;
     if (env->mid_len) {
         memcpy(o, env->mid, env->mid_len);
         o += env->mid_len;
     }
-    memcpy(o, nts, (size_t)lts);
+    memcpy(o, nts, lts);
     o += lts;
     if (env->tail_len) {
         memcpy(o, env->tail, env->tail_len);

@@ -52,6 +52,7 @@ typedef struct ldb {
     leveldb_writeoptions_t *wopt_lazy; /* cursors and membership: never synced */
     leveldb_writeoptions_t *wopt_sync; /* chat_store_sync */
     chat_cache *cache;                 /* heads, cursors, memberships: read on every publish */
+    leveldb_writebatch_t *append_wb;   /* ldb_append's, cleared and reused (one writer) */
     chat_sync sync;
     bool dirty;                /* written since the last chat_store_sync */
     atomic_bool failed;        /* invariant 5: the first write error makes the store read-only */

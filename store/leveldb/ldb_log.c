@@ -82,7 +82,10 @@ chat_err ldb_append(chat_store *cs, const char *group, const char *from, const c
         return rc;
     }
     out->ts = ts;
-    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    /* One batch for every append: a new one was an allocation (and its
+     * buffer another) per message. */
+    leveldb_writebatch_t *wb = st->append_wb;
+    leveldb_writebatch_clear(wb);
     leveldb_writebatch_put(wb, km.buf, km.len, out->env, out->len);
     put_u64(val, id);
     leveldb_writebatch_put(wb, kh.buf, kh.len, val, sizeof(val));
@@ -94,14 +97,12 @@ chat_err ldb_append(chat_store *cs, const char *group, const char *from, const c
     }
     if (cid) {
         if (!cid_keys(&ki, &kk, &kv, group, from, cid, id)) {
-            leveldb_writebatch_destroy(wb);
             return CHAT_EINVAL;
         }
         leveldb_writebatch_put(wb, ki.buf, ki.len, val, sizeof(val));
         leveldb_writebatch_put(wb, kk.buf, kk.len, kv.buf, kv.len);
     }
     rc = ldb_write_batch(st, wb, st->wopt, &km);
-    leveldb_writebatch_destroy(wb);
     if (rc == CHAT_OK) {
         out->id = id;
         atomic_fetch_add(&st->appended, 1);

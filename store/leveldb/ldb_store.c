@@ -76,6 +76,7 @@ static void op_close(chat_store *cs)
         leveldb_close(st->db);
     }
     free(st->path);
+    leveldb_writebatch_destroy(st->append_wb);
     leveldb_writeoptions_destroy(st->wopt_sync);
     leveldb_writeoptions_destroy(st->wopt_lazy);
     leveldb_writeoptions_destroy(st->wopt);
@@ -273,6 +274,7 @@ chat_err ldb_open(const char *path, const chat_store_opts *opts, chat_store **ou
     st->wopt = leveldb_writeoptions_create();
     st->wopt_lazy = leveldb_writeoptions_create();
     st->wopt_sync = leveldb_writeoptions_create();
+    st->append_wb = leveldb_writebatch_create();
     leveldb_options_set_create_if_missing(st->options, !opts->must_exist);
     /* Without it, LevelDB drops a damaged block of its write-ahead log while
      * it recovers, in silence: acknowledged messages would vanish and their

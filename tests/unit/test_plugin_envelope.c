@@ -320,6 +320,70 @@ static void test_equivalent(void **state)
     }
 }
 
+/* The fast way (the splice with its own checks, no cJSON tree) takes a
+ * plain object and gives what the tree gives; what it cannot judge as the
+ * tree would, it leaves to the tree: then the splice alone declines. */
+static void test_fast_way(void **state)
+{
+    static const struct {
+        const char *payload;
+        bool fast; /* the splice alone builds it */
+    } cases[] = {
+        {"{\"cid\":\"pub0-1-1\",\"n\":1,\"t\":2,\"body\":\"a b c\"}", true},
+        {" {\"body\":\"a\\\"b\\\\c\\n\",\"x\":[{\"y\":null}]} ", true},
+        {"{\"id\":1,\"group\":2,\"from\":3,\"ts\":4,\"cid\":\"c\"}", true},
+        {"{\"cid\":\"c\\\"d\"}", false}, /* an escape in the cid */
+        {"{\"cid\":5}", false},          /* refusals are the tree's */
+        {"{\"cid\":\"\"}", false},
+        {"{\"ts\":1,\"ts\":1}", false},
+        {"{\"b\":\"\\u0041\"}", false},  /* a \u escape */
+        {"{\"b\":\"\\\\u0041\"}", true}, /* only looks like one */
+        {"{\"n\":123456789012345678901234567890123}", false},
+        {"{\"n\":12345678901234567890123456789012}", true},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *pl = cases[i].payload;
+        struct built s = build(CHAT_ENVELOPE_SPLICE, pl, strlen(pl));
+        struct built b = agree_str(pl);
+        if ((s.env != NULL) != cases[i].fast) {
+            fail_msg("payload %s: the splice alone %s", pl, s.env ? "built it" : "declined");
+        }
+        if (s.env) {
+            assert_string_equal(s.env, b.env);
+            assert_true((s.cid == NULL) == (b.cid == NULL));
+            if (s.cid) {
+                assert_string_equal(s.cid, b.cid);
+            }
+        }
+        built_free(&s);
+        built_free(&b);
+    }
+    /* Numbers cJSON cannot read (64 bytes and more) and nesting around the
+     * fast way's bound: both ways still agree. */
+    for (size_t n = 30; n <= 66; n++) {
+        char p[96];
+        memcpy(p, "{\"n\":", 5);
+        memset(p + 5, '7', n);
+        memcpy(p + 5 + n, "}", 2);
+        struct built b = agree_str(p);
+        assert_non_null(b.env);
+        built_free(&b);
+    }
+    for (size_t depth = 62; depth <= 67; depth++) {
+        char p[200];
+        size_t len = 6 + 2 * depth;
+        memcpy(p, "{\"a\":", 5);
+        memset(p + 5, '[', depth);
+        memset(p + 5 + depth, ']', depth);
+        p[len - 1] = '}';
+        p[len] = '\0';
+        struct built b = agree(p, len);
+        assert_non_null(b.env);
+        built_free(&b);
+    }
+}
+
 static void test_ack_parse(void **state)
 {
     static const struct {
@@ -402,7 +466,7 @@ int main(void)
         cmocka_unit_test(test_text),        cmocka_unit_test(test_objects),
         cmocka_unit_test(test_refused),     cmocka_unit_test(test_escaped_keys),
         cmocka_unit_test(test_equivalent),  cmocka_unit_test(test_ack_parse),
-        cmocka_unit_test(test_payload_cid),
+        cmocka_unit_test(test_payload_cid), cmocka_unit_test(test_fast_way),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
