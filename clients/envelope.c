@@ -25,14 +25,15 @@ static const char *skip_ws(const char *p, const char *end)
  * when the string holds a backslash. */
 static const char *skip_string(const char *p, const char *end, bool *escaped)
 {
-    for (p++; p < end; p++) {
+    p++;
+    while (p < end) {
         /* Valid JSON closes every string before end: strcspn stops there at
          * the latest, many bytes to an instruction. */
         p += strcspn(p, "\"\\");
         if (p >= end || *p == '"')
             break;
         *escaped = true;
-        p++; /* the escaped byte */
+        p += 2; /* the backslash and the byte it escapes */
     }
     return p < end ? p + 1 : end;
 }
