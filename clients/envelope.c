@@ -460,8 +460,8 @@ bool chat_response_cut(const char *payload, size_t len, cJSON **root, struct cha
             continue;
         memcpy(o, p, (size_t)(c.spans[i].text - p));
         o += c.spans[i].text - p;
-        memcpy(o, "[]", 2);
-        o += 2;
+        *o++ = '['; /* the array left empty for cJSON */
+        *o++ = ']';
         p = c.spans[i].text + c.spans[i].len;
     }
     memcpy(o, p, (size_t)(payload + len - p));
