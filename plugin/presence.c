@@ -37,6 +37,7 @@ void chat_presence_subscribed(struct chat_plugin *pl, struct mosquitto *client, 
     size_t idlen = strlen(id);
     struct pres_device *d = chat_hmap_get(ps->devices, id, idlen);
     if (d) {
+        d->client = client; /* the newest connection of the client id */
         for (size_t j = 0; j < d->nlinks; j++) {
             if (!strcmp(d->links[j]->g->name, group)) {
                 return; /* subscribed again: nothing changes */
@@ -60,6 +61,7 @@ void chat_presence_subscribed(struct chat_plugin *pl, struct mosquitto *client, 
             pres_device_free(d);
             goto oom;
         }
+        d->client = client;
     }
     struct pres_group *g = pres_group_find(ps, group);
     if (!g) {

@@ -70,6 +70,7 @@ struct pres_link {
 
 struct pres_device {
     char *id;                 /* client id: the key in devices */
+    struct mosquitto *client; /* its connection (the device goes with its disconnect) */
     char *member;             /* whom it speaks for */
     struct pres_link **links; /* the groups it is online in */
     size_t nlinks, cap;

@@ -123,7 +123,18 @@ static void push_send(struct chat_plugin *pl, struct pres_group *g, struct budge
 {
     struct chat_presence *ps = pl->presence;
     while (g->cursor < g->nsubs && budget_left(bu)) {
-        const char *id = g->subs[g->cursor++]->d->id;
+        const struct pres_device *d = g->subs[g->cursor++]->d;
+        const char *why = NULL;
+        /* The read right the subscribe was counted with may have been taken
+         * away since (acl_file reloaded, dynamic-security changed): ask
+         * again, as every replay page does, and push nothing to a device
+         * the broker would not let read the group live. */
+        if (pl->cfg.acl_mode != CHAT_ACL_ALLOW && !chat_may_read(pl, d->client, g->name, &why)) {
+            ps->skipped++;
+            bu->sends++; /* a question to the broker's checks: work of the tick too */
+            continue;
+        }
+        const char *id = d->id;
         bu->sends++;
         bu->bytes += g->payload.len;
         if (chat_push(pl, id, g->payload.data, g->payload.len)) {

@@ -9,6 +9,8 @@
  *              group is never online and learns nothing; where the broker
  *              cannot be asked nobody is counted online (fail closed), unless
  *              plugin_opt_read_check members
+ *   revoked    a subscribed member whose read right the operator takes away
+ *              (acl_file reloaded) is pushed nothing more
  */
 #include "integ_receipts.h"
 
@@ -83,7 +85,21 @@ static const char acl_rw[] = "user r\n"
                              "topic write $CONTROL/chat/v1\n"
                              "user w\n"
                              "topic write chat/" GROUP "\n"
+                             "topic write $CONTROL/chat/v1\n"
+                             "user x\n"
+                             "topic readwrite chat/#\n"
                              "topic write $CONTROL/chat/v1\n";
+
+/* acl_rw with r's read right taken away. */
+static const char acl_r_revoked[] = "user r\n"
+                                    "topic write chat/#\n"
+                                    "topic write $CONTROL/chat/v1\n"
+                                    "user w\n"
+                                    "topic write chat/" GROUP "\n"
+                                    "topic write $CONTROL/chat/v1\n"
+                                    "user x\n"
+                                    "topic readwrite chat/#\n"
+                                    "topic write $CONTROL/chat/v1\n";
 
 /* A broker with users r (reads and writes the chat) and w (may only write
  * chat/GROUP), behind acl_file. */
@@ -99,8 +115,10 @@ static ts_broker *start_rw_broker(const char *const *opts)
     ts_write_file(path, "", 0);
     const char *r[] = {"mosquitto_passwd", "-b", path, "r", "rpw", NULL};
     const char *w[] = {"mosquitto_passwd", "-b", path, "w", "wpw", NULL};
+    const char *x[] = {"mosquitto_passwd", "-b", path, "x", "xpw", NULL};
     ts_run_ok(r);
     ts_run_ok(w);
+    ts_run_ok(x);
     snprintf(path, sizeof path, "%s/acl", ts_broker_dir(b));
     ts_write_file(path, acl_rw, strlen(acl_rw));
     ts_broker_launch(b);
@@ -176,7 +194,38 @@ static void case_acl(void)
     ts_broker_destroy(b);
 }
 
+/* ===========================================================================
+ * revoked: a read right taken away while subscribed
+ * ========================================================================= */
+
+static void case_revoked(void)
+{
+    const char *opts[] = {"receipt_interval 200", NULL};
+    ts_broker *b = start_rw_broker(opts);
+    harness_client *r = connect_pw(b, "r1", "r", "rpw", true);
+    struct rcp_seen sr = {0}, sx = {0};
+    char path[512];
+
+    harness_client_subscribe(r, "chat/" GROUP, 1);
+    rcp_wait_push(r, &sr, "r", 1, 0);
+    /* the operator takes r's read right away; r stays subscribed */
+    snprintf(path, sizeof path, "%s/acl", ts_broker_dir(b));
+    ts_write_file(path, acl_r_revoked, strlen(acl_r_revoked));
+    ts_broker_reload(b);
+    rcp_expect_refused(r, "{\"command\":\"presence\",\"group\":\"" GROUP "\"", "presence",
+                       "the broker does not let you read this group");
+    /* x comes online: x is told, r is not */
+    harness_client *x = connect_pw(b, "x1", "x", "xpw", true);
+    harness_client_subscribe(x, "chat/" GROUP, 1);
+    rcp_wait_push(x, &sx, "x", 1, 0);
+    rcp_expect_no_push(r, QUIET_MS, "r may no longer read the group");
+    harness_client_disconnect(x);
+    harness_client_disconnect(r);
+    ts_broker_destroy(b);
+}
+
 static const ts_case cases[] = {
+    {"revoked", case_revoked},
     {"nonmember", case_nonmember},
     {"acl", case_acl},
 };
