@@ -7,7 +7,9 @@
  * sees every message exactly once, in order. A second kill -9 comes while
  * pages flow freely: the catch-up resumes from an ack between 1000 and what
  * the application had been shown, and again nothing is shown twice or
- * missed.
+ * missed. The application holds message 2000 too until the broker is
+ * killed, so that the catch-up cannot end before the second kill however
+ * fast pages flow.
  *
  * The broker's handling of the ack is read in its log (log_type all):
  * "Received PUBLISH from reader (..., 'chat/kc/ack', ... (4 bytes))", the
@@ -38,10 +40,13 @@
 struct app {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    uint64_t shown;   /* last id shown */
-    bool holding;     /* inside on_message(HOLD_AT), waiting for release */
-    bool held_once;   /* HOLD_AT was held already */
-    bool release;     /* the test lets on_message(HOLD_AT) return */
+    uint64_t shown; /* last id shown */
+    bool holding;   /* inside on_message(HOLD_AT), waiting for release */
+    bool held_once; /* HOLD_AT was held already */
+    bool release;   /* the test lets on_message(HOLD_AT) return */
+    bool holding2;  /* the same at SECOND_KILL_AFTER */
+    bool held_twice;
+    bool release2;
     char bad[512];    /* the first violation, "" if none */
     unsigned catchup; /* CATCHUP events */
 };
@@ -62,6 +67,36 @@ static void violation(const char *fmt, ...)
     va_end(ap);
 }
 
+/* Called with g_app.mu held: sets *holding and waits (HOLD_MAX_S at most)
+ * until the test sets *release. */
+static void hold_here(bool *holding, const bool *release)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += HOLD_MAX_S;
+    *holding = true;
+    pthread_cond_broadcast(&g_app.cv);
+    while (!*release)
+        if (pthread_cond_timedwait(&g_app.cv, &g_app.mu, &until) == ETIMEDOUT)
+            break;
+    *holding = false;
+}
+
+/* Waits until the application holds (*holding), at most WAIT_MS. */
+static void wait_holding(const bool *holding, int id)
+{
+    struct timespec until;
+    pthread_mutex_lock(&g_app.mu);
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += WAIT_MS / 1000;
+    while (!*holding && g_app.bad[0] == '\0')
+        if (pthread_cond_timedwait(&g_app.cv, &g_app.mu, &until) == ETIMEDOUT)
+            break;
+    CHECK(*holding, "message %d was not shown within %d ms (shown %" PRIu64 ")", id, WAIT_MS,
+          g_app.shown);
+    pthread_mutex_unlock(&g_app.mu);
+}
+
 static bool on_message(void *arg, const chat_client_message *m)
 {
     char want[32];
@@ -75,16 +110,11 @@ static bool on_message(void *arg, const chat_client_message *m)
         violation("id %" PRIu64 " carries %s, expected body %s", m->id, m->json, want);
     g_app.shown = m->id;
     if (m->id == HOLD_AT && !g_app.held_once) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += HOLD_MAX_S;
         g_app.held_once = true;
-        g_app.holding = true;
-        pthread_cond_broadcast(&g_app.cv);
-        while (!g_app.release)
-            if (pthread_cond_timedwait(&g_app.cv, &g_app.mu, &until) == ETIMEDOUT)
-                break;
-        g_app.holding = false;
+        hold_here(&g_app.holding, &g_app.release);
+    } else if (m->id == SECOND_KILL_AFTER && !g_app.held_twice) {
+        g_app.held_twice = true;
+        hold_here(&g_app.holding2, &g_app.release2);
     }
     pthread_mutex_unlock(&g_app.mu);
     return true;
@@ -282,18 +312,7 @@ int main(void)
     c = reader(ts_broker_port(b), state);
     err = chat_client_connect(c, 10000);
     CHECK(err == CHAT_CLIENT_OK, "connect: %s", chat_client_reason());
-    pthread_mutex_lock(&g_app.mu);
-    {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += WAIT_MS / 1000;
-        while (!g_app.holding && g_app.bad[0] == '\0')
-            if (pthread_cond_timedwait(&g_app.cv, &g_app.mu, &until) == ETIMEDOUT)
-                break;
-        CHECK(g_app.holding, "message %d was not shown within %d ms (shown %" PRIu64 ")", HOLD_AT,
-              WAIT_MS, g_app.shown);
-    }
-    pthread_mutex_unlock(&g_app.mu);
+    wait_holding(&g_app.holding, HOLD_AT);
     CHECK(catchups_from(from, &cursor, 1) == 1 && cursor == 0, "the first catch-up did not start "
                                                                "at 0");
     /* The library acked 1000 at the end of page 20, before it showed 1001. */
@@ -319,10 +338,14 @@ int main(void)
           "the catch-up resumed from %" PRIu64 ", not from the device's last ack %d", cursor,
           HOLD_AT - 1);
 
-    /* A second kill -9 while pages flow. */
-    wait_shown(SECOND_KILL_AFTER);
+    /* A second kill -9 while pages flow, message 2000 held. */
+    wait_holding(&g_app.holding2, SECOND_KILL_AFTER);
     ts_broker_kill(b);
     at_kill = shown();
+    pthread_mutex_lock(&g_app.mu);
+    g_app.release2 = true;
+    pthread_cond_broadcast(&g_app.cv);
+    pthread_mutex_unlock(&g_app.mu);
     from = log_size();
     ts_sleep_ms(300);
     ts_broker_restart(b);
