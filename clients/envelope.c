@@ -11,64 +11,8 @@
 #include "proto.h"
 
 /* ---------------------------------------------------------------------------
- * Scanning strict JSON
+ * Scanning strict JSON (the scanners themselves are proto/'s)
  * ------------------------------------------------------------------------- */
-
-static const char *skip_ws(const char *p, const char *end)
-{
-    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
-        p++;
-    return p;
-}
-
-/* p is at a '"': returns the byte after the closing quote; *escaped is set
- * when the string holds a backslash. */
-static const char *skip_string(const char *p, const char *end, bool *escaped)
-{
-    p++;
-    while (p < end) {
-        /* Valid JSON closes every string before end: strcspn stops there at
-         * the latest, many bytes to an instruction. */
-        p += strcspn(p, "\"\\");
-        if (p >= end || *p == '"')
-            break;
-        *escaped = true;
-        p += 2; /* the backslash and the byte it escapes */
-    }
-    return p < end ? p + 1 : end;
-}
-
-/* p starts a value: returns the byte after it. */
-static const char *skip_value(const char *p, const char *end)
-{
-    bool escaped = false;
-
-    if (*p == '"')
-        return skip_string(p, end, &escaped);
-    if (*p == '{' || *p == '[') {
-        size_t depth = 0;
-        do {
-            /* The container closes before end: strcspn stops there. */
-            p += strcspn(p, "\"{}[]");
-            if (p >= end)
-                return end;
-            if (*p == '"') {
-                p = skip_string(p, end, &escaped);
-                continue;
-            }
-            if (*p == '{' || *p == '[')
-                depth++;
-            else
-                depth--;
-            p++;
-        } while (depth > 0 && p < end);
-        return p;
-    }
-    while (p < end && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\t' &&
-           *p != '\r' && *p != '\n')
-        p++;
-    return p;
-}
 
 /* One member of an object: p at its key's '"'. Fills the key (without
  * quotes) and the value span; returns the byte after the member's ',' or at
@@ -85,17 +29,18 @@ static const char *next_member(const char *p, const char *end, struct member *m)
     const char *k = p;
 
     m->key_escaped = false;
-    p = skip_string(p, end, &m->key_escaped);
+    p = chat_proto_json_skip_string(p, end, &m->key_escaped);
     m->key = k + 1;
     m->key_len = (size_t)(p - k) - 2;
-    p = skip_ws(skip_ws(p, end) + 1, end); /* past ':' */
+    p = chat_proto_json_skip_ws(chat_proto_json_skip_ws(p, end) + 1, end); /* past ':' */
     m->val = p;
     m->val_escaped = false;
-    p = *p == '"' ? skip_string(p, end, &m->val_escaped) : skip_value(p, end);
+    p = *p == '"' ? chat_proto_json_skip_string(p, end, &m->val_escaped)
+                  : chat_proto_json_skip_value(p, end, 0, 0);
     m->val_len = (size_t)(p - m->val);
-    p = skip_ws(p, end);
+    p = chat_proto_json_skip_ws(p, end);
     if (p < end && *p == ',')
-        p = skip_ws(p + 1, end);
+        p = chat_proto_json_skip_ws(p + 1, end);
     return p;
 }
 
@@ -132,7 +77,7 @@ static size_t compact(char *out, const char *s, size_t len)
         char c = *s;
         if (c == '"') {
             bool escaped = false;
-            const char *e = skip_string(s, end, &escaped);
+            const char *e = chat_proto_json_skip_string(s, end, &escaped);
             memcpy(o, s, (size_t)(e - s));
             o += e - s;
             s = e;
@@ -229,7 +174,7 @@ static const char *scan(const char *s, const char *end, struct fields *f, bool *
 
     memset(f, 0, sizeof *f);
     *is_env = false;
-    p = skip_ws(p + 1, end); /* past '{' */
+    p = chat_proto_json_skip_ws(p + 1, end); /* past '{' */
     while (p < end && *p == '"') {
         p = next_member(p, end, &m);
         if (m.key_escaped)
@@ -315,11 +260,11 @@ static chat_env_verdict read_at(const char *p, const char *end, struct chat_env 
 
     *out = NULL;
     if (*p != '{') {
-        *next = skip_value(p, end);
+        *next = chat_proto_json_skip_value(p, end, 0, 0);
         return CHAT_ENV_INVALID;
     }
     if ((e = scan(p, end, &f, &is_env)) == NULL) {
-        *next = skip_value(p, end);
+        *next = chat_proto_json_skip_value(p, end, 0, 0);
         return read_tree(p, (size_t)(*next - p), out);
     }
     *next = e;
@@ -328,7 +273,7 @@ static chat_env_verdict read_at(const char *p, const char *end, struct chat_env 
 
 chat_env_verdict chat_env_read(const char *s, size_t len, struct chat_env **out)
 {
-    const char *end = s + len, *p = skip_ws(s, end), *next;
+    const char *end = s + len, *p = chat_proto_json_skip_ws(s, end), *next;
 
     *out = NULL;
     if (p == end)
@@ -394,8 +339,8 @@ static const char *cut_entry(const char *p, const char *end, struct cut *c)
     size_t i = c->n - 1;
 
     if (*p != '{')
-        return skip_value(p, end);
-    p = skip_ws(p + 1, end);
+        return chat_proto_json_skip_value(p, end, 0, 0);
+    p = chat_proto_json_skip_ws(p + 1, end);
     while (p < end && *p == '"') {
         p = next_member(p, end, &m);
         if (m.key_escaped)
@@ -413,13 +358,13 @@ static const char *cut_entry(const char *p, const char *end, struct cut *c)
 /* The root object: the entries of its first "responses" array. */
 static bool cut_root(const char *s, size_t len, struct cut *c)
 {
-    const char *end = s + len, *p = skip_ws(s, end);
+    const char *end = s + len, *p = chat_proto_json_skip_ws(s, end);
     struct member m;
     bool seen = false;
 
     if (p == end || *p != '{')
         return false;
-    p = skip_ws(p + 1, end);
+    p = chat_proto_json_skip_ws(p + 1, end);
     while (p < end && *p == '"') {
         p = next_member(p, end, &m);
         if (m.key_escaped)
@@ -429,13 +374,13 @@ static bool cut_root(const char *s, size_t len, struct cut *c)
         seen = true;
         if (m.val[0] != '[')
             return false;
-        for (const char *q = skip_ws(m.val + 1, end); q < end && *q != ']';) {
+        for (const char *q = chat_proto_json_skip_ws(m.val + 1, end); q < end && *q != ']';) {
             const char *e;
             if (!cut_add(c) || (e = cut_entry(q, end, c)) == NULL)
                 return false;
-            q = skip_ws(e, end);
+            q = chat_proto_json_skip_ws(e, end);
             if (q < end && *q == ',')
-                q = skip_ws(q + 1, end);
+                q = chat_proto_json_skip_ws(q + 1, end);
         }
     }
     return seen;
@@ -487,15 +432,15 @@ bool chat_span_next(const struct chat_span *span, const char **pos, chat_env_ver
     const char *end = span->text + span->len, *p = *pos;
 
     if (p == span->text)
-        p = skip_ws(p + 1, end); /* past '[' */
+        p = chat_proto_json_skip_ws(p + 1, end); /* past '[' */
     if (p >= end || *p == ']')
         return false;
     *elem = p;
     *v = read_at(p, end, env, &p);
     *elem_len = (size_t)(p - *elem);
-    p = skip_ws(p, end);
+    p = chat_proto_json_skip_ws(p, end);
     if (p < end && *p == ',')
-        p = skip_ws(p + 1, end);
+        p = chat_proto_json_skip_ws(p + 1, end);
     *pos = p;
     return true;
 }

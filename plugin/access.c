@@ -97,14 +97,9 @@ bool chat_may_read(struct chat_plugin *pl, struct mosquitto *client, const char 
 bool chat_admit_marker(struct chat_plugin *pl, struct mosquitto *client, const char *group,
                        bool join, const char **why)
 {
-    if (!chat_admit(pl, client, group, join, why)) {
-        return false;
-    }
-    if (pl->cfg.acl_mode == CHAT_ACL_ALLOW || pl->cfg.read_check == CHAT_READ_MEMBERS ||
-        !pl->broker_acl_check) {
-        return true;
-    }
-    return broker_lets_read(pl, client, group, why);
+    /* chat_may_read, less its refusal where the broker cannot be asked. */
+    return chat_admit(pl, client, group, join, why) &&
+           (!pl->broker_acl_check || chat_may_read(pl, client, group, why));
 }
 
 const char *chat_admit_list(struct chat_plugin *pl, struct mosquitto *client, const char *group,

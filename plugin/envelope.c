@@ -164,80 +164,12 @@ static size_t put_u64(char *buf, uint64_t v)
     return n;
 }
 
-static bool is_ws(char c)
-{
-    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
-}
-
-static const char *skip_ws(const char *p, const char *end)
-{
-    while (p < end && is_ws(*p)) {
-        p++;
-    }
-    return p;
-}
-
 /* What cJSON reads of strict JSON differently from its text, or not at
  * all, sends the splice's checks to the tree: nesting deeper than this
  * (cJSON stops at 1000 levels) and numbers longer than this (cJSON reads
  * 63 bytes of one and fails on more). */
 #define SCAN_DEPTH_MAX 64
 #define SCAN_NUMBER_MAX 32
-
-/* p is at a '"' of valid JSON before end: returns the byte after the
- * closing quote, and sets *escaped when the string holds a backslash. */
-static const char *skip_string(const char *p, const char *end, bool *escaped)
-{
-    for (p++; p < end;) {
-        const char *q = memchr(p, '"', (size_t)(end - p));
-        if (!q) {
-            return end;
-        }
-        const char *b = memchr(p, '\\', (size_t)(q - p));
-        if (!b) {
-            return q + 1;
-        }
-        *escaped = true;
-        p = b + 2; /* past the escaped character, which may be a '"' */
-    }
-    return end;
-}
-
-/* p starts a value of valid JSON before end: returns the byte after it,
- * or NULL (with check) when it is nested or has a number beyond the
- * bounds above. */
-static const char *skip_value(const char *p, const char *end, bool check)
-{
-    bool escaped = false;
-    int depth = 0;
-    if (p >= end) {
-        return NULL;
-    }
-    do {
-        const char *start = p;
-        if (*p == '"') {
-            p = skip_string(p, end, &escaped);
-            continue;
-        }
-        if (*p == '{' || *p == '[') {
-            if (++depth > SCAN_DEPTH_MAX && check) {
-                return NULL;
-            }
-        } else if (*p == '}' || *p == ']') {
-            depth--;
-        } else if (*p == '-' || (*p >= '0' && *p <= '9') || *p == 't' || *p == 'f' || *p == 'n') {
-            while (p < end && *p != ',' && *p != '}' && *p != ']' && !is_ws(*p)) {
-                p++;
-            }
-            if (check && p - start > SCAN_NUMBER_MAX) {
-                return NULL;
-            }
-            continue;
-        }
-        p++;
-    } while (depth > 0 && p < end);
-    return p;
-}
 
 /* Whether the strict JSON text[0..len) holds a \u escape. Its backslashes
  * all start escapes of two bytes or six: one that is not followed by a u is
@@ -307,16 +239,19 @@ static enum splice_result splice(const char *text, size_t len, bool check, uint6
         *o.p++ = '-';
     }
     o.p += put_u64(o.p, ts_ms < 0 ? 0 - (uint64_t)ts_ms : (uint64_t)ts_ms);
-    const char *p = skip_ws(skip_ws(text, end) + 1, end); /* past '{' */
+    const char *p =
+        chat_proto_json_skip_ws(chat_proto_json_skip_ws(text, end) + 1, end); /* past '{' */
     while (p < end && *p == '"') {
         bool escaped = false;
         const char *member = p;
-        const char *key_end = skip_string(p, end, &escaped);
+        const char *key_end = chat_proto_json_skip_string(p, end, &escaped);
         if (escaped) {
             goto declined;
         }
-        const char *value = skip_ws(skip_ws(key_end, end) + 1, end); /* past ':' */
-        p = skip_value(value, end, check);
+        const char *value =
+            chat_proto_json_skip_ws(chat_proto_json_skip_ws(key_end, end) + 1, end); /* past ':' */
+        p = chat_proto_json_skip_value(value, end, check ? SCAN_DEPTH_MAX : 0,
+                                       check ? SCAN_NUMBER_MAX : 0);
         if (!p) {
             goto declined;
         }
@@ -333,15 +268,16 @@ static enum splice_result splice(const char *text, size_t len, bool check, uint6
             cid_at = value;
             cid_len = (size_t)(p - value);
         }
-        p = skip_ws(p, end);
+        p = chat_proto_json_skip_ws(p, end);
         if (p < end && *p == ',') {
-            p = skip_ws(p + 1, end);
+            p = chat_proto_json_skip_ws(p + 1, end);
         }
     }
     put(&o, "}", 2); /* with the NUL */
     if (check && cid_at) {
         bool escaped = false;
-        if (*cid_at != '"' || skip_string(cid_at, end, &escaped) != cid_at + cid_len || escaped ||
+        if (*cid_at != '"' ||
+            chat_proto_json_skip_string(cid_at, end, &escaped) != cid_at + cid_len || escaped ||
             cid_len < 3 || cid_len - 2 > CHAT_CID_MAX) {
             goto declined;
         }
@@ -398,7 +334,7 @@ void chat_envelope_build_way(enum chat_envelope_way way, const void *payload, si
      * surrogates need it), as does any refusal. */
     bool strict = false;
     if (way != CHAT_ENVELOPE_TREE) {
-        const char *s = skip_ws(payload, (const char *)payload + len);
+        const char *s = chat_proto_json_skip_ws(payload, (const char *)payload + len);
         strict =
             s < (const char *)payload + len && *s == '{' && chat_proto_json_valid(payload, len);
         if (strict && !has_u_escape(payload, len)) {

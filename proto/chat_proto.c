@@ -319,3 +319,67 @@ size_t chat_proto_json_string(char *out, const char *s, size_t len)
     *o++ = '"';
     return (size_t)(o - out);
 }
+
+bool chat_proto_json_is_ws(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+const char *chat_proto_json_skip_ws(const char *p, const char *end)
+{
+    while (p < end && chat_proto_json_is_ws(*p)) {
+        p++;
+    }
+    return p;
+}
+
+const char *chat_proto_json_skip_string(const char *p, const char *end, bool *escaped)
+{
+    for (p++; p < end;) {
+        const char *q = memchr(p, '"', (size_t)(end - p));
+        if (!q) {
+            return end;
+        }
+        const char *b = memchr(p, '\\', (size_t)(q - p));
+        if (!b) {
+            return q + 1;
+        }
+        *escaped = true;
+        p = b + 2; /* past the escaped character, which may be a '"' */
+    }
+    return end;
+}
+
+const char *chat_proto_json_skip_value(const char *p, const char *end, unsigned depth_max,
+                                       size_t number_max)
+{
+    bool escaped = false;
+    unsigned depth = 0;
+    if (p >= end) {
+        return NULL;
+    }
+    do {
+        const char *start = p;
+        if (*p == '"') {
+            p = chat_proto_json_skip_string(p, end, &escaped);
+            continue;
+        }
+        if (*p == '{' || *p == '[') {
+            if (++depth > depth_max && depth_max) {
+                return NULL;
+            }
+        } else if (*p == '}' || *p == ']') {
+            depth--;
+        } else if (*p == '-' || (*p >= '0' && *p <= '9') || *p == 't' || *p == 'f' || *p == 'n') {
+            while (p < end && *p != ',' && *p != '}' && *p != ']' && !chat_proto_json_is_ws(*p)) {
+                p++;
+            }
+            if (number_max && (size_t)(p - start) > number_max) {
+                return NULL;
+            }
+            continue;
+        }
+        p++;
+    } while (depth > 0 && p < end);
+    return p;
+}

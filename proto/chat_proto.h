@@ -62,6 +62,20 @@ bool chat_proto_json_int(double d, uint64_t lo, uint64_t *out);
 #define CHAT_PROTO_JSON_DEPTH_MAX 4096u
 bool chat_proto_json_valid(const char *s, size_t len);
 
+/* Scanners of text that chat_proto_json_valid accepted (the plugin's splice
+ * of a payload, the client library's cut of a page), bounded by end. */
+bool chat_proto_json_is_ws(char c);
+/* The first byte at or after p that is not JSON white space. */
+const char *chat_proto_json_skip_ws(const char *p, const char *end);
+/* p is at a '"': returns the byte after the closing quote, and sets
+ * *escaped when the string holds a backslash. */
+const char *chat_proto_json_skip_string(const char *p, const char *end, bool *escaped);
+/* p starts a value: returns the byte after it, or NULL when p is at end or,
+ * where the bound is not 0, the value nests deeper than depth_max or holds
+ * a number or literal longer than number_max bytes. */
+const char *chat_proto_json_skip_value(const char *p, const char *end, unsigned depth_max,
+                                       size_t number_max);
+
 /* The bytes chat_proto_json_string writes for len bytes of text, at most:
  * every byte may become a six-byte \u00XX escape, plus the two quotes. */
 #define CHAT_PROTO_JSON_STRING_MAX(len) (6 * (size_t)(len) + 2)
