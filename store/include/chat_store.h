@@ -34,7 +34,9 @@
  * every integer is 8 bytes big-endian, so that byte order is id order and a
  * seek plus a forward scan reads a page):
  *
- *   'H' g            -> head (8)              highest id of the group
+ *   'H' g            -> floor (8)             the group exists (it had a message); the head
+ *                                             is the highest of this, first - 1 and the
+ *                                             group's newest 'M' id (invariant 1)
  *   'F' g            -> first (8)             lowest id still kept (retention)
  *   'M' g id         -> envelope bytes        one copy per message
  *   'C' g m d        -> cursor (8) used (8)   last id device d of member m acked, and
@@ -53,11 +55,12 @@
  *                                             members come out in name order
  *   'N' g            -> count (8)             members of g (no record: none)
  *   '#' "deletions"  -> gen (8)               the last deletion's generation
- *   '#' "groups"     -> count (8)             the number of 'H' records
+ *   '#' "groups"     -> count (8)             the number of 'H' records (groups)
  *   '#' "incarnation"-> 32 hex digits         see chat_store_incarnation
  *   '#' "running"    -> mode (1) boot id      a run under way (invariant 7)
- *   '#' "format"     -> version (8)           the key layout's version: 1 so far; a
- *                                             store without it is version 1
+ *   '#' "format"     -> version (8)           the key layout's version: 2 since 'H' is
+ *                                             a floor (issue 16); a store without it is
+ *                                             version 1, read as it is and marked 2
  *   '#' "receipts"   -> 1 (1)                 'R' and 'N' are kept (a store from before
  *                                             gets them once, at open)
  *
@@ -72,9 +75,14 @@
  * store/leveldb/ that keep each one are named in brackets; PostgreSQL keeps
  * 1 to 4 and 6 in transactions, 1 by the group's counter row lock, and
  * has no files of its own to deal with):
- *   1. Ids of a group are 1..head with no gap: message id and the new head
- *      are written in one WriteBatch, so a crash leaves neither a hole nor a
- *      reused id. [ldb_log]
+ *   1. Ids of a group are 1..head with no gap, and no id is given twice.
+ *      The head is not written with each message (it cost a record per
+ *      message, format 2): it is max('H', first - 1, the newest 'M' id).
+ *      'H' is written with the group's first message (and counted in
+ *      '#groups' in that batch), and every batch that deletes a group's
+ *      newest message puts its id in 'H' (retention's last step, a
+ *      deletion's first), so a crash at any point leaves a head at least
+ *      every id ever given. [ldb_log, ldb_trim, ldb_delete]
  *   2. first <= head + 1; every id in [first, head] has an 'M' record, and
  *      no read returns an id below first. [ldb_log, ldb_trim, ldb_delete]
  *   3. A cursor never moves back and never exceeds head; 'X' g m is at
@@ -321,9 +329,9 @@ typedef struct chat_appended {
 } chat_appended;
 
 /* Stores one message in group: takes the next id and the time, writes the
- * envelope with them filled in (see chat_envelope), the new head and, when
- * cid is not NULL, the (group, from, cid) index entry and its reverse, all
- * in one write (invariant 1). When cid is not NULL and (group, from, cid)
+ * envelope with them filled in (see chat_envelope) and, when cid is not
+ * NULL, the (group, from, cid) index entry and its reverse, all in one
+ * write (invariant 1: the message is the new head). When cid is not NULL and (group, from, cid)
  * is already stored (and still kept: see chat_store_cid_find), nothing is
  * written: out says duplicate and holds the original id and envelope, so
  * that a retry, even one sent to another broker on a shared backend,

@@ -162,8 +162,8 @@ static void cache_del_cb(void *ctx, const char *k, size_t klen)
     }
 }
 
-chat_err ldb_write_batch(ldb *st, leveldb_writebatch_t *wb, const leveldb_writeoptions_t *wo,
-                         const key *k)
+chat_err ldb_write_raw(ldb *st, leveldb_writebatch_t *wb, const leveldb_writeoptions_t *wo,
+                       const key *k)
 {
     char *err = NULL;
     if (atomic_load(&st->failed)) {
@@ -173,9 +173,18 @@ chat_err ldb_write_batch(ldb *st, leveldb_writebatch_t *wb, const leveldb_writeo
     if (err) {
         return write_error(st, err, k ? k->buf : NULL, k ? k->len : 0);
     }
-    leveldb_writebatch_iterate(wb, st, cache_put_cb, cache_del_cb);
     st->dirty = true;
     return CHAT_OK;
+}
+
+chat_err ldb_write_batch(ldb *st, leveldb_writebatch_t *wb, const leveldb_writeoptions_t *wo,
+                         const key *k)
+{
+    chat_err rc = ldb_write_raw(st, wb, wo, k);
+    if (rc == CHAT_OK) {
+        leveldb_writebatch_iterate(wb, st, cache_put_cb, cache_del_cb);
+    }
+    return rc;
 }
 
 void ldb_batch_put(leveldb_writebatch_t *wb, const key *k, uint64_t v)

@@ -7,7 +7,11 @@
  * 'G', 'D', 'R', 'N'); ldb_write_batch keeps it, write-through, from each batch it
  * writes, so it is exact for this process's own writes. It is right only
  * while this process is the store's only writer: another writer's records
- * would never be read again once a key is cached. What relies on that:
+ * would never be read again once a key is cached. The entry of an 'H' key
+ * holds the group's head, not the record (a floor of the head since format
+ * 2): ldb_head computes it on a miss, ldb_append puts it after each
+ * message, and every batch that writes 'H' writes the head itself. What
+ * relies on the cache being exact:
  *   - append: the head it checks the new id against (a stale head would
  *     put a message over one another writer stored under that id), and
  *     the groups count kept in `groups` (stats too);
@@ -126,6 +130,12 @@ chat_err ldb_get_u64(ldb *st, const key *k, uint64_t *v, bool *found);
  * message. */
 chat_err ldb_write_batch(ldb *st, leveldb_writebatch_t *wb, const leveldb_writeoptions_t *wo,
                          const key *k);
+
+/* ldb_write_batch without the cache: for a writer that keeps the cache
+ * itself (ldb_append, whose batch holds one cached key, the head, and
+ * whose walk over the batch cost as much as a record). */
+chat_err ldb_write_raw(ldb *st, leveldb_writebatch_t *wb, const leveldb_writeoptions_t *wo,
+                       const key *k);
 
 /* Adds a put of an 8-byte value... */
 void ldb_batch_put(leveldb_writebatch_t *wb, const key *k, uint64_t v);

@@ -195,7 +195,7 @@ static void deletion_seek(leveldb_iterator_t *it, const struct deletion *del, ke
 chat_err ldb_group_delete(chat_store *cs, const char *group, size_t max_keys, bool *done)
 {
     ldb *st = ldb_of(cs);
-    key kd, kf, kn, prefix;
+    key kd, kf, kh, kn, prefix;
     struct deletion del;
     uint64_t head = 0;
     size_t kind = 0, visited = 0;
@@ -205,9 +205,10 @@ chat_err ldb_group_delete(chat_store *cs, const char *group, size_t max_keys, bo
 
     group_key(&kd, TAG_DELETE, group);
     group_key(&kf, TAG_FIRST, group);
+    group_key(&kh, TAG_HEAD, group);
     group_key(&kn, TAG_COUNT, group);
     group_key(&prefix, TAG_MSG, group); /* the kind byte changes as the walk goes */
-    if (kd.overflow || kf.overflow || kn.overflow || prefix.overflow) {
+    if (kd.overflow || kf.overflow || kh.overflow || kn.overflow || prefix.overflow) {
         return CHAT_EINVAL;
     }
     rc = deletion_get(st, &kd, &del, &pending);
@@ -225,6 +226,9 @@ chat_err ldb_group_delete(chat_store *cs, const char *group, size_t max_keys, bo
          * between two steps is never touched by the later ones. */
         rc = deletion_start(st, &del, head, wb);
         if (head > 0) {
+            /* 'H' holds the head before the walk deletes the messages the
+             * head was read from (invariant 1). */
+            ldb_batch_put(wb, &kh, head);
             ldb_batch_put(wb, &kf, del.bound);
         }
         /* No membership from before counts any more: neither does it in

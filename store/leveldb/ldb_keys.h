@@ -39,13 +39,17 @@
 #define META_DELETE_GEN "deletions"    /* the last group deletion's generation */
 #define META_RUNNING "running"         /* sync mode (1), boot id: a run under way */
 #define META_INCARNATION "incarnation" /* 32 hex digits */
-#define META_GROUPS "groups"           /* the number of 'H' records */
+#define META_GROUPS "groups"           /* the number of 'H' records (groups) */
 #define META_FORMAT "format"           /* the key layout's version (8) */
 
 /* The version of the key layout this code writes and reads. A store from
  * before the '#format' record is version 1; a layout that older code would
- * misread takes the next number, and older code then refuses the store. */
-#define LDB_FORMAT 1u
+ * misread takes the next number, and older code then refuses the store.
+ * Version 2: 'H' is no longer written with every message but is a floor of
+ * the head (chat_store.h, invariant 1); code of version 1 would take it for
+ * the head and give ids again. Version 2 reads version 1 stores as they are
+ * and marks them 2 at open. */
+#define LDB_FORMAT 2u
 #define META_RECEIPTS "receipts" /* 'R' and 'N' records are kept */
 
 /* Longest key component (group, member, device, cid) accepted. Group names

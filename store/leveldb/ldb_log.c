@@ -5,27 +5,108 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Reads a per-group counter ('H' or 'F'), dflt when the group has none. */
-static chat_err group_u64(ldb *st, char tag, const char *group, uint64_t dflt, uint64_t *v)
+chat_err ldb_first(chat_store *cs, const char *group, uint64_t *first)
 {
     key k;
     bool found = false;
-    group_key(&k, tag, group);
+    group_key(&k, TAG_FIRST, group);
     if (k.overflow) {
         return CHAT_EINVAL;
     }
-    *v = dflt;
-    return ldb_get_u64(st, &k, v, &found);
+    *first = 1;
+    return ldb_get_u64(ldb_of(cs), &k, first, &found);
+}
+
+/* The head as the records say it (invariant 1): the 'H' record, the floor
+ * first - 1, or the newest message above both. Every id in [first, head]
+ * has its message (invariant 2), and a batch that deletes the message at
+ * head puts 'H' = head, so when no message lies above the floor the floor
+ * is the head, and when one does the newest message is the head and live:
+ * the backward step lands on it, never on deleted keys. A seek, not a
+ * lookup of floor + 1: a message lost to damage (and a repair) must not
+ * hide the ones above it, which a lower head would overwrite. */
+static chat_err head_read(ldb *st, const char *group, const key *kh, uint64_t *head)
+{
+    key km, prefix;
+    char *err = NULL;
+    size_t vlen = 0;
+    uint64_t floor = 0, first = 1;
+
+    char *v = leveldb_get(st->db, st->ropt, kh->buf, kh->len, &vlen, &err);
+    if (err) {
+        return ldb_read_key_error(st, err, kh->buf, kh->len);
+    }
+    if (v && vlen != 8) {
+        leveldb_free(v);
+        return ldb_corrupt_key(st, kh->buf, kh->len, vlen);
+    }
+    floor = v ? get_u64(v) : 0;
+    leveldb_free(v);
+    chat_err rc = ldb_first(&st->base, group, &first);
+    if (rc != CHAT_OK) {
+        return rc;
+    }
+    if (first - 1 > floor) {
+        floor = first - 1;
+    }
+    *head = floor;
+    if (floor == UINT64_MAX) {
+        return CHAT_OK;
+    }
+    id_key(&km, &prefix, TAG_MSG, group, floor + 1);
+    leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
+    leveldb_iter_seek(it, km.buf, km.len);
+    bool above = false;
+    if (!(err = iter_error(it)) && leveldb_iter_valid(it)) {
+        size_t klen = 0;
+        const char *kb = leveldb_iter_key(it, &klen);
+        above = klen == prefix.len + 8 && memcmp(kb, prefix.buf, prefix.len) == 0;
+    }
+    if (!err && above) {
+        put_u64(km.buf + prefix.len, UINT64_MAX);
+        leveldb_iter_seek(it, km.buf, km.len);
+        if (!(err = iter_error(it))) {
+            if (leveldb_iter_valid(it)) {
+                leveldb_iter_prev(it);
+            } else {
+                leveldb_iter_seek_to_last(it);
+            }
+        }
+        if (!err && !(err = iter_error(it)) && leveldb_iter_valid(it)) {
+            size_t klen = 0;
+            const char *kb = leveldb_iter_key(it, &klen);
+            if (klen == prefix.len + 8 && memcmp(kb, prefix.buf, prefix.len) == 0 &&
+                get_u64(kb + prefix.len) > floor) {
+                *head = get_u64(kb + prefix.len);
+            }
+        }
+    }
+    leveldb_iter_destroy(it);
+    return err ? ldb_read_key_error(st, err, prefix.buf, prefix.len) : CHAT_OK;
 }
 
 chat_err ldb_head(chat_store *cs, const char *group, uint64_t *head)
 {
-    return group_u64(ldb_of(cs), TAG_HEAD, group, 0, head);
-}
-
-chat_err ldb_first(chat_store *cs, const char *group, uint64_t *first)
-{
-    return group_u64(ldb_of(cs), TAG_FIRST, group, 1, first);
+    ldb *st = ldb_of(cs);
+    key k;
+    uint64_t x = 0;
+    bool found = false;
+    group_key(&k, TAG_HEAD, group);
+    if (k.overflow) {
+        return CHAT_EINVAL;
+    }
+    /* The cache holds the head itself under the 'H' key (ldb_db.h). */
+    if (chat_cache_get(st->cache, k.buf, k.len, &found, head, &x)) {
+        if (!found) {
+            *head = 0;
+        }
+        return CHAT_OK;
+    }
+    chat_err rc = head_read(st, group, &k, head);
+    if (rc == CHAT_OK) {
+        chat_cache_put(st->cache, k.buf, k.len, *head != 0, *head, 0);
+    }
+    return rc;
 }
 
 /* The message a (group, from, cid) entry names, when it is still kept:
@@ -59,7 +140,7 @@ chat_err ldb_append(chat_store *cs, const char *group, const char *from, const c
     chat_err rc;
 
     /* The only writer: the head read here (from the cache) is the one the
-     * batch below replaces, so the id needs no lock (ldb_db.h). */
+     * batch below moves on, so the id needs no lock (ldb_db.h). */
     if (cid) {
         rc = find_duplicate(cs, group, from, cid, out);
         if (rc != CHAT_OK || out->duplicate) {
@@ -76,6 +157,9 @@ chat_err ldb_append(chat_store *cs, const char *group, const char *from, const c
     if (kh.overflow || km.overflow) {
         return CHAT_EINVAL;
     }
+    if (cid && !cid_keys(&ki, &kk, &kv, group, from, cid, id)) {
+        return CHAT_EINVAL;
+    }
     int64_t ts = store_now_ms(cs);
     rc = store_envelope_fill(env, id, ts, out);
     if (rc != CHAT_OK) {
@@ -88,22 +172,24 @@ chat_err ldb_append(chat_store *cs, const char *group, const char *from, const c
     leveldb_writebatch_clear(wb);
     leveldb_writebatch_put(wb, km.buf, km.len, out->env, out->len);
     put_u64(val, id);
-    leveldb_writebatch_put(wb, kh.buf, kh.len, val, sizeof(val));
+    /* The message is the new head (invariant 1): no 'H' record per
+     * message, only a group's first, which makes it a group and is
+     * counted in the same batch. */
     if (head == 0) {
-        /* a new 'H' record: the count goes in the same batch */
         char n[8];
+        leveldb_writebatch_put(wb, kh.buf, kh.len, val, sizeof(val));
         put_u64(n, st->groups + 1);
         ldb_put_meta(wb, META_GROUPS, n, sizeof(n));
     }
     if (cid) {
-        if (!cid_keys(&ki, &kk, &kv, group, from, cid, id)) {
-            return CHAT_EINVAL;
-        }
         leveldb_writebatch_put(wb, ki.buf, ki.len, val, sizeof(val));
         leveldb_writebatch_put(wb, kk.buf, kk.len, kv.buf, kv.len);
     }
-    rc = ldb_write_batch(st, wb, st->wopt, &km);
+    /* Nothing in this batch but the head goes through the cache: it is put
+     * there directly, without a walk over the batch. */
+    rc = ldb_write_raw(st, wb, st->wopt, &km);
     if (rc == CHAT_OK) {
+        chat_cache_put(st->cache, kh.buf, kh.len, true, id, 0);
         out->id = id;
         atomic_fetch_add(&st->appended, 1);
         if (head == 0) {
@@ -280,7 +366,7 @@ chat_err ldb_groups(chat_store *cs, const char *after, size_t max, chat_head_fn 
             break;
         }
         size_t n = klen >= 3 ? ((size_t)(unsigned char)kb[1] << 8) | (unsigned char)kb[2] : 0;
-        const char *v = leveldb_iter_value(it, &vlen);
+        (void)leveldb_iter_value(it, &vlen);
         if (klen < 3 || 3 + n != klen || n > MAX_PART || vlen != 8) {
             rc = ldb_corrupt_key(st, kb, klen, vlen);
             break;
@@ -288,7 +374,12 @@ chat_err ldb_groups(chat_store *cs, const char *after, size_t max, chat_head_fn 
         memcpy(name, kb + 3, n);
         name[n] = '\0';
         seen++;
-        if (fn(ctx, name, get_u64(v)) != 0) {
+        /* The record is a floor of the head, the head itself only when
+         * written last (invariant 1): the head comes from the cache, or
+         * from the group's newest message. */
+        uint64_t head = 0;
+        rc = ldb_head(cs, name, &head);
+        if (rc != CHAT_OK || fn(ctx, name, head) != 0) {
             break;
         }
         leveldb_iter_next(it);

@@ -11,7 +11,9 @@
 /* The ops below (store_backend.h) keep the contracts of the chat_store.h
  * functions of the same names; each comment says how this backend does it. */
 
-/* 'H' through the cache; 0 for a group without one. */
+/* The head through the cache (under the 'H' key); on a miss, the 'H'
+ * record, first and one seek into the group's messages (invariant 1); 0
+ * for a group that never had a message. */
 store_head_fn ldb_head;
 
 /* 'F' through the cache; 1 for a group without one. */
@@ -19,8 +21,9 @@ store_first_fn ldb_first;
 
 /* A cid already stored answers with its message (an 'I' and an 'M'
  * lookup); else the message under head + 1 (the cached head: this process
- * is the only writer), the new head, the groups' count for a new group and
- * the cid keys both ways ('I', 'K'), in one batch (invariants 1 and 6). */
+ * is the only writer), for a new group its 'H' record and the groups'
+ * count, and the cid keys both ways ('I', 'K'), in one batch (invariants 1
+ * and 6). */
 store_append_fn ldb_append;
 
 /* One 'I' lookup (a Bloom filter answers most), valid while its id is at
@@ -34,7 +37,8 @@ store_get_fn ldb_get;
  * never returns an id below first (invariant 2). */
 store_scan_fn ldb_scan;
 
-/* An iterator over the 'H' records, from the one after `after`. */
+/* An iterator over the 'H' records, from the one after `after`, each
+ * group with its head (ldb_head). */
 store_groups_fn ldb_groups;
 
 #endif

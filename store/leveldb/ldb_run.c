@@ -68,23 +68,24 @@ static chat_err count_groups(ldb *st, uint64_t *n)
     return err ? ldb_read_error(st, err, "counting the groups") : CHAT_OK;
 }
 
-/* Reads the '#format' record: CHAT_OK with *missing set for a store from
- * before it (version 1), CHAT_EFORMAT for a newer version than this code
- * reads. Before any write: a newer layout must not be written by older
- * code. */
-static chat_err check_format(ldb *st, bool *missing, char **errmsg)
+/* Reads the '#format' record: CHAT_OK with *older set for a store of an
+ * older version than this code writes (one from before the record is
+ * version 1), CHAT_EFORMAT for a newer version than this code reads.
+ * Before any write: a newer layout must not be written by older code. */
+static chat_err check_format(ldb *st, bool *older, char **errmsg)
 {
     char *v = NULL, why[160];
     size_t len = 0;
     uint64_t version;
     chat_err rc = ldb_get_meta(st, META_FORMAT, &v, &len);
 
-    *missing = rc == CHAT_OK && !v;
+    *older = rc == CHAT_OK && !v;
     if (rc != CHAT_OK || !v) {
         return rc;
     }
     version = len == 8 ? get_u64(v) : 0;
     leveldb_free(v);
+    *older = version != 0 && version < LDB_FORMAT;
     if (version == 0) {
         store_set_text(why, sizeof(why),
                        "the store's format record (%zu bytes) holds no version number", len);
@@ -107,7 +108,7 @@ chat_err ldb_run_start(ldb *st, const char *boot_override, char **errmsg)
     char boot[BOOT_ID_MAX], prev_boot[BOOT_ID_MAX], val[BOOT_ID_MAX + 1];
     char *run = NULL, *inc = NULL, *grp = NULL, *err = NULL;
     size_t run_len = 0, inc_len = 0, grp_len = 0;
-    bool fresh = false, count = false, no_format = false;
+    bool fresh = false, count = false, old_format = false;
     leveldb_writebatch_t *wb = NULL;
     chat_err rc;
 
@@ -116,7 +117,7 @@ chat_err ldb_run_start(ldb *st, const char *boot_override, char **errmsg)
     } else {
         read_boot_id(boot, sizeof(boot));
     }
-    rc = check_format(st, &no_format, errmsg);
+    rc = check_format(st, &old_format, errmsg);
     if (rc == CHAT_OK) {
         rc = ldb_get_meta(st, META_RUNNING, &run, &run_len);
     }
@@ -172,8 +173,12 @@ chat_err ldb_run_start(ldb *st, const char *boot_override, char **errmsg)
         put_u64(val, st->groups);
         ldb_put_meta(wb, META_GROUPS, val, 8);
     }
-    if (no_format) {
-        /* A new store, or one from before the record: both are version 1. */
+    if (old_format) {
+        /* A new store, or an older one, which version 2 reads as it is
+         * (its 'H' records hold the heads, its 'K' records are deleted
+         * with their messages): from this synced write on, before any
+         * append leaves an 'H' behind its messages, code that would read
+         * 'H' as the head refuses the store. */
         put_u64(val, LDB_FORMAT);
         ldb_put_meta(wb, META_FORMAT, val, 8);
     }

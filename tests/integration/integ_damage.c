@@ -13,8 +13,8 @@
  *   missing_current  CURRENT deleted: LevelDB alone would start an empty
  *                    store over the data and delete it; after RepairDB
  *                    every message is back
- *   newer_format     a store whose format record says version 2: nothing
- *                    is written to it; with version 1 again it starts
+ *   newer_format     a store whose format record says version 3: nothing
+ *                    is written to it; with version 2 again it starts
  *   no_permission    a store directory the broker's user (nobody) may not
  *                    enter; with the right owner again it starts
  */
@@ -285,13 +285,13 @@ static void case_newer_format(void)
     const char *db = ts_broker_db_path(b);
 
     fill_and_stop(b);
-    ldb_tool("expect-format", db, "1");
-    ldb_tool("format", db, "2");
-    expect_refusal(b, "format version 2, newer than this mosquitto-chat reads (1)");
-    /* Nothing was written: the record stays, no run was started. */
     ldb_tool("expect-format", db, "2");
+    ldb_tool("format", db, "3");
+    expect_refusal(b, "format version 3, newer than this mosquitto-chat reads (2)");
+    /* Nothing was written: the record stays, no run was started. */
+    ldb_tool("expect-format", db, "3");
     ldb_tool("expect-missing", db, "running");
-    ldb_tool("format", db, "1");
+    ldb_tool("format", db, "2");
     ts_broker_restart(b);
     expect_whole(b);
     ts_broker_destroy(b);

@@ -190,6 +190,77 @@ static void test_i8d_delete_again_at_same_head(void **state)
     assert_head(fx->st, "g", 10);
 }
 
+/* Issue 16: a deletion puts the head in 'H' before it deletes the
+ * messages the head was read from; the next id follows it after a reopen
+ * (no cache), never the newest message left. */
+static void test_i16_head_kept_by_deletion(void **state)
+{
+    struct fixture *fx = *state;
+    bool done = false;
+
+    populate(fx->st, "g", 20);
+    ASSERT_OK(chat_store_group_delete(fx->st, "g", 30, &done));
+    assert_false(done);
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_head(fx->st, "g", 20);
+    delete_all(fx->st, "g", 30);
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_head(fx->st, "g", 20);
+    assert_int_equal(append_env(fx->st, "g", "alice", "c1", 0), 21);
+}
+
+/* A store of format 1 (before issue 16): 'H' written with every message,
+ * a 'K' reverse key for every message with a cid, no '#format' record or
+ * one of 1. It opens as it is, becomes version 2, and its trims and
+ * deletions remove every key of what they delete. */
+static void test_i16_old_format_store(void **state)
+{
+    struct fixture *fx = *state;
+    const size_t none[6] = {0, 0, 0, 0, 0, 0};
+    struct problems p = {0};
+    uint64_t groups = 0, problems = 0, first = 0;
+    char k[64], v[8] = {0};
+    const char one[8] = {0, 0, 0, 0, 0, 0, 0, 1};
+
+    populate(fx->st, "g", 40);
+    populate(fx->st, "g2", 40);
+    /* what format 1 left: the head in every 'H', the version 1 */
+    v[7] = 40;
+    raw_write(fx, k, raw_prefix(k, sizeof(k), 'H', "g", NULL), v, 8);
+    raw_write(fx, k, raw_prefix(k, sizeof(k), 'H', "g2", NULL), v, 8);
+    raw_write(fx, "#format", 7, one, 8);
+    assert_head(fx->st, "g", 40);
+    assert_head(fx->st, "g2", 40);
+    ASSERT_OK(chat_store_check(fx->st, collect_problem, &p, &groups, &problems));
+    assert_int_equal(groups, 2);
+    if (problems)
+        fail_msg("%d problems, the last: %s", p.n, p.last);
+
+    /* retention: 1..30 go with their cid keys both ways */
+    ASSERT_OK(chat_store_trim(fx->st, "g2", 31, 100, &first));
+    assert_int_equal(first, 31);
+    assert_int_equal(group_keys(fx, 'M', "g2", NULL), 10);
+    assert_int_equal(group_keys(fx, 'I', "g2", NULL), 5);
+    assert_int_equal(group_keys(fx, 'K', "g2", NULL), 5);
+    /* then the rest, the newest too: the head stays */
+    ASSERT_OK(chat_store_trim(fx->st, "g2", UINT64_MAX, 100, &first));
+    assert_int_equal(first, 41);
+    assert_int_equal(group_keys(fx, 'I', "g2", NULL), 0);
+    assert_int_equal(group_keys(fx, 'K', "g2", NULL), 0);
+    assert_head(fx->st, "g2", 40);
+    assert_int_equal(append_env(fx->st, "g2", "alice", "c1", 0), 41);
+
+    /* a deletion leaves nothing of the group but its head and first */
+    delete_all(fx->st, "g", 7);
+    assert_group_keys(fx, "g", none);
+    assert_head(fx->st, "g", 40);
+    assert_int_equal(append_env(fx->st, "g", "alice", "c1", 0), 41);
+    ASSERT_OK(chat_store_check(fx->st, collect_problem, &p, &groups, &problems));
+    assert_int_equal(groups, 2);
+    if (problems)
+        fail_msg("%d problems, the last: %s", p.n, p.last);
+}
+
 /* ------------------------------------------------------------------------
  * Table
  * --------------------------------------------------------------------- */
@@ -200,6 +271,8 @@ int main(void)
         CASE(test_i8d_group_delete_removes_every_key),
         CASE(test_i8d_publish_between_steps),
         CASE(test_i8d_delete_again_at_same_head),
+        CASE(test_i16_head_kept_by_deletion),
+        CASE(test_i16_old_format_store),
     };
 
     return cmocka_run_group_tests_name("store_delete", tests, NULL, NULL);

@@ -427,6 +427,39 @@ static void test_i11_process_crash_keeps_incarnation(void **state)
     }
 }
 
+/* Issue 16: the head is the newest message or the 'H' record the batch
+ * that deleted it wrote; a process crash at any point keeps both, so the
+ * next id after a crash follows every id given before it. */
+static void test_i16_head_after_crash(void **state)
+{
+    struct fixture *fx = *state;
+    uint64_t first = 0;
+
+    fill(fx->st, "g", 5);
+    crash(fx);
+    reopen_boot(fx, CHAT_SYNC_NONE, "boot-A");
+    assert_head(fx->st, "g", 5);
+    assert_int_equal(append_env(fx->st, "g", "u", "c6", 0), 6);
+    crash(fx);
+    reopen_boot(fx, CHAT_SYNC_NONE, "boot-A");
+    assert_head(fx->st, "g", 6);
+    assert_cid(fx->st, "g", "u", "c6", true, 6);
+
+    /* retention took them all, the newest too: its id is not given again */
+    ASSERT_OK(chat_store_trim(fx->st, "g", UINT64_MAX, 100, &first));
+    assert_int_equal(first, 7);
+    crash(fx);
+    reopen_boot(fx, CHAT_SYNC_NONE, "boot-A");
+    assert_head(fx->st, "g", 6);
+    assert_int_equal(append_env(fx->st, "g", "u", "c6", 0), 7);
+    crash(fx);
+    reopen_boot(fx, CHAT_SYNC_NONE, "boot-A");
+    assert_head(fx->st, "g", 7);
+    uint64_t groups = 0;
+    ASSERT_OK(chat_store_stats(fx->st, &groups, NULL));
+    assert_int_equal(groups, 1);
+}
+
 static void test_i11_power_loss_new_incarnation(void **state)
 {
     struct fixture *fx = *state;
@@ -540,31 +573,32 @@ static void test_i11_format_written_and_checked(void **state)
     char *errmsg = NULL, *run;
     size_t len = 0;
 
-    /* a new store records version 1 */
+    /* a new store records version 2 (issue 16: 'H' is a floor of the head) */
     fill(fx->st, "g", 2);
     chat_store_close(fx->st);
     fx->st = NULL;
-    assert_int_equal(raw_format(fx->dir), 1);
+    assert_int_equal(raw_format(fx->dir), 2);
 
-    /* a store from before the record is version 1, and gets the record */
+    /* a store from before the record is version 1, read as it is and
+     * marked 2 at open */
     raw_put_closed(fx->dir, FORMAT_KEY, NULL, 0);
     assert_int_equal(raw_format(fx->dir), 0);
     reopen(fx, CHAT_SYNC_NONE);
     assert_head(fx->st, "g", 2);
     chat_store_close(fx->st);
     fx->st = NULL;
-    assert_int_equal(raw_format(fx->dir), 1);
+    assert_int_equal(raw_format(fx->dir), 2);
 
     /* a newer one is refused, and nothing is written to it: no run marker */
-    put_format(fx->dir, 2);
+    put_format(fx->dir, 3);
     assert_int_equal(chat_store_open(fx->dir, CHAT_SYNC_NONE, &fx->st, &errmsg), CHAT_EFORMAT);
     assert_null(fx->st);
     assert_non_null(errmsg);
-    if (!strstr(errmsg, "format version 2") || !strstr(errmsg, "newer"))
+    if (!strstr(errmsg, "format version 3") || !strstr(errmsg, "newer"))
         fail_msg("the refusal does not say why: %s", errmsg);
     free(errmsg);
     errmsg = NULL;
-    assert_int_equal(raw_format(fx->dir), 2);
+    assert_int_equal(raw_format(fx->dir), 3);
     run = raw_get_closed(fx->dir, "#running", &len);
     assert_null(run);
 
@@ -575,10 +609,17 @@ static void test_i11_format_written_and_checked(void **state)
     assert_non_null(strstr(errmsg, "format record"));
     free(errmsg);
 
-    /* back to version 1: the store opens with everything in it */
+    /* back to version 1: the store opens with everything in it, and is
+     * version 2 from then on */
     put_format(fx->dir, 1);
     reopen(fx, CHAT_SYNC_NONE);
     assert_head(fx->st, "g", 2);
+    assert_int_equal(append_env(fx->st, "g", "u", NULL, 0), 3);
+    chat_store_close(fx->st);
+    fx->st = NULL;
+    assert_int_equal(raw_format(fx->dir), 2);
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_head(fx->st, "g", 3);
 }
 
 /* ------------------------------------------------------------------------
@@ -601,6 +642,7 @@ int main(void)
         CASE(test_i11_process_crash_keeps_incarnation),
         CASE(test_i11_power_loss_new_incarnation),
         CASE(test_i11_format_written_and_checked),
+        CASE(test_i16_head_after_crash),
     };
 
     return cmocka_run_group_tests_name("store_open", tests, NULL, NULL);

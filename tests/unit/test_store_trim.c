@@ -113,6 +113,52 @@ static void test_i8c_trim_bounded_per_call(void **state)
     assert_int_equal(first, 1);
 }
 
+/* Issue 16: 'H' is written with a group's first message and by the
+ * batches that delete its newest one, not with every message; the head
+ * is the newest message or that record. A store that took the newest
+ * message for the head would give the trimmed ids again. */
+static void test_i16_head_kept_when_newest_trimmed(void **state)
+{
+    struct fixture *fx = *state;
+    uint64_t first = 0;
+
+    fill(fx->st, "g", 10);
+    fill(fx->st, "h", 10);
+    /* the oldest go: the newest message says the head */
+    ASSERT_OK(chat_store_trim(fx->st, "g", 4, 100, &first));
+    assert_int_equal(first, 4);
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_head(fx->st, "g", 10);
+
+    /* all of them go, the last step with the newest: after a reopen (no
+     * cache) the head is still 10 and the next id 11 */
+    assert_int_equal(trim_all(fx->st, "g", 11, 4), 2);
+    assert_int_equal(group_keys(fx, 'M', "g", NULL), 0);
+    assert_head(fx->st, "g", 10);
+    assert_int_equal(append_env(fx->st, "g", "u", "c", 0), 11);
+    assert_int_equal(append_env(fx->st, "g", "u", NULL, 0), 12);
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_head(fx->st, "g", 12);
+
+    /* a step that stops short of the newest, then one that takes it */
+    ASSERT_OK(chat_store_trim(fx->st, "h", 11, 9, &first));
+    assert_int_equal(first, 10);
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_head(fx->st, "h", 10);
+    ASSERT_OK(chat_store_trim(fx->st, "h", 11, 9, &first));
+    assert_int_equal(first, 11);
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_head(fx->st, "h", 10);
+    assert_int_equal(append_env(fx->st, "h", "u", NULL, 0), 11);
+
+    /* one 'H' record a group, and the groups' count unchanged */
+    assert_int_equal(group_keys(fx, 'H', "g", NULL), 1);
+    assert_int_equal(group_keys(fx, 'H', "h", NULL), 1);
+    uint64_t groups = 0;
+    ASSERT_OK(chat_store_stats(fx->st, &groups, NULL));
+    assert_int_equal(groups, 2);
+}
+
 /* ------------------------------------------------------------------------
  * Table
  * --------------------------------------------------------------------- */
@@ -123,6 +169,7 @@ int main(void)
         CASE(test_i8a_trim_removes_cid_keys),
         CASE(test_i8a_trim_keeps_reused_cid),
         CASE(test_i8c_trim_bounded_per_call),
+        CASE(test_i16_head_kept_when_newest_trimmed),
     };
 
     return cmocka_run_group_tests_name("store_trim", tests, NULL, NULL);
