@@ -334,6 +334,7 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
     cfg->replay_timeout = 10;
     cfg->max_payload = 65536;
     cfg->fsync = CHAT_SYNC_NONE;
+    cfg->write_buffer_mb = 32;
     cfg->replay = true;
     cfg->open_groups = true;
     cfg->verify_store = true;
@@ -386,6 +387,9 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
                 {"none", CHAT_SYNC_NONE}, {"batch", CHAT_SYNC_BATCH}, {"always", CHAT_SYNC_ALWAYS}};
             rc = parse_choice(val, c, 3, &choice) ? (cfg->fsync = (chat_sync)choice, 0)
                                                   : bad(k, val, "none, batch or always");
+        } else if (!strcmp(k, "write_buffer_mb")) {
+            rc = parse_uint(val, 1, 1024, &v) ? (cfg->write_buffer_mb = (unsigned)v, 0)
+                                              : bad(k, val, "MiB, from 1 to 1024");
         } else if (!strcmp(k, "replay")) {
             rc = parse_bool(val, &cfg->replay) ? 0 : bad(k, val, "true or false");
         } else if (!strcmp(k, "open_groups")) {
@@ -478,7 +482,8 @@ void chat_config_log(const struct chat_plugin *pl)
         MOSQ_LOG_INFO,
         "mosquitto-chat: store \"%s\", topics \"%s/<group>\", access checks: %s, history: %s, "
         "members without a username: %s; page_size %zu, page_bytes %zu, page_qos %d, "
-        "replay_window %u, replay_timeout %u, max_payload %zu, fsync %s, replay %s, "
+        "replay_window %u, replay_timeout %u, max_payload %zu, fsync %s, write_buffer_mb %u, "
+        "replay %s, "
         "open_groups %s, admins \"%s\", retention_count %llu, retention_days %llu, "
         "device_expiry_days %llu, backup_dir %s, figures under $SYS every %d s (sys_interval; 0: "
         "none)",
@@ -491,8 +496,9 @@ void chat_config_log(const struct chat_plugin *pl)
                                                "plugin_opt_read_check)",
         c->names_verified ? "~<client id>" : "<client id>", c->page_size, c->page_bytes,
         c->page_qos, c->replay_window, c->replay_timeout, c->max_payload,
-        fsyncs[c->fsync <= CHAT_SYNC_ALWAYS ? c->fsync : 0], c->replay ? "true" : "false",
-        c->open_groups ? "true" : "false", admins, (unsigned long long)c->retention_count,
-        (unsigned long long)c->retention_days, (unsigned long long)c->device_expiry_days,
+        fsyncs[c->fsync <= CHAT_SYNC_ALWAYS ? c->fsync : 0], c->write_buffer_mb,
+        c->replay ? "true" : "false", c->open_groups ? "true" : "false", admins,
+        (unsigned long long)c->retention_count, (unsigned long long)c->retention_days,
+        (unsigned long long)c->device_expiry_days,
         c->backup_dir ? c->backup_dir : "(none: backups refused)", pl->sys_interval);
 }

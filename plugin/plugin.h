@@ -91,6 +91,7 @@ struct chat_config {
     unsigned replay_timeout; /* seconds */
     size_t max_payload;
     chat_sync fsync;
+    unsigned write_buffer_mb; /* LevelDB's memtable, MiB (plugin_opt_write_buffer_mb) */
     bool replay;
     bool open_groups;
     bool verify_store; /* read every block of the store at start (plugin_opt_verify_store) */

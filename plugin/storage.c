@@ -90,6 +90,7 @@ static chat_err open_store(struct chat_plugin *pl, bool verify, char **errmsg)
     chat_store_opts so = CHAT_STORE_OPTS_INIT;
     struct timespec t0, t1;
     so.sync = pl->cfg.fsync;
+    so.write_buffer_size = (size_t)pl->cfg.write_buffer_mb << 20;
     so.verify = verify;
     so.backend = pl->cfg.store;
     /* Tests fake a reboot (see chat_store_recovered) with another boot id. */

@@ -198,7 +198,7 @@ chat_err chat_store_open(const char *path, chat_sync sync, chat_store **out, cha
 /* What chat_store_open_opts takes; start from CHAT_STORE_OPTS_INIT. */
 typedef struct chat_store_opts {
     chat_sync sync;           /* how appends reach the disk */
-    size_t write_buffer_size; /* LevelDB's memtable, in bytes (0: 8 MiB); a new
+    size_t write_buffer_size; /* LevelDB's memtable, in bytes (0: 32 MiB); a new
                                  write-ahead log starts each time it fills */
     const char *boot_id;      /* test hook: the boot id this run records and compares
                                  (NULL: /proc/sys/kernel/random/boot_id) */

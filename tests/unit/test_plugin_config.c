@@ -63,6 +63,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.replay_timeout, 10);
     assert_int_equal(cfg.max_payload, 65536);
     assert_int_equal(cfg.fsync, CHAT_SYNC_NONE);
+    assert_int_equal(cfg.write_buffer_mb, 32);
     assert_true(cfg.replay);
     assert_true(cfg.open_groups);
     assert_non_null(cfg.admins);
@@ -95,6 +96,7 @@ static uint64_t field(const struct chat_config *cfg, const char *key)
         F("replay_timeout", replay_timeout),
         F("max_payload", max_payload),
         F("fsync", fsync),
+        F("write_buffer_mb", write_buffer_mb),
         F("replay", replay),
         F("open_groups", open_groups),
         F("retention_count", retention_count),
@@ -186,6 +188,10 @@ static void test_numbers_and_words(void **state)
         {"device_expiry_days", "1000000", true, 1000000, NULL},
         {"device_expiry_days", "1000001", false, 0, "a number of days, 0 for never"},
         {"device_expiry_days", "-1", false, 0, "a number of days, 0 for never"},
+        {"write_buffer_mb", "1", true, 1, NULL},
+        {"write_buffer_mb", "1024", true, 1024, NULL},
+        {"write_buffer_mb", "0", false, 0, "MiB, from 1 to 1024"},
+        {"write_buffer_mb", "1025", false, 0, "MiB, from 1 to 1024"},
         {"read_check", "broker", true, CHAT_READ_BROKER, NULL},
         {"read_check", "members", true, CHAT_READ_MEMBERS, NULL},
         {"read_check", "Members", false, 0, "broker or members"},
