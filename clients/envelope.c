@@ -22,26 +22,63 @@ struct member {
     size_t key_len, val_len;
     bool key_escaped;
     bool val_escaped; /* a string value holds an escape */
+    bool blanks;      /* blanks around or inside it (compact text has none) */
 };
 
-static const char *next_member(const char *p, const char *end, struct member *m)
+/* The first byte at or after p that is not white space: outside strings
+ * only white space is below '!' in strict JSON, so compact text costs one
+ * test. */
+static const char *skip_ws(const char *p, const char *end)
 {
-    const char *k = p;
+    return p < end && (unsigned char)*p <= ' ' ? chat_proto_json_skip_ws(p, end) : p;
+}
+
+/* The key of the member at p: fills m's key; returns its value's first
+ * byte. */
+static const char *member_key(const char *p, const char *end, struct member *m)
+{
+    const char *k = p, *q;
 
     m->key_escaped = false;
     p = chat_proto_json_skip_string(p, end, &m->key_escaped);
     m->key = k + 1;
     m->key_len = (size_t)(p - k) - 2;
-    p = chat_proto_json_skip_ws(chat_proto_json_skip_ws(p, end) + 1, end); /* past ':' */
+    q = skip_ws(p, end); /* at ':' */
+    m->blanks = q != p;
+    p = skip_ws(q + 1, end);
+    m->blanks |= p != q + 1;
+    return p;
+}
+
+/* The byte after the ',' that ends a member (p after its value) or at the
+ * closing '}'. */
+static const char *member_end(const char *p, const char *end, struct member *m)
+{
+    const char *q = skip_ws(p, end);
+
+    m->blanks |= q != p;
+    if (q < end && *q == ',') {
+        p = skip_ws(q + 1, end);
+        m->blanks |= p != q + 1;
+        return p;
+    }
+    return q;
+}
+
+static const char *next_member(const char *p, const char *end, struct member *m)
+{
+    p = member_key(p, end, m);
     m->val = p;
     m->val_escaped = false;
-    p = *p == '"' ? chat_proto_json_skip_string(p, end, &m->val_escaped)
-                  : chat_proto_json_skip_value(p, end, 0, 0);
+    if (*p == '"') {
+        p = chat_proto_json_skip_string(p, end, &m->val_escaped);
+    } else {
+        /* A container may hold blanks: compact() finds them. */
+        m->blanks |= *p == '{' || *p == '[';
+        p = chat_proto_json_skip_value(p, end, 0, 0);
+    }
     m->val_len = (size_t)(p - m->val);
-    p = chat_proto_json_skip_ws(p, end);
-    if (p < end && *p == ',')
-        p = chat_proto_json_skip_ws(p + 1, end);
-    return p;
+    return member_end(p, end, m);
 }
 
 static bool key_is(const struct member *m, const char *key, size_t len)
@@ -64,6 +101,7 @@ struct fields {
     uint64_t id;
     int64_t ts;
     struct field group, from, body, cid;
+    bool blanks; /* the text may hold blanks between tokens: compact() it */
 };
 
 /* Copies the strict JSON text s[0..len) to out without the blanks between
@@ -114,7 +152,12 @@ static chat_env_verdict build(const char *text, size_t len, const struct fields 
 
     if (e == NULL)
         return CHAT_ENV_NOMEM;
-    o = e->text + compact(e->text, text, len);
+    if (f->blanks) {
+        o = e->text + compact(e->text, text, len);
+    } else {
+        memcpy(e->text, text, len);
+        o = e->text + len;
+    }
     *o++ = '\0';
     memset(&e->m, 0, sizeof e->m);
     e->m.id = f->id;
@@ -174,11 +217,13 @@ static const char *scan(const char *s, const char *end, struct fields *f, bool *
 
     memset(f, 0, sizeof *f);
     *is_env = false;
-    p = chat_proto_json_skip_ws(p + 1, end); /* past '{' */
+    p = skip_ws(p + 1, end); /* past '{' */
+    f->blanks = p != s + 1;
     while (p < end && *p == '"') {
         p = next_member(p, end, &m);
         if (m.key_escaped)
             return NULL;
+        f->blanks |= m.blanks;
         if (key_is(&m, "id", 2) && !seen_id) {
             seen_id = true;
             if (m.val[0] == '-' || (m.val[0] >= '0' && m.val[0] <= '9')) {
@@ -237,6 +282,7 @@ static chat_env_verdict read_tree(const char *s, size_t len, struct chat_env **o
 
     if (chat_envelope_view(env, "", &m)) {
         memset(&f, 0, sizeof f);
+        f.blanks = true;
         f.id = m.id;
         f.ts = m.ts;
         f.group = str_field(env, "group");
@@ -340,7 +386,7 @@ static const char *cut_entry(const char *p, const char *end, struct cut *c)
 
     if (*p != '{')
         return chat_proto_json_skip_value(p, end, 0, 0);
-    p = chat_proto_json_skip_ws(p + 1, end);
+    p = skip_ws(p + 1, end);
     while (p < end && *p == '"') {
         p = next_member(p, end, &m);
         if (m.key_escaped)
@@ -355,33 +401,43 @@ static const char *cut_entry(const char *p, const char *end, struct cut *c)
     return p < end ? p + 1 : end; /* past '}' */
 }
 
-/* The root object: the entries of its first "responses" array. */
+/* The entries of the "responses" array at p (its '['): returns the byte
+ * after its ']', or NULL as cut_entry. */
+static const char *cut_entries(const char *p, const char *end, struct cut *c)
+{
+    for (p = skip_ws(p + 1, end); p < end && *p != ']';) {
+        if (!cut_add(c) || (p = cut_entry(p, end, c)) == NULL)
+            return NULL;
+        p = skip_ws(p, end);
+        if (p < end && *p == ',')
+            p = skip_ws(p + 1, end);
+    }
+    return p < end ? p + 1 : end; /* past ']' */
+}
+
+/* The root object: the entries of its first "responses" array, walked
+ * where they are (a page is scanned once here, in its "messages"). */
 static bool cut_root(const char *s, size_t len, struct cut *c)
 {
-    const char *end = s + len, *p = chat_proto_json_skip_ws(s, end);
+    const char *end = s + len, *p = skip_ws(s, end);
     struct member m;
     bool seen = false;
 
     if (p == end || *p != '{')
         return false;
-    p = chat_proto_json_skip_ws(p + 1, end);
+    p = skip_ws(p + 1, end);
     while (p < end && *p == '"') {
-        p = next_member(p, end, &m);
+        const char *v = member_key(p, end, &m);
         if (m.key_escaped)
             return false;
-        if (!key_is(&m, "responses", 9) || seen)
+        if (!key_is(&m, "responses", 9) || seen) {
+            p = next_member(p, end, &m);
             continue;
-        seen = true;
-        if (m.val[0] != '[')
-            return false;
-        for (const char *q = chat_proto_json_skip_ws(m.val + 1, end); q < end && *q != ']';) {
-            const char *e;
-            if (!cut_add(c) || (e = cut_entry(q, end, c)) == NULL)
-                return false;
-            q = chat_proto_json_skip_ws(e, end);
-            if (q < end && *q == ',')
-                q = chat_proto_json_skip_ws(q + 1, end);
         }
+        seen = true;
+        if (*v != '[' || (p = cut_entries(v, end, c)) == NULL)
+            return false;
+        p = member_end(p, end, &m);
     }
     return seen;
 }
@@ -432,15 +488,15 @@ bool chat_span_next(const struct chat_span *span, const char **pos, chat_env_ver
     const char *end = span->text + span->len, *p = *pos;
 
     if (p == span->text)
-        p = chat_proto_json_skip_ws(p + 1, end); /* past '[' */
+        p = skip_ws(p + 1, end); /* past '[' */
     if (p >= end || *p == ']')
         return false;
     *elem = p;
     *v = read_at(p, end, env, &p);
     *elem_len = (size_t)(p - *elem);
-    p = chat_proto_json_skip_ws(p, end);
+    p = skip_ws(p, end);
     if (p < end && *p == ',')
-        p = chat_proto_json_skip_ws(p + 1, end);
+        p = skip_ws(p + 1, end);
     *pos = p;
     return true;
 }
