@@ -370,15 +370,60 @@ static bool cut_add(struct cut *c)
         c->blank = blank;
         c->cap = cap;
     }
-    c->spans[c->n].text = NULL;
-    c->spans[c->n].len = 0;
+    memset(&c->spans[c->n], 0, sizeof c->spans[c->n]);
     c->blank[c->n] = true;
     c->n++;
     return true;
 }
 
-/* One entry (p at its first byte): its messages span. Returns the byte
- * after the entry, or NULL when a key holds an escape. */
+/* Appends an element read from the page to span; false when out of
+ * memory (env, if any, is freed). */
+static bool span_add(struct chat_span *span, size_t *cap, const char *text, size_t len,
+                     chat_env_verdict v, struct chat_env *env)
+{
+    if (span->n == *cap) {
+        size_t ncap = *cap ? 2 * *cap : 128;
+        struct chat_span_elem *e = realloc(span->elems, ncap * sizeof *e);
+        if (e == NULL) {
+            free(env);
+            return false;
+        }
+        span->elems = e;
+        *cap = ncap;
+    }
+    span->elems[span->n].text = text;
+    span->elems[span->n].len = len;
+    span->elems[span->n].v = v;
+    span->elems[span->n].env = env;
+    span->n++;
+    return true;
+}
+
+/* Reads the elements of the array at p (its '[') into span: returns the
+ * byte after its ']', or NULL when out of memory. The array's end is where
+ * the reading stops: the page is not scanned once more to find it. */
+static const char *read_elems(const char *p, const char *end, struct chat_span *span)
+{
+    size_t cap = 0;
+
+    span->text = p;
+    for (p = skip_ws(p + 1, end); p < end && *p != ']';) {
+        const char *elem = p;
+        struct chat_env *env;
+        chat_env_verdict v = read_at(p, end, &env, &p);
+        if (!span_add(span, &cap, elem, (size_t)(p - elem), v, env))
+            return NULL;
+        p = skip_ws(p, end);
+        if (p < end && *p == ',')
+            p = skip_ws(p + 1, end);
+    }
+    p = p < end ? p + 1 : end; /* past ']' */
+    span->len = (size_t)(p - span->text);
+    return p;
+}
+
+/* One entry (p at its first byte): its messages, read. Returns the byte
+ * after the entry, or NULL when a key holds an escape or memory ran out. */
 static const char *cut_entry(const char *p, const char *end, struct cut *c)
 {
     struct member m;
@@ -388,15 +433,18 @@ static const char *cut_entry(const char *p, const char *end, struct cut *c)
         return chat_proto_json_skip_value(p, end, 0, 0);
     p = skip_ws(p + 1, end);
     while (p < end && *p == '"') {
-        p = next_member(p, end, &m);
+        const char *v = member_key(p, end, &m);
         if (m.key_escaped)
             return NULL;
-        if (key_is(&m, "messages", 8) && c->spans[i].text == NULL && m.val[0] == '[') {
-            c->spans[i].text = m.val;
-            c->spans[i].len = m.val_len;
-        } else if (key_is(&m, "correlationData", 15)) {
-            c->blank[i] = false;
+        if (key_is(&m, "messages", 8) && c->spans[i].text == NULL && *v == '[') {
+            if ((p = read_elems(v, end, &c->spans[i])) == NULL)
+                return NULL;
+            p = member_end(p, end, &m);
+            continue;
         }
+        p = next_member(p, end, &m);
+        if (key_is(&m, "correlationData", 15))
+            c->blank[i] = false;
     }
     return p < end ? p + 1 : end; /* past '}' */
 }
@@ -477,26 +525,35 @@ bool chat_response_cut(const char *payload, size_t len, cJSON **root, struct cha
 
 fail:
     free(skel);
-    free(c.spans);
+    chat_spans_free(c.spans, c.n);
     free(c.blank);
     return false;
 }
 
-bool chat_span_next(const struct chat_span *span, const char **pos, chat_env_verdict *v,
+bool chat_span_next(const struct chat_span *span, size_t *at, chat_env_verdict *v,
                     struct chat_env **env, const char **elem, size_t *elem_len)
 {
-    const char *end = span->text + span->len, *p = *pos;
+    struct chat_span_elem *e;
 
-    if (p == span->text)
-        p = skip_ws(p + 1, end); /* past '[' */
-    if (p >= end || *p == ']')
+    if (*at >= span->n)
         return false;
-    *elem = p;
-    *v = read_at(p, end, env, &p);
-    *elem_len = (size_t)(p - *elem);
-    p = skip_ws(p, end);
-    if (p < end && *p == ',')
-        p = skip_ws(p + 1, end);
-    *pos = p;
+    e = &span->elems[(*at)++];
+    *v = e->v;
+    *env = e->env;
+    e->env = NULL; /* the caller's now */
+    *elem = e->text;
+    *elem_len = e->len;
     return true;
+}
+
+void chat_spans_free(struct chat_span *spans, size_t n)
+{
+    if (spans == NULL)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        for (size_t k = 0; k < spans[i].n; k++)
+            free(spans[i].elems[k].env);
+        free(spans[i].elems);
+    }
+    free(spans);
 }
