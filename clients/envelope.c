@@ -72,10 +72,15 @@ static const char *next_member(const char *p, const char *end, struct member *m)
     m->val_escaped = false;
     if (*p == '"') {
         p = chat_proto_json_skip_string(p, end, &m->val_escaped);
-    } else {
+    } else if (*p == '{' || *p == '[') {
         /* A container may hold blanks: compact() finds them. */
-        m->blanks |= *p == '{' || *p == '[';
+        m->blanks = true;
         p = chat_proto_json_skip_value(p, end, 0, 0);
+    } else {
+        /* A number or literal (the text is valid): it ends at a ',', '}',
+         * ']' or blank, the bytes up to ' '. */
+        while (p < end && *p != ',' && *p != '}' && *p != ']' && (unsigned char)*p > ' ')
+            p++;
     }
     m->val_len = (size_t)(p - m->val);
     return member_end(p, end, m);
