@@ -97,10 +97,10 @@ struct line {
 static void line_put(struct line *l, const void *s, size_t len)
 {
     if (l->n + len > sizeof l->buf) {
-        fwrite(l->buf, 1, l->n, stdout);
+        (void)fwrite(l->buf, 1, l->n, stdout); /* ferror() tells, in print_message */
         l->n = 0;
         if (len > sizeof l->buf) {
-            fwrite(s, 1, len, stdout);
+            (void)fwrite(s, 1, len, stdout);
             return;
         }
     }
@@ -176,7 +176,7 @@ static bool print_message(const chat_client_message *m, bool json)
         }
     }
     line_put(&l, "\n", 1);
-    fwrite(l.buf, 1, l.n, stdout);
+    (void)fwrite(l.buf, 1, l.n, stdout);
     funlockfile(stdout);
     return !ferror(stdout);
 }
