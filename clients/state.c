@@ -138,7 +138,7 @@ static chat_client_err load(chat_state *st, char *why, size_t why_size)
         size_t len = strlen(line);
         lineno++;
         if (len > 0 && line[len - 1] != '\n' && len < sizeof line - 1 && feof(f))
-            break; /* an append cut short (a power loss): the older line stands */
+            break; /* an append cut short (see append()): the older line stands */
         if (len == 0 || line[len - 1] != '\n') {
             snprintf(why, why_size, "%s:%d: line too long or not terminated", st->path, lineno);
             rc = CHAT_CLIENT_ERR_STATE;
@@ -281,11 +281,15 @@ static chat_client_err save(chat_state *st, char *why, size_t why_size)
     return CHAT_CLIENT_OK;
 }
 
-/* Appends a line for each group whose record changed, in one write(2): a
- * process killed during it leaves all of them or none (the kernel copies a
- * small write whole), and a power loss at worst a last line cut short,
- * which chat_state_open skips. Rewrites the file instead when the file was
- * removed or replaced under us, or the lines do not fit one write. */
+/* Appends a line for each group whose record changed, in one write(2). A
+ * process killed during it leaves all of the lines, none, or (when they
+ * cross a page of the file: the kernel copies page by page and stops at a
+ * fatal signal) the first ones and a last line cut short; a power loss
+ * leaves a prefix too. chat_state_open skips a last line cut short, and
+ * every whole line is a record of something shown: the file never says
+ * more than was shown, and no ack went out for this write. Rewrites the
+ * file instead when the file was removed or replaced under us, or the
+ * lines do not fit one write. */
 static chat_client_err append(chat_state *st, char *why, size_t why_size)
 {
     char buf[8192];

@@ -5,16 +5,14 @@
  * The file is text, one "<id> <group>" line per group after a comment line,
  * and an "@incarnation <hex>" line naming the server store those ids
  * belong to (see docs/protocol.md, Incarnation). chat_state_flush appends
- * a line for each group that changed, in one write(2) (a process killed
- * during it leaves all of them or none); a later line of a group overrides
- * an earlier one, and a last line without its newline (a power loss during
- * an append) is skipped. The first flush, a change of incarnation, every
- * LOG_MAX bytes appended and chat_state_close replace the file whole
- * (written beside it, then renamed), so a crash leaves the old or the new
- * version, never a mix. A rewrite costs ~100 times an append on ext4
- * (rename over a file starts writing the new one out): once per replay
- * page it was the largest cost of a catch-up (issue 16). Changes are
- * recorded in memory first and written when the caller flushes. A lock on
+ * a line for each group that changed, in one write(2); a later line of a
+ * group overrides an earlier one, and a last line without its newline (an
+ * append cut short by a kill or a power loss) is skipped. The first flush, a change of incarnation,
+ * every LOG_MAX bytes appended and chat_state_close replace the file whole (written beside it, then
+ * renamed), so a crash leaves the old or the new version, never a mix. A rewrite costs ~100 times
+ * an append on ext4 (rename over a file starts writing the new one out): once per replay page it
+ * was the largest cost of a catch-up (issue 16). Changes are recorded in memory first and written
+ * when the caller flushes. A lock on
  * "<path>.lock" (fcntl, held while the state is open) keeps two processes
  * from sharing one file.
  *
