@@ -65,6 +65,13 @@ static const char *member_end(const char *p, const char *end, struct member *m)
     return q;
 }
 
+/* The bytes of a number or literal in valid JSON. */
+static const bool in_scalar[256] = {
+    ['0'] = true, ['1'] = true, ['2'] = true, ['3'] = true, ['4'] = true, ['5'] = true,
+    ['6'] = true, ['7'] = true, ['8'] = true, ['9'] = true, ['-'] = true, ['+'] = true,
+    ['.'] = true, ['e'] = true, ['E'] = true, ['a'] = true, ['l'] = true, ['n'] = true,
+    ['r'] = true, ['s'] = true, ['t'] = true, ['u'] = true, ['f'] = true};
+
 static const char *next_member(const char *p, const char *end, struct member *m)
 {
     p = member_key(p, end, m);
@@ -77,9 +84,9 @@ static const char *next_member(const char *p, const char *end, struct member *m)
         m->blanks = true;
         p = chat_proto_json_skip_value(p, end, 0, 0);
     } else {
-        /* A number or literal (the text is valid): it ends at a ',', '}',
-         * ']' or blank, the bytes up to ' '. */
-        while (p < end && *p != ',' && *p != '}' && *p != ']' && (unsigned char)*p > ' ')
+        /* A number or literal (the text is valid): its bytes are digits,
+         * letters and "+-.". */
+        while (p < end && in_scalar[(unsigned char)*p])
             p++;
     }
     m->val_len = (size_t)(p - m->val);
