@@ -204,13 +204,16 @@ done:
 
 /* ---------------------------------------------------------------------------
  * appcatchup: the same catch-up into an application on the client library
- * (--via lib: on_message counts and checks ids, as the thinnest application
- * would) or into `mqchat listen -C N` (--via mqchat: its output read from a
- * pipe, every line's id checked). Both keep the library's state file.
+ * (--via lib: on_message checks ids and the group and reads every byte of
+ * the body, as the thinnest application would) or into `mqchat listen -C N`
+ * (--via mqchat: its output read from a pipe, every line's id checked).
+ * Both keep the library's state file.
  * ------------------------------------------------------------------------- */
 
 struct app {
     uint64_t count;
+    const char *group;       /* the group listened to */
+    uint64_t sum;            /* of the bytes of every body taken (callback thread only) */
     _Atomic uint64_t next;   /* the id expected next */
     _Atomic uint64_t unique; /* messages taken in order */
     _Atomic uint64_t t_done; /* when the count was reached (ns) */
@@ -228,12 +231,19 @@ static bool app_idle(uint64_t now, uint64_t last, uint64_t idle_ns)
     return now > last && now - last > idle_ns;
 }
 
+/* The thinnest application that uses what it is given: it checks the
+ * order and the group, and reads every byte of the body (as one that shows
+ * or stores it would; summed, so that the reads stay). */
 static bool app_on_message(void *arg, const chat_client_message *m)
 {
     struct app *a = arg;
-    uint64_t now = bench_now_ns();
+    uint64_t now = bench_now_ns(), sum = 0;
     atomic_store(&a->last, now);
-    if (m->id != atomic_load(&a->next)) {
+    for (const unsigned char *p = (const unsigned char *)m->body; p != NULL && *p != '\0'; p++) {
+        sum += *p;
+    }
+    a->sum += sum;
+    if (m->id != atomic_load(&a->next) || strcmp(m->group, a->group) != 0) {
         atomic_store(&a->bad, true);
         return true;
     }
@@ -299,7 +309,7 @@ static void app_read_lines(int fd, struct app *a, uint64_t deadline, uint64_t id
 
 int cmd_appcatchup(const struct opts *o)
 {
-    struct app a = {.count = o->count};
+    struct app a = {.count = o->count, .group = o->group};
     atomic_init(&a.next, o->first);
     atomic_init(&a.unique, 0);
     atomic_init(&a.t_done, 0);

@@ -302,18 +302,20 @@ bool chat_delivery_page(chat_delivery *d, struct chat_group *g, const cJSON *ent
         chat_notify_event(d->cfg.notify, &ev);
     }
     if (msgs_text != NULL && msgs_text->text != NULL) {
-        const char *pos = msgs_text->text, *elem;
-        size_t len;
+        const char *elem;
+        size_t at = 0, len;
         chat_env_verdict v;
         struct chat_env *env;
-        while (chat_span_next(msgs_text, &pos, &v, &env, &elem, &len))
+        while (chat_span_next(msgs_text, &at, &v, &env, &elem, &len))
             offer_read(d, g, v, env, elem, len);
     } else {
         cJSON_ArrayForEach(item, msgs) offer_item(d, g, item);
     }
     chat_delivery_ready(d, g);
-    /* The ack at the end of each page releases the plugin's window. */
-    if (replay)
+    /* The ack at the end of each page releases the plugin's window; one
+     * that ack_every sent already for the page's last message (pages of
+     * ack_every messages) is not sent twice. */
+    if (replay && g->seq.shown > g->acked)
         chat_delivery_ack(d, g);
     chat_delivery_catchup(d, g);
     return cJSON_IsTrue(more);

@@ -22,26 +22,75 @@ struct member {
     size_t key_len, val_len;
     bool key_escaped;
     bool val_escaped; /* a string value holds an escape */
+    bool blanks;      /* blanks around or inside it (compact text has none) */
 };
 
-static const char *next_member(const char *p, const char *end, struct member *m)
+/* The first byte at or after p that is not white space: outside strings
+ * only white space is below '!' in strict JSON, so compact text costs one
+ * test. */
+static const char *skip_ws(const char *p, const char *end)
 {
-    const char *k = p;
+    return p < end && (unsigned char)*p <= ' ' ? chat_proto_json_skip_ws(p, end) : p;
+}
+
+/* The key of the member at p: fills m's key; returns its value's first
+ * byte. */
+static const char *member_key(const char *p, const char *end, struct member *m)
+{
+    const char *k = p, *q;
 
     m->key_escaped = false;
     p = chat_proto_json_skip_string(p, end, &m->key_escaped);
     m->key = k + 1;
     m->key_len = (size_t)(p - k) - 2;
-    p = chat_proto_json_skip_ws(chat_proto_json_skip_ws(p, end) + 1, end); /* past ':' */
+    q = skip_ws(p, end); /* at ':' */
+    m->blanks = q != p;
+    p = skip_ws(q + 1, end);
+    m->blanks |= p != q + 1;
+    return p;
+}
+
+/* The byte after the ',' that ends a member (p after its value) or at the
+ * closing '}'. */
+static const char *member_end(const char *p, const char *end, struct member *m)
+{
+    const char *q = skip_ws(p, end);
+
+    m->blanks |= q != p;
+    if (q < end && *q == ',') {
+        p = skip_ws(q + 1, end);
+        m->blanks |= p != q + 1;
+        return p;
+    }
+    return q;
+}
+
+/* The bytes of a number or literal in valid JSON. */
+static const bool in_scalar[256] = {
+    ['0'] = true, ['1'] = true, ['2'] = true, ['3'] = true, ['4'] = true, ['5'] = true,
+    ['6'] = true, ['7'] = true, ['8'] = true, ['9'] = true, ['-'] = true, ['+'] = true,
+    ['.'] = true, ['e'] = true, ['E'] = true, ['a'] = true, ['l'] = true, ['n'] = true,
+    ['r'] = true, ['s'] = true, ['t'] = true, ['u'] = true, ['f'] = true};
+
+static const char *next_member(const char *p, const char *end, struct member *m)
+{
+    p = member_key(p, end, m);
     m->val = p;
     m->val_escaped = false;
-    p = *p == '"' ? chat_proto_json_skip_string(p, end, &m->val_escaped)
-                  : chat_proto_json_skip_value(p, end, 0, 0);
+    if (*p == '"') {
+        p = chat_proto_json_skip_string(p, end, &m->val_escaped);
+    } else if (*p == '{' || *p == '[') {
+        /* A container may hold blanks: compact() finds them. */
+        m->blanks = true;
+        p = chat_proto_json_skip_value(p, end, 0, 0);
+    } else {
+        /* A number or literal (the text is valid): its bytes are digits,
+         * letters and "+-.". */
+        while (p < end && in_scalar[(unsigned char)*p])
+            p++;
+    }
     m->val_len = (size_t)(p - m->val);
-    p = chat_proto_json_skip_ws(p, end);
-    if (p < end && *p == ',')
-        p = chat_proto_json_skip_ws(p + 1, end);
-    return p;
+    return member_end(p, end, m);
 }
 
 static bool key_is(const struct member *m, const char *key, size_t len)
@@ -64,6 +113,7 @@ struct fields {
     uint64_t id;
     int64_t ts;
     struct field group, from, body, cid;
+    bool blanks; /* the text may hold blanks between tokens: compact() it */
 };
 
 /* Copies the strict JSON text s[0..len) to out without the blanks between
@@ -114,7 +164,12 @@ static chat_env_verdict build(const char *text, size_t len, const struct fields 
 
     if (e == NULL)
         return CHAT_ENV_NOMEM;
-    o = e->text + compact(e->text, text, len);
+    if (f->blanks) {
+        o = e->text + compact(e->text, text, len);
+    } else {
+        memcpy(e->text, text, len);
+        o = e->text + len;
+    }
     *o++ = '\0';
     memset(&e->m, 0, sizeof e->m);
     e->m.id = f->id;
@@ -174,11 +229,13 @@ static const char *scan(const char *s, const char *end, struct fields *f, bool *
 
     memset(f, 0, sizeof *f);
     *is_env = false;
-    p = chat_proto_json_skip_ws(p + 1, end); /* past '{' */
+    p = skip_ws(p + 1, end); /* past '{' */
+    f->blanks = p != s + 1;
     while (p < end && *p == '"') {
         p = next_member(p, end, &m);
         if (m.key_escaped)
             return NULL;
+        f->blanks |= m.blanks;
         if (key_is(&m, "id", 2) && !seen_id) {
             seen_id = true;
             if (m.val[0] == '-' || (m.val[0] >= '0' && m.val[0] <= '9')) {
@@ -237,6 +294,7 @@ static chat_env_verdict read_tree(const char *s, size_t len, struct chat_env **o
 
     if (chat_envelope_view(env, "", &m)) {
         memset(&f, 0, sizeof f);
+        f.blanks = true;
         f.id = m.id;
         f.ts = m.ts;
         f.group = str_field(env, "group");
@@ -324,15 +382,60 @@ static bool cut_add(struct cut *c)
         c->blank = blank;
         c->cap = cap;
     }
-    c->spans[c->n].text = NULL;
-    c->spans[c->n].len = 0;
+    memset(&c->spans[c->n], 0, sizeof c->spans[c->n]);
     c->blank[c->n] = true;
     c->n++;
     return true;
 }
 
-/* One entry (p at its first byte): its messages span. Returns the byte
- * after the entry, or NULL when a key holds an escape. */
+/* Appends an element read from the page to span; false when out of
+ * memory (env, if any, is freed). */
+static bool span_add(struct chat_span *span, size_t *cap, const char *text, size_t len,
+                     chat_env_verdict v, struct chat_env *env)
+{
+    if (span->n == *cap) {
+        size_t ncap = *cap ? 2 * *cap : 128;
+        struct chat_span_elem *e = realloc(span->elems, ncap * sizeof *e);
+        if (e == NULL) {
+            free(env);
+            return false;
+        }
+        span->elems = e;
+        *cap = ncap;
+    }
+    span->elems[span->n].text = text;
+    span->elems[span->n].len = len;
+    span->elems[span->n].v = v;
+    span->elems[span->n].env = env;
+    span->n++;
+    return true;
+}
+
+/* Reads the elements of the array at p (its '[') into span: returns the
+ * byte after its ']', or NULL when out of memory. The array's end is where
+ * the reading stops: the page is not scanned once more to find it. */
+static const char *read_elems(const char *p, const char *end, struct chat_span *span)
+{
+    size_t cap = 0;
+
+    span->text = p;
+    for (p = skip_ws(p + 1, end); p < end && *p != ']';) {
+        const char *elem = p;
+        struct chat_env *env;
+        chat_env_verdict v = read_at(p, end, &env, &p);
+        if (!span_add(span, &cap, elem, (size_t)(p - elem), v, env))
+            return NULL;
+        p = skip_ws(p, end);
+        if (p < end && *p == ',')
+            p = skip_ws(p + 1, end);
+    }
+    p = p < end ? p + 1 : end; /* past ']' */
+    span->len = (size_t)(p - span->text);
+    return p;
+}
+
+/* One entry (p at its first byte): its messages, read. Returns the byte
+ * after the entry, or NULL when a key holds an escape or memory ran out. */
 static const char *cut_entry(const char *p, const char *end, struct cut *c)
 {
     struct member m;
@@ -340,48 +443,61 @@ static const char *cut_entry(const char *p, const char *end, struct cut *c)
 
     if (*p != '{')
         return chat_proto_json_skip_value(p, end, 0, 0);
-    p = chat_proto_json_skip_ws(p + 1, end);
+    p = skip_ws(p + 1, end);
     while (p < end && *p == '"') {
-        p = next_member(p, end, &m);
+        const char *v = member_key(p, end, &m);
         if (m.key_escaped)
             return NULL;
-        if (key_is(&m, "messages", 8) && c->spans[i].text == NULL && m.val[0] == '[') {
-            c->spans[i].text = m.val;
-            c->spans[i].len = m.val_len;
-        } else if (key_is(&m, "correlationData", 15)) {
-            c->blank[i] = false;
+        if (key_is(&m, "messages", 8) && c->spans[i].text == NULL && *v == '[') {
+            if ((p = read_elems(v, end, &c->spans[i])) == NULL)
+                return NULL;
+            p = member_end(p, end, &m);
+            continue;
         }
+        p = next_member(p, end, &m);
+        if (key_is(&m, "correlationData", 15))
+            c->blank[i] = false;
     }
     return p < end ? p + 1 : end; /* past '}' */
 }
 
-/* The root object: the entries of its first "responses" array. */
+/* The entries of the "responses" array at p (its '['): returns the byte
+ * after its ']', or NULL as cut_entry. */
+static const char *cut_entries(const char *p, const char *end, struct cut *c)
+{
+    for (p = skip_ws(p + 1, end); p < end && *p != ']';) {
+        if (!cut_add(c) || (p = cut_entry(p, end, c)) == NULL)
+            return NULL;
+        p = skip_ws(p, end);
+        if (p < end && *p == ',')
+            p = skip_ws(p + 1, end);
+    }
+    return p < end ? p + 1 : end; /* past ']' */
+}
+
+/* The root object: the entries of its first "responses" array, walked
+ * where they are (a page is scanned once here, in its "messages"). */
 static bool cut_root(const char *s, size_t len, struct cut *c)
 {
-    const char *end = s + len, *p = chat_proto_json_skip_ws(s, end);
+    const char *end = s + len, *p = skip_ws(s, end);
     struct member m;
     bool seen = false;
 
     if (p == end || *p != '{')
         return false;
-    p = chat_proto_json_skip_ws(p + 1, end);
+    p = skip_ws(p + 1, end);
     while (p < end && *p == '"') {
-        p = next_member(p, end, &m);
+        const char *v = member_key(p, end, &m);
         if (m.key_escaped)
             return false;
-        if (!key_is(&m, "responses", 9) || seen)
+        if (!key_is(&m, "responses", 9) || seen) {
+            p = next_member(p, end, &m);
             continue;
-        seen = true;
-        if (m.val[0] != '[')
-            return false;
-        for (const char *q = chat_proto_json_skip_ws(m.val + 1, end); q < end && *q != ']';) {
-            const char *e;
-            if (!cut_add(c) || (e = cut_entry(q, end, c)) == NULL)
-                return false;
-            q = chat_proto_json_skip_ws(e, end);
-            if (q < end && *q == ',')
-                q = chat_proto_json_skip_ws(q + 1, end);
         }
+        seen = true;
+        if (*v != '[' || (p = cut_entries(v, end, c)) == NULL)
+            return false;
+        p = member_end(p, end, &m);
     }
     return seen;
 }
@@ -421,26 +537,35 @@ bool chat_response_cut(const char *payload, size_t len, cJSON **root, struct cha
 
 fail:
     free(skel);
-    free(c.spans);
+    chat_spans_free(c.spans, c.n);
     free(c.blank);
     return false;
 }
 
-bool chat_span_next(const struct chat_span *span, const char **pos, chat_env_verdict *v,
+bool chat_span_next(const struct chat_span *span, size_t *at, chat_env_verdict *v,
                     struct chat_env **env, const char **elem, size_t *elem_len)
 {
-    const char *end = span->text + span->len, *p = *pos;
+    struct chat_span_elem *e;
 
-    if (p == span->text)
-        p = chat_proto_json_skip_ws(p + 1, end); /* past '[' */
-    if (p >= end || *p == ']')
+    if (*at >= span->n)
         return false;
-    *elem = p;
-    *v = read_at(p, end, env, &p);
-    *elem_len = (size_t)(p - *elem);
-    p = chat_proto_json_skip_ws(p, end);
-    if (p < end && *p == ',')
-        p = chat_proto_json_skip_ws(p + 1, end);
-    *pos = p;
+    e = &span->elems[(*at)++];
+    *v = e->v;
+    *env = e->env;
+    e->env = NULL; /* the caller's now */
+    *elem = e->text;
+    *elem_len = e->len;
     return true;
+}
+
+void chat_spans_free(struct chat_span *spans, size_t n)
+{
+    if (spans == NULL)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        for (size_t k = 0; k < spans[i].n; k++)
+            free(spans[i].elems[k].env);
+        free(spans[i].elems);
+    }
+    free(spans);
 }

@@ -48,28 +48,43 @@ chat_env_verdict chat_env_read(const char *s, size_t len, struct chat_env **out)
  * tree already (answers to the application's own fetch, lenient JSON). */
 chat_env_verdict chat_env_from_item(const cJSON *item, struct chat_env **out);
 
+/* One element of a "messages" array, read where it is in the payload. */
+struct chat_span_elem {
+    const char *text; /* the element's bytes in the payload */
+    size_t len;
+    chat_env_verdict v;   /* what chat_env_read made of it */
+    struct chat_env *env; /* on CHAT_ENV_OK until chat_span_next hands it on */
+};
+
 /* Where one entry's "messages" array is in the payload (text NULL if the
- * entry has none, or is not an object). */
+ * entry has none, or is not an object), and its elements, read. */
 struct chat_span {
     const char *text; /* from '[' to ']' included */
     size_t len;
+    struct chat_span_elem *elems; /* n of them, in order */
+    size_t n;
 };
 
 /* Cuts payload[0..len) (NUL-terminated), a response {"responses":[...]}:
  * on success *root is its cJSON tree in which the "messages" array of every
  * entry without a correlationData is empty ([]): the application's own
  * requests get their answers whole. spans[i] (*n of them) is the messages
- * array of entry i as it is in payload, which outlives them. False (nothing
- * to free) when the payload is not strict JSON, any key of the root or of
- * an entry holds an escape, or memory ran out: then parse it whole. */
+ * array of entry i as it is in payload, which outlives them, with its
+ * elements read as chat_env_read does (in the same pass that finds the
+ * array's end); free them with chat_spans_free. False (nothing to free)
+ * when the payload is not strict JSON, any key of the root or of an entry
+ * holds an escape, or memory ran out: then parse it whole. */
 bool chat_response_cut(const char *payload, size_t len, cJSON **root, struct chat_span **spans,
                        size_t *n);
 
-/* Steps through the elements of a span (strict JSON): from *pos (set it to
- * span.text first), reads the next element as chat_env_read does (*v,
- * *env), stores where it is in *elem, *elem_len and returns true; false
- * after the last. */
-bool chat_span_next(const struct chat_span *span, const char **pos, chat_env_verdict *v,
+/* Steps through the elements of a span: from *at (0 first) hands on the
+ * next element (*v, *env: the caller frees it; where it is: *elem,
+ * *elem_len) and returns true; false after the last. */
+bool chat_span_next(const struct chat_span *span, size_t *at, chat_env_verdict *v,
                     struct chat_env **env, const char **elem, size_t *elem_len);
+
+/* Frees spans[0..n), the envelopes not handed on, and the array (NULL
+ * accepted). */
+void chat_spans_free(struct chat_span *spans, size_t n);
 
 #endif

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,15 @@ static int64_t g_last_progress;
 /* listen: lines written to stdout's buffer and not flushed yet. */
 static atomic_bool g_unflushed;
 static int64_t g_flushed_ms; /* dispatcher thread: when on_message last flushed */
+/* listen marks what it printed as read with one chat_client_read per group
+ * every FLUSH_MS, not one per message (which cost as much as printing it:
+ * a call through the library's queue); the last one waiting goes from the
+ * main thread's wake-ups and at exit. The library coalesces reads on the
+ * wire anyway. */
+static pthread_mutex_t g_read_mu = PTHREAD_MUTEX_INITIALIZER;
+static char g_read_group[128 + 1]; /* of g_read_id: a group name is at most 128 bytes */
+static uint64_t g_read_id;         /* printed, not marked yet (0: none) */
+static int64_t g_read_ms;          /* when a read was last marked */
 
 /* listen writes messages into stdout's buffer, not one write(2) each (a
  * catch-up prints hundreds of thousands): the buffer goes out when it is
@@ -75,32 +85,134 @@ static void stop_main(int status)
  * Output
  * ========================================================================= */
 
+/* A line put together before it goes to stdout in one fwrite (a catch-up
+ * prints hundreds of thousands: stdio's per-call cost was most of it). */
+struct line {
+    char buf[2048];
+    size_t n;
+};
+
+/* Appends s[0..len) to l, writing l out first when it is full (to stdout,
+ * whose lock the caller holds). */
+static void line_put(struct line *l, const void *s, size_t len)
+{
+    if (l->n + len > sizeof l->buf) {
+        (void)fwrite(l->buf, 1, l->n, stdout); /* ferror() tells, in print_message */
+        l->n = 0;
+        if (len > sizeof l->buf) {
+            (void)fwrite(s, 1, len, stdout);
+            return;
+        }
+    }
+    memcpy(l->buf + l->n, s, len);
+    l->n += len;
+}
+
+static void line_str(struct line *l, const char *s)
+{
+    line_put(l, s, strlen(s));
+}
+
+/* The first byte at or after p (before end) that cannot go to a terminal
+ * as it is (a control character other than tab, or DEL), or end; eight
+ * bytes at a time while none of them is one. */
+static const unsigned char *plain_text(const unsigned char *p, const unsigned char *end)
+{
+    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+
+    while (end - p >= 8) {
+        uint64_t w, del;
+        memcpy(&w, p, 8);
+        del = w ^ (ones * 0x7F);
+        if ((((w - ones * 0x20) & ~w) | ((del - ones) & ~del)) & highs)
+            break;
+        p += 8;
+    }
+    while (p < end && (*p == '\t' || (*p >= 0x20 && *p != 0x7F)))
+        p++;
+    return p;
+}
+
 /* Prints one message as "[group #id] from: body" (or its JSON). Control
  * characters from other people never reach the terminal raw. Returns false
  * when stdout failed. */
 static bool print_message(const chat_client_message *m, bool json)
 {
     const char *text = m->body != NULL ? m->body : m->json;
+    struct line l;
+    char num[24];
+    size_t k = sizeof num;
+    unsigned long long id = (unsigned long long)m->id;
 
+    l.n = 0;
     /* Whole lines under stdout's lock: a flush from the main thread falls
      * between messages. */
     flockfile(stdout);
     if (json) {
-        fputs(m->json, stdout);
+        line_str(&l, m->json);
     } else {
-        printf("[%s #%llu] %s: ", m->group, (unsigned long long)m->id, m->from);
-        for (const unsigned char *p = (const unsigned char *)text; *p != '\0'; p++) {
+        do
+            num[--k] = (char)('0' + id % 10);
+        while ((id /= 10) != 0);
+        line_put(&l, "[", 1);
+        line_str(&l, m->group);
+        line_put(&l, " #", 2);
+        line_put(&l, num + k, sizeof num - k);
+        line_put(&l, "] ", 2);
+        line_str(&l, m->from);
+        line_put(&l, ": ", 2);
+        const unsigned char *p = (const unsigned char *)text, *end = p + strlen(text);
+        while (p < end) {
+            const unsigned char *run = p;
+            p = plain_text(p, end);
+            line_put(&l, run, (size_t)(p - run));
+            if (p == end)
+                break;
             if (*p == '\n')
-                fputs("\n    ", stdout);
-            else if (*p == '\t' || (*p >= 0x20 && *p != 0x7F))
-                putc_unlocked(*p, stdout);
+                line_put(&l, "\n    ", 5);
             else
-                putc_unlocked('?', stdout);
+                line_put(&l, "?", 1);
+            p++;
         }
     }
-    putc_unlocked('\n', stdout);
+    line_put(&l, "\n", 1);
+    (void)fwrite(l.buf, 1, l.n, stdout);
     funlockfile(stdout);
     return !ferror(stdout);
+}
+
+/* Marks the read waiting, if any; g_read_mu held. */
+static void read_waiting_locked(int64_t now)
+{
+    if (g_read_id != 0 && g_client != NULL)
+        (void)chat_client_read(g_client, g_read_group, g_read_id);
+    g_read_id = 0;
+    g_read_ms = now;
+}
+
+/* Records that id of group was printed (dispatcher thread). */
+static void mark_read(const char *group, uint64_t id, int64_t now)
+{
+    size_t len = strlen(group);
+
+    if (len >= sizeof g_read_group)
+        return; /* not a group name the library would have shown */
+    pthread_mutex_lock(&g_read_mu);
+    if (g_read_id != 0 && strcmp(g_read_group, group) != 0)
+        read_waiting_locked(g_read_ms);
+    memcpy(g_read_group, group, len + 1);
+    g_read_id = id;
+    if (now - g_read_ms >= FLUSH_MS)
+        read_waiting_locked(now);
+    pthread_mutex_unlock(&g_read_mu);
+}
+
+/* Marks the read waiting, if any (main thread). */
+static void read_waiting(void)
+{
+    pthread_mutex_lock(&g_read_mu);
+    read_waiting_locked(now_ms());
+    pthread_mutex_unlock(&g_read_mu);
 }
 
 /* Flushes stdout; false when it failed. */
@@ -126,9 +238,9 @@ bool mqchat_on_message(void *arg, const chat_client_message *m)
     }
     if (now - g_flushed_ms >= FLUSH_MS)
         g_flushed_ms = now;
-    /* Printed is read (the library coalesces the reads, as it does acks). */
-    if (g_mark_read && g_client != NULL)
-        (void)chat_client_read(g_client, m->group, m->id);
+    /* Printed is read. */
+    if (g_mark_read)
+        mark_read(m->group, m->id, now);
     if (atomic_fetch_add(&g_printed, 1) + 1 == g_count)
         stop_main(0);
     return true;
@@ -332,6 +444,7 @@ static int cmd_listen(chat_client *c, const struct opts *o, sigset_t *sigs, int 
             status = EXIT_UNREACHABLE;
             break;
         }
+        read_waiting();
         if (deadline > 0) {
             int64_t until = deadline - now_ms();
             if (until <= 0)
@@ -357,6 +470,7 @@ static int cmd_listen(chat_client *c, const struct opts *o, sigset_t *sigs, int 
         fprintf(stderr, "mqchat: cannot write to stdout: %s\n", strerror(errno));
         status = EXIT_UNREACHABLE;
     }
+    read_waiting();
     return status;
 }
 

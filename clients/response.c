@@ -256,7 +256,7 @@ static void handle_entry(const chat_responses *rs, const struct event *ev, const
 
 void chat_response_handle(const chat_responses *rs, const struct event *ev)
 {
-    static const struct chat_span none = {NULL, 0};
+    static const struct chat_span none = {NULL, 0, NULL, 0};
     struct chat_span *spans = NULL;
     size_t n = 0, i = 0;
     cJSON *root = NULL, *responses, *entry;
@@ -277,7 +277,7 @@ void chat_response_handle(const chat_responses *rs, const struct event *ev)
             i++;
         }
     cJSON_Delete(root);
-    free(spans);
+    chat_spans_free(spans, n);
 }
 
 void chat_response_expired(const chat_responses *rs, struct chat_request *r)

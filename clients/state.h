@@ -4,11 +4,15 @@
  *
  * The file is text, one "<id> <group>" line per group after a comment line,
  * and an "@incarnation <hex>" line naming the server store those ids
- * belong to (see docs/protocol.md, Incarnation),
- * replaced whole (written beside it, then renamed) by chat_state_flush, so a
- * crash leaves the old or the new version, never a mix. Changes are recorded
- * in memory first and written when the caller flushes: a rename per message
- * would cost more than everything else the library does with it. A lock on
+ * belong to (see docs/protocol.md, Incarnation). chat_state_flush appends
+ * a line for each group that changed, in one write(2); a later line of a
+ * group overrides an earlier one, and a last line without its newline (an
+ * append cut short by a kill or a power loss) is skipped. The first flush, a change of incarnation,
+ * every LOG_MAX bytes appended and chat_state_close replace the file whole (written beside it, then
+ * renamed), so a crash leaves the old or the new version, never a mix. A rewrite costs ~100 times
+ * an append on ext4 (rename over a file starts writing the new one out): once per replay page it
+ * was the largest cost of a catch-up (issue 16). Changes are recorded in memory first and written
+ * when the caller flushes. A lock on
  * "<path>.lock" (fcntl, held while the state is open) keeps two processes
  * from sharing one file.
  *
@@ -33,8 +37,9 @@ typedef struct chat_state chat_state;
  * why. On success *out is the state, closed with chat_state_close. */
 chat_client_err chat_state_open(const char *path, chat_state **out, char *why, size_t why_size);
 
-/* Releases the lock and frees st, without writing what was not flushed.
- * Accepts NULL. */
+/* Releases the lock and frees st, without writing what was not flushed
+ * (lines appended since the last rewrite are rewritten in the short form
+ * first, saying the same). Accepts NULL. */
 void chat_state_close(chat_state *st);
 
 /* Number of groups recorded, and the i-th (0 <= i < count), owned by st. */
@@ -50,7 +55,8 @@ chat_client_err chat_state_set(chat_state *st, const char *group, uint64_t shown
 /* Is something recorded that the file does not hold yet? */
 bool chat_state_dirty(const chat_state *st);
 
-/* Rewrites the file if something changed since the last write. On failure
+/* Writes the file (an append, or a rewrite) if something changed since the
+ * last write. On failure
  * returns CHAT_CLIENT_ERR_STATE with a reason in why; the records stay in
  * memory, so the next successful flush catches up. */
 chat_client_err chat_state_flush(chat_state *st, char *why, size_t why_size);

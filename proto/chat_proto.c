@@ -7,6 +7,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 /* Decodes one UTF-8 sequence at s (n > 0 bytes left). Returns its length, 0
  * when malformed (overlong forms, surrogates, above U+10FFFF, truncated). */
 static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
@@ -106,9 +110,17 @@ bool chat_proto_json_int(double d, uint64_t lo, uint64_t *out)
     return true;
 }
 
+/* JSON white space. The scanners below use these static forms: the
+ * exported ones may be interposed in a shared object, so the compiler does
+ * not inline them into the loops that run once per byte of a page. */
+static inline bool is_ws(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
 static const unsigned char *json_ws(const unsigned char *p, const unsigned char *end)
 {
-    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) {
+    while (p < end && is_ws(*p)) {
         p++;
     }
     return p;
@@ -123,26 +135,95 @@ static const unsigned char *json_digits(const unsigned char *p, const unsigned c
     return p > start ? p : NULL;
 }
 
+#define ONES 0x0101010101010101u
+#define HIGHS 0x8080808080808080u
+
+/* The high bit of each byte of w that equals c (and perhaps of bytes above
+ * one that does: a borrow runs upwards, so only the lowest flag is exact). */
+static inline uint64_t byte_eq(uint64_t w, unsigned char c)
+{
+    uint64_t x = w ^ (ONES * c);
+    return (x - ONES) & ~x & HIGHS;
+}
+
+/* Where to resume a byte scan of p[0..8) that mask (byte_eq's form, not 0)
+ * flags: at the first flagged byte on a little-endian machine (memcpy put
+ * p[0] in the low byte, and the lowest flag is exact), else at p. */
+static inline const unsigned char *first_flagged(const unsigned char *p, uint64_t mask)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    return p + (__builtin_ctzll(mask) >> 3);
+#else
+    (void)mask; /* a borrow may flag bytes before the first match */
+    return p;
+#endif
+}
+
 /* The first byte at or after p (before end) that is not plain string text:
  * a '"', a '\\' or a control character, or end. Most of a message is
- * plain text: eight bytes are checked at a time (a byte-wise "has a zero
- * byte" test on the word, its XOR with '"' and '\\', and "has a byte below
- * 0x20"). */
+ * plain text: eight bytes are checked at a time (byte_eq with '"' and '\\',
+ * and "has a byte below 0x20"). */
 static const unsigned char *plain_run(const unsigned char *p, const unsigned char *end)
 {
-    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
-
+#ifdef __SSE2__
+    /* Sixteen bytes at a time: the flags of '"', '\\' and bytes <= 0x1f. */
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'),
+                  ctl = _mm_set1_epi8(0x1f);
+    while (end - p >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+        __m128i hit =
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)),
+                         _mm_cmpeq_epi8(_mm_min_epu8(x, ctl), x));
+        int mask = _mm_movemask_epi8(hit);
+        if (mask) {
+            return p + __builtin_ctz((unsigned)mask);
+        }
+        p += 16;
+    }
+#endif
     while (end - p >= 8) {
-        uint64_t w, q, b;
+        uint64_t w, mask;
         memcpy(&w, p, 8);
-        q = w ^ (ones * '"');
-        b = w ^ (ones * '\\');
-        if ((((q - ones) & ~q) | ((b - ones) & ~b) | ((w - ones * 0x20) & ~w)) & highs) {
+        mask = byte_eq(w, '"') | byte_eq(w, '\\') | ((w - ONES * 0x20) & ~w & HIGHS);
+        if (mask) {
+            p = first_flagged(p, mask);
             break;
         }
         p += 8;
     }
     while (p < end && *p >= 0x20 && *p != '"' && *p != '\\') {
+        p++;
+    }
+    return p;
+}
+
+/* The first '"' or '\\' at or after p (before end), or end: the string
+ * scan of text already validated, eight bytes at a time. */
+static const unsigned char *quote_or_escape(const unsigned char *p, const unsigned char *end)
+{
+#ifdef __SSE2__
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\');
+    while (end - p >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+        int mask =
+            _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)));
+        if (mask) {
+            return p + __builtin_ctz((unsigned)mask);
+        }
+        p += 16;
+    }
+#endif
+    while (end - p >= 8) {
+        uint64_t w, mask;
+        memcpy(&w, p, 8);
+        mask = byte_eq(w, '"') | byte_eq(w, '\\');
+        if (mask) {
+            p = first_flagged(p, mask);
+            break;
+        }
+        p += 8;
+    }
+    while (p < end && *p != '"' && *p != '\\') {
         p++;
     }
     return p;
@@ -180,11 +261,14 @@ static const unsigned char *json_scalar(const unsigned char *p, const unsigned c
         }
         return p < end ? p + 1 : NULL;
     }
-    for (size_t i = 0; i < 3; i++) {
-        size_t n = strlen(words[i]);
-        if ((size_t)(end - p) >= n && !memcmp(p, words[i], n)) {
-            return p + n;
+    if (*p == 't' || *p == 'f' || *p == 'n') {
+        for (size_t i = 0; i < 3; i++) {
+            size_t n = strlen(words[i]);
+            if ((size_t)(end - p) >= n && !memcmp(p, words[i], n)) {
+                return p + n;
+            }
         }
+        return NULL;
     }
     if (p < end && *p == '-') {
         p++;
@@ -322,46 +406,54 @@ size_t chat_proto_json_string(char *out, const char *s, size_t len)
 
 bool chat_proto_json_is_ws(char c)
 {
-    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+    return is_ws((unsigned char)c);
 }
 
 const char *chat_proto_json_skip_ws(const char *p, const char *end)
 {
-    while (p < end && chat_proto_json_is_ws(*p)) {
-        p++;
-    }
-    return p;
+    return (const char *)json_ws((const unsigned char *)p, (const unsigned char *)end);
 }
 
-const char *chat_proto_json_skip_string(const char *p, const char *end, bool *escaped)
+/* chat_proto_json_skip_string on unsigned bytes. */
+static const unsigned char *skip_string(const unsigned char *p, const unsigned char *end,
+                                        bool *escaped)
 {
     for (p++; p < end;) {
-        const char *q = memchr(p, '"', (size_t)(end - p));
-        if (!q) {
-            return end;
+        p = quote_or_escape(p, end);
+        if (p == end) {
+            break;
         }
-        const char *b = memchr(p, '\\', (size_t)(q - p));
-        if (!b) {
-            return q + 1;
+        if (*p == '"') {
+            return p + 1;
         }
         *escaped = true;
-        p = b + 2; /* past the escaped character, which may be a '"' */
+        p = end - p > 2 ? p + 2 : end; /* past the escaped character, which may be a '"' */
     }
     return end;
 }
 
-const char *chat_proto_json_skip_value(const char *p, const char *end, unsigned depth_max,
+const char *chat_proto_json_skip_string(const char *p, const char *end, bool *escaped)
+{
+    return (const char *)skip_string((const unsigned char *)p, (const unsigned char *)end, escaped);
+}
+
+/* The bytes that end a number or literal in valid JSON. */
+static const bool scalar_end[256] = {[','] = true,  ['}'] = true,  [']'] = true, [' '] = true,
+                                     ['\t'] = true, ['\r'] = true, ['\n'] = true};
+
+const char *chat_proto_json_skip_value(const char *s, const char *e, unsigned depth_max,
                                        size_t number_max)
 {
+    const unsigned char *p = (const unsigned char *)s, *end = (const unsigned char *)e;
     bool escaped = false;
     unsigned depth = 0;
     if (p >= end) {
         return NULL;
     }
     do {
-        const char *start = p;
+        const unsigned char *start = p;
         if (*p == '"') {
-            p = chat_proto_json_skip_string(p, end, &escaped);
+            p = skip_string(p, end, &escaped);
             continue;
         }
         if (*p == '{' || *p == '[') {
@@ -371,7 +463,7 @@ const char *chat_proto_json_skip_value(const char *p, const char *end, unsigned 
         } else if (*p == '}' || *p == ']') {
             depth--;
         } else if (*p == '-' || (*p >= '0' && *p <= '9') || *p == 't' || *p == 'f' || *p == 'n') {
-            while (p < end && *p != ',' && *p != '}' && *p != ']' && !chat_proto_json_is_ws(*p)) {
+            while (p < end && !scalar_end[*p]) {
                 p++;
             }
             if (number_max && (size_t)(p - start) > number_max) {
@@ -381,5 +473,5 @@ const char *chat_proto_json_skip_value(const char *p, const char *end, unsigned 
         }
         p++;
     } while (depth > 0 && p < end);
-    return p;
+    return (const char *)p;
 }

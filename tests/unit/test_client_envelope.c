@@ -102,8 +102,8 @@ static void test_cut(void **state)
         "]}]}";
     cJSON *root = NULL, *entry;
     struct chat_span *spans = NULL;
-    size_t n = 0, count = 0, len;
-    const char *pos, *elem;
+    size_t n = 0, count = 0, len, at;
+    const char *elem;
     chat_env_verdict v;
     struct chat_env *e;
     static const chat_env_verdict want[] = {CHAT_ENV_OK, CHAT_ENV_INVALID, CHAT_ENV_OK};
@@ -116,8 +116,8 @@ static void test_cut(void **state)
     assert_true(cJSON_IsFalse(cJSON_GetObjectItem(entry, "more")));
     entry = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "responses"), 1);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(entry, "messages")), 1);
-    pos = spans[0].text;
-    while (chat_span_next(&spans[0], &pos, &v, &e, &elem, &len)) {
+    at = 0;
+    while (chat_span_next(&spans[0], &at, &v, &e, &elem, &len)) {
         assert_true(count < 3);
         assert_int_equal(v, want[count]);
         if (v == CHAT_ENV_OK) {
@@ -130,13 +130,20 @@ static void test_cut(void **state)
         count++;
     }
     assert_int_equal(count, 3);
-    pos = spans[1].text;
-    assert_true(chat_span_next(&spans[1], &pos, &v, &e, &elem, &len));
+    assert_memory_equal(spans[0].text, "[{", 2);
+    assert_memory_equal(spans[0].text + spans[0].len - 2, "}]", 2);
+    at = 0;
+    assert_true(chat_span_next(&spans[1], &at, &v, &e, &elem, &len));
     assert_int_equal(v, CHAT_ENV_OK);
     free(e);
-    assert_false(chat_span_next(&spans[1], &pos, &v, &e, &elem, &len));
+    assert_false(chat_span_next(&spans[1], &at, &v, &e, &elem, &len));
     cJSON_Delete(root);
-    free(spans);
+    chat_spans_free(spans, n);
+
+    /* Envelopes not handed on are freed with the spans. */
+    assert_true(chat_response_cut(page, strlen(page), &root, &spans, &n));
+    cJSON_Delete(root);
+    chat_spans_free(spans, n);
 
     /* Not strict JSON, or a key with an escape: parsed whole instead. */
     assert_false(chat_response_cut("{\"responses\":[],}", 17, &root, &spans, &n));

@@ -16,12 +16,14 @@
  *   acks       acks go every ack_every messages shown, the rest on
  *              disconnect, or after ack_interval_ms;
  *   state      the state file is written before the ack that covers it goes
- *              out: each write (rename(2), which this program defines) looks
- *              at the broker's log, where such an ack would already be;
+ *              out: each write (write(2) and rename(2), which this program
+ *              defines) looks at the broker's log, where such an ack would
+ *              already be;
  *   state_fail the same when the state file cannot be written (registered
  *              but disabled: the library acks anyway today).
  *
  * Waits are on events (a message shown, a cursor reached), bounded in time. */
+#define _DEFAULT_SOURCE /* realpath, syscall: the state case's write(2) */
 #include "ct.h"
 
 #include <inttypes.h>
@@ -32,6 +34,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "chat_client.h"
@@ -453,14 +457,16 @@ static void case_acks(ts_broker *b)
 }
 
 /* The state case watches the library's writes of the state file: the
- * library replaces the file with rename(2), which this program defines (it
- * comes before libc's), so that each write can look at the broker before it
- * happens. */
+ * library appends to the file with write(2) and replaces it whole with
+ * rename(2), both of which this program defines (they come before libc's),
+ * so that each write can look at the broker before it happens. */
 static struct {
-    const ts_broker *b; /* the broker whose log shows the acks */
-    char path[512];     /* the state file watched ("" : none) */
-    int writes;         /* writes of GROUP's line seen */
-    char bad[256];      /* the first ack seen ahead of its write */
+    const ts_broker *b;  /* the broker whose log shows the acks */
+    char path[512];      /* the state file watched ("" : none) */
+    char real[PATH_MAX]; /* its directory resolved, and its name */
+    int writes;          /* writes of GROUP's line seen */
+    uint64_t last;       /* the id the last of them recorded */
+    char bad[256];       /* the first ack seen ahead of its write */
 } g_watch;
 
 #define WATCH_ID "statewatch"
@@ -484,29 +490,69 @@ static long acks_received(void)
     return n;
 }
 
+/* A write of text (the whole file, or lines appended) is about to reach
+ * the state file: the ack of the id it records for GROUP must not have
+ * reached the broker yet, when that id is new (the file is rewritten in
+ * its short form, saying the same, when the client closes). */
+static void watch_write(const char *text)
+{
+    const char *line = NULL;
+    unsigned long long id = 0;
+
+    /* The last line of GROUP: an appended line overrides an earlier one. */
+    for (const char *p = text; (p = strstr(p, " " GROUP "\n")) != NULL; p++)
+        line = p;
+    while (line != NULL && line > text && line[-1] != '\n')
+        line--;
+    if (line != NULL && sscanf(line, "%llu", &id) == 1 && id > g_watch.last) {
+        long acks;
+        g_watch.writes++;
+        g_watch.last = id;
+        ts_sleep_ms(WATCH_PAUSE_MS);
+        /* ack_every 1: the ack of id is the id-th; it must wait for this. */
+        acks = acks_received();
+        if (acks >= (long)id && g_watch.bad[0] == '\0')
+            snprintf(g_watch.bad, sizeof g_watch.bad,
+                     "the broker had %ld acks while the state file was being written for id "
+                     "%llu",
+                     acks, id);
+    }
+}
+
 int rename(const char *from, const char *to)
 {
     if (g_watch.path[0] != '\0' && strcmp(to, g_watch.path) == 0) {
-        char *text = ts_read_file(from, NULL), *line;
-        unsigned long long id = 0;
-        line = text != NULL ? strstr(text, " " GROUP "\n") : NULL;
-        while (line != NULL && line > text && line[-1] != '\n')
-            line--;
-        if (line != NULL && sscanf(line, "%llu", &id) == 1 && id > 0) {
-            long acks;
-            g_watch.writes++;
-            ts_sleep_ms(WATCH_PAUSE_MS);
-            /* ack_every 1: the ack of id is the id-th; it must wait for this. */
-            acks = acks_received();
-            if (acks >= (long)id && g_watch.bad[0] == '\0')
-                snprintf(g_watch.bad, sizeof g_watch.bad,
-                         "the broker had %ld acks while the state file was being written for id "
-                         "%llu",
-                         acks, id);
-        }
+        char *text = ts_read_file(from, NULL);
+        if (text != NULL)
+            watch_write(text);
         free(text);
     }
     return renameat(AT_FDCWD, from, AT_FDCWD, to);
+}
+
+/* Is fd open on the watched state file? */
+static bool watched_fd(int fd)
+{
+    char link[64], target[PATH_MAX];
+    ssize_t k;
+
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    k = readlink(link, target, sizeof target - 1);
+    if (k <= 0)
+        return false;
+    target[k] = '\0';
+    return strcmp(target, g_watch.real) == 0;
+}
+
+ssize_t write(int fd, const void *buf, size_t n)
+{
+    if (g_watch.path[0] != '\0' && n > 0 && n < 4096 && watched_fd(fd)) {
+        char text[4096];
+        memcpy(text, buf, n);
+        text[n] = '\0';
+        watch_write(text);
+    }
+    return syscall(SYS_write, fd, buf, n);
 }
 
 static void case_state(ts_broker *b)
@@ -518,6 +564,11 @@ static void case_state(ts_broker *b)
     seen_init(&s);
     g_watch.b = b;
     ct_path(g_watch.path, sizeof g_watch.path, "watch.state");
+    {
+        char dir[PATH_MAX];
+        CHECK(realpath(ct_path(dir, sizeof dir, "."), g_watch.real) != NULL, "realpath");
+        strncat(g_watch.real, "/watch.state", sizeof g_watch.real - strlen(g_watch.real) - 1);
+    }
     c = listener(b, WATCH_ID, "watch.state", &s, &o);
     send_n(c, GROUP, 10);
     wait_shown(&s, 10, false);
