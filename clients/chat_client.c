@@ -235,6 +235,16 @@ static chat_client_err run_simple(chat_client *c, enum call_op op, int timeout_m
     return err;
 }
 
+chat_client_err chat_client_set_commit(chat_client *c, chat_client_commit_fn *fn)
+{
+    if (c == NULL)
+        return chat_api_report(CHAT_CLIENT_ERR_INVAL, "client is NULL");
+    /* Read by the dispatcher only once a listen or connect call has reached
+     * it through the queue, whose lock orders this store before the read. */
+    c->delivery.cfg.on_commit = fn;
+    return CHAT_CLIENT_OK;
+}
+
 chat_client_err chat_client_connect(chat_client *c, int timeout_ms)
 {
     return run_simple(c, CALL_CONNECT, timeout_ms);

@@ -76,7 +76,13 @@ static bool flush_state(chat_delivery *d)
     char why[CHAT_REASON_MAX];
 
     d->state_due = 0;
-    if (d->cfg.state == NULL || chat_state_flush(d->cfg.state, why, sizeof why) == CHAT_CLIENT_OK)
+    if (d->cfg.state == NULL || !chat_state_dirty(d->cfg.state))
+        return true;
+    /* Invariant 2 reaches into the application: what it buffered goes out
+     * before the file says it was shown (mqchat listen's stdout). */
+    if (d->cfg.on_commit != NULL && !d->cfg.on_commit(d->cfg.arg))
+        snprintf(why, sizeof why, "the application could not commit what it was given");
+    else if (chat_state_flush(d->cfg.state, why, sizeof why) == CHAT_CLIENT_OK)
         return true;
     state_error(d, NULL, why);
     /* Try again soon; until a write succeeds no ack goes out. */
@@ -100,8 +106,13 @@ void chat_delivery_ack(chat_delivery *d, struct chat_group *g)
         return; /* the sync after the next connect repairs the cursor */
     /* Invariant 2: the file holds what the ack says before the ack leaves;
      * an ack the file cannot back is not sent. */
-    if (d->state_due != 0 && !flush_state(d))
+    if (d->state_due != 0 && !flush_state(d)) {
+        /* Retried with the file: a write that fails for a while (a full
+         * disk, a commit hook) must not leave the cursor behind until the
+         * next message or connect. */
+        g->ack_due = d->state_due;
         return;
+    }
     snprintf(topic, sizeof topic, "%s/%s" CHAT_PROTO_ACK_SUFFIX, d->cfg.prefix, g->name);
     snprintf(payload, sizeof payload, "%" PRIu64, g->seq.shown);
     rc = chat_paho_publish(d->cfg.paho, topic, payload, strlen(payload), 1, &op);

@@ -48,6 +48,7 @@ struct chat_delivery_cfg {
     chat_state *state;  /* or NULL: no state file */
     const char *prefix; /* the topic prefix */
     chat_client_message_fn *on_message;
+    chat_client_commit_fn *on_commit; /* or NULL; set before the first connect */
     void *arg;
     size_t ack_every;
     int ack_interval_ms;

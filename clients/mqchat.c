@@ -420,6 +420,10 @@ int main(int argc, char **argv)
     } else if (err != CHAT_CLIENT_OK) {
         return mqchat_failed("cannot start", err);
     }
+    /* listen buffers stdout: the library asks for it to go out before the
+     * state file says those lines were shown. */
+    if (listen)
+        (void)chat_client_set_commit(c, mqchat_on_commit);
     status = mqchat_run(c, &o, &sigs, wait_ms);
     chat_client_destroy(c);
     return status;

@@ -45,6 +45,7 @@ void mqchat_setup(const struct opts *o, bool listen, const char *client_id);
 /* The callbacks of the chat_client. */
 bool mqchat_on_message(void *arg, const chat_client_message *m);
 void mqchat_on_event(void *arg, const chat_client_event *ev);
+bool mqchat_on_commit(void *arg);
 
 /* Prints why a library call failed and returns the exit status for it
  * (mqchat_status.c). */

@@ -222,6 +222,22 @@ static bool flush_stdout(void)
     return fflush(stdout) == 0 && !ferror(stdout);
 }
 
+/* The library is about to record as shown what on_message printed: it must
+ * be out of stdout's buffer first, or a kill -9 would lose lines the state
+ * file claims (and the next start would skip them). */
+bool mqchat_on_commit(void *arg)
+{
+    (void)arg;
+    /* Always fflush, not only when g_unflushed: the main thread clears the
+     * flag before its own fflush, which may still be writing; fflush waits
+     * for it under stdout's lock (and costs nothing when all is out). */
+    if (flush_stdout())
+        return true;
+    fprintf(stderr, "mqchat: cannot write to stdout: %s\n", strerror(errno));
+    stop_main(EXIT_UNREACHABLE);
+    return false;
+}
+
 bool mqchat_on_message(void *arg, const chat_client_message *m)
 {
     int64_t now;

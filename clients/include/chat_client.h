@@ -156,6 +156,14 @@ typedef struct chat_client_event {
 /* Called on the dispatcher thread for each event. */
 typedef void chat_client_event_fn(void *arg, const chat_client_event *ev);
 
+/* Called on the dispatcher thread, with the options' arg, just before the
+ * library records ids as shown in the state file (which comes before their
+ * ack): an application that buffers what on_message handed it (stdio, a
+ * database batch) makes it durable here, so that the state file never
+ * claims what a crash would lose. Return false when that failed: nothing is
+ * recorded or acked, and the library calls it again later. */
+typedef bool chat_client_commit_fn(void *arg);
+
 /* ---------------------------------------------------------------------------
  * Options
  * ------------------------------------------------------------------------- */
@@ -199,6 +207,12 @@ typedef struct chat_client chat_client;
  * if the state file cannot be read, _MQTT if Paho refuses. On success *out is the client, freed
  * with chat_client_destroy. */
 chat_client_err chat_client_create(const chat_client_options *opts, chat_client **out);
+
+/* Sets the commit hook (chat_client_commit_fn; NULL: none). Call it after
+ * chat_client_create and before chat_client_listen and chat_client_connect:
+ * the dispatcher reads it without a lock. Returns CHAT_CLIENT_ERR_INVAL when
+ * c is NULL. */
+chat_client_err chat_client_set_commit(chat_client *c, chat_client_commit_fn *fn);
 
 /* Disconnects if connected (as chat_client_disconnect with a short
  * deadline), stops the dispatcher and frees c. Messages still in the outbox

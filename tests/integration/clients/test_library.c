@@ -19,8 +19,10 @@
  *              out: each write (write(2) and rename(2), which this program
  *              defines) looks at the broker's log, where such an ack would
  *              already be;
- *   state_fail the same when the state file cannot be written (registered
- *              but disabled: the library acks anyway today).
+ *   state_fail the same when the state file cannot be written;
+ *   commit     while the application's commit hook fails, the state file
+ *              records nothing and nothing is acked; once it succeeds, both
+ *              catch up.
  *
  * Waits are on events (a message shown, a cursor reached), bounded in time. */
 #define _DEFAULT_SOURCE /* realpath, syscall: the state case's write(2) */
@@ -58,6 +60,8 @@ struct seen {
     chat_client_err blocking[8]; /* what they returned */
     chat_client_err send_rc, listen_rc;
     bool tried;
+    bool commit_refuse; /* the commit hook returns false */
+    size_t commits;     /* times the commit hook was called */
 };
 
 static void seen_init(struct seen *s)
@@ -613,6 +617,67 @@ static void case_state_fail(ts_broker *b)
     chat_client_destroy(c);
 }
 
+static bool on_commit(void *arg)
+{
+    struct seen *s = arg;
+    bool ok;
+
+    pthread_mutex_lock(&s->mu);
+    s->commits++;
+    ok = !s->commit_refuse;
+    pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
+/* The application buffers what it is given (mqchat listen's stdout) and
+ * cannot make it durable: the library must not record or ack it. */
+static void case_commit(ts_broker *b)
+{
+    chat_client_options o = {.ack_every = 1, .ack_interval_ms = 100};
+    char path[512];
+    struct seen s;
+    chat_client *c = NULL;
+    uint64_t head = 0;
+    size_t commits = 0;
+
+    seen_init(&s);
+    s.commit_refuse = true;
+    o.port = ts_broker_port(b);
+    o.client_id = "commit";
+    o.state_path = ct_path(path, sizeof path, "commit.state");
+    o.on_message = on_message;
+    o.on_event = on_event;
+    o.arg = &s;
+    CHECK(chat_client_create(&o, &c) == CHAT_CLIENT_OK, "create: %s", chat_client_reason());
+    s.self = c;
+    CHECK(chat_client_set_commit(c, on_commit) == CHAT_CLIENT_OK, "set_commit");
+    CHECK(chat_client_connect(c, WAIT_MS) == CHAT_CLIENT_OK, "connect: %s", chat_client_reason());
+    CHECK(chat_client_join(c, GROUP, NULL, &head) == CHAT_CLIENT_OK && head == 0, "join: %s",
+          chat_client_reason());
+    CHECK(chat_client_listen(c, GROUP) == CHAT_CLIENT_OK, "listen: %s", chat_client_reason());
+    send_n(c, GROUP, 3);
+    wait_shown(&s, 3, false);
+    for (int i = 0; i < 500 && commits < 2; i++) {
+        ts_sleep_ms(20);
+        pthread_mutex_lock(&s.mu);
+        commits = s.commits;
+        pthread_mutex_unlock(&s.mu);
+    }
+    CHECK(commits >= 2, "the commit hook was called %zu times, not retried", commits);
+    CHECK(state_says("commit.state") == 0, "the state file records %" PRIu64 " uncommitted",
+          state_says("commit.state"));
+    CHECK(acked_of(c) == 0, "the cursor is at %" PRIu64 " though nothing was committed",
+          acked_of(c));
+    pthread_mutex_lock(&s.mu);
+    CHECK(s.errors >= 1, "no error event for the failed commit");
+    s.commit_refuse = false;
+    pthread_mutex_unlock(&s.mu);
+    wait_acked(c, 3);
+    CHECK(state_says("commit.state") == 3, "the state file records %" PRIu64 ", not 3",
+          state_says("commit.state"));
+    chat_client_destroy(c);
+}
+
 /* ===========================================================================
  * main
  * ========================================================================= */
@@ -630,6 +695,7 @@ static const test_case cases[] = {
     {"callbacks", case_callbacks, NULL}, {"lock", case_lock, NULL},
     {"held", case_held, pull_opts},      {"acks", case_acks, NULL},
     {"state", case_state, NULL},         {"state_fail", case_state_fail, NULL},
+    {"commit", case_commit, NULL},
 };
 
 int main(int argc, char **argv)
