@@ -216,6 +216,10 @@ chat_err ldb_repair(const char *path, char **errmsg)
     }
     leveldb_options_t *o = leveldb_options_create();
     leveldb_options_set_compression(o, leveldb_snappy_compression);
+    /* LevelDB's repair checks a table's block checksums only with paranoid
+     * checks: without them it kept a garbled block, and the store it
+     * "repaired" was refused at the next open all the same. */
+    leveldb_options_set_paranoid_checks(o, 1);
     leveldb_repair_db(o, path, &err);
     leveldb_options_destroy(o);
     close(fd); /* releases the lock: the open below takes LevelDB's own */

@@ -379,6 +379,16 @@ chat_err ldb_groups(chat_store *cs, const char *after, size_t max, chat_head_fn 
          * from the group's newest message. */
         uint64_t head = 0;
         rc = ldb_head(cs, name, &head);
+        if (rc == CHAT_ECORRUPT) {
+            /* A damaged block among the group's newest messages: the walk
+             * goes on past the group, or one damaged group would stop
+             * check, the retention sweep and the admin listing for every
+             * group after it. The group's own reads still fail, and check
+             * reports the damage from its read of every block. */
+            rc = CHAT_OK;
+            leveldb_iter_next(it);
+            continue;
+        }
         if (rc != CHAT_OK || fn(ctx, name, head) != 0) {
             break;
         }

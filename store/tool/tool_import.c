@@ -40,6 +40,7 @@ struct import {
     size_t ncids, cids_cap;
     char group[CHAT_STORE_MAX_NAME + 1]; /* "" before the first group line */
     uint64_t head;                       /* of the group being imported */
+    uint64_t line_head;                  /* what its group line says the head is */
     struct pending_member *members;      /* not added yet, sorted by joined */
     size_t n, cap, next;
     int64_t used; /* the clock of the cursor being written */
@@ -195,7 +196,15 @@ static int end_group(struct import *im)
 {
     chat_err rc = CHAT_OK;
     int status = 0;
-    if (im->dry) {
+    if (im->group[0] && im->head != im->line_head) {
+        /* An export cut short: its group line names a head its messages do
+         * not reach, and importing it would give those ids again. */
+        fprintf(stderr,
+                "mqchat-store: import: group %s: its messages end at %" PRIu64
+                " but its line says head %" PRIu64 " (an export cut short?)\n",
+                im->group, im->head, im->line_head);
+        status = EXIT_FAIL;
+    } else if (im->dry) {
         status = check_cids(im);
     } else if (im->group[0]) {
         rc = add_members(im, UINT64_MAX);
@@ -277,6 +286,7 @@ static int import_line(struct import *im, const cJSON *o)
             return tool_store_failed(im->st, "starting the group", rc);
         }
         im->head = first - 1;
+        im->line_head = head;
         return 0;
     }
     if (!im->group[0]) {
