@@ -213,11 +213,15 @@ typedef struct chat_store_opts {
     bool must_exist;          /* open only a store that is there: a path without one fails
                                  with CHAT_EINVAL instead of getting a new, empty store
                                  (LevelDB; the tools that read a store) */
+    size_t cid_filter_bytes;  /* test hook: the size of the filter that answers "never
+                                 stored" for new cids (LevelDB; 0: 8 MiB) */
+    bool cid_filter_hold;     /* test hook: the filter's scan waits until released
+                                 (LevelDB; lookups go to LevelDB until then) */
 } chat_store_opts;
 
 #define CHAT_STORE_OPTS_INIT                                                                       \
     {                                                                                              \
-        CHAT_SYNC_NONE, 0, NULL, NULL, false, false                                                \
+        CHAT_SYNC_NONE, 0, NULL, NULL, false, false, 0, false                                      \
     }
 
 /* chat_store_open with options: tests make the memtable small, to force
