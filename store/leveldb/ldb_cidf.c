@@ -245,3 +245,17 @@ void ldb_cidf_figures(chat_store *cs, bool *ready, uint64_t *keys, uint64_t *ms,
     *ms = *ready ? atomic_load(&f->ms) : 0;
     *absent = f ? atomic_load(&f->absent) : 0;
 }
+
+chat_err ldb_cidf_state(chat_store *cs, chat_cid_filter *out)
+{
+    ldb_cidf *f = ldb_of(cs)->cidf;
+    ldb_cidf_figures(cs, &out->ready, &out->keys, &out->ms, &out->absent);
+    if (f) {
+        pthread_mutex_lock(&f->lock);
+        out->done = f->done;
+        pthread_mutex_unlock(&f->lock);
+    } else {
+        out->done = true; /* none (out of memory at open): LevelDB answers */
+    }
+    return CHAT_OK;
+}

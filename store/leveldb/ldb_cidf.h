@@ -67,4 +67,7 @@ bool ldb_cidf_wait(chat_store *cs);
  * the lookups it answered: figures for a log line or a stat. */
 void ldb_cidf_figures(chat_store *cs, bool *ready, uint64_t *keys, uint64_t *ms, uint64_t *absent);
 
+/* The store_cid_filter_fn of the LevelDB backend (chat_store_cid_filter). */
+chat_err ldb_cidf_state(chat_store *cs, chat_cid_filter *out);
+
 #endif

@@ -197,6 +197,7 @@ static const chat_store_ops ldb_ops = {
     .check = ldb_check,
     .job_start = ldb_job_start,
     .job_state = store_job_state,
+    .cid_filter = ldb_cidf_state,
     .follow = op_follow,
     .feed = op_feed,
     .shared = false,

@@ -294,6 +294,10 @@ static void test_i7_bad_cid_block_filter_not_ready(void **state)
     assert_false(ready);
     assert_int_equal(keys, 0);
     assert_int_equal(absent, 0);
+    chat_cid_filter cf;
+    ASSERT_OK(chat_store_cid_filter(fx->st, &cf));
+    assert_true(cf.done);
+    assert_false(cf.ready);
 }
 
 int main(void)

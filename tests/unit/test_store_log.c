@@ -351,6 +351,10 @@ static void test_cid_filter_reopen(void **state)
     assert_true(ldb_cidf_wait(fx->st));
     ldb_cidf_figures(fx->st, &ready, &keys, &ms, &absent);
     assert_int_equal(keys, 52);
+    chat_cid_filter cf;
+    ASSERT_OK(chat_store_cid_filter(fx->st, &cf));
+    assert_true(cf.done && cf.ready);
+    assert_int_equal(cf.keys, 52);
     append_cid(fx->st, "g", "c7", true, 8);
     append_cid(fx->st, "g", "during", true, 51);
     append_cid(fx->st, "g", "after", true, 52);
