@@ -29,13 +29,9 @@ struct ldb_cidf {
     bool done; /* the scan has ended, ready or not */
 };
 
-/* FNV-1a, then a finaliser (splitmix64's) to spread its bits. */
-static uint64_t key_hash(const char *k, size_t len)
+/* splitmix64's finaliser: spreads every input bit over the output. */
+static uint64_t mix(uint64_t h)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < len; i++) {
-        h = (h ^ (unsigned char)k[i]) * 0x100000001b3ull;
-    }
     h ^= h >> 30;
     h *= 0xbf58476d1ce4e5b9ull;
     h ^= h >> 27;
@@ -44,14 +40,26 @@ static uint64_t key_hash(const char *k, size_t len)
     return h;
 }
 
-/* Visits the key's PROBES bits, in one block: the low bits choose the block
- * (blocks is a power of two), the high 54 give six 9-bit positions. Sets
- * them (set) or says whether they are all set. */
+/* FNV-1a, then the finaliser. */
+static uint64_t key_hash(const char *k, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < len; i++) {
+        h = (h ^ (unsigned char)k[i]) * 0x100000001b3ull;
+    }
+    return mix(h);
+}
+
+/* Visits the key's PROBES bits, in one block: one hash chooses the block
+ * (blocks is a power of two), a second, mixed from it, gives six 9-bit
+ * positions (they must not share bits with the block's number, or keys of
+ * one block would share positions). Sets them (set) or says whether they
+ * are all set. */
 static bool probe(ldb_cidf *f, const char *k, size_t len, bool set)
 {
     uint64_t h = key_hash(k, len);
     _Atomic uint64_t *b = f->bits + (size_t)(h & (f->blocks - 1)) * BLOCK_WORDS;
-    uint64_t g = h >> 10;
+    uint64_t g = mix(h ^ 0x9e3779b97f4a7c15ull);
     bool all = true;
     for (unsigned i = 0; i < PROBES; i++, g >>= 9) {
         unsigned pos = (unsigned)(g & 511u);
