@@ -138,6 +138,7 @@ struct chat_plugin {
     chat_acl_check_fn broker_acl_check; /* NULL when the broker does not export it */
     bool probing;                       /* inside our own call of broker_acl_check */
     bool ticks_seen;                    /* the broker sends us ticks (see plugin.c) */
+    bool cidf_logged;                   /* the store's cid filter scan was logged (storage.c) */
     bool disk_full;                     /* the store's disk filled up: see storage.c */
     bool fds_out;                       /* the process ran out of descriptors: storage.c */
     bool write_fatal;                   /* another write error: refused until a restart */

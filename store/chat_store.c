@@ -122,6 +122,15 @@ chat_err chat_store_stats(chat_store *st, uint64_t *groups, uint64_t *bytes)
     return st->ops->stats(st, groups, bytes);
 }
 
+chat_err chat_store_cid_filter(chat_store *st, chat_cid_filter *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    return st->ops->cid_filter ? st->ops->cid_filter(st, out) : CHAT_EINVAL;
+}
+
 chat_err chat_store_compact(chat_store *st)
 {
     if (!st) {

@@ -52,6 +52,7 @@
 typedef void store_close_fn(chat_store *st);
 typedef chat_err store_stats_fn(chat_store *st, uint64_t *groups, uint64_t *bytes);
 typedef chat_err store_compact_fn(chat_store *st);
+typedef chat_err store_cid_filter_fn(chat_store *st, chat_cid_filter *out);
 typedef chat_err store_sync_fn(chat_store *st);
 typedef chat_err store_sync_async_fn(chat_store *st);
 typedef chat_err store_sync_state_fn(chat_store *st, chat_sync_state *out);
@@ -141,7 +142,7 @@ typedef chat_err store_job_state_fn(chat_store *st, chat_job_state *out);
 typedef chat_err store_follow_fn(chat_store *st, const char *group, uint64_t after);
 typedef size_t store_feed_fn(chat_store *st, size_t max, chat_feed_fn fn, void *ctx);
 
-/* What a backend implements: every op is required. */
+/* What a backend implements: every op is required but cid_filter. */
 typedef struct chat_store_ops {
     const char *name; /* what chat_store_opts.backend names it by */
     store_close_fn *close;
@@ -180,6 +181,7 @@ typedef struct chat_store_ops {
     store_check_fn *check;
     store_job_start_fn *job_start;
     store_job_state_fn *job_state;
+    store_cid_filter_fn *cid_filter; /* NULL: the backend has none (PostgreSQL) */
     store_follow_fn *follow;
     store_feed_fn *feed;
     bool shared; /* other processes write the database too (chat_store_shared) */

@@ -213,12 +213,32 @@ typedef struct chat_store_opts {
     bool must_exist;          /* open only a store that is there: a path without one fails
                                  with CHAT_EINVAL instead of getting a new, empty store
                                  (LevelDB; the tools that read a store) */
+    size_t cid_filter_bytes;  /* test hook: the size of the filter that answers "never
+                                 stored" for new cids (LevelDB; 0: 8 MiB) */
+    bool cid_filter_hold;     /* test hook: the filter's scan waits until released
+                                 (LevelDB; lookups go to LevelDB until then) */
 } chat_store_opts;
 
 #define CHAT_STORE_OPTS_INIT                                                                       \
     {                                                                                              \
-        CHAT_SYNC_NONE, 0, NULL, NULL, false, false                                                \
+        CHAT_SYNC_NONE, 0, NULL, NULL, false, false, 0, false                                      \
     }
+
+/* The LevelDB store's filter of the cid index (docs/scaling.md): filled
+ * at open by a scan beside the broker, and used once that scan is done and
+ * ready (done without ready: a read error, every lookup asks LevelDB). */
+typedef struct chat_cid_filter {
+    bool done;       /* the scan has ended */
+    bool ready;      /* and found every cid key: the filter is in use */
+    uint64_t keys;   /* cid keys it found (when ready) */
+    uint64_t ms;     /* its time (when ready) */
+    uint64_t absent; /* lookups answered "never stored" without LevelDB */
+} chat_cid_filter;
+
+/* Fills *out with the state of the store's cid filter. CHAT_EINVAL for a
+ * backend without one (PostgreSQL), CHAT_EIO for a closed (NULL) store.
+ * Cheap: a few atomic loads and a lock. */
+chat_err chat_store_cid_filter(chat_store *st, chat_cid_filter *out);
 
 /* chat_store_open with options: tests make the memtable small, to force
  * log rotations, and fake a reboot with another boot id; the plugin asks

@@ -64,8 +64,9 @@ typedef struct ldb {
     char latched[CHAT_STORE_ERROR_MAX]; /* why failed was set (the broker's thread's writes) */
     struct ldb_syncer *sync_thread;     /* CHAT_SYNC_BATCH: fsyncs beside the broker */
     char *path;
-    bool running;    /* this run's marker is written */
-    uint64_t groups; /* 'H' records, as '#groups' counts them */
+    bool running;          /* this run's marker is written */
+    uint64_t groups;       /* 'H' records, as '#groups' counts them */
+    struct ldb_cidf *cidf; /* which cids are surely not stored (ldb_cidf.h), or NULL */
 } ldb;
 
 /* The LevelDB store behind a handle that ldb_open made. */

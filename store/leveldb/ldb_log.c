@@ -1,5 +1,6 @@
 /* ldb_log: the message log (see ldb_log.h). */
 #include "ldb_log.h"
+#include "ldb_cidf.h"
 #include "store_text.h"
 
 #include <stdlib.h>
@@ -182,6 +183,9 @@ chat_err ldb_append(chat_store *cs, const char *group, const char *from, const c
         ldb_put_meta(wb, META_GROUPS, n, sizeof(n));
     }
     if (cid) {
+        /* Before the write: a key in the store always has its bits (a
+         * failed write only leaves bits for nothing). */
+        ldb_cidf_add(st->cidf, ki.buf, ki.len);
         leveldb_writebatch_put(wb, ki.buf, ki.len, val, sizeof(val));
         leveldb_writebatch_put(wb, kk.buf, kk.len, kv.buf, kv.len);
     }
@@ -210,6 +214,11 @@ chat_err ldb_cid_find(chat_store *cs, const char *group, const char *from, const
     *found = false;
     if (k.overflow) {
         return CHAT_EINVAL;
+    }
+    /* Most appends carry a new cid: the filter says so without a lookup,
+     * which LevelDB would also charge as a seek towards a compaction. */
+    if (ldb_cidf_absent(ldb_of(cs)->cidf, k.buf, k.len)) {
+        return CHAT_OK;
     }
     chat_err rc = ldb_get_u64(ldb_of(cs), &k, id, found);
     if (rc == CHAT_OK && *found) {

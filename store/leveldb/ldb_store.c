@@ -1,6 +1,7 @@
 /* ldb_store: the LevelDB backend's constructor and ops table, and the ops
  * of the whole store: close, figures, compaction, syncs (see ldb_store.h). */
 #include "ldb_store.h"
+#include "ldb_cidf.h"
 #include "ldb_cursor.h"
 #include "ldb_damage.h"
 #include "ldb_db.h"
@@ -82,6 +83,9 @@ static void op_close(chat_store *cs)
     ldb *st = ldb_of(cs);
     ldb_syncer_stop(st);
     store_job_stop(cs);
+    /* Its scan reads the database: joined before the database closes. */
+    ldb_cidf_destroy(st->cidf);
+    st->cidf = NULL;
     if (st->db && st->running && !atomic_load(&st->failed) && ldb_sync_all_logs(st->path)) {
         /* A clean close: everything is on disk, and the next open must not
          * take this run for one that lost writes (invariant 7). A close
@@ -209,6 +213,7 @@ static const chat_store_ops ldb_ops = {
     .check = ldb_check,
     .job_start = ldb_job_start,
     .job_state = store_job_state,
+    .cid_filter = ldb_cidf_state,
     .follow = op_follow,
     .feed = op_feed,
     .shared = false,
@@ -336,6 +341,10 @@ chat_err ldb_open(const char *path, const chat_store_opts *opts, chat_store **ou
         rc = CHAT_ENOMEM;
         goto fail;
     }
+    /* Last, when nothing else at open writes: its snapshot is the store
+     * every later 'I' key is added to (ldb_cidf.h, invariant 4). Without
+     * memory for it, LevelDB answers every lookup as before. */
+    st->cidf = ldb_cidf_create(st, opts->cid_filter_bytes, opts->cid_filter_hold);
     *out = &st->base;
     return CHAT_OK;
 

@@ -2,6 +2,7 @@
  * reads that touch it, not the writes.
  * One table of named cases, each on a fresh store (store_fixture.h). */
 #include "store_fixture.h"
+#include "ldb_cidf.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -267,13 +268,44 @@ static void test_i11_verify_finds_bad_block(void **state)
  * Table
  * --------------------------------------------------------------------- */
 
+/* A bad block among the cid keys: the filter's scan fails and the filter
+ * never becomes ready (every lookup goes to LevelDB), never half-filled. */
+static void test_i7_bad_cid_block_filter_not_ready(void **state)
+{
+    struct fixture *fx = *state;
+    char cid[32];
+    bool ready = true;
+    uint64_t keys = 1, ms = 1, absent = 1;
+
+    /* enough keys that the damaged one is blocks away from the meta
+     * records (a block is 4 KiB), which the open reads */
+    for (unsigned i = 0; i < 400; i++) {
+        snprintf(cid, sizeof(cid), "c%03u", i);
+        append_parts(fx->st, "g", "u", cid, "m", 1, "@", 1, NULL, 0, NULL);
+    }
+    append_parts(fx->st, "g", "u", "~~damage-this-cid~~", "m", 1, "@", 1, NULL, 0, NULL);
+    ASSERT_OK(chat_store_compact(fx->st));
+    chat_store_close(fx->st);
+    fx->st = NULL;
+    assert_true(damage_table(fx->dir, "damage-this-cid"));
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_false(ldb_cidf_wait(fx->st));
+    ldb_cidf_figures(fx->st, &ready, &keys, &ms, &absent);
+    assert_false(ready);
+    assert_int_equal(keys, 0);
+    assert_int_equal(absent, 0);
+    chat_cid_filter cf;
+    ASSERT_OK(chat_store_cid_filter(fx->st, &cf));
+    assert_true(cf.done);
+    assert_false(cf.ready);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        CASE(test_i7_bad_block_fails_reads_not_writes),
-        CASE(test_i11_missing_current_refused),
-        CASE(test_i11_truncated_table_refused),
-        CASE(test_i11_verify_finds_bad_block),
+        CASE(test_i7_bad_block_fails_reads_not_writes), CASE(test_i11_missing_current_refused),
+        CASE(test_i11_truncated_table_refused),         CASE(test_i11_verify_finds_bad_block),
+        CASE(test_i7_bad_cid_block_filter_not_ready),
     };
 
     return cmocka_run_group_tests_name("store_damage", tests, NULL, NULL);

@@ -2,6 +2,7 @@
  * index and the list of groups (reads and scans: test_store_read.c).
  * One table of named cases, each on a fresh store (store_fixture.h). */
 #include "store_fixture.h"
+#include "ldb_cidf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -274,6 +275,150 @@ static void test_groups_bad_arguments(void **state)
  * Table
  * --------------------------------------------------------------------- */
 
+/* ------------------------------------------------------------------------
+ * The cid filter (leveldb/ldb_cidf): never a false "not stored"
+ * --------------------------------------------------------------------- */
+
+/* Closes the fixture's store and opens it again with a filter of `bytes`
+ * (0: the default) whose scan waits for ldb_cidf_release when hold. */
+static void reopen_filter(struct fixture *fx, size_t bytes, bool hold)
+{
+    chat_store_opts o = CHAT_STORE_OPTS_INIT;
+    char *errmsg = NULL;
+    o.cid_filter_bytes = bytes;
+    o.cid_filter_hold = hold;
+    chat_store_close(fx->st);
+    fx->st = NULL;
+    chat_err rc = chat_store_open_opts(fx->dir, &o, &fx->st, &errmsg);
+    free(errmsg);
+    ASSERT_OK(rc);
+}
+
+/* Appends (group, from, cid) and checks whether it was a duplicate and of
+ * which id. */
+static void append_cid(chat_store *st, const char *group, const char *cid, bool want_dup,
+                       uint64_t want_id)
+{
+    bool dup = false;
+    uint64_t id = append_parts(st, group, "alice", cid, "h", 1, "", 0, "t", 1, &dup);
+    if (dup != want_dup || id != want_id) {
+        fail_msg("%s/%s: dup %d id %llu, want dup %d id %llu", group, cid, dup,
+                 (unsigned long long)id, want_dup, (unsigned long long)want_id);
+    }
+}
+
+/* A cid stored before a reopen is a duplicate before the scan ends (held:
+ * LevelDB answers) and after; one appended while the scan waits is too
+ * (the append added it); and the filter answers a new cid by itself. */
+static void test_cid_filter_reopen(void **state)
+{
+    struct fixture *fx = *state;
+    char cid[32];
+    bool ready = true;
+    uint64_t keys = 0, ms = 0, absent = 0;
+
+    for (unsigned i = 0; i < 50; i++) {
+        snprintf(cid, sizeof(cid), "c%u", i);
+        append_cid(fx->st, "g", cid, false, i + 1);
+    }
+    reopen_filter(fx, 0, true);
+    ldb_cidf_figures(fx->st, &ready, &keys, &ms, &absent);
+    assert_false(ready);
+    for (unsigned i = 0; i < 50; i++) {
+        snprintf(cid, sizeof(cid), "c%u", i);
+        append_cid(fx->st, "g", cid, true, i + 1);
+    }
+    append_cid(fx->st, "g", "during", false, 51);
+    append_cid(fx->st, "g", "during", true, 51);
+    ldb_cidf_release(fx->st);
+    assert_true(ldb_cidf_wait(fx->st));
+    ldb_cidf_figures(fx->st, &ready, &keys, &ms, &absent);
+    assert_true(ready);
+    assert_int_equal(keys, 50); /* the snapshot of the open; "during" came later */
+    assert_int_equal(absent, 0);
+    for (unsigned i = 0; i < 50; i++) {
+        snprintf(cid, sizeof(cid), "c%u", i);
+        append_cid(fx->st, "g", cid, true, i + 1);
+    }
+    append_cid(fx->st, "g", "during", true, 51);
+    append_cid(fx->st, "g", "after", false, 52);
+    ldb_cidf_figures(fx->st, &ready, &keys, &ms, &absent);
+    assert_true(absent >= 1); /* "after" was answered without LevelDB */
+    append_cid(fx->st, "g", "after", true, 52);
+    assert_cid(fx->st, "g", "alice", "after", true, 52);
+    /* and once more across a reopen whose scan runs at once */
+    reopen_filter(fx, 0, false);
+    assert_true(ldb_cidf_wait(fx->st));
+    ldb_cidf_figures(fx->st, &ready, &keys, &ms, &absent);
+    assert_int_equal(keys, 52);
+    chat_cid_filter cf;
+    ASSERT_OK(chat_store_cid_filter(fx->st, &cf));
+    assert_true(cf.done && cf.ready);
+    assert_int_equal(cf.keys, 52);
+    append_cid(fx->st, "g", "c7", true, 8);
+    append_cid(fx->st, "g", "during", true, 51);
+    append_cid(fx->st, "g", "after", true, 52);
+}
+
+/* Trims and deletions leave bits set: what they removed is stored anew (as
+ * without a filter), what they kept is still a duplicate. */
+static void test_cid_filter_trim_delete(void **state)
+{
+    struct fixture *fx = *state;
+    char cid[32];
+    bool done = false;
+    uint64_t first = 0;
+
+    for (unsigned i = 1; i <= 10; i++) {
+        snprintf(cid, sizeof(cid), "c%u", i);
+        append_cid(fx->st, "g", cid, false, i);
+        append_cid(fx->st, "h", cid, false, i);
+    }
+    reopen_filter(fx, 0, false);
+    assert_true(ldb_cidf_wait(fx->st));
+    ASSERT_OK(chat_store_trim(fx->st, "g", 6, 1000, &first));
+    assert_int_equal(first, 6);
+    for (unsigned i = 6; i <= 10; i++) {
+        snprintf(cid, sizeof(cid), "c%u", i);
+        append_cid(fx->st, "g", cid, true, i);
+    }
+    append_cid(fx->st, "g", "c1", false, 11);
+    append_cid(fx->st, "g", "c1", true, 11);
+    ASSERT_OK(chat_store_group_delete(fx->st, "h", 1000, &done));
+    assert_true(done);
+    append_cid(fx->st, "h", "c3", false, 11);
+    reopen_filter(fx, 0, false);
+    assert_true(ldb_cidf_wait(fx->st));
+    append_cid(fx->st, "g", "c1", true, 11);
+    append_cid(fx->st, "g", "c8", true, 8);
+    append_cid(fx->st, "h", "c3", true, 11);
+    append_cid(fx->st, "h", "c4", false, 12);
+}
+
+/* A filter of one 512-bit block, far beyond its design count: nearly every
+ * answer is "maybe", and LevelDB keeps it exact both ways. */
+static void test_cid_filter_tiny_exact(void **state)
+{
+    struct fixture *fx = *state;
+    char cid[32];
+    const unsigned n = 1500;
+
+    reopen_filter(fx, 64, false);
+    assert_true(ldb_cidf_wait(fx->st));
+    for (unsigned i = 0; i < n; i++) {
+        snprintf(cid, sizeof(cid), "k%u", i);
+        append_cid(fx->st, "g", cid, false, i + 1);
+    }
+    reopen_filter(fx, 64, false);
+    assert_true(ldb_cidf_wait(fx->st));
+    for (unsigned i = 0; i < n; i++) {
+        snprintf(cid, sizeof(cid), "k%u", i);
+        append_cid(fx->st, "g", cid, true, i + 1);
+        snprintf(cid, sizeof(cid), "new%u", i);
+        append_cid(fx->st, "g", cid, false, n + i + 1);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -285,6 +430,9 @@ int main(void)
         CASE(test_groups_cases),
         CASE(test_groups_empty_store),
         CASE(test_groups_bad_arguments),
+        CASE(test_cid_filter_reopen),
+        CASE(test_cid_filter_trim_delete),
+        CASE(test_cid_filter_tiny_exact),
     };
 
     return cmocka_run_group_tests_name("store_log", tests, NULL, NULL);
