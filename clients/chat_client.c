@@ -124,7 +124,8 @@ static void wire(chat_client *c, const chat_client_options *o, unsigned seed)
                                          .notify = &c->notify,
                                          .prefix = c->prefix,
                                          .interval_ms =
-                                             o->ack_interval_ms ? o->ack_interval_ms : 1000};
+                                             o->ack_interval_ms ? o->ack_interval_ms : 1000,
+                                         .state = c->state != NULL};
     struct chat_requests_cfg requests = {.paho = &c->paho,
                                          .queue = &c->queue,
                                          .notify = &c->notify,

@@ -82,8 +82,13 @@ static bool flush_state(chat_delivery *d)
      * before the file says it was shown (mqchat listen's stdout). */
     if (d->cfg.on_commit != NULL && !d->cfg.on_commit(d->cfg.arg))
         snprintf(why, sizeof why, "the application could not commit what it was given");
-    else if (chat_state_flush(d->cfg.state, why, sizeof why) == CHAT_CLIENT_OK)
+    else if (chat_state_flush(d->cfg.state, why, sizeof why) == CHAT_CLIENT_OK) {
+        /* The file now holds what each group showed (every id shown is
+         * recorded before the next one, on this thread). */
+        for (struct chat_group *g = d->cfg.groups->head; g != NULL; g = g->next)
+            g->recorded = g->seq.shown;
         return true;
+    }
     state_error(d, NULL, why);
     /* Try again soon; until a write succeeds no ack goes out. */
     d->state_due = chat_now_ms() + STATE_FLUSH_MS;

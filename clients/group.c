@@ -47,6 +47,7 @@ chat_client_err chat_groups_load(chat_groups *gs, const chat_state *st)
             return CHAT_CLIENT_ERR_NOMEM;
         chat_seq_set_base(&g->seq, shown);
         g->head = shown;
+        g->recorded = shown;
     }
     return CHAT_CLIENT_OK;
 }
@@ -82,4 +83,7 @@ void chat_group_rebase(chat_groups *gs, struct chat_group *g, uint64_t base)
     chat_seq_clear(&g->seq);
     chat_seq_init(&g->seq, gs->max_held, free_env);
     chat_seq_set_base(&g->seq, base);
+    /* The file's id belongs to the ids before; the server's cursor, base,
+     * is where the device is already. */
+    g->recorded = base;
 }

@@ -38,6 +38,8 @@ struct chat_group {
     char *refusal;       /* the plugin's reason for refusing the subscription */
     uint64_t cu_pages;   /* pages and fetches applied in this catch-up */
     uint64_t cu_msgs;    /* messages shown in this catch-up */
+    uint64_t recorded;   /* with a state file: how far the cursor may go (what the file holds,
+                            or the server's cursor at a baseline) */
     uint64_t read_want;  /* the highest id the application read (chat_client_read) */
     uint64_t read_sent;  /* the highest read published on this connection */
     uint64_t read_done;  /* the highest read the broker acknowledged */

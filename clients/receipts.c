@@ -14,8 +14,10 @@ void chat_receipts_init(chat_receipts *r, const struct chat_receipts_cfg *cfg)
     r->cfg = *cfg;
 }
 
-/* What of g may go out now (invariant 1), 0: nothing. */
-static uint64_t sendable(const struct chat_group *g)
+/* What of g may go out now (invariant 1), 0: nothing. A read also acks
+ * the device (docs/protocol.md, read), so with a state file it goes no
+ * further than the file records, as an ack (delivery.h, invariant 2). */
+static uint64_t sendable(const chat_receipts *r, const struct chat_group *g)
 {
     uint64_t id = g->read_want;
     if (g->listening) {
@@ -23,6 +25,8 @@ static uint64_t sendable(const struct chat_group *g)
             return 0;
         if (id > g->seq.shown)
             id = g->seq.shown;
+        if (r->cfg.state && id > g->recorded)
+            id = g->recorded;
     }
     return id > g->read_sent && id > g->read_done ? id : 0;
 }
@@ -53,7 +57,7 @@ static void maybe_publish(chat_receipts *r, struct chat_group *g, int64_t now)
 {
     uint64_t id;
 
-    if (!chat_paho_up(r->cfg.paho) || (id = sendable(g)) == 0)
+    if (!chat_paho_up(r->cfg.paho) || (id = sendable(r, g)) == 0)
         return;
     if (now != 0 && g->read_last != 0 && now < g->read_last + r->cfg.interval_ms)
         return;
@@ -80,7 +84,7 @@ int64_t chat_receipts_next_wake(const chat_receipts *r, int64_t t)
     if (!chat_paho_up(r->cfg.paho))
         return t; /* the connect brings them */
     for (const struct chat_group *g = r->cfg.groups->head; g != NULL; g = g->next) {
-        if (sendable(g) == 0)
+        if (sendable(r, g) == 0)
             continue;
         int64_t due = g->read_last + r->cfg.interval_ms;
         if (due < t)

@@ -37,6 +37,7 @@ struct chat_receipts_cfg {
     const chat_notify *notify;
     const char *prefix; /* the topic prefix */
     int interval_ms;    /* ack_interval_ms: reads per group at most this often */
+    bool state;         /* a state file: reads of listened groups wait for it */
 };
 
 typedef struct chat_receipts {

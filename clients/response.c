@@ -76,6 +76,8 @@ static void sync_group(const chat_responses *rs, const struct chat_request *r, s
         if (g->min_first > 0 && g->min_first - 1 < base)
             base = g->min_first - 1;
         chat_seq_set_base(&g->seq, base);
+        if (base > g->recorded)
+            g->recorded = base; /* the device's cursor is there already */
         g->progress_ms = chat_now_ms();
         chat_group_raise_head(g, head);
         chat_delivery_ready(d, g);

@@ -19,7 +19,8 @@
  *              out: each write (write(2) and rename(2), which this program
  *              defines) looks at the broker's log, where such an ack would
  *              already be;
- *   state_fail the same when the state file cannot be written;
+ *   state_fail the same when the state file cannot be written, reads
+ *              (which ack too) included;
  *   commit     while the application's commit hook fails, the state file
  *              records nothing and nothing is acked; once it succeeds, both
  *              catch up.
@@ -606,6 +607,9 @@ static void case_state_fail(ts_broker *b)
     ts_write_text(inside, "not a state file\n");
     send_n(c, GROUP, 3);
     wait_shown(&s, 6, false);
+    /* A read also acks the device: it must wait for the file too. */
+    CHECK(chat_client_read(c, GROUP, 6) == CHAT_CLIENT_OK, "read: %s", chat_client_reason());
+    ts_sleep_ms(300);
     CHECK(chat_client_disconnect(c, WAIT_MS) == CHAT_CLIENT_OK, "disconnect");
     CHECK(chat_client_connect(c, WAIT_MS) == CHAT_CLIENT_OK, "connect");
     CHECK(acked_of(c) == 3,
