@@ -145,16 +145,17 @@ exec 3>&-
 wait_for 20 gone "$APP" || die "the example did not end after its input did"
 wait "$APP" || die "the example exited with status $?"
 APP=
-# 12 MB of messages: more than LevelDB's 8 MB write buffer, so its background
-# thread writes a table file, after the broker dropped privileges long ago.
+# 42 MB of messages: more than the default 32 MiB write buffer
+# (plugin_opt_write_buffer_mb), so LevelDB's background thread writes a table
+# file, after the broker dropped privileges long ago.
 line=$(head -c 3000 /dev/zero | tr '\0' 'x')
-for ((i = 0; i < 4000; i++)); do echo "$i $line"; done >"$WORK/bulk.in"
+for ((i = 0; i < 14000; i++)); do echo "$i $line"; done >"$WORK/bulk.in"
 mqchat -i alice -W 60 send -l room <"$WORK/bulk.in" || die "mqchat send -l failed"
 has_tables() { compgen -G "$STORE/*.ldb" >/dev/null; }
 wait_for 20 has_tables ||
   die "LevelDB wrote no table file: $(ls "$STORE")"
 mqchat -i alice history room -n 1 >"$WORK/history.out" || die "mqchat history failed"
-grep -q '^\[room #4002\] alice: 3999 x' "$WORK/history.out" || die "the last message is not #4002"
+grep -q '^\[room #14002\] alice: 13999 x' "$WORK/history.out" || die "the last message is not #14002"
 # Who owns the store: every file, the background thread's included.
 others=$(find "$STORE" ! -user mosquitto -printf '%p (%u)\n')
 [ -z "$others" ] || die "store files not owned by mosquitto: $others"
