@@ -159,21 +159,23 @@ static inline const unsigned char *first_flagged(const unsigned char *p, uint64_
 #endif
 }
 
-/* The first byte at or after p (before end) that is not plain string text:
- * a '"', a '\\' or a control character, or end. Most of a message is
- * plain text: eight bytes are checked at a time (byte_eq with '"' and '\\',
- * and "has a byte below 0x20"). */
-static const unsigned char *plain_run(const unsigned char *p, const unsigned char *end)
+/* The first '"' or '\\' at or after p (before end), and with ctl also the
+ * first control character, or end. Most of a message is plain text:
+ * sixteen bytes are checked at a time with SSE2, else eight (byte_eq with
+ * '"' and '\\', and "has a byte below 0x20"). ctl is a constant at every
+ * call, so each caller gets its own loop without the other's test. */
+static inline const unsigned char *string_run(const unsigned char *p, const unsigned char *end,
+                                              bool ctl)
 {
 #ifdef __SSE2__
-    /* Sixteen bytes at a time: the flags of '"', '\\' and bytes <= 0x1f. */
     const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'),
-                  ctl = _mm_set1_epi8(0x1f);
+                  low = _mm_set1_epi8(0x1f);
     while (end - p >= 16) {
         __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
-        __m128i hit =
-            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)),
-                         _mm_cmpeq_epi8(_mm_min_epu8(x, ctl), x));
+        __m128i hit = _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash));
+        if (ctl) {
+            hit = _mm_or_si128(hit, _mm_cmpeq_epi8(_mm_min_epu8(x, low), x));
+        }
         int mask = _mm_movemask_epi8(hit);
         if (mask) {
             return p + __builtin_ctz((unsigned)mask);
@@ -184,49 +186,33 @@ static const unsigned char *plain_run(const unsigned char *p, const unsigned cha
     while (end - p >= 8) {
         uint64_t w, mask;
         memcpy(&w, p, 8);
-        mask = byte_eq(w, '"') | byte_eq(w, '\\') | ((w - ONES * 0x20) & ~w & HIGHS);
+        mask = byte_eq(w, '"') | byte_eq(w, '\\');
+        if (ctl) {
+            mask |= (w - ONES * 0x20) & ~w & HIGHS;
+        }
         if (mask) {
             p = first_flagged(p, mask);
             break;
         }
         p += 8;
     }
-    while (p < end && *p >= 0x20 && *p != '"' && *p != '\\') {
+    while (p < end && (!ctl || *p >= 0x20) && *p != '"' && *p != '\\') {
         p++;
     }
     return p;
 }
 
-/* The first '"' or '\\' at or after p (before end), or end: the string
- * scan of text already validated, eight bytes at a time. */
+/* Plain string text up to a '"', a '\\' or a control character: the
+ * validator's scan. */
+static const unsigned char *plain_run(const unsigned char *p, const unsigned char *end)
+{
+    return string_run(p, end, true);
+}
+
+/* Up to the first '"' or '\\': the scan of text already validated. */
 static const unsigned char *quote_or_escape(const unsigned char *p, const unsigned char *end)
 {
-#ifdef __SSE2__
-    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\');
-    while (end - p >= 16) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
-        int mask =
-            _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)));
-        if (mask) {
-            return p + __builtin_ctz((unsigned)mask);
-        }
-        p += 16;
-    }
-#endif
-    while (end - p >= 8) {
-        uint64_t w, mask;
-        memcpy(&w, p, 8);
-        mask = byte_eq(w, '"') | byte_eq(w, '\\');
-        if (mask) {
-            p = first_flagged(p, mask);
-            break;
-        }
-        p += 8;
-    }
-    while (p < end && *p != '"' && *p != '\\') {
-        p++;
-    }
-    return p;
+    return string_run(p, end, false);
 }
 
 /* The byte after the JSON token at p (a string, number or literal), or NULL
