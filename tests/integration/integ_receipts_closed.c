@@ -80,26 +80,24 @@ static void case_nonmember(void)
  * acl: behind the broker's own access checks
  * ========================================================================= */
 
+/* Users w (may only write chat/GROUP) and x (reads and writes the chat),
+ * the same in both files below. */
+#define ACL_W_X                                                                                    \
+    "user w\n"                                                                                     \
+    "topic write chat/" GROUP "\n"                                                                 \
+    "topic write $CONTROL/chat/v1\n"                                                               \
+    "user x\n"                                                                                     \
+    "topic readwrite chat/#\n"                                                                     \
+    "topic write $CONTROL/chat/v1\n"
+
 static const char acl_rw[] = "user r\n"
                              "topic readwrite chat/#\n"
-                             "topic write $CONTROL/chat/v1\n"
-                             "user w\n"
-                             "topic write chat/" GROUP "\n"
-                             "topic write $CONTROL/chat/v1\n"
-                             "user x\n"
-                             "topic readwrite chat/#\n"
-                             "topic write $CONTROL/chat/v1\n";
+                             "topic write $CONTROL/chat/v1\n" ACL_W_X;
 
 /* acl_rw with r's read right taken away. */
 static const char acl_r_revoked[] = "user r\n"
                                     "topic write chat/#\n"
-                                    "topic write $CONTROL/chat/v1\n"
-                                    "user w\n"
-                                    "topic write chat/" GROUP "\n"
-                                    "topic write $CONTROL/chat/v1\n"
-                                    "user x\n"
-                                    "topic readwrite chat/#\n"
-                                    "topic write $CONTROL/chat/v1\n";
+                                    "topic write $CONTROL/chat/v1\n" ACL_W_X;
 
 /* A broker with users r (reads and writes the chat) and w (may only write
  * chat/GROUP), behind acl_file. */
