@@ -55,9 +55,8 @@ static uint64_t key_hash(const char *k, size_t len)
  * positions (they must not share bits with the block's number, or keys of
  * one block would share positions). Sets them (set) or says whether they
  * are all set. */
-static bool probe(ldb_cidf *f, const char *k, size_t len, bool set)
+static bool probe(ldb_cidf *f, uint64_t h, bool set)
 {
-    uint64_t h = key_hash(k, len);
     _Atomic uint64_t *b = f->bits + (size_t)(h & (f->blocks - 1)) * BLOCK_WORDS;
     uint64_t g = mix(h ^ 0x9e3779b97f4a7c15ull);
     bool all = true;
@@ -120,7 +119,7 @@ static void *scan(void *arg)
         if (klen == 0 || k[0] != TAG_CID) {
             break;
         }
-        probe(f, k, klen, true);
+        probe(f, key_hash(k, klen), true);
         n++;
     }
     leveldb_free(err);
@@ -197,19 +196,24 @@ void ldb_cidf_destroy(ldb_cidf *f)
     free(f);
 }
 
-void ldb_cidf_add(ldb_cidf *f, const char *k, size_t len)
+uint64_t ldb_cidf_hash(const char *k, size_t len)
+{
+    return key_hash(k, len);
+}
+
+void ldb_cidf_add(ldb_cidf *f, uint64_t h)
 {
     if (f) {
-        probe(f, k, len, true);
+        probe(f, h, true);
     }
 }
 
-bool ldb_cidf_absent(ldb_cidf *f, const char *k, size_t len)
+bool ldb_cidf_absent(ldb_cidf *f, uint64_t h)
 {
     if (!f || !atomic_load_explicit(&f->ready, memory_order_acquire)) {
         return false;
     }
-    if (probe(f, k, len, false)) {
+    if (probe(f, h, false)) {
         return false;
     }
     atomic_fetch_add_explicit(&f->absent, 1, memory_order_relaxed);

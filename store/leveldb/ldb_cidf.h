@@ -51,12 +51,16 @@ ldb_cidf *ldb_cidf_create(struct ldb *st, size_t bytes, bool hold);
  * before the database closes. */
 void ldb_cidf_destroy(ldb_cidf *f);
 
-/* Adds an 'I' key (invariant 3). Accepts NULL. */
-void ldb_cidf_add(ldb_cidf *f, const char *k, size_t len);
+/* The filter's hash of an 'I' key: an append looks its key up and then
+ * adds it, and hashes it once for both. */
+uint64_t ldb_cidf_hash(const char *k, size_t len);
 
-/* True only when the key is surely not in the store: the filter is ready
- * and one of its bits is clear. False (ask LevelDB) otherwise. */
-bool ldb_cidf_absent(ldb_cidf *f, const char *k, size_t len);
+/* Adds an 'I' key by its hash (invariant 3). Accepts NULL. */
+void ldb_cidf_add(ldb_cidf *f, uint64_t h);
+
+/* True only when the key of hash h is surely not in the store: the filter
+ * is ready and one of its bits is clear. False (ask LevelDB) otherwise. */
+bool ldb_cidf_absent(ldb_cidf *f, uint64_t h);
 
 /* Test hooks, on a store ldb_open made: let a held scan go, and wait until
  * the scan has ended (bounded to about 30 s). Returns whether the filter is

@@ -216,18 +216,31 @@ static inline void read_key(key *k, const char *group, const char *member)
  * ('K' group id -> the value kv, from and cid), as an append writes them
  * (invariant 6): whoever deletes the message finds the entry by id.
  * Returns false when one of them overflows (a name too long for a key). */
-static inline bool cid_keys(key *ki, key *kk, key *kv, const char *group, const char *from,
-                            const char *cid, uint64_t id)
+static inline bool cid_key(key *ki, const char *group, const char *from, const char *cid)
 {
     group_key(ki, TAG_CID, group);
     key_str(ki, from);
     key_str(ki, cid);
+    return !ki->overflow;
+}
+
+/* The reverse entry of a cid: its key and its value. */
+static inline bool cid_rev_keys(key *kk, key *kv, const char *group, const char *from,
+                                const char *cid, uint64_t id)
+{
     id_key(kk, NULL, TAG_CIDREV, group, id);
     kv->len = 0;
     kv->overflow = false;
     key_str(kv, from);
     key_str(kv, cid);
-    return !ki->overflow && !kk->overflow && !kv->overflow;
+    return !kk->overflow && !kv->overflow;
+}
+
+static inline bool cid_keys(key *ki, key *kk, key *kv, const char *group, const char *from,
+                            const char *cid, uint64_t id)
+{
+    bool ok = cid_key(ki, group, from, cid);
+    return cid_rev_keys(kk, kv, group, from, cid, id) && ok;
 }
 
 /* Writes a reader's description of a key (the record kind, its group,

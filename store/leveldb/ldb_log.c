@@ -110,15 +110,36 @@ chat_err ldb_head(chat_store *cs, const char *group, uint64_t *head)
     return rc;
 }
 
-/* The message a (group, from, cid) entry names, when it is still kept:
- * *dup then says so and out holds it. */
-static chat_err find_duplicate(chat_store *cs, const char *group, const char *from, const char *cid,
+/* ldb_cid_find for the 'I' key k of hash h (ldb_cidf_hash). */
+static chat_err cid_find_key(chat_store *cs, const char *group, const key *k, uint64_t h,
+                             uint64_t *id, bool *found)
+{
+    uint64_t first = 1;
+    *found = false;
+    /* Most appends carry a new cid: the filter says so without a lookup,
+     * which LevelDB would also charge as a seek towards a compaction. */
+    if (ldb_cidf_absent(ldb_of(cs)->cidf, h)) {
+        return CHAT_OK;
+    }
+    chat_err rc = ldb_get_u64(ldb_of(cs), k, id, found);
+    if (rc == CHAT_OK && *found) {
+        /* An entry whose message is gone (a store from before the reverse
+         * keys, or a group being deleted) no longer holds a retry back. */
+        rc = ldb_first(cs, group, &first);
+        *found = rc == CHAT_OK && *id >= first;
+    }
+    return rc;
+}
+
+/* The message the cid entry ki (hash h) names, when it is still kept:
+ * out->duplicate then says so and out holds it. */
+static chat_err find_duplicate(chat_store *cs, const char *group, const key *ki, uint64_t h,
                                chat_appended *out)
 {
     uint64_t id = 0;
     bool found = false;
     chat_msg m = {0};
-    chat_err rc = ldb_cid_find(cs, group, from, cid, &id, &found);
+    chat_err rc = cid_find_key(cs, group, ki, h, &id, &found);
     if (rc == CHAT_OK && found) {
         rc = ldb_get(cs, group, id, &m, &found);
     }
@@ -142,8 +163,13 @@ chat_err ldb_append(chat_store *cs, const char *group, const char *from, const c
 
     /* The only writer: the head read here (from the cache) is the one the
      * batch below moves on, so the id needs no lock (ldb_db.h). */
+    uint64_t hi = 0;
     if (cid) {
-        rc = find_duplicate(cs, group, from, cid, out);
+        if (!cid_key(&ki, group, from, cid)) {
+            return CHAT_EINVAL;
+        }
+        hi = ldb_cidf_hash(ki.buf, ki.len);
+        rc = find_duplicate(cs, group, &ki, hi, out);
         if (rc != CHAT_OK || out->duplicate) {
             return rc;
         }
@@ -158,7 +184,7 @@ chat_err ldb_append(chat_store *cs, const char *group, const char *from, const c
     if (kh.overflow || km.overflow) {
         return CHAT_EINVAL;
     }
-    if (cid && !cid_keys(&ki, &kk, &kv, group, from, cid, id)) {
+    if (cid && !cid_rev_keys(&kk, &kv, group, from, cid, id)) {
         return CHAT_EINVAL;
     }
     int64_t ts = store_now_ms(cs);
@@ -185,7 +211,7 @@ chat_err ldb_append(chat_store *cs, const char *group, const char *from, const c
     if (cid) {
         /* Before the write: a key in the store always has its bits (a
          * failed write only leaves bits for nothing). */
-        ldb_cidf_add(st->cidf, ki.buf, ki.len);
+        ldb_cidf_add(st->cidf, hi);
         leveldb_writebatch_put(wb, ki.buf, ki.len, val, sizeof(val));
         leveldb_writebatch_put(wb, kk.buf, kk.len, kv.buf, kv.len);
     }
@@ -207,27 +233,11 @@ chat_err ldb_cid_find(chat_store *cs, const char *group, const char *from, const
                       uint64_t *id, bool *found)
 {
     key k;
-    uint64_t first = 1;
-    group_key(&k, TAG_CID, group);
-    key_str(&k, from);
-    key_str(&k, cid);
     *found = false;
-    if (k.overflow) {
+    if (!cid_key(&k, group, from, cid)) {
         return CHAT_EINVAL;
     }
-    /* Most appends carry a new cid: the filter says so without a lookup,
-     * which LevelDB would also charge as a seek towards a compaction. */
-    if (ldb_cidf_absent(ldb_of(cs)->cidf, k.buf, k.len)) {
-        return CHAT_OK;
-    }
-    chat_err rc = ldb_get_u64(ldb_of(cs), &k, id, found);
-    if (rc == CHAT_OK && *found) {
-        /* An entry whose message is gone (a store from before the reverse
-         * keys, or a group being deleted) no longer holds a retry back. */
-        rc = ldb_first(cs, group, &first);
-        *found = rc == CHAT_OK && *id >= first;
-    }
-    return rc;
+    return cid_find_key(cs, group, &k, ldb_cidf_hash(k.buf, k.len), id, found);
 }
 
 chat_err ldb_get(chat_store *cs, const char *group, uint64_t id, chat_msg *msg, bool *found)
