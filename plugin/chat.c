@@ -110,7 +110,7 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
     if (!ap.duplicate) {
         if (pl->cfg.fsync == CHAT_SYNC_BATCH && !pl->ticks_seen && !chat_store_shared(pl->store) &&
             (err = chat_store_sync(pl->store)) != CHAT_OK) {
-            /* No tick syncs for us (see chat_chores_without_ticks). */
+            /* No tick syncs for us (see chat_tick_from_event). */
             chat_log_store_error(pl, err, "sync after an append to %s", group);
             why = "storage error";
             goto fail;
@@ -173,7 +173,7 @@ int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev)
     size_t glen = 0;
     char group[CHAT_GROUP_MAX + 1];
 
-    chat_chores_without_ticks(pl);
+    chat_tick_from_event(pl);
     enum chat_topic_kind kind = chat_topic_parse(&pl->cfg, ev->topic, &g, &glen);
     if (kind == CHAT_TOPIC_NONE) {
         return MOSQ_ERR_SUCCESS;
@@ -406,7 +406,7 @@ int chat_on_acl(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev)
         /* Our own question (chat_may_read): the other checkers answer it. */
         return MOSQ_ERR_PLUGIN_DEFER;
     }
-    chat_chores_without_ticks(pl);
+    chat_tick_from_event(pl);
     if (!ev->topic) {
         return pass;
     }

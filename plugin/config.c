@@ -487,7 +487,7 @@ void chat_config_log(const struct chat_plugin *pl)
         "open_groups %s, admins \"%s\", retention_count %llu, retention_days %llu, "
         "device_expiry_days %llu, backup_dir %s, figures under $SYS every %d s (sys_interval; 0: "
         "none)",
-        chat_storage_where(pl), c->topic_prefix,
+        chat_health_where(pl), c->topic_prefix,
         c->acl_mode == CHAT_ACL_ALLOW ? "allow outside chat" : "defer to the broker's",
         c->acl_mode == CHAT_ACL_ALLOW        ? "to members"
         : c->read_check == CHAT_READ_MEMBERS ? "to members (plugin_opt_read_check members)"

@@ -28,7 +28,7 @@ static int on_tick(int event, void *event_data, void *userdata)
     (void)event;
     (void)event_data;
     pl->ticks_seen = true;
-    chat_chores(pl);
+    chat_tick_run(pl);
     return MOSQ_ERR_SUCCESS;
 }
 
@@ -42,7 +42,7 @@ static int on_disconnect(int event, void *event_data, void *userdata)
         chat_presence_disconnected(userdata, id);
         chat_peer_disconnected(userdata, ev->client);
     }
-    chat_chores_without_ticks(userdata);
+    chat_tick_from_event(userdata);
     return MOSQ_ERR_SUCCESS;
 }
 
@@ -112,7 +112,7 @@ static void plugin_free(struct chat_plugin *pl)
     if (!pl) {
         return;
     }
-    chat_chores_report(pl);
+    chat_tick_report(pl);
     chat_replay_free_all(pl);
     chat_presence_free(pl);
     chat_relay_free(pl);
@@ -174,11 +174,11 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
     if (!chat_peers_init(pl) || !chat_replay_init(pl) || !chat_presence_init(pl)) {
         goto fail;
     }
-    chat_err err = chat_storage_open(pl, &errmsg);
+    chat_err err = chat_health_open(pl, &errmsg);
     if (err != CHAT_OK) {
         /* One line: the path, the cause, and what to do about damage. */
         mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: cannot open store \"%s\": %s%s",
-                             chat_storage_where(pl), errmsg ? errmsg : chat_strerror(err),
+                             chat_health_where(pl), errmsg ? errmsg : chat_strerror(err),
                              err == CHAT_ECORRUPT
                                  ? "; stop the broker and repair the store (\"A damaged "
                                    "store\" in mosquitto-chat's protocol.md)"

@@ -10,7 +10,7 @@
  *   plugin.c     the entry points and the dispatch of broker events
  *   control.c    requests on $CONTROL/chat/v1
  *   chat.c       the chat topics: publishes, acks, access checks
- *   chores.c     periodic work: fsync batch, replay timeouts, retention,
+ *   tick.c       periodic work: fsync batch, replay timeouts, retention,
  *                pushes, figures, device expiry, deletions and jobs, relay
  *   admin.c      the admin commands (admin.h: admin_jobs.c, the deletions
  *                and jobs they leave, and admin_entry.c)
@@ -26,8 +26,9 @@
  *   access.c     membership, and the broker's answer on read rights
  *   reply.c      everything sent to a client, and the page writer
  *                (reply.h, included by the files that answer)
- *   peers.c      per client id: pending subscriptions, answer budgets
- *   envelope.c, names.c, config.c, hmap.c, sbuf.c, util.c, then proto/ and
+ *   peer_table.c per client id: pending subscriptions, answer budgets
+ *   store_health.c  the store opened (again), and the log of its errors
+ *   envelope.c, names.c, config.c, hmap.c, sbuf.c, clock.c, then proto/ and
  *   store/
  *
  * Ownership: one struct chat_plugin lives from mosquitto_plugin_init to
@@ -133,18 +134,18 @@ struct chat_plugin {
     struct chat_config cfg;
     chat_store *store;
     chat_hmap *devices;  /* client id -> struct chat_device: catch-ups running (replay.c) */
-    chat_hmap *peers;    /* client id -> struct chat_peer (peers.c) */
+    chat_hmap *peers;    /* client id -> struct chat_peer (peer_table.c) */
     unsigned gone_peers; /* peers kept for disconnected persistent sessions */
     chat_acl_check_fn broker_acl_check; /* NULL when the broker does not export it */
     bool probing;                       /* inside our own call of broker_acl_check */
     bool ticks_seen;                    /* the broker sends us ticks (see plugin.c) */
-    bool cidf_logged;                   /* the store's cid filter scan was logged (storage.c) */
-    bool disk_full;                     /* the store's disk filled up: see storage.c */
-    bool fds_out;                       /* the process ran out of descriptors: storage.c */
-    bool write_fatal;                   /* another write error: refused until a restart */
-    time_t disk_next_look;              /* when storage.c looks at the disk (or descriptors)
-                                           again */
-    int64_t last_chores_ms;             /* housekeeping run from events, without ticks */
+    bool cidf_logged;       /* the store's cid filter scan was logged (store_health.c) */
+    bool disk_full;         /* the store's disk filled up: see store_health.c */
+    bool fds_out;           /* the process ran out of descriptors: store_health.c */
+    bool write_fatal;       /* another write error: refused until a restart */
+    time_t disk_next_look;  /* when store_health.c looks at the disk (or descriptors)
+                               again */
+    int64_t last_chores_ms; /* housekeeping run from events, without ticks */
     /* The envelope stored last: the deliveries of one publish all read it. */
     char last_group[CHAT_GROUP_MAX + 1];
     uint64_t last_id;
@@ -168,11 +169,11 @@ struct chat_plugin {
     bool deletions_loaded;          /* those a previous run left were queued */
     bool job_running;               /* a store job (backup, compact) is being watched */
     struct chat_presence *presence; /* presence.h */
-    int64_t tick_us;                /* chores.c: when the last tick began (monotonic µs) ... */
+    int64_t tick_us;                /* tick.c: when the last tick began (monotonic µs) ... */
     int64_t tick_max_us;            /* ... the longest tick so far (wall, and CPU) ... */
     int64_t tick_cpu_max_us;
     int64_t tick_gap_max_us; /* ... and the longest time from one tick to the next */
-    /* util.c: store error lines of the current second, and those left out */
+    /* store_health.c: store error lines of the current second, and those left out */
     int64_t err_second;
     unsigned err_lines, err_dropped;
 };
@@ -369,7 +370,7 @@ const char *chat_admit_list(struct chat_plugin *pl, struct mosquitto *client, co
 bool chat_admit_marker(struct chat_plugin *pl, struct mosquitto *client, const char *group,
                        bool join, const char **why);
 
-/* peers.c: per client id state between events */
+/* peer_table.c: per client id state between events */
 
 bool chat_peers_init(struct chat_plugin *pl);
 void chat_peers_free(struct chat_plugin *pl);
@@ -474,26 +475,27 @@ void chat_retention_count(struct chat_plugin *pl, const char *group, uint64_t he
 /* Advances the retention_days sweep by a bounded step; from the tick. */
 void chat_retention_tick(struct chat_plugin *pl, time_t now);
 
-/* storage.c: the store, opened at start and again when a full disk has room,
+/* store_health.c: the store, opened at start and again when a full disk has room,
  * or when descriptors are free again after the process ran out */
 
 /* Opens pl->store at start, reading every block first unless
  * plugin_opt_verify_store is false. A disk already full is not an error:
- * pl->store stays NULL (every store call fails) until the chores can open
+ * pl->store stays NULL (every store call fails) until the tick can open
  * it. */
-chat_err chat_storage_open(struct chat_plugin *pl, char **errmsg);
+chat_err chat_health_open(struct chat_plugin *pl, char **errmsg);
 
 /* Where the store is, for log lines: db_path, or "in PostgreSQL" (never the
  * connection string, which may hold a password). */
-const char *chat_storage_where(const struct chat_plugin *pl);
+const char *chat_health_where(const struct chat_plugin *pl);
 
-/* A store call failed for why (chat_store_last_error): notes a full disk, or
- * descriptors run out. */
-void chat_storage_failed(struct chat_plugin *pl, const char *why);
-
-/* From the chores: opens the store again once its full disk has room, or
+/* From the tick: opens the store again once its full disk has room, or
  * once descriptors are free again. */
-void chat_storage_chores(struct chat_plugin *pl, time_t now);
+void chat_health_tick(struct chat_plugin *pl, time_t now);
+
+/* Logs a store error at error level: "mosquitto-chat: <fmt...>: <error>
+ * (<what the store said, with the keys concerned>)". */
+void chat_log_store_error(struct chat_plugin *pl, chat_err rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* relay.c: a shared store's messages from other brokers */
 
@@ -513,7 +515,7 @@ void chat_relay_follow(struct chat_plugin *pl, const char *group, uint64_t head)
 bool chat_relay_lookup(struct chat_plugin *pl, const char *group, uint64_t id, const void *payload,
                        size_t len, bool *same);
 
-/* util.c */
+/* clock.c */
 
 /* Milliseconds since the epoch, for envelopes, retention, device expiry
  * and the store's last-use stamps: the real time, shifted by the seconds in
@@ -526,21 +528,16 @@ void chat_clock_init(void);
 /* chat_now_ms as a chat_clock_fn, for chat_store_set_clock. */
 int64_t chat_store_clock(void *ctx);
 
-/* Logs a store error at error level: "mosquitto-chat: <fmt...>: <error>
- * (<what the store said, with the keys concerned>)". */
-void chat_log_store_error(struct chat_plugin *pl, chat_err rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* chores.c */
+/* tick.c */
 
 /* The periodic work: fsync batch, replay timeouts, retention. From the
- * broker's tick; chat_chores_without_ticks runs it from client events
+ * broker's tick; chat_tick_from_event runs it from client events
  * (at most every 200 ms) while the broker has sent no tick. */
-void chat_chores(struct chat_plugin *pl);
-void chat_chores_without_ticks(struct chat_plugin *pl);
+void chat_tick_run(struct chat_plugin *pl);
+void chat_tick_from_event(struct chat_plugin *pl);
 
 /* Logs the longest tick and the longest gap between two ticks (at
  * cleanup). */
-void chat_chores_report(struct chat_plugin *pl);
+void chat_tick_report(struct chat_plugin *pl);
 
 #endif

@@ -1,9 +1,9 @@
-/* Unit tests of plugin/peers.c and plugin/hmap.c: the per client state the
+/* Unit tests of plugin/peer_table.c and plugin/hmap.c: the per client state the
  * plugin keeps between events (pending subscriptions and their caps, the
  * answer budget and its refill) and the map it lives in.
  *
  * The clock is this file's: it defines chat_now_ms, so the linker takes it
- * instead of util.c's (which nothing else here needs), and the budget's
+ * instead of clock.c's (which nothing else here needs), and the budget's
  * refill is tested to the millisecond. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -252,7 +252,7 @@ static void test_persistent_cap(void **state)
  * Answer budget
  * ========================================================================= */
 
-/* As peers.c's BUDGET_BYTES and BUDGET_RATE: what one client may have
+/* As peer_table.c's BUDGET_BYTES and BUDGET_RATE: what one client may have
  * unread at once, and how fast that comes back (bytes a second). */
 #define BUDGET (8u << 20)
 #define RATE (2u << 20)

@@ -1,4 +1,4 @@
-/* peers.c: what the plugin keeps per client id between its events:
+/* peer_table.c: what the plugin keeps per client id between its events:
  * subscriptions still waiting for the broker's verdict (pending), and the
  * budget of answers the client may be sent.
  *

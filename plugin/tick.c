@@ -1,4 +1,4 @@
-/* chores.c: the plugin's periodic work (fsync batch, replay timeouts,
+/* tick.c: the plugin's periodic work (fsync batch, replay timeouts,
  * retention, figures, device expiry, deletions, other brokers' messages, the
  * reads/presence pushes), from the broker's tick, or from client events while
  * the broker sends no tick (Mosquitto 2.0.11 with per_listener_settings
@@ -12,7 +12,7 @@ static int64_t clock_us(clockid_t clock)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-void chat_chores(struct chat_plugin *pl)
+void chat_tick_run(struct chat_plugin *pl)
 {
     int64_t start = clock_us(CLOCK_MONOTONIC);
     int64_t cpu = clock_us(CLOCK_THREAD_CPUTIME_ID);
@@ -27,7 +27,7 @@ void chat_chores(struct chat_plugin *pl)
         }
     }
     time_t now = time(NULL);
-    chat_storage_chores(pl, now);
+    chat_health_tick(pl, now);
     chat_relay_tick(pl);
     chat_replay_tick(pl, now);
     chat_retention_tick(pl, now);
@@ -43,7 +43,7 @@ void chat_chores(struct chat_plugin *pl)
     pl->tick_cpu_max_us = worked > pl->tick_cpu_max_us ? worked : pl->tick_cpu_max_us;
 }
 
-void chat_chores_without_ticks(struct chat_plugin *pl)
+void chat_tick_from_event(struct chat_plugin *pl)
 {
     if (pl->ticks_seen) {
         return;
@@ -51,11 +51,11 @@ void chat_chores_without_ticks(struct chat_plugin *pl)
     int64_t now = chat_now_ms();
     if (now - pl->last_chores_ms >= 200) {
         pl->last_chores_ms = now;
-        chat_chores(pl);
+        chat_tick_run(pl);
     }
 }
 
-void chat_chores_report(struct chat_plugin *pl)
+void chat_tick_report(struct chat_plugin *pl)
 {
     if (!pl->ticks_seen) {
         return; /* never ran (a refused start): nothing to report, and one line says why */

@@ -1,6 +1,7 @@
-/* storage.c: the plugin's store: opened at start, and opened again when a
- * full disk has room once more, or when the process has file descriptors
- * again after it ran out.
+/* store_health.c: the plugin's store and its health: opened at start, and
+ * opened again when a full disk has room once more, or when the process has
+ * file descriptors again after it ran out; and the log line of a store
+ * error, which notes those conditions as it logs them.
  *
  * LevelDB keeps a write error until the database is reopened, and so does
  * the store (invariant 5 of chat_store.h). Two such errors mend themselves:
@@ -10,7 +11,7 @@
  * broker restarted, long after the connections had gone). While either
  * lasts, publishes are refused with "storage error" and every read goes on
  * (catch-up, fetch, history); once the filesystem has ROOM_BYTES free again,
- * or ROOM_FDS descriptors can be opened, the chores close the store and open
+ * or ROOM_FDS descriptors can be opened, the tick closes the store and open
  * it anew, without the broker restarting. Any other write error (an I/O
  * error, damage that a compaction found) stays until the broker restarts:
  * reopening a store whose files may be damaged would hide the damage, so it
@@ -20,6 +21,8 @@
 #include "plugin.h"
 
 #include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -77,7 +80,7 @@ static bool shared(const struct chat_plugin *pl)
     return !strcmp(pl->cfg.store, "postgresql");
 }
 
-const char *chat_storage_where(const struct chat_plugin *pl)
+const char *chat_health_where(const struct chat_plugin *pl)
 {
     /* The connection string may hold a password: it is never logged. */
     return shared(pl) ? "in PostgreSQL" : pl->cfg.db_path;
@@ -125,12 +128,14 @@ static chat_err open_store(struct chat_plugin *pl, bool verify, char **errmsg)
     return rc;
 }
 
-chat_err chat_storage_open(struct chat_plugin *pl, char **errmsg)
+chat_err chat_health_open(struct chat_plugin *pl, char **errmsg)
 {
     return open_store(pl, pl->cfg.verify_store, errmsg);
 }
 
-void chat_storage_failed(struct chat_plugin *pl, const char *why)
+/* A store call failed for why (chat_store_last_error): notes a full disk,
+ * descriptors run out, or a write error that stays. */
+static void health_failed(struct chat_plugin *pl, const char *why)
 {
     if (!pl->disk_full && disk_full(why)) {
         pl->disk_full = true;
@@ -192,7 +197,7 @@ static void log_cid_filter(struct chat_plugin *pl)
     }
 }
 
-void chat_storage_chores(struct chat_plugin *pl, time_t now)
+void chat_health_tick(struct chat_plugin *pl, time_t now)
 {
     struct statvfs fs;
     char *errmsg = NULL;
@@ -226,4 +231,43 @@ void chat_storage_chores(struct chat_plugin *pl, time_t now)
                              "mosquitto-chat: store \"%s\" open again: publishing resumes",
                              pl->cfg.db_path);
     }
+}
+
+/* ===========================================================================
+ * The log line of a store error
+ * ========================================================================= */
+
+/* Store error lines per second at most: a client publishing as fast as it
+ * can while the disk is full must not fill the broker's log too. */
+#define ERR_LINES_PER_SECOND 10u
+
+void chat_log_store_error(struct chat_plugin *pl, chat_err rc, const char *fmt, ...)
+{
+    char what[512];
+    va_list ap;
+    int64_t second = chat_now_ms() / 1000;
+    const char *detail = pl->store ? chat_store_last_error(pl->store) : "the store is closed";
+
+    health_failed(pl, detail);
+    if (second != pl->err_second) {
+        if (pl->err_dropped) {
+            mosquitto_log_printf(MOSQ_LOG_ERR,
+                                 "mosquitto-chat: %u more store errors not logged (at most %u "
+                                 "lines a second)",
+                                 pl->err_dropped, ERR_LINES_PER_SECOND);
+        }
+        pl->err_second = second;
+        pl->err_lines = 0;
+        pl->err_dropped = 0;
+    }
+    if (pl->err_lines >= ERR_LINES_PER_SECOND) {
+        pl->err_dropped++;
+        return;
+    }
+    pl->err_lines++;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: %s: %s%s%s%s", what, chat_strerror(rc),
+                         detail[0] ? " (" : "", detail, detail[0] ? ")" : "");
 }
