@@ -5,7 +5,40 @@
 #include "plugin.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+struct chat_access {
+    chat_acl_check_fn broker_check; /* NULL when the broker does not export it */
+    bool probing;                   /* inside our own call of broker_check */
+};
+
+bool chat_access_init(struct chat_plugin *pl)
+{
+    pl->access = calloc(1, sizeof(*pl->access));
+    return pl->access != NULL;
+}
+
+void chat_access_free(struct chat_plugin *pl)
+{
+    free(pl->access);
+    pl->access = NULL;
+}
+
+void chat_access_set_broker_check(struct chat_plugin *pl, chat_acl_check_fn check)
+{
+    pl->access->broker_check = check;
+}
+
+bool chat_access_broker_asked(const struct chat_plugin *pl)
+{
+    return pl->access->broker_check != NULL;
+}
+
+bool chat_access_probing(const struct chat_plugin *pl)
+{
+    return pl->access->probing;
+}
 
 bool chat_admit(struct chat_plugin *pl, const struct mosquitto *client, const char *group,
                 bool join, const char **why)
@@ -56,7 +89,7 @@ bool chat_is_member(struct chat_plugin *pl, const struct mosquitto *client, cons
     return rc == CHAT_OK && found;
 }
 
-/* Asks the broker's access checks (broker_acl_check set) whether client may
+/* Asks the broker's access checks (broker_check set) whether client may
  * read <prefix>/<group> live. */
 static bool broker_lets_read(struct chat_plugin *pl, struct mosquitto *client, const char *group,
                              const char **why)
@@ -67,12 +100,13 @@ static bool broker_lets_read(struct chat_plugin *pl, struct mosquitto *client, c
      * it would put to the broker's access checks (dynamic-security answers
      * them apart; acl_file in 2.0 allows every subscription and checks
      * reads); on_acl stands aside while we ask. */
-    pl->probing = true;
-    int rc = pl->broker_acl_check(client, topic, 0, NULL, 0, false, MOSQ_ACL_SUBSCRIBE);
+    struct chat_access *a = pl->access;
+    a->probing = true;
+    int rc = a->broker_check(client, topic, 0, NULL, 0, false, MOSQ_ACL_SUBSCRIBE);
     if (rc == MOSQ_ERR_SUCCESS) {
-        rc = pl->broker_acl_check(client, topic, 0, NULL, 0, false, MOSQ_ACL_READ);
+        rc = a->broker_check(client, topic, 0, NULL, 0, false, MOSQ_ACL_READ);
     }
-    pl->probing = false;
+    a->probing = false;
     if (rc != MOSQ_ERR_SUCCESS) {
         *why = "the broker does not let you read this group";
         return false;
@@ -86,7 +120,7 @@ bool chat_may_read(struct chat_plugin *pl, struct mosquitto *client, const char 
     if (pl->cfg.acl_mode == CHAT_ACL_ALLOW || pl->cfg.read_check == CHAT_READ_MEMBERS) {
         return true;
     }
-    if (!pl->broker_acl_check) {
+    if (!pl->access->broker_check) {
         *why = "history is unavailable: this broker cannot tell mosquitto-chat whether you may "
                "read the group (see plugin_opt_read_check)";
         return false;
@@ -99,7 +133,7 @@ bool chat_admit_marker(struct chat_plugin *pl, struct mosquitto *client, const c
 {
     /* chat_may_read, less its refusal where the broker cannot be asked. */
     return chat_admit(pl, client, group, join, why) &&
-           (!pl->broker_acl_check || chat_may_read(pl, client, group, why));
+           (!pl->access->broker_check || chat_may_read(pl, client, group, why));
 }
 
 const char *chat_admit_list(struct chat_plugin *pl, struct mosquitto *client, const char *group,

@@ -53,20 +53,6 @@ static int set_payload(struct mosquitto_evt_message *ev, const char *data, size_
     return MOSQ_ERR_SUCCESS;
 }
 
-/* Keeps the envelope just stored (taking ownership of env, malloc'd) for the
- * deliveries' read checks. */
-static void remember(struct chat_plugin *pl, const char *group, uint64_t id, char *env, size_t len)
-{
-    free(pl->last_env);
-    pl->last_env = env;
-    pl->last_len = len;
-    pl->last_id = id;
-    /* group is a checked name of at most CHAT_GROUP_MAX bytes. */
-    size_t glen = strnlen(group, sizeof(pl->last_group) - 1);
-    memcpy(pl->last_group, group, glen);
-    pl->last_group[glen] = '\0';
-}
-
 /* A publish to <prefix>/<group>: store one copy, then let the broker deliver
  * the envelope instead of the original payload. */
 static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev,
@@ -108,8 +94,8 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         goto fail;
     }
     if (!ap.duplicate) {
-        if (pl->cfg.fsync == CHAT_SYNC_BATCH && !pl->ticks_seen && !chat_store_shared(pl->store) &&
-            (err = chat_store_sync(pl->store)) != CHAT_OK) {
+        if (pl->cfg.fsync == CHAT_SYNC_BATCH && !chat_tick_seen(pl) &&
+            !chat_store_shared(pl->store) && (err = chat_store_sync(pl->store)) != CHAT_OK) {
             /* No tick syncs for us (see chat_tick_from_event). */
             chat_log_store_error(pl, err, "sync after an append to %s", group);
             why = "storage error";
@@ -123,7 +109,7 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         why = "out of memory";
         goto fail;
     }
-    remember(pl, group, ap.id, ap.env, ap.len);
+    chat_envelope_cache_put(pl, group, ap.id, ap.env, ap.len);
     ap.env = NULL;
     /* The log is the history; a retained envelope would be a second one. */
     ev->retain = false;
@@ -262,7 +248,7 @@ static int on_subscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check *
     bool final = pl->cfg.acl_mode == CHAT_ACL_ALLOW;
     if (!final && pl->cfg.open_groups && !chat_is_member(pl, ev->client, group)) {
         const char *unused = NULL;
-        bool readable = pl->broker_acl_check && pl->cfg.read_check == CHAT_READ_BROKER &&
+        bool readable = chat_access_broker_asked(pl) && pl->cfg.read_check == CHAT_READ_BROKER &&
                         chat_may_read(pl, ev->client, group, &unused);
         if (!readable) {
             const char *id = mosquitto_client_id(ev->client);
@@ -330,14 +316,15 @@ static bool is_stored_envelope(struct chat_plugin *pl, const char *group, const 
     if (i == 6 || i >= len || p[i] != ',') {
         return false;
     }
-    /* Every delivery of a fresh publish asks about the envelope just stored. */
-    if (pl->last_env && id == pl->last_id && !strcmp(group, pl->last_group)) {
-        return len == pl->last_len && memcmp(p, pl->last_env, len) == 0;
+    /* Every delivery of a fresh publish asks about the envelope just stored,
+     * ... */
+    bool same = false;
+    if (chat_envelope_cache_lookup(pl, group, id, payload, len, &same)) {
+        return same;
     }
     /* ... and of a message another broker stored, the relayed envelope. */
-    bool relayed = false;
-    if (chat_relay_lookup(pl, group, id, payload, len, &relayed)) {
-        return relayed;
+    if (chat_relay_lookup(pl, group, id, payload, len, &same)) {
+        return same;
     }
     chat_msg m = {0};
     bool found = false;
@@ -346,7 +333,7 @@ static bool is_stored_envelope(struct chat_plugin *pl, const char *group, const 
         chat_log_store_error(pl, rc, "reading message %llu of %s for a delivery",
                              (unsigned long long)id, group);
     }
-    bool same = rc == CHAT_OK && found && m.len == len && memcmp(m.data, p, len) == 0;
+    same = rc == CHAT_OK && found && m.len == len && memcmp(m.data, p, len) == 0;
     free(m.data);
     return same;
 }
@@ -402,7 +389,7 @@ int chat_on_acl(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev)
 {
     int pass = pl->cfg.acl_mode == CHAT_ACL_ALLOW ? MOSQ_ERR_SUCCESS : MOSQ_ERR_PLUGIN_DEFER;
 
-    if (pl->probing) {
+    if (chat_access_probing(pl)) {
         /* Our own question (chat_may_read): the other checkers answer it. */
         return MOSQ_ERR_PLUGIN_DEFER;
     }

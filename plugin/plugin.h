@@ -109,6 +109,7 @@ struct chat_config {
     bool names_verified;
     uint64_t device_expiry_days; /* 0: never */
     char *backup_dir;            /* NULL: backups refused */
+    int sys_interval;            /* the broker's (chat_broker_conf), for stats.c */
 };
 
 /* What the broker's own configuration says (config.c). */
@@ -129,53 +130,40 @@ struct chat_broker_conf {
 typedef int (*chat_acl_check_fn)(struct mosquitto *client, const char *topic, uint32_t payloadlen,
                                  void *payload, uint8_t qos, bool retain, int access);
 
+/* The plugin: what mosquitto_plugin_init makes and mosquitto_plugin_cleanup
+ * frees. It holds the things every module shares (the options, the store,
+ * the counters) and one pointer to each module's own state, whose fields
+ * only that module's file sees (habit 17 of STYLE.md): another module acts
+ * on that state through the owner's functions, never by a field. */
+struct chat_tick;
+struct chat_health;
+struct chat_access;
+struct chat_envelope_cache;
+struct chat_peers;
+struct chat_replay;
+struct chat_presence;
+struct chat_relay;
+struct chat_retention;
+struct chat_expiry;
+struct chat_admin;
+
 struct chat_plugin {
     mosquitto_plugin_id_t *pid;
     struct chat_config cfg;
-    chat_store *store;
-    chat_hmap *devices;  /* client id -> struct chat_device: catch-ups running (replay.c) */
-    chat_hmap *peers;    /* client id -> struct chat_peer (peer_table.c) */
-    unsigned gone_peers; /* peers kept for disconnected persistent sessions */
-    chat_acl_check_fn broker_acl_check; /* NULL when the broker does not export it */
-    bool probing;                       /* inside our own call of broker_acl_check */
-    bool ticks_seen;                    /* the broker sends us ticks (see plugin.c) */
-    bool cidf_logged;       /* the store's cid filter scan was logged (store_health.c) */
-    bool disk_full;         /* the store's disk filled up: see store_health.c */
-    bool fds_out;           /* the process ran out of descriptors: store_health.c */
-    bool write_fatal;       /* another write error: refused until a restart */
-    time_t disk_next_look;  /* when store_health.c looks at the disk (or descriptors)
-                               again */
-    int64_t last_chores_ms; /* housekeeping run from events, without ticks */
-    /* The envelope stored last: the deliveries of one publish all read it. */
-    char last_group[CHAT_GROUP_MAX + 1];
-    uint64_t last_id;
-    char *last_env; /* malloc'd, NULL when none */
-    size_t last_len;
-    /* Envelopes relayed from other brokers by the last two ticks (relay.c);
-     * NULL unless the store is shared. */
-    chat_hmap *relay_now, *relay_prev;
-    time_t last_timeout_scan;
-    time_t next_sweep;                         /* retention_days: next sweep start */
-    bool sweeping;                             /* a sweep is under way */
-    char sweep_after[CHAT_STORE_MAX_NAME + 1]; /* last group swept ("" at start) */
-    int sys_interval;                          /* the broker's, see chat_broker_conf */
-    struct chat_stats stats;
-    time_t next_expiry;                        /* device expiry: next sweep start */
-    bool expiring;                             /* a sweep is under way */
-    uint64_t expiring_removed;                 /* cursors dropped by this sweep so far */
-    char expire_resume[CHAT_STORE_RESUME_MAX]; /* its resume point */
-    char **deleting;                           /* groups whose deletion the tick goes on with */
-    size_t n_deleting;
-    bool deletions_loaded;          /* those a previous run left were queued */
-    bool job_running;               /* a store job (backup, compact) is being watched */
-    struct chat_presence *presence; /* presence.h */
-    int64_t tick_us;                /* tick.c: when the last tick began (monotonic µs) ... */
-    int64_t tick_max_us;            /* ... the longest tick so far (wall, and CPU) ... */
-    int64_t tick_cpu_max_us;
-    int64_t tick_gap_max_us; /* ... and the longest time from one tick to the next */
-    /* store_health.c: store error lines of the current second, and those left out */
-    int64_t err_second;
-    unsigned err_lines, err_dropped;
+    chat_store *store;                     /* opened (and reopened) by store_health.c; NULL while it
+                                              cannot be, when every store call fails */
+    struct chat_stats stats;               /* counters every module bumps in place (stats.h) */
+    struct chat_tick *tick;                /* tick.c */
+    struct chat_health *health;            /* store_health.c */
+    struct chat_access *access;            /* access.c */
+    struct chat_envelope_cache *envelopes; /* envelope_cache.c */
+    struct chat_peers *peers;              /* peer_table.c */
+    struct chat_replay *replay;            /* replay.c */
+    struct chat_presence *presence;        /* presence.h */
+    struct chat_relay *relay;              /* relay.c; NULL unless the store is shared */
+    struct chat_retention *retention;      /* retention.c */
+    struct chat_expiry *expiry;            /* expiry.c */
+    struct chat_admin *admin;              /* admin_jobs.c */
 };
 
 /* What a topic under the prefix names. */
@@ -196,9 +184,11 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
 void chat_config_free(struct chat_config *cfg);
 bool chat_config_is_admin(const struct chat_config *cfg, const char *username);
 
-/* Logs, at info level, one line with every option in force (and what was
- * read from the broker's configuration). */
-void chat_config_log(const struct chat_plugin *pl);
+/* Logs, at info level, one line with every option in cfg (and what was
+ * read from the broker's configuration): where the store is
+ * (chat_health_where), and whether the broker's access checks can be asked
+ * (chat_access_broker_asked). */
+void chat_config_log(const struct chat_config *cfg, const char *where, bool broker_asked);
 
 /* Reads the broker's configuration (named by -c on its command line, and
  * the files it includes) into bc. Returns false when some file could not be
@@ -209,9 +199,9 @@ bool chat_broker_scan(struct chat_broker_conf *bc);
  * broker does not export it (see chat_may_read). */
 chat_acl_check_fn chat_broker_acl_check(void);
 
-/* Sets the access mode (when plugin_opt_acl is auto) and the naming of
- * members from bc, failing closed when bc is incomplete; logs what it
- * assumes when log is set. */
+/* Sets the access mode (when plugin_opt_acl is auto), the naming of
+ * members and sys_interval from bc, failing closed when bc is incomplete;
+ * logs what it assumes when log is set. */
 void chat_config_apply_broker(struct chat_config *cfg, const struct chat_broker_conf *bc, bool log);
 
 /* names.c */
@@ -276,6 +266,29 @@ int chat_on_acl(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev);
 int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char *group, uint64_t id,
                    bool join, uint64_t *now, const char **why);
 
+/* envelope_cache.c: the envelope stored last, for its deliveries' read
+ * checks */
+
+bool chat_envelope_cache_init(struct chat_plugin *pl);
+void chat_envelope_cache_free(struct chat_plugin *pl);
+
+/* Keeps env (len bytes, malloc'd: the cache takes it), the envelope of id
+ * just stored in group, in place of the one before. */
+void chat_envelope_cache_put(struct chat_plugin *pl, const char *group, uint64_t id, char *env,
+                             size_t len);
+
+/* When the cache holds (group, id): true, and *same says whether payload
+ * is that envelope byte for byte. */
+bool chat_envelope_cache_lookup(const struct chat_plugin *pl, const char *group, uint64_t id,
+                                const void *payload, size_t len, bool *same);
+
+/* The group was deleted: its envelope is forgotten. */
+void chat_envelope_cache_forget(struct chat_plugin *pl, const char *group);
+
+/* The envelope held (*len its length), or NULL: for tests and fuzzers,
+ * which deliver it as the broker would. */
+const char *chat_envelope_cache_last(const struct chat_plugin *pl, size_t *len);
+
 /* receipts.c: read markers */
 
 /* A publish to <prefix>/<group>/read: applies it as chat_read_apply does,
@@ -335,6 +348,22 @@ void chat_presence_tick(struct chat_plugin *pl, int64_t now_ms);
 
 /* access.c */
 
+/* Creates access.c's state: the broker's access check (none until
+ * chat_access_set_broker_check), and whether we are asking it. */
+bool chat_access_init(struct chat_plugin *pl);
+void chat_access_free(struct chat_plugin *pl);
+
+/* The broker's own access check (chat_broker_acl_check), or NULL where it
+ * cannot be asked; tests set a stub. */
+void chat_access_set_broker_check(struct chat_plugin *pl, chat_acl_check_fn check);
+
+/* Whether the broker's access checks can be asked (see chat_may_read). */
+bool chat_access_broker_asked(const struct chat_plugin *pl);
+
+/* True while chat_may_read asks the broker's access checks: our own
+ * access check (chat_on_acl) stands aside for that question. */
+bool chat_access_probing(const struct chat_plugin *pl);
+
 /* True when client is a member of group (no store error). */
 bool chat_is_member(struct chat_plugin *pl, const struct mosquitto *client, const char *group);
 
@@ -346,7 +375,7 @@ bool chat_admit(struct chat_plugin *pl, const struct mosquitto *client, const ch
 /* True when the broker would let client read <prefix>/<group> live, which
  * every page of history needs besides membership (chat_admit). Alone
  * (CHAT_ACL_ALLOW) our own answer is the broker's; behind other checkers we
- * ask the broker's access checks through broker_acl_check, or, where the
+ * ask the broker's access checks (chat_access_set_broker_check), or, where the
  * broker does not export it, refuse unless plugin_opt_read_check members.
  * On refusal *why says why. */
 bool chat_may_read(struct chat_plugin *pl, struct mosquitto *client, const char *group,
@@ -374,6 +403,12 @@ bool chat_admit_marker(struct chat_plugin *pl, struct mosquitto *client, const c
 
 bool chat_peers_init(struct chat_plugin *pl);
 void chat_peers_free(struct chat_plugin *pl);
+
+/* Peers in the table, those kept for disconnected persistent sessions, and
+ * whether client_id has one (for tests). */
+size_t chat_peers_count(const struct chat_plugin *pl);
+unsigned chat_peers_gone(const struct chat_plugin *pl);
+bool chat_peer_known(const struct chat_plugin *pl, const char *client_id);
 
 /* A subscription to <prefix>/<group> by a non-member, seen while another
  * access checker follows us: it may yet be refused after our answer, so it
@@ -431,10 +466,15 @@ void chat_admin_run(const struct chat_admin_req *r, const struct cJSON *c);
  * end of a store job in the log. */
 void chat_admin_tick(struct chat_plugin *pl);
 
-/* Frees the deletion queue (cleanup). */
+/* Creates and frees what the admin commands leave to the tick: the
+ * deletion queue and the store job watched. */
+bool chat_admin_init(struct chat_plugin *pl);
 void chat_admin_free(struct chat_plugin *pl);
 
 /* expiry.c */
+
+bool chat_expiry_init(struct chat_plugin *pl);
+void chat_expiry_free(struct chat_plugin *pl);
 
 /* Advances the device expiry sweep by a bounded slice; from the tick. */
 void chat_expiry_tick(struct chat_plugin *pl, time_t now);
@@ -457,17 +497,21 @@ void chat_replay_stop_member(struct chat_plugin *pl, const char *member, const c
 /* Drops the replay state of every device in group (its deletion). */
 void chat_replay_stop_group(struct chat_plugin *pl, const char *group);
 
-/* Devices with replay pages in flight. */
+/* Devices with replay pages in flight; devices with any replay state. */
 unsigned chat_replay_active(struct chat_plugin *pl);
+size_t chat_replay_devices(const struct chat_plugin *pl);
 
 /* Resends stalled pages; called from the tick. */
 void chat_replay_tick(struct chat_plugin *pl, time_t now);
 
-/* Creates and frees the devices map. */
+/* Creates and frees the catch-ups' state. */
 bool chat_replay_init(struct chat_plugin *pl);
-void chat_replay_free_all(struct chat_plugin *pl);
+void chat_replay_free(struct chat_plugin *pl);
 
 /* retention.c */
+
+bool chat_retention_init(struct chat_plugin *pl);
+void chat_retention_free(struct chat_plugin *pl);
 
 /* Applies retention_count to group, whose head is now head. */
 void chat_retention_count(struct chat_plugin *pl, const char *group, uint64_t head);
@@ -477,6 +521,11 @@ void chat_retention_tick(struct chat_plugin *pl, time_t now);
 
 /* store_health.c: the store, opened at start and again when a full disk has room,
  * or when descriptors are free again after the process ran out */
+
+/* Creates and frees the store's health: what failed, and the log's
+ * count of store errors. */
+bool chat_health_init(struct chat_plugin *pl);
+void chat_health_free(struct chat_plugin *pl);
 
 /* Opens pl->store at start, reading every block first unless
  * plugin_opt_verify_store is false. A disk already full is not an error:
@@ -493,7 +542,9 @@ const char *chat_health_where(const struct chat_plugin *pl);
 void chat_health_tick(struct chat_plugin *pl, time_t now);
 
 /* Logs a store error at error level: "mosquitto-chat: <fmt...>: <error>
- * (<what the store said, with the keys concerned>)". */
+ * (<what the store said, with the keys concerned>)", at most 10 lines a
+ * second (then a count of those left out), and notes a full disk,
+ * descriptors run out or a write error that stays (see store_health.c). */
 void chat_log_store_error(struct chat_plugin *pl, chat_err rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -530,14 +581,36 @@ int64_t chat_store_clock(void *ctx);
 
 /* tick.c */
 
-/* The periodic work: fsync batch, replay timeouts, retention. From the
- * broker's tick; chat_tick_from_event runs it from client events
- * (at most every 200 ms) while the broker has sent no tick. */
-void chat_tick_run(struct chat_plugin *pl);
+bool chat_tick_init(struct chat_plugin *pl);
+void chat_tick_free(struct chat_plugin *pl);
+
+/* The broker's tick: notes that the broker sends ticks (chat_tick_set_seen)
+ * and runs the periodic work: fsync batch, the store's health, relay,
+ * replay timeouts, retention, figures, device expiry, deletions and jobs,
+ * pushes. */
+void chat_tick_from_broker(struct chat_plugin *pl);
+
+/* A client event: runs the periodic work (at most every 200 ms) while the
+ * broker has sent no tick. */
 void chat_tick_from_event(struct chat_plugin *pl);
+
+/* Notes that the broker sends ticks, without running the work (a test
+ * fixture, which stands for such a broker); chat_tick_seen says whether it
+ * does (then fsync batch syncs from the tick alone). */
+void chat_tick_set_seen(struct chat_plugin *pl);
+bool chat_tick_seen(const struct chat_plugin *pl);
 
 /* Logs the longest tick and the longest gap between two ticks (at
  * cleanup). */
 void chat_tick_report(struct chat_plugin *pl);
+
+/* plugin.c */
+
+/* Creates every module's state but the relay's (chat_relay_init, once the
+ * store is open), as mosquitto_plugin_init does; false when out of memory.
+ * chat_states_free frees them all, the relay's included, and accepts a
+ * plugin whose states were made in part. */
+bool chat_states_init(struct chat_plugin *pl);
+void chat_states_free(struct chat_plugin *pl);
 
 #endif

@@ -37,6 +37,13 @@
 
 #define WINDOW_MAX 64u /* upper bound of plugin_opt_replay_window */
 
+/* The catch-ups under way: every device with something to send
+ * (invariant 3), and the second the timeouts were last looked at. */
+struct chat_replay {
+    chat_hmap *devices; /* client id -> struct chat_device */
+    time_t last_timeout_scan;
+};
+
 struct replay_group {
     struct replay_group *next, *prev;
     char *group;                      /* the key of the device's groups map too */
@@ -52,7 +59,7 @@ struct chat_device {
     /* The connected client: valid while the device exists, since the
      * disconnect event drops the device (invariant 3). */
     struct mosquitto *client;
-    char *client_id; /* the key in pl->devices */
+    char *client_id; /* the key in the devices map */
     char *member;
     struct replay_group *groups; /* in round robin order */
     chat_hmap *by_name;          /* group name -> struct replay_group */
@@ -93,7 +100,7 @@ static void device_free_cb(void *d)
 
 static struct chat_device *device_find(struct chat_plugin *pl, const char *client_id)
 {
-    return chat_hmap_get(pl->devices, client_id, strlen(client_id));
+    return chat_hmap_get(pl->replay->devices, client_id, strlen(client_id));
 }
 
 static struct replay_group *group_find(struct chat_device *d, const char *group)
@@ -121,7 +128,7 @@ static void group_remove(struct chat_device *d, struct replay_group *g)
 
 static void device_remove(struct chat_plugin *pl, struct chat_device *d)
 {
-    chat_hmap_remove(pl->devices, d->client_id, strlen(d->client_id));
+    chat_hmap_remove(pl->replay->devices, d->client_id, strlen(d->client_id));
     device_free(d);
 }
 
@@ -256,7 +263,7 @@ static struct chat_device *device_new(struct chat_plugin *pl, struct mosquitto *
     struct chat_device *d = calloc(1, sizeof(*d));
     if (!d || !(d->client_id = strdup(client_id)) || !(d->member = strdup(member)) ||
         !(d->by_name = chat_hmap_create()) ||
-        !chat_hmap_put(pl->devices, client_id, strlen(client_id), d, NULL)) {
+        !chat_hmap_put(pl->replay->devices, client_id, strlen(client_id), d, NULL)) {
         device_free(d);
         return NULL;
     }
@@ -422,7 +429,7 @@ void chat_replay_stop_member(struct chat_plugin *pl, const char *member, const c
     do {
         /* A device stopped no longer has the group: each walk finds others. */
         c.n = 0;
-        chat_hmap_foreach(pl->devices, collect_member, &c);
+        chat_hmap_foreach(pl->replay->devices, collect_member, &c);
         for (size_t i = 0; i < c.n; i++) {
             stop_device(pl, c.found[i], group);
         }
@@ -448,7 +455,7 @@ static bool stop_group_cb(void *ctx, const void *key, size_t len, void *val)
 
 void chat_replay_stop_group(struct chat_plugin *pl, const char *group)
 {
-    chat_hmap_foreach(pl->devices, stop_group_cb, (void *)group);
+    chat_hmap_foreach(pl->replay->devices, stop_group_cb, (void *)group);
 }
 
 static bool count_active_cb(void *ctx, const void *key, size_t len, void *val)
@@ -464,7 +471,7 @@ static bool count_active_cb(void *ctx, const void *key, size_t len, void *val)
 unsigned chat_replay_active(struct chat_plugin *pl)
 {
     unsigned n = 0;
-    chat_hmap_foreach(pl->devices, count_active_cb, &n);
+    chat_hmap_foreach(pl->replay->devices, count_active_cb, &n);
     return n;
 }
 
@@ -528,27 +535,40 @@ static bool collect_due(void *ctx, const void *key, size_t len, void *val)
 
 void chat_replay_tick(struct chat_plugin *pl, time_t now)
 {
-    if (now == pl->last_timeout_scan) {
+    if (now == pl->replay->last_timeout_scan) {
         return;
     }
-    pl->last_timeout_scan = now;
+    pl->replay->last_timeout_scan = now;
     /* Collect first: resending changes the map. */
     struct tick_ctx t = {pl, now, NULL, 0, 0};
-    chat_hmap_foreach(pl->devices, collect_due, &t);
+    chat_hmap_foreach(pl->replay->devices, collect_due, &t);
     for (size_t i = 0; i < t.n; i++) {
         (void)resend(pl, t.due[i], now);
     }
     free(t.due);
 }
 
-bool chat_replay_init(struct chat_plugin *pl)
+size_t chat_replay_devices(const struct chat_plugin *pl)
 {
-    pl->devices = chat_hmap_create();
-    return pl->devices != NULL;
+    return chat_hmap_count(pl->replay->devices);
 }
 
-void chat_replay_free_all(struct chat_plugin *pl)
+bool chat_replay_init(struct chat_plugin *pl)
 {
-    chat_hmap_destroy(pl->devices, device_free_cb);
-    pl->devices = NULL;
+    struct chat_replay *r = calloc(1, sizeof(*r));
+    if (!r || !(r->devices = chat_hmap_create())) {
+        free(r);
+        return false;
+    }
+    pl->replay = r;
+    return true;
+}
+
+void chat_replay_free(struct chat_plugin *pl)
+{
+    if (pl->replay) {
+        chat_hmap_destroy(pl->replay->devices, device_free_cb);
+    }
+    free(pl->replay);
+    pl->replay = NULL;
 }

@@ -37,6 +37,29 @@
 #define ROOM_FDS 64
 #define RETRY_S 2
 
+struct chat_health {
+    bool disk_full;     /* the store's disk filled up */
+    bool fds_out;       /* the process ran out of descriptors */
+    bool write_fatal;   /* another write error: refused until a restart */
+    time_t next_look;   /* when the tick looks at the disk (or descriptors) again */
+    bool cidf_logged;   /* the store's cid filter scan was logged */
+    int64_t err_second; /* the log's second: store error lines logged in it, */
+    unsigned err_lines; /* and those left out */
+    unsigned err_dropped;
+};
+
+bool chat_health_init(struct chat_plugin *pl)
+{
+    pl->health = calloc(1, sizeof(*pl->health));
+    return pl->health != NULL;
+}
+
+void chat_health_free(struct chat_plugin *pl)
+{
+    free(pl->health);
+    pl->health = NULL;
+}
+
 static bool disk_full(const char *why)
 {
     return why && strstr(why, "No space left on device") != NULL;
@@ -90,6 +113,7 @@ const char *chat_health_where(const struct chat_plugin *pl)
  * broker's thread, later, it would stall every client). */
 static chat_err open_store(struct chat_plugin *pl, bool verify, char **errmsg)
 {
+    struct chat_health *h = pl->health;
     chat_store_opts so = CHAT_STORE_OPTS_INIT;
     struct timespec t0, t1;
     so.sync = pl->cfg.fsync;
@@ -102,7 +126,7 @@ static chat_err open_store(struct chat_plugin *pl, bool verify, char **errmsg)
     chat_err rc = chat_store_open_opts(shared(pl) ? pl->cfg.pg_conninfo : pl->cfg.db_path, &so,
                                        &pl->store, errmsg);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    pl->cidf_logged = false;
+    h->cidf_logged = false;
     /* Device cursors are stamped with the plugin's clock (a test may shift
      * it: see chat_clock_init). */
     chat_store_set_clock(pl->store, chat_store_clock, NULL);
@@ -122,7 +146,7 @@ static chat_err open_store(struct chat_plugin *pl, bool verify, char **errmsg)
         free(*errmsg);
         *errmsg = NULL;
         pl->store = NULL;
-        pl->disk_full = true;
+        h->disk_full = true;
         return CHAT_OK;
     }
     return rc;
@@ -137,17 +161,18 @@ chat_err chat_health_open(struct chat_plugin *pl, char **errmsg)
  * descriptors run out, or a write error that stays. */
 static void health_failed(struct chat_plugin *pl, const char *why)
 {
-    if (!pl->disk_full && disk_full(why)) {
-        pl->disk_full = true;
+    struct chat_health *h = pl->health;
+    if (!h->disk_full && disk_full(why)) {
+        h->disk_full = true;
         mosquitto_log_printf(MOSQ_LOG_ERR,
                              "mosquitto-chat: the disk of \"%s\" is full: publishes are refused "
                              "until it has room again; reads go on",
                              pl->cfg.db_path);
     }
-    if (!pl->fds_out && fds_out(why)) {
+    if (!h->fds_out && fds_out(why)) {
         struct rlimit rl = {0, 0};
         (void)getrlimit(RLIMIT_NOFILE, &rl);
-        pl->fds_out = true;
+        h->fds_out = true;
         mosquitto_log_printf(MOSQ_LOG_ERR,
                              "mosquitto-chat: the broker ran out of file descriptors (its limit "
                              "is %llu: ulimit -n, or LimitNOFILE of its systemd unit): the store "
@@ -156,8 +181,8 @@ static void health_failed(struct chat_plugin *pl, const char *why)
                              "max_connections well below it (docs/scaling.md)",
                              (unsigned long long)rl.rlim_cur, pl->cfg.db_path);
     }
-    if (!pl->write_fatal && !pl->disk_full && !pl->fds_out && !shared(pl) && write_latched(why)) {
-        pl->write_fatal = true;
+    if (!h->write_fatal && !h->disk_full && !h->fds_out && !shared(pl) && write_latched(why)) {
+        h->write_fatal = true;
         mosquitto_log_printf(MOSQ_LOG_ERR,
                              "mosquitto-chat: the store \"%s\" failed a write (%s): publishes are "
                              "refused until the broker restarts; reads go on. Not a full disk: "
@@ -172,18 +197,19 @@ static void health_failed(struct chat_plugin *pl, const char *why)
  * costs speed. Backends without one (PostgreSQL) say nothing. */
 static void log_cid_filter(struct chat_plugin *pl)
 {
+    struct chat_health *h = pl->health;
     chat_cid_filter f;
-    if (pl->cidf_logged || !pl->store) {
+    if (h->cidf_logged || !pl->store) {
         return;
     }
     if (chat_store_cid_filter(pl->store, &f) != CHAT_OK) {
-        pl->cidf_logged = true;
+        h->cidf_logged = true;
         return;
     }
     if (!f.done) {
         return;
     }
-    pl->cidf_logged = true;
+    h->cidf_logged = true;
     if (f.ready) {
         mosquitto_log_printf(MOSQ_LOG_NOTICE,
                              "mosquitto-chat: cid filter of store \"%s\" ready: %llu cids "
@@ -199,19 +225,20 @@ static void log_cid_filter(struct chat_plugin *pl)
 
 void chat_health_tick(struct chat_plugin *pl, time_t now)
 {
+    struct chat_health *h = pl->health;
     struct statvfs fs;
     char *errmsg = NULL;
 
     log_cid_filter(pl);
-    if ((!pl->disk_full && !pl->fds_out) || now < pl->disk_next_look || shared(pl)) {
+    if ((!h->disk_full && !h->fds_out) || now < h->next_look || shared(pl)) {
         return;
     }
-    pl->disk_next_look = now + RETRY_S;
-    if (pl->disk_full && (statvfs(pl->cfg.db_path, &fs) != 0 ||
-                          (uint64_t)fs.f_bavail * fs.f_frsize < (uint64_t)ROOM_BYTES)) {
+    h->next_look = now + RETRY_S;
+    if (h->disk_full && (statvfs(pl->cfg.db_path, &fs) != 0 ||
+                         (uint64_t)fs.f_bavail * fs.f_frsize < (uint64_t)ROOM_BYTES)) {
         return;
     }
-    if (pl->fds_out && !fds_free()) {
+    if (h->fds_out && !fds_free()) {
         return;
     }
     /* Room again: LevelDB forgets its write error only when reopened. */
@@ -225,8 +252,8 @@ void chat_health_tick(struct chat_plugin *pl, time_t now)
         return;
     }
     if (pl->store) {
-        pl->disk_full = false;
-        pl->fds_out = false;
+        h->disk_full = false;
+        h->fds_out = false;
         mosquitto_log_printf(MOSQ_LOG_NOTICE,
                              "mosquitto-chat: store \"%s\" open again: publishing resumes",
                              pl->cfg.db_path);
@@ -243,28 +270,29 @@ void chat_health_tick(struct chat_plugin *pl, time_t now)
 
 void chat_log_store_error(struct chat_plugin *pl, chat_err rc, const char *fmt, ...)
 {
+    struct chat_health *h = pl->health;
     char what[512];
     va_list ap;
     int64_t second = chat_now_ms() / 1000;
     const char *detail = pl->store ? chat_store_last_error(pl->store) : "the store is closed";
 
     health_failed(pl, detail);
-    if (second != pl->err_second) {
-        if (pl->err_dropped) {
+    if (second != h->err_second) {
+        if (h->err_dropped) {
             mosquitto_log_printf(MOSQ_LOG_ERR,
                                  "mosquitto-chat: %u more store errors not logged (at most %u "
                                  "lines a second)",
-                                 pl->err_dropped, ERR_LINES_PER_SECOND);
+                                 h->err_dropped, ERR_LINES_PER_SECOND);
         }
-        pl->err_second = second;
-        pl->err_lines = 0;
-        pl->err_dropped = 0;
+        h->err_second = second;
+        h->err_lines = 0;
+        h->err_dropped = 0;
     }
-    if (pl->err_lines >= ERR_LINES_PER_SECOND) {
-        pl->err_dropped++;
+    if (h->err_lines >= ERR_LINES_PER_SECOND) {
+        h->err_dropped++;
         return;
     }
-    pl->err_lines++;
+    h->err_lines++;
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
