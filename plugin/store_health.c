@@ -4,7 +4,8 @@
  * error, which notes those conditions as it logs them.
  *
  * LevelDB keeps a write error until the database is reopened, and so does
- * the store (invariant 5 of chat_store.h). Two such errors mend themselves:
+ * the store (convention 5 of chat_store.h; write-latch in the LevelDB
+ * backend's design note). Two such errors mend themselves:
  * a disk that filled up, and a process that ran out of file descriptors
  * (connections take one each: a flood of them left LevelDB unable to open
  * its next write-ahead log, and the store refused every write until the
@@ -65,7 +66,7 @@ static bool disk_full(const char *why)
     return why && strstr(why, "No space left on device") != NULL;
 }
 
-/* Whether why is the store's latched write error (invariant 5): its first
+/* Whether why is the store's latched write error (invariant write-latch): its first
  * report ("writing <key>: ...") or a refusal that follows it. LevelDB only:
  * PostgreSQL's errors are per transaction. */
 static bool write_latched(const char *why)

@@ -83,7 +83,7 @@ chat_err ldb_cursor_max(chat_store *cs, const char *group, const char *member, u
 }
 
 /* Adds to wb what keeps the member's 'X' record at least `to` (invariant
- * 3): a put when it is lower, or when it is missing (then at least the
+ * cursor-forward): a put when it is lower, or when it is missing (then at least the
  * highest device cursor, for stores from before 'X'). */
 static chat_err raise_max(ldb *st, const char *group, const char *member, uint64_t to,
                           leveldb_writebatch_t *wb)
