@@ -2,17 +2,19 @@
  * subscriptions still waiting for the broker's verdict (pending), and the
  * budget of answers the client may be sent.
  *
- * Invariants:
- *   1. A peer exists while its client is connected, or, for a persistent
- *      session (clean session false), while it has pending subscriptions
- *      and fewer than MAX_GONE disconnected peers are kept: its session
- *      keeps its subscriptions at the broker, so live delivery must keep
- *      passing our read check when it comes back without subscribing again.
- *   2. A peer's pending groups are a set of group names of its own, at most
- *      MAX_PENDING: the read check of every delivery finds the peer by client
- *      id, then the group, and nothing repeats the client id per group.
- *   3. budget <= BUDGET_BYTES; it may fall below zero by at most one answer
- *      (an answer is bounded by chat_answer_cap).
+ * Invariants, by name (the code cites them so):
+ *   kept-sessions: A peer exists while its client is connected, or, for a
+ *      persistent session (clean session false), while it has pending
+ *      subscriptions and fewer than MAX_GONE disconnected peers are kept: its
+ *      session keeps its subscriptions at the broker, so live delivery must
+ *      keep passing our read check when it comes back without subscribing
+ *      again.
+ *   pending-set: A peer's pending groups are a set of group names of its
+ *      own, at most MAX_PENDING: the read check of every delivery finds the
+ *      peer by client id, then the group, and nothing repeats the client id
+ *      per group.
+ *   budget-bound: budget <= BUDGET_BYTES; it may fall below zero by at most
+ *      one answer (an answer is bounded by chat_answer_cap).
  */
 #include "plugin.h"
 
@@ -28,7 +30,7 @@
 #define DROP_LOG_EVERY_MS 10000 /* one log line per client per period */
 
 /* The table: every peer by client id, and how many are disconnected
- * persistent sessions (invariant 1). */
+ * persistent sessions (invariant kept-sessions). */
 struct chat_peers {
     chat_hmap *map; /* client id -> struct chat_peer */
     unsigned gone;  /* peers kept for disconnected persistent sessions */
@@ -37,7 +39,7 @@ struct chat_peers {
 struct chat_peer {
     chat_hmap *pending; /* group names (values unused), NULL when none */
     bool connected;
-    int64_t budget;      /* bytes; see invariant 3 */
+    int64_t budget;      /* bytes; see budget-bound */
     int64_t budget_ms;   /* when budget was last brought up to date */
     int64_t err_sec;     /* the second in which errs were counted */
     unsigned errs;       /* "slow down" answers sent in err_sec */

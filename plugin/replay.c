@@ -1,31 +1,33 @@
 /* replay.c: catch-up of connected devices, in pages, with a window of pages
  * in flight that each cumulative ack moves forward.
  *
- * Invariants:
- *   1. A device never has more than replay_window pages unacked, over all
- *      its groups together (the broker silently drops what exceeds its
- *      in-flight and queue limits, so the window stays far below them).
- *   2. For each group being caught up: acked <= sent <= target, and the
- *      outstanding pages are exactly the pages sent whose last id > acked.
- *   3. State exists only for connected devices with something to send; it is
- *      dropped on disconnect and rebuilt from the stored cursor.
- *   4. A restart (a new subscribe or sync) sends from the cursor at once,
- *      within the window: pages already in flight count until acked or until
- *      replay_timeout, so that a client repeating subscribes cannot make the
- *      broker queue window after window of pages for it.
- *   5. Every page asks the broker's read check (chat_may_read) again: a
- *      right revoked during a catch-up stops it.
- *   6. A hole in a group's ids (a damaged store) is reported to the device,
- *      never skipped in silence.
- *   7. A device's page_bytes only shrinks while it is connected: a page the
- *      device never acknowledges may be over its MQTT 5 Maximum Packet Size
- *      (the broker drops such a packet without telling anyone, and 2.0 does
- *      not show that size to plugins), so every resend after a timeout
- *      divides it by four, down to pages of one message (1 byte: the first
- *      message of a page always goes), and each ack that moves the cursor
- *      doubles it again, up to page_bytes. One message resent alone twice in
- *      vain is reported to the device once; resending goes on, so a device
- *      that was only paused still catches up.
+ * Invariants, by name (the code cites them so):
+ *   window-bound: A device never has more than replay_window pages unacked,
+ *      over all its groups together (the broker silently drops what exceeds
+ *      its in-flight and queue limits, so the window stays far below them).
+ *   acked-sent-target: For each group being caught up: acked <= sent <=
+ *      target, and the outstanding pages are exactly the pages sent whose last
+ *      id > acked.
+ *   connected-only: State exists only for connected devices with something
+ *      to send; it is dropped on disconnect and rebuilt from the stored
+ *      cursor.
+ *   restart-in-window: A restart (a new subscribe or sync) sends from the
+ *      cursor at once, within the window: pages already in flight count until
+ *      acked or until replay_timeout, so that a client repeating subscribes
+ *      cannot make the broker queue window after window of pages for it.
+ *   read-each-page: Every page asks the broker's read check (chat_may_read)
+ *      again: a right revoked during a catch-up stops it.
+ *   holes-reported: A hole in a group's ids (a damaged store) is reported
+ *      to the device, never skipped in silence.
+ *   page-shrink: A device's page_bytes only shrinks while it is connected:
+ *      a page the device never acknowledges may be over its MQTT 5 Maximum
+ *      Packet Size (the broker drops such a packet without telling anyone, and
+ *      2.0 does not show that size to plugins), so every resend after a
+ *      timeout divides it by four, down to pages of one message (1 byte: the
+ *      first message of a page always goes), and each ack that moves the
+ *      cursor doubles it again, up to page_bytes. One message resent alone
+ *      twice in vain is reported to the device once; resending goes on, so a
+ *      device that was only paused still catches up.
  */
 #include "plugin.h"
 #include "reply.h"
@@ -38,7 +40,7 @@
 #define WINDOW_MAX 64u /* upper bound of plugin_opt_replay_window */
 
 /* The catch-ups under way: every device with something to send
- * (invariant 3), and the second the timeouts were last looked at. */
+ * (invariant connected-only), and the second the timeouts were last looked at. */
 struct chat_replay {
     chat_hmap *devices; /* client id -> struct chat_device */
     time_t last_timeout_scan;
@@ -52,12 +54,12 @@ struct replay_group {
     uint64_t target;                  /* head when the catch-up (re)started */
     uint64_t outstanding[WINDOW_MAX]; /* last ids of unacked pages, ascending */
     unsigned n_out;
-    unsigned stuck; /* resends in pages of one message without an ack (invariant 4) */
+    unsigned stuck; /* resends of one message alone without an ack (page-shrink) */
 };
 
 struct chat_device {
     /* The connected client: valid while the device exists, since the
-     * disconnect event drops the device (invariant 3). */
+     * disconnect event drops the device (invariant connected-only). */
     struct mosquitto *client;
     char *client_id; /* the key in the devices map */
     char *member;
@@ -66,7 +68,7 @@ struct chat_device {
     struct replay_group *rr;     /* where the round robin over groups resumes */
     unsigned inflight;           /* sum of n_out over groups */
     time_t last_progress;
-    size_t page_bytes; /* invariant 4 */
+    size_t page_bytes; /* invariant page-shrink */
 };
 
 static void group_free(struct replay_group *g)
@@ -332,7 +334,7 @@ void chat_replay_start(struct chat_plugin *pl, struct mosquitto *client, const c
         d->groups = g;
     }
     /* A new subscribe or sync restarts from the cursor at once, within the
-     * window (invariant 4). */
+     * window (invariant restart-in-window). */
     d->client = client;
     g->acked = cursor;
     if (g->n_out == 0) {
@@ -476,7 +478,7 @@ unsigned chat_replay_active(struct chat_plugin *pl)
 }
 
 /* Pages were lost or the device stalled: send again from the cursor, in
- * smaller pages (invariant 4). Returns true when d was freed. */
+ * smaller pages (invariant page-shrink). Returns true when d was freed. */
 static bool resend(struct chat_plugin *pl, struct chat_device *d, time_t now)
 {
     bool single = d->page_bytes == 1;

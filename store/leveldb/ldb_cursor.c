@@ -213,7 +213,7 @@ chat_err ldb_cursor_start(chat_store *cs, const char *group, const char *member,
     if (rc != CHAT_OK || !have) {
         return rc;
     }
-    /* Invariant 3: the 'X' record is the member's most advanced device,
+    /* cursor-forward: the 'X' record is the member's most advanced device,
      * one lookup however many devices it has had. */
     uint64_t best = 0;
     bool any = false;
