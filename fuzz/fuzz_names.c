@@ -212,8 +212,8 @@ static void member(const uint8_t *s, size_t n)
             struct chat_plugin pl = {.cfg = {.names_verified = verified}};
             struct mosquitto c = {.id = id[0] ? id : NULL, .username = with_user ? user : NULL};
             char out[CHAT_MEMBER_BUF];
-            const char *why = NULL;
-            const char *m = chat_member(&pl, &c, out, &why);
+            const char *why = chat_member(&pl, &c, out);
+            const char *m = why ? NULL : out;
             bool named = c.username && c.username[0];
             const char *name = named ? c.username : c.id;
             if (!m) {

@@ -7,20 +7,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char *group, uint64_t id,
-                   bool join, uint64_t *now, const char **why)
+const char *chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                           uint64_t id, bool join, uint64_t *now)
 {
     const char *device = mosquitto_client_id(client);
-    char buf[CHAT_MEMBER_BUF];
+    char member[CHAT_MEMBER_BUF];
     uint64_t cursor = 0;
+    const char *why = chat_admit_marker(pl, client, group, join);
 
-    if (!chat_admit_marker(pl, client, group, join, why)) {
+    if (why) {
         if (device) {
             chat_replay_stop(pl, device, group); /* nothing it may read goes on */
         }
-        return MOSQ_ERR_ACL_DENIED;
+        return why;
     }
-    const char *member = chat_member(pl, client, buf, why);
+    (void)chat_member(pl, client, member); /* admitted: it has a name */
     chat_err rc = chat_store_cursor_advance(pl->store, group, member, device, id, &cursor);
     if (rc != CHAT_OK) {
         chat_log_store_error(pl, rc, "ack of %s in %s", device, group);
@@ -28,29 +29,29 @@ int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char 
          * (a full disk): its catch-up goes on; after a reconnect it resumes
          * from the stored cursor, and shows nothing twice (ids). */
         chat_replay_acked(pl, client, group, id);
-        *why = "storage error";
-        return MOSQ_ERR_UNKNOWN;
+        return "storage error";
     }
     if (now) {
         *now = cursor;
     }
     pl->stats.acks++;
     chat_replay_acked(pl, client, group, cursor);
-    return MOSQ_ERR_SUCCESS;
+    return NULL;
 }
 
-/* Replaces the publish's payload with bytes the broker will own and free. */
-static int set_payload(struct mosquitto_evt_message *ev, const char *data, size_t len)
+/* Replaces the publish's payload with bytes the broker will own and free;
+ * false when out of memory. */
+static bool set_payload(struct mosquitto_evt_message *ev, const char *data, size_t len)
 {
     char *p = mosquitto_malloc(len + 1);
     if (!p) {
-        return MOSQ_ERR_NOMEM;
+        return false;
     }
     memcpy(p, data, len);
     p[len] = '\0';
     ev->payload = p;
     ev->payloadlen = (uint32_t)len;
-    return MOSQ_ERR_SUCCESS;
+    return true;
 }
 
 /* A publish to <prefix>/<group>: store one copy, then let the broker deliver
@@ -59,8 +60,7 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
                             const char *group)
 {
     const char *why = NULL;
-    char from_buf[CHAT_MEMBER_BUF];
-    const char *from = NULL;
+    char from[CHAT_MEMBER_BUF];
     char *env = NULL, *cid = NULL;
     chat_envelope tpl;
     chat_appended ap = {0};
@@ -70,12 +70,12 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         why = "payload is larger than max_payload";
         goto fail;
     }
-    if (!chat_admit(pl, ev->client, group, true, &why)) {
+    if ((why = chat_admit(pl, ev->client, group, true)) != NULL) {
         goto fail;
     }
-    from = chat_member(pl, ev->client, from_buf, &why);
-    chat_envelope_build(ev->payload, ev->payloadlen, group, from, &env, &tpl, &cid, &why);
-    if (!env) {
+    (void)chat_member(pl, ev->client, from); /* admitted: it has a name */
+    if ((why = chat_envelope_build(ev->payload, ev->payloadlen, group, from, &env, &tpl, &cid)) !=
+        NULL) {
         goto fail;
     }
     /* The store takes the id and the time, and finds a retry by its cid
@@ -104,7 +104,7 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         pl->stats.stored++;
         chat_retention_count(pl, group, ap.id);
     }
-    if (set_payload(ev, ap.env, ap.len) != MOSQ_ERR_SUCCESS) {
+    if (!set_payload(ev, ap.env, ap.len)) {
         /* Stored but not deliverable now: receivers get it by catch-up. */
         why = "out of memory";
         goto fail;
@@ -134,7 +134,6 @@ static int on_ack_message(struct chat_plugin *pl, struct mosquitto_evt_message *
                           const char *group)
 {
     uint64_t id = 0;
-    const char *why = NULL;
 
     if (!chat_ack_parse(ev->payload, ev->payloadlen, &id)) {
         chat_respond_error(pl, ev->client, "ack", group, NULL,
@@ -145,7 +144,8 @@ static int on_ack_message(struct chat_plugin *pl, struct mosquitto_evt_message *
      * own write check: in an open group it is as good a reason to join as a
      * publish (see on_subscribe). Alone, a subscribe has joined already. */
     bool join = pl->cfg.acl_mode != CHAT_ACL_ALLOW;
-    if (chat_apply_ack(pl, ev->client, group, id, join, NULL, &why) != MOSQ_ERR_SUCCESS) {
+    const char *why = chat_apply_ack(pl, ev->client, group, id, join, NULL);
+    if (why) {
         chat_respond_error(pl, ev->client, "ack", group, NULL, why);
         return MOSQ_ERR_ACL_DENIED;
     }
@@ -186,7 +186,11 @@ int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev)
     memcpy(group, g, glen);
     group[glen] = '\0';
     if (kind == CHAT_TOPIC_READ) {
-        return chat_read_message(pl, ev, group);
+        if ((why = chat_read_publish(pl, ev, group)) != NULL) {
+            chat_respond_error(pl, ev->client, "read", group, NULL, why);
+            return MOSQ_ERR_ACL_DENIED;
+        }
+        return MOSQ_ERR_SUCCESS;
     }
     return kind == CHAT_TOPIC_ACK ? on_ack_message(pl, ev, group) : on_group_message(pl, ev, group);
 }
@@ -247,9 +251,8 @@ static int on_subscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check *
      * broker accepts its first publish or ack to the group. */
     bool final = pl->cfg.acl_mode == CHAT_ACL_ALLOW;
     if (!final && pl->cfg.open_groups && !chat_is_member(pl, ev->client, group)) {
-        const char *unused = NULL;
         bool readable = chat_access_broker_asked(pl) && pl->cfg.read_check == CHAT_READ_BROKER &&
-                        chat_may_read(pl, ev->client, group, &unused);
+                        !chat_may_read(pl, ev->client, group);
         if (!readable) {
             const char *id = mosquitto_client_id(ev->client);
             if (id) {
@@ -260,7 +263,7 @@ static int on_subscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check *
         }
         final = true;
     }
-    if (!chat_admit(pl, ev->client, group, final, &why)) {
+    if ((why = chat_admit(pl, ev->client, group, final)) != NULL) {
         chat_respond_error(pl, ev->client, "subscribe", group, NULL, why);
         return MOSQ_ERR_ACL_DENIED;
     }

@@ -78,8 +78,8 @@ int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev)
 {
     const char *device = mosquitto_client_id(ev->client);
     char member_buf[CHAT_MEMBER_BUF];
-    const char *why = NULL;
-    const char *member = chat_member(pl, ev->client, member_buf, &why);
+    const char *why = chat_member(pl, ev->client, member_buf);
+    const char *member = why ? NULL : member_buf;
     sbuf out = {0};
     cJSON *root = NULL;
     char *reply_topic = NULL;

@@ -7,33 +7,64 @@
  *
  * Modules, each calling only those listed after it (no circles; see
  * tests/unit for the checks of each):
- *   plugin.c     the entry points and the dispatch of broker events
- *   control.c    requests on $CONTROL/chat/v1
- *   chat.c       the chat topics: publishes, acks, access checks
- *   tick.c       periodic work: fsync batch, replay timeouts, retention,
- *                pushes, figures, device expiry, deletions and jobs, relay
- *   admin.c      the admin commands (admin.h: admin_jobs.c, the deletions
- *                and jobs they leave, and admin_entry.c)
- *   stats.c      the figures under $SYS/broker/chat/ (stats.h)
- *   expiry.c     dropping device cursors unused for device_expiry_days
- *   relay.c      other brokers' messages to local subscribers (shared store)
- *   receipts.c   read markers: the read topic and command, receipts
- *   replay.c     catch-up pages with a window of pages in flight
- *   presence.c   who is online: the events and the command (presence.h:
- *                its state, shared with presence_push.c, the coalesced
- *                reads/presence pushes, and presence_state.c)
- *   retention.c  deleting old messages in bounded steps
- *   access.c     membership, and the broker's answer on read rights
- *   reply.c      everything sent to a client, and the page writer
- *                (reply.h, included by the files that answer)
- *   peer_table.c per client id: pending subscriptions, answer budgets
- *   store_health.c  the store opened (again), and the log of its errors
+ *   plugin.c          the entry points and the dispatch of broker events;
+ *                     the making and freeing of every module's state
+ *   control.c         requests on $CONTROL/chat/v1 (control.h: its files)
+ *   chat.c            the chat topics: publishes, acks, access checks
+ *   tick.c            periodic work: fsync batch, the store's health,
+ *                     relay, replay timeouts, retention, figures, device
+ *                     expiry, deletions and jobs, pushes
+ *   admin.c           the admin commands (admin.h: admin_jobs.c, the
+ *                     deletions and jobs they leave, and admin_entry.c)
+ *   stats.c           the figures under $SYS/broker/chat/ (stats.h)
+ *   expiry.c          dropping device cursors unused for device_expiry_days
+ *   receipts.c        read markers: the read topic and command, receipts
+ *   replay.c          catch-up pages with a window of pages in flight
+ *   relay.c           other brokers' messages to local subscribers (shared
+ *                     store)
+ *   presence.c        who is online: the events and the command
+ *                     (presence.h: its state, shared with presence_push.c,
+ *                     the coalesced reads/presence pushes, and
+ *                     presence_state.c)
+ *   retention.c       deleting old messages in bounded steps
+ *   access.c          membership, and the broker's answer on read rights
+ *   reply.c           everything sent to a client, and the page writer
+ *                     (reply.h, included by the files that answer)
+ *   peer_table.c      per client id: pending subscriptions, answer budgets
+ *   store_health.c    the store opened (again), and the log of its errors
+ *   envelope_cache.c  the envelope stored last, for its deliveries
  *   envelope.c, names.c, config.c, hmap.c, sbuf.c, clock.c, then proto/ and
  *   store/
  *
+ * State: each module keeps its own, in a struct private to its file (or to
+ * its files' private header), made by its _init and freed by its _free
+ * (chat_states_init and chat_states_free call them all). struct
+ * chat_plugin holds one pointer to each, besides what every module shares
+ * (the options, the store, the counters); a module changes another's state
+ * only by calling it.
+ *
+ * Refusals: one way to say "refused, and why".
+ *   - A function that may refuse what a client asks returns const char *:
+ *     NULL when it accepts, else the reason, a static sentence meant for
+ *     the client (never heap memory, never to be freed); its results go out
+ *     through pointer parameters (chat_member's name into buf). A caller
+ *     passes the reason on unchanged, or answers the client with it.
+ *   - A store error is logged where it occurs (chat_log_store_error), and
+ *     the reason is "storage error".
+ *   - Only the broker-facing entry points (the chat_on_* functions and the
+ *     callbacks of plugin.c, with the static on_* handlers of chat.c they
+ *     dispatch to) map a refusal to a MOSQ_ERR_* code, and answer the client
+ *     with its reason.
+ *   - The field readers of control and admin requests (chat_control_*_field,
+ *     chat_admin_group_field, chat_*_storage_ok) write the error entry
+ *     themselves, and return false (or NULL) once they have.
+ *   - Predicates that refuse nobody (chat_is_member, chat_pending_has)
+ *     return bool; chat_envelope_build_way, a test hook, keeps its *why
+ *     (NULL with no envelope: SPLICE could not splice).
+ *
  * Ownership: one struct chat_plugin lives from mosquitto_plugin_init to
- * mosquitto_plugin_cleanup and owns the store, the options and the replay
- * state of every connected device. Memory handed to the broker comes from
+ * mosquitto_plugin_cleanup and owns the store, the options and every
+ * module's state. Memory handed to the broker comes from
  * mosquitto_malloc; everything else from malloc.
  */
 #ifndef CHAT_PLUGIN_H
@@ -218,22 +249,23 @@ enum chat_topic_kind chat_topic_parse(const struct chat_config *cfg, const char 
 
 /* The member a client speaks as, written into buf: its username, else its
  * client id, prefixed with "~" when the broker verifies usernames (see
- * chat_config.names_verified). Returns buf, or NULL with a static reason in
- * *why when the client may not chat under that name. */
+ * chat_config.names_verified). Returns NULL, or the reason when the client
+ * may not chat under that name (buf then holds nothing). */
 #define CHAT_MEMBER_BUF (CHAT_STORE_MAX_NAME + 2)
 const char *chat_member(const struct chat_plugin *pl, const struct mosquitto *client,
-                        char buf[CHAT_MEMBER_BUF], const char **why);
+                        char buf[CHAT_MEMBER_BUF]);
 
 /* envelope.c */
 
 /* Builds the envelope for a publish as the store's template (chat_envelope:
- * the store fills in the id and the time). On success *env is the malloc'd,
- * NUL-terminated text that *tpl points into (an envelope with 0 for both),
- * and *cid (if the payload had one) a malloc'd string; the caller frees
- * both, after the append. On a bad payload returns NULL in *env and a
- * static reason in *why; *cid may still be set, to echo it in the error. */
-void chat_envelope_build(const void *payload, size_t len, const char *group, const char *from,
-                         char **env, chat_envelope *tpl, char **cid, const char **why);
+ * the store fills in the id and the time). Returns NULL on success: *env is
+ * the malloc'd, NUL-terminated text that *tpl points into (an envelope with
+ * 0 for both), and *cid (if the payload had one) a malloc'd string; the
+ * caller frees both, after the append. On a bad payload returns the reason
+ * (static), with NULL in *env; *cid may still be set, to echo it in the
+ * error. */
+const char *chat_envelope_build(const void *payload, size_t len, const char *group,
+                                const char *from, char **env, chat_envelope *tpl, char **cid);
 
 /* The envelope as chat_envelope_build prints it, with id and ts_ms in place
  * of its zeros (*env malloc'd, the rest as there), built the way given: by
@@ -261,10 +293,10 @@ int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev);
 int chat_on_acl(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev);
 
 /* Applies an ack from client for group; moves the cursor and the replay.
- * join: an open group admits a non-member (as chat_admit). On failure *why
- * holds a static reason. */
-int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char *group, uint64_t id,
-                   bool join, uint64_t *now, const char **why);
+ * join: an open group admits a non-member (as chat_admit). Returns NULL
+ * (*now, may be NULL, receives the cursor), or the reason it was refused. */
+const char *chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                           uint64_t id, bool join, uint64_t *now);
 
 /* envelope_cache.c: the envelope stored last, for its deliveries' read
  * checks */
@@ -292,16 +324,18 @@ const char *chat_envelope_cache_last(const struct chat_plugin *pl, size_t *len);
 /* receipts.c: read markers */
 
 /* A publish to <prefix>/<group>/read: applies it as chat_read_apply does,
- * joining as acks do, answers errors, and never lets it be delivered. */
-int chat_read_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev, const char *group);
+ * joining as acks do, and keeps it from being retained. Returns NULL, or
+ * the reason to refuse it (chat_on_message answers the client). */
+const char *chat_read_publish(struct chat_plugin *pl, struct mosquitto_evt_message *ev,
+                              const char *group);
 
 /* Applies a read of id by client in group: moves the member's read marker
  * and the device's cursor (an ack up to id) forward, the replay with it,
  * and tells presence.c of a marker that moved. join as chat_apply_ack.
- * *read and *acked (may be NULL) receive the marker and the cursor after;
- * on failure *why holds a static reason. */
-int chat_read_apply(struct chat_plugin *pl, struct mosquitto *client, const char *group,
-                    uint64_t id, bool join, uint64_t *read, uint64_t *acked, const char **why);
+ * Returns NULL, *read and *acked (may be NULL) receiving the marker and
+ * the cursor after; or the reason it was refused. */
+const char *chat_read_apply(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                            uint64_t id, bool join, uint64_t *read, uint64_t *acked);
 
 /* Appends the fields of a `receipts` answer for client in group to b
  * (members, reads, more, and after when more): the members after `after`
@@ -367,19 +401,18 @@ bool chat_access_probing(const struct chat_plugin *pl);
 /* True when client is a member of group (no store error). */
 bool chat_is_member(struct chat_plugin *pl, const struct mosquitto *client, const char *group);
 
-/* True when member may use group; joins it first when groups are open and
- * join is set. On refusal *why says why. */
-bool chat_admit(struct chat_plugin *pl, const struct mosquitto *client, const char *group,
-                bool join, const char **why);
+/* NULL when member may use group, joining it first when groups are open
+ * and join is set; else the reason. */
+const char *chat_admit(struct chat_plugin *pl, const struct mosquitto *client, const char *group,
+                       bool join);
 
-/* True when the broker would let client read <prefix>/<group> live, which
+/* Whether the broker would let client read <prefix>/<group> live, which
  * every page of history needs besides membership (chat_admit). Alone
  * (CHAT_ACL_ALLOW) our own answer is the broker's; behind other checkers we
  * ask the broker's access checks (chat_access_set_broker_check), or, where the
  * broker does not export it, refuse unless plugin_opt_read_check members.
- * On refusal *why says why. */
-bool chat_may_read(struct chat_plugin *pl, struct mosquitto *client, const char *group,
-                   const char **why);
+ * Returns NULL, or the reason to refuse. */
+const char *chat_may_read(struct chat_plugin *pl, struct mosquitto *client, const char *group);
 
 /* What a list of group's members (receipts, presence) asks first: client
  * is a member (chat_admit, no join) whom the broker lets read the group
@@ -395,9 +428,10 @@ const char *chat_admit_list(struct chat_plugin *pl, struct mosquitto *client, co
  * dynamic-security, or a right revoked): it has received nothing to ack or
  * mark read, and the answer, clamped to the head, would tell it the head.
  * Where the broker cannot be asked, acks and reads are accepted, as they
- * move only the client's own cursor and marker. On refusal *why says why. */
-bool chat_admit_marker(struct chat_plugin *pl, struct mosquitto *client, const char *group,
-                       bool join, const char **why);
+ * move only the client's own cursor and marker. Returns NULL, or the
+ * reason to refuse. */
+const char *chat_admit_marker(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                              bool join);
 
 /* peer_table.c: per client id state between events */
 

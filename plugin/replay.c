@@ -154,7 +154,7 @@ static enum send_result send_page(struct chat_plugin *pl, struct chat_device *d,
     if (g->sent >= g->target) {
         return NOTHING_LEFT;
     }
-    if (!chat_may_read(pl, d->client, g->group, &why)) {
+    if ((why = chat_may_read(pl, d->client, g->group)) != NULL) {
         chat_reply_replay_error(pl, d->client_id, g->group, 0, why);
         g->sent = g->target = g->acked;
         return NOTHING_LEFT;
@@ -277,13 +277,12 @@ static struct chat_device *device_new(struct chat_plugin *pl, struct mosquitto *
 void chat_replay_start(struct chat_plugin *pl, struct mosquitto *client, const char *group)
 {
     const char *client_id = mosquitto_client_id(client);
-    char buf[CHAT_MEMBER_BUF];
+    char member[CHAT_MEMBER_BUF];
     const char *why = NULL;
-    const char *member = chat_member(pl, client, buf, &why);
     uint64_t cursor = 0, head = 0;
     bool found = false;
 
-    if (!client_id || !member) {
+    if (!client_id || chat_member(pl, client, member)) {
         return;
     }
     chat_err rc = chat_store_cursor_start(pl->store, group, member, client_id, &cursor, &found);
@@ -304,7 +303,7 @@ void chat_replay_start(struct chat_plugin *pl, struct mosquitto *client, const c
         }
         return;
     }
-    if (!chat_may_read(pl, client, group, &why)) {
+    if ((why = chat_may_read(pl, client, group)) != NULL) {
         if (d) {
             chat_replay_stop(pl, client_id, group);
         }
