@@ -72,12 +72,14 @@ static void dequeue(struct chat_admin *a, size_t i)
 }
 
 /* What the rest of the plugin keeps of a deleted group: its catch-ups,
- * pending subscriptions and cached envelope. */
+ * pending subscriptions, cached envelope, and who is online in it (its
+ * former members are members no more: nothing of it is pushed). */
 static void forget_group(struct chat_plugin *pl, const char *group)
 {
     chat_replay_stop_group(pl, group);
     chat_pending_forget_group(pl, group);
     chat_envelope_cache_forget(pl, group);
+    chat_presence_forget_group(pl, group);
 }
 
 void chat_admin_delete(const struct chat_admin_req *r, const cJSON *c)
