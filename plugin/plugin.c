@@ -24,23 +24,51 @@ static int on_control(int event, void *event_data, void *userdata)
 
 static int on_tick(int event, void *event_data, void *userdata)
 {
+    struct chat_plugin *pl = userdata;
     (void)event;
     (void)event_data;
-    chat_tick_from_broker(userdata);
+    pl->ticks_seen = true;
+    chat_chores(pl);
     return MOSQ_ERR_SUCCESS;
+}
+
+/* What a reload callback returns to let the plugins after it see the reload
+ * too: 2.0 goes on while they answer "defer" and stops at anything else;
+ * 2.1 goes on while they answer "success" and stops, logging an error, at
+ * anything else, which would keep its own acl_file and password_file (its
+ * builtin-security plugin, after us) from being read again. Set at init from
+ * whether the broker has 2.1's events (MOSQ_EVT_CLIENT_OFFLINE), which came
+ * with 2.1's dispatch. */
+static int g_reload_go_on = MOSQ_ERR_PLUGIN_DEFER;
+
+/* A client went away: it is offline for presence and its catch-up stops;
+ * peers.c keeps what its session keeps. */
+static void client_gone(struct chat_plugin *pl, struct mosquitto *client)
+{
+    const char *id = mosquitto_client_id(client);
+    if (id) {
+        chat_replay_stop(pl, id, NULL);
+        chat_presence_disconnected(pl, id);
+        chat_peer_disconnected(pl, client);
+    }
+    chat_tick_from_event(pl);
 }
 
 static int on_disconnect(int event, void *event_data, void *userdata)
 {
     struct mosquitto_evt_disconnect *ev = event_data;
-    const char *id = mosquitto_client_id(ev->client);
     (void)event;
-    if (id) {
-        chat_replay_stop(userdata, id, NULL);
-        chat_presence_disconnected(userdata, id);
-        chat_peer_disconnected(userdata, ev->client);
-    }
-    chat_tick_from_event(userdata);
+    client_gone(userdata, ev->client);
+    return MOSQ_ERR_SUCCESS;
+}
+
+/* 2.1 on: a client whose session outlives the connection went away (2.0 and
+ * 2.1 send MOSQ_EVT_DISCONNECT for the others; 2.0 sends it for these too). */
+static int on_client_offline(int event, void *event_data, void *userdata)
+{
+    struct chat_evt_client_offline *ev = event_data;
+    (void)event;
+    client_gone(userdata, ev->client);
     return MOSQ_ERR_SUCCESS;
 }
 
@@ -57,6 +85,7 @@ static int on_reload(int event, void *event_data, void *userdata)
     (void)event_data;
     chat_broker_scan(&bc);
     chat_config_apply_broker(&pl->cfg, &bc, true);
+    pl->sys_interval = bc.sys_interval;
     /* Only ever tighten: the broker keeps its old configuration when it
      * refuses the new one (an unknown option, a missing file), and nothing
      * tells us whether it did. A removed acl_file takes effect for us at the
@@ -77,22 +106,24 @@ static int on_reload(int event, void *event_data, void *userdata)
                              pl->cfg.names_verified ? "~<client id>" : "<client id>");
     }
     /* Let every other plugin see the reload too. */
-    return MOSQ_ERR_PLUGIN_DEFER;
+    return g_reload_go_on;
 }
 
 struct registration {
     int event;
     MOSQ_FUNC_generic_callback cb;
     const void *data;
+    bool optional; /* an event older brokers do not have: refused there, not needed */
 };
 
 static const struct registration callbacks[] = {
-    {MOSQ_EVT_ACL_CHECK, on_acl, NULL},
-    {MOSQ_EVT_MESSAGE, on_message, NULL},
-    {MOSQ_EVT_CONTROL, on_control, CHAT_CONTROL_TOPIC},
-    {MOSQ_EVT_TICK, on_tick, NULL},
-    {MOSQ_EVT_DISCONNECT, on_disconnect, NULL},
-    {MOSQ_EVT_RELOAD, on_reload, NULL},
+    {MOSQ_EVT_ACL_CHECK, on_acl, NULL, false},
+    {MOSQ_EVT_MESSAGE, on_message, NULL, false},
+    {MOSQ_EVT_CONTROL, on_control, CHAT_CONTROL_TOPIC, false},
+    {MOSQ_EVT_TICK, on_tick, NULL, false},
+    {MOSQ_EVT_DISCONNECT, on_disconnect, NULL, false},
+    {MOSQ_EVT_RELOAD, on_reload, NULL, false},
+    {CHAT_EVT_CLIENT_OFFLINE, on_client_offline, NULL, true},
 };
 #define CALLBACK_COUNT (sizeof(callbacks) / sizeof(callbacks[0]))
 
@@ -104,38 +135,18 @@ static void unregister(struct chat_plugin *pl, size_t count)
     }
 }
 
-bool chat_states_init(struct chat_plugin *pl)
-{
-    return chat_tick_init(pl) && chat_health_init(pl) && chat_access_init(pl) &&
-           chat_envelope_cache_init(pl) && chat_peers_init(pl) && chat_replay_init(pl) &&
-           chat_presence_init(pl) && chat_retention_init(pl) && chat_expiry_init(pl) &&
-           chat_admin_init(pl);
-}
-
-void chat_states_free(struct chat_plugin *pl)
-{
-    /* The callers first (a catch-up stops before the peers go), the
-     * health last: freeing may still log a store error. */
-    chat_admin_free(pl);
-    chat_expiry_free(pl);
-    chat_retention_free(pl);
-    chat_relay_free(pl);
-    chat_presence_free(pl);
-    chat_replay_free(pl);
-    chat_peers_free(pl);
-    chat_envelope_cache_free(pl);
-    chat_access_free(pl);
-    chat_health_free(pl);
-    chat_tick_free(pl);
-}
-
 static void plugin_free(struct chat_plugin *pl)
 {
     if (!pl) {
         return;
     }
-    chat_tick_report(pl);
-    chat_states_free(pl);
+    chat_chores_report(pl);
+    chat_replay_free_all(pl);
+    chat_presence_free(pl);
+    chat_relay_free(pl);
+    chat_peers_free(pl);
+    chat_admin_free(pl);
+    free(pl->last_env);
     if (pl->store) {
         chat_store_sync(pl->store);
     }
@@ -174,6 +185,8 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
     struct chat_broker_conf bc;
     chat_broker_scan(&bc);
     chat_config_apply_broker(&pl->cfg, &bc, true);
+    pl->sys_interval = bc.sys_interval;
+    pl->broker_acl_check = chat_broker_acl_check();
     chat_clock_init();
     if (bc.per_listener) {
         /* Mosquitto 2.0.11 never sends plugins a tick with
@@ -186,15 +199,14 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
                              "events and fsync batch syncs every message");
     }
     rc = MOSQ_ERR_NOMEM;
-    if (!chat_states_init(pl)) {
+    if (!chat_peers_init(pl) || !chat_replay_init(pl) || !chat_presence_init(pl)) {
         goto fail;
     }
-    chat_access_set_broker_check(pl, chat_broker_acl_check());
-    chat_err err = chat_health_open(pl, &errmsg);
+    chat_err err = chat_storage_open(pl, &errmsg);
     if (err != CHAT_OK) {
         /* One line: the path, the cause, and what to do about damage. */
         mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: cannot open store \"%s\": %s%s",
-                             chat_health_where(pl), errmsg ? errmsg : chat_strerror(err),
+                             chat_storage_where(pl), errmsg ? errmsg : chat_strerror(err),
                              err == CHAT_ECORRUPT
                                  ? "; stop the broker and repair the store (\"A damaged "
                                    "store\" in mosquitto-chat's protocol.md)"
@@ -219,6 +231,12 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
     for (; registered < CALLBACK_COUNT; registered++) {
         const struct registration *r = &callbacks[registered];
         rc = mosquitto_callback_register(identifier, r->event, r->cb, r->data, pl);
+        if (r->event == CHAT_EVT_CLIENT_OFFLINE) {
+            g_reload_go_on = rc == MOSQ_ERR_SUCCESS ? MOSQ_ERR_SUCCESS : MOSQ_ERR_PLUGIN_DEFER;
+        }
+        if (rc == MOSQ_ERR_NOT_SUPPORTED && r->optional) {
+            continue;
+        }
         if (rc != MOSQ_ERR_SUCCESS) {
             mosquitto_log_printf(MOSQ_LOG_ERR,
                                  "mosquitto-chat: cannot register callback for event %d: error %d",
@@ -226,7 +244,7 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
             goto fail;
         }
     }
-    chat_config_log(&pl->cfg, chat_health_where(pl), chat_access_broker_asked(pl));
+    chat_config_log(pl);
     *userdata = pl;
     return MOSQ_ERR_SUCCESS;
 
