@@ -53,7 +53,7 @@ const char *chat_member(const struct chat_plugin *pl, const struct mosquitto *cl
     const char *id = mosquitto_client_id(client);
     bool named = user && user[0];
     const char *name = named ? user : id;
-    bool tilde = !named && pl->cfg.names_verified;
+    bool tilde = !named && pl->cfg.tilde_names;
 
     if (!name) {
         return "client has no client id";
@@ -62,7 +62,7 @@ const char *chat_member(const struct chat_plugin *pl, const struct mosquitto *cl
     if (len + tilde > CHAT_STORE_MAX_NAME) {
         return "client id or username is longer than 1024 bytes";
     }
-    if (named && name[0] == '~' && pl->cfg.names_verified) {
+    if (named && name[0] == '~' && pl->cfg.tilde_names) {
         return "usernames beginning with ~ are reserved on this broker for members without a "
                "username";
     }

@@ -84,7 +84,7 @@ static void test_member(void **state)
                            "without a username";
     const char *too_long = "client id or username is longer than 1024 bytes";
     const struct {
-        bool verified; /* names_verified: the broker checks usernames */
+        bool verified; /* tilde_names: the broker checks usernames */
         const char *user, *id;
         const char *member; /* NULL: refused with error */
         const char *error;
@@ -113,7 +113,7 @@ static void test_member(void **state)
     };
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        struct chat_plugin pl = {.cfg = {.names_verified = cases[i].verified}};
+        struct chat_plugin pl = {.cfg = {.tilde_names = cases[i].verified}};
         struct mosquitto c = {.id = cases[i].id, .username = cases[i].user};
         char buf[CHAT_MEMBER_BUF];
         const char *why = chat_member(&pl, &c, buf);

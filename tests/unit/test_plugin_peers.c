@@ -172,7 +172,7 @@ static void test_pending(void **state)
 
     /* A clean session forgets them at disconnect. */
     struct mosquitto c1 = {.id = "c1", .clean_session = true};
-    chat_peer_disconnected(pl, &c1);
+    chat_peer_disconnected(pl, &c1, CHAT_GONE_ENDED);
     assert_false(chat_pending_has(pl, "c1", "room2"));
     assert_int_equal(chat_peers_count(pl), 0);
 }
@@ -208,27 +208,60 @@ static void test_persistent_sessions(void **state)
     struct mosquitto bare = {.id = "bare", .clean_session = false};
     struct mosquitto none = {.id = NULL, .clean_session = false};
 
+    struct mosquitto keep_again = {.id = "keep", .clean_session = false};
+
     chat_pending_add(pl, "keep", "room1");
     assert_int_equal(chat_budget_check(pl, "bare"), CHAT_BUDGET_OK); /* a peer, no pending */
-    chat_peer_disconnected(pl, &keep);
-    chat_peer_disconnected(pl, &bare);
-    chat_peer_disconnected(pl, &none);
+    chat_peer_disconnected(pl, &keep, CHAT_GONE_OFFLINE);
+    chat_peer_disconnected(pl, &bare, CHAT_GONE_OFFLINE);
+    chat_peer_disconnected(pl, &none, CHAT_GONE_OFFLINE);
     /* Its session keeps its subscriptions at the broker: live messages must
      * still pass when it comes back without subscribing again. */
     assert_true(chat_pending_has(pl, "keep", "room1"));
     assert_int_equal(chat_peers_gone(pl), 1);
     assert_false(chat_peer_known(pl, "bare")); /* nothing to keep */
-    chat_peer_disconnected(pl, &keep);         /* twice: no double count */
+    chat_peer_disconnected(pl, &keep, CHAT_GONE_OFFLINE); /* twice: no double count */
     assert_int_equal(chat_peers_gone(pl), 1);
-    /* It comes back: connected again. */
-    assert_int_equal(chat_budget_check(pl, "keep"), CHAT_BUDGET_OK);
+    /* Deliveries to the connection it left are what the broker would queue. */
+    assert_true(chat_peer_offline(pl, &keep));
+    assert_false(chat_peer_back(pl, &keep));
+    /* It comes back in a new connection: connected again, once. */
+    assert_false(chat_peer_offline(pl, &keep_again));
+    assert_true(chat_peer_back(pl, &keep_again));
+    assert_false(chat_peer_back(pl, &keep_again));
+    assert_false(chat_peer_offline(pl, &keep));
     assert_int_equal(chat_peers_gone(pl), 0);
     assert_true(chat_pending_has(pl, "keep", "room1"));
-    /* And leaves with a clean session this time. */
-    keep.clean_session = true;
-    chat_peer_disconnected(pl, &keep);
+    /* And its session ends this time. */
+    chat_peer_disconnected(pl, &keep_again, CHAT_GONE_ENDED);
     assert_false(chat_pending_has(pl, "keep", "room1"));
     assert_int_equal(chat_peers_gone(pl), 0);
+}
+
+/* A session taken over, or resumed: the old connection is no one's. */
+static void test_replaced_sessions(void **state)
+{
+    struct chat_plugin *pl = *state;
+    struct mosquitto old = {.id = "phone", .clean_session = false};
+    struct mosquitto now = {.id = "phone", .clean_session = false};
+
+    chat_peer_subscribed(pl, "phone", "room1", true);
+    chat_peer_wants_pushes(pl, "phone", true);
+    chat_peer_disconnected(pl, &old, CHAT_GONE_OFFLINE);
+    assert_true(chat_peer_offline(pl, &old));
+    /* 2.0 closes the old connection as the session resumes in a new one. */
+    chat_peer_disconnected(pl, &old, CHAT_GONE_REPLACED);
+    assert_false(chat_peer_offline(pl, &old));
+    assert_true(chat_peer_pushes(pl, "phone"));
+    assert_true(chat_peer_back(pl, &now));
+    /* Taken over while connected: what the session keeps stays, and the new
+     * connection is back. */
+    chat_peer_disconnected(pl, &now, CHAT_GONE_REPLACED);
+    assert_true(chat_peer_back(pl, &old));
+    assert_true(chat_peer_pushes(pl, "phone"));
+    chat_peer_wants_pushes(pl, "phone", false);
+    chat_peer_subscribed(pl, "phone", "room1", false);
+    assert_false(chat_peer_pushes(pl, "phone"));
 }
 
 static void test_persistent_cap(void **state)
@@ -240,7 +273,7 @@ static void test_persistent_cap(void **state)
         struct mosquitto c = {.id = id, .clean_session = false};
         snprintf(id, sizeof(id), "gone-%d", i);
         chat_pending_add(pl, id, "room1");
-        chat_peer_disconnected(pl, &c);
+        chat_peer_disconnected(pl, &c, CHAT_GONE_OFFLINE);
     }
     assert_int_equal(chat_peers_gone(pl), 10000);
     assert_true(chat_pending_has(pl, "gone-9999", "room1"));
@@ -320,6 +353,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pending, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pending_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_persistent_sessions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replaced_sessions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_persistent_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_budget, setup, teardown),
     };
