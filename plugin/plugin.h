@@ -43,14 +43,10 @@
 #include <stdint.h>
 #include <time.h>
 
-#include <mosquitto_broker.h>
-#include <mosquitto_plugin.h>
-#include <mosquitto.h>
-#include <mqtt_protocol.h>
-
 #include "chat_proto.h"
 #include "chat_store.h"
 #include "hmap.h"
+#include "mosq.h"
 #include "sbuf.h"
 #include "stats.h"
 

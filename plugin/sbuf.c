@@ -2,8 +2,8 @@
 #include "sbuf.h"
 
 #include "chat_proto.h"
+#include "mosq.h"
 
-#include <mosquitto_broker.h>
 #include <stdio.h>
 #include <string.h>
 

@@ -2,8 +2,6 @@
  * fuzzers (see plugin_stubs.h). */
 #include "plugin_stubs.h"
 
-#include <mosquitto.h>
-#include <mqtt_protocol.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

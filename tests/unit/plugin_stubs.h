@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <mosquitto_broker.h>
+#include "mosq.h"
 
 /* A client as the broker would describe it to a plugin. */
 struct mosquitto {
