@@ -32,17 +32,43 @@ static int on_tick(int event, void *event_data, void *userdata)
     return MOSQ_ERR_SUCCESS;
 }
 
+/* What a reload callback returns to let the plugins after it see the reload
+ * too: 2.0 goes on while they answer "defer" and stops at anything else;
+ * 2.1 goes on while they answer "success" and stops, logging an error, at
+ * anything else, which would keep its own acl_file and password_file (its
+ * builtin-security plugin, after us) from being read again. Set at init from
+ * whether the broker has 2.1's events (MOSQ_EVT_CLIENT_OFFLINE), which came
+ * with 2.1's dispatch. */
+static int g_reload_go_on = MOSQ_ERR_PLUGIN_DEFER;
+
+/* A client went away: it is offline for presence and its catch-up stops;
+ * peers.c keeps what its session keeps. */
+static void client_gone(struct chat_plugin *pl, struct mosquitto *client)
+{
+    const char *id = mosquitto_client_id(client);
+    if (id) {
+        chat_replay_stop(pl, id, NULL);
+        chat_presence_disconnected(pl, id);
+        chat_peer_disconnected(pl, client);
+    }
+    chat_chores_without_ticks(pl);
+}
+
 static int on_disconnect(int event, void *event_data, void *userdata)
 {
     struct mosquitto_evt_disconnect *ev = event_data;
-    const char *id = mosquitto_client_id(ev->client);
     (void)event;
-    if (id) {
-        chat_replay_stop(userdata, id, NULL);
-        chat_presence_disconnected(userdata, id);
-        chat_peer_disconnected(userdata, ev->client);
-    }
-    chat_chores_without_ticks(userdata);
+    client_gone(userdata, ev->client);
+    return MOSQ_ERR_SUCCESS;
+}
+
+/* 2.1 on: a client whose session outlives the connection went away (2.0 and
+ * 2.1 send MOSQ_EVT_DISCONNECT for the others; 2.0 sends it for these too). */
+static int on_client_offline(int event, void *event_data, void *userdata)
+{
+    struct chat_evt_client_offline *ev = event_data;
+    (void)event;
+    client_gone(userdata, ev->client);
     return MOSQ_ERR_SUCCESS;
 }
 
@@ -80,22 +106,24 @@ static int on_reload(int event, void *event_data, void *userdata)
                              pl->cfg.names_verified ? "~<client id>" : "<client id>");
     }
     /* Let every other plugin see the reload too. */
-    return MOSQ_ERR_PLUGIN_DEFER;
+    return g_reload_go_on;
 }
 
 struct registration {
     int event;
     MOSQ_FUNC_generic_callback cb;
     const void *data;
+    bool optional; /* an event older brokers do not have: refused there, not needed */
 };
 
 static const struct registration callbacks[] = {
-    {MOSQ_EVT_ACL_CHECK, on_acl, NULL},
-    {MOSQ_EVT_MESSAGE, on_message, NULL},
-    {MOSQ_EVT_CONTROL, on_control, CHAT_CONTROL_TOPIC},
-    {MOSQ_EVT_TICK, on_tick, NULL},
-    {MOSQ_EVT_DISCONNECT, on_disconnect, NULL},
-    {MOSQ_EVT_RELOAD, on_reload, NULL},
+    {MOSQ_EVT_ACL_CHECK, on_acl, NULL, false},
+    {MOSQ_EVT_MESSAGE, on_message, NULL, false},
+    {MOSQ_EVT_CONTROL, on_control, CHAT_CONTROL_TOPIC, false},
+    {MOSQ_EVT_TICK, on_tick, NULL, false},
+    {MOSQ_EVT_DISCONNECT, on_disconnect, NULL, false},
+    {MOSQ_EVT_RELOAD, on_reload, NULL, false},
+    {CHAT_EVT_CLIENT_OFFLINE, on_client_offline, NULL, true},
 };
 #define CALLBACK_COUNT (sizeof(callbacks) / sizeof(callbacks[0]))
 
@@ -203,6 +231,12 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
     for (; registered < CALLBACK_COUNT; registered++) {
         const struct registration *r = &callbacks[registered];
         rc = mosquitto_callback_register(identifier, r->event, r->cb, r->data, pl);
+        if (r->event == CHAT_EVT_CLIENT_OFFLINE) {
+            g_reload_go_on = rc == MOSQ_ERR_SUCCESS ? MOSQ_ERR_SUCCESS : MOSQ_ERR_PLUGIN_DEFER;
+        }
+        if (rc == MOSQ_ERR_NOT_SUPPORTED && r->optional) {
+            continue;
+        }
         if (rc != MOSQ_ERR_SUCCESS) {
             mosquitto_log_printf(MOSQ_LOG_ERR,
                                  "mosquitto-chat: cannot register callback for event %d: error %d",
