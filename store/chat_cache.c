@@ -1,6 +1,8 @@
 /* chat_cache: open-addressing hash map from store keys to two-number records
- * (see chat_cache.h). Linear probing; entries are never removed one by one
- * (absence is an entry too), only all at once when the cache is full. */
+ * (see chat_cache.h). Linear probing at most half full; entries are never
+ * removed one by one (absence is an entry too), only all at once when the
+ * cache is full. The slots start few and double as entries come, up to
+ * twice max: an idle broker does not reserve the 24 MiB of a full cache. */
 #include "chat_cache.h"
 
 #include <stdlib.h>
@@ -15,9 +17,13 @@ struct slot {
     bool found;
 };
 
+/* The slots a new cache starts with. */
+#define FIRST_CAP 1024u
+
 struct chat_cache {
     struct slot *slots;
-    size_t cap; /* power of two, at least twice max */
+    size_t cap;  /* power of two, at least twice used */
+    size_t full; /* the cap it grows to: a power of two, at least twice max */
     size_t used;
     size_t max;
 };
@@ -40,10 +46,11 @@ chat_cache *chat_cache_create(size_t max_entries)
         return NULL;
     }
     c->max = max_entries ? max_entries : 1;
-    c->cap = 16;
-    while (c->cap < 2 * c->max) {
-        c->cap *= 2;
+    c->full = 16;
+    while (c->full < 2 * c->max) {
+        c->full *= 2;
     }
+    c->cap = c->full < FIRST_CAP ? c->full : FIRST_CAP;
     c->slots = calloc(c->cap, sizeof(*c->slots));
     if (!c->slots) {
         free(c);
@@ -73,6 +80,30 @@ void chat_cache_destroy(chat_cache *c)
     }
     free(c->slots);
     free(c);
+}
+
+/* Doubles the slots, moving every entry by its hash. False (nothing
+ * changed) when out of memory. */
+static bool grow(chat_cache *c)
+{
+    size_t cap = c->cap * 2, mask = cap - 1;
+    struct slot *slots = calloc(cap, sizeof(*slots));
+    if (!slots) {
+        return false;
+    }
+    for (size_t i = 0; i < c->cap; i++) {
+        if (c->slots[i].key) {
+            size_t j = c->slots[i].hash & mask;
+            while (slots[j].key) {
+                j = (j + 1) & mask;
+            }
+            slots[j] = c->slots[i];
+        }
+    }
+    free(c->slots);
+    c->slots = slots;
+    c->cap = cap;
+    return true;
 }
 
 /* The slot holding key, or the empty slot where it would go. */
@@ -110,6 +141,13 @@ void chat_cache_put(chat_cache *c, const char *key, size_t len, bool found, uint
     if (!s->key) {
         if (c->used >= c->max) {
             clear(c);
+            s = find(c, key, len, h);
+        } else if (2 * (c->used + 1) > c->cap) {
+            /* At most half full, so that probes stay short and one slot
+             * stays empty; out of memory, start over (only a cache). */
+            if (c->cap >= c->full || !grow(c)) {
+                clear(c);
+            }
             s = find(c, key, len, h);
         }
         s->key = malloc(len ? len : 1);

@@ -9,6 +9,9 @@
  * do not. When it holds max_entries it forgets everything and starts over:
  * a cache, not a second store, so correctness never depends on it.
  *
+ * Memory: its slots (48 bytes each) grow with the entries, to twice
+ * max_entries slots when full.
+ *
  * Ownership: keys are copied in; chat_cache_destroy frees everything.
  * Threading: none; the store's one thread owns it.
  *

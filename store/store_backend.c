@@ -2,6 +2,7 @@
 #include "store_backend.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,4 +104,19 @@ chat_err store_unsupported(chat_store *st, const char *what)
     snprintf(st->last_err, sizeof(st->last_err), "%s is not offered by the %s store", what,
              st->ops->name);
     return CHAT_EINVAL;
+}
+
+int store_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    pthread_attr_t attr;
+    int rc = pthread_attr_init(&attr);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = pthread_attr_setstacksize(&attr, STORE_THREAD_STACK);
+    if (rc == 0) {
+        rc = pthread_create(t, &attr, fn, arg);
+    }
+    pthread_attr_destroy(&attr);
+    return rc;
 }

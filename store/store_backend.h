@@ -35,6 +35,7 @@
 
 #include "chat_store.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -220,6 +221,17 @@ chat_err store_envelope_fill(const chat_envelope *env, uint64_t id, int64_t ts, 
  * envelopes a read or a duplicate append hands out), for the caller to
  * free; NULL when memory runs out. */
 char *store_dup_bytes(const char *p, size_t len);
+
+/* The stack of a thread of the store's own (the cid filter's scan, LevelDB's
+ * syncer, a maintenance job): 512 KiB. They call LevelDB's C API, the file
+ * system and libpq, nothing deep; the process default (RLIMIT_STACK, 8 MiB
+ * on Debian) would be address space reserved for nothing, which a device
+ * that caps the broker's virtual size pays for. */
+#define STORE_THREAD_STACK (512u << 10)
+
+/* pthread_create with a STORE_THREAD_STACK stack: starts fn(arg) in *t.
+ * Returns 0, or pthread_create's error. */
+int store_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 
 /* The store clock's time, in ms since the epoch. */
 static inline int64_t store_now_ms(const chat_store *st)

@@ -130,7 +130,7 @@ chat_err store_job_start(chat_store *cs, const store_job_work *work, chat_job_ki
         j->taken = work->take(cs, kind);
     }
     pthread_mutex_init(&j->mu, NULL);
-    if (pthread_create(&j->thread, NULL, job_main, j) != 0) {
+    if (store_thread_start(&j->thread, job_main, j) != 0) {
         job_free(j, false);
         store_set_text(cs->last_err, sizeof(cs->last_err), "cannot start the job's thread");
         return CHAT_EIO;

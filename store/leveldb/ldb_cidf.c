@@ -169,7 +169,7 @@ ldb_cidf *ldb_cidf_create(ldb *st, size_t bytes, bool hold)
     /* Taken here, before the store is handed out: every 'I' key written
      * later goes through ldb_cidf_add (filled-at-open). */
     f->snap = leveldb_create_snapshot(st->db);
-    if (pthread_create(&f->thread, NULL, scan, f) != 0) {
+    if (store_thread_start(&f->thread, scan, f) != 0) {
         leveldb_release_snapshot(st->db, f->snap);
         f->done = true; /* never ready: LevelDB answers every lookup */
     } else {

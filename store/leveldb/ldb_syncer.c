@@ -302,7 +302,7 @@ chat_err ldb_syncer_start(ldb *st)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the period's clock */
     pthread_cond_init(&sy->wake, &ca);
     pthread_condattr_destroy(&ca);
-    if (pthread_create(&sy->thread, NULL, syncer_main, sy) != 0) {
+    if (store_thread_start(&sy->thread, syncer_main, sy) != 0) {
         pthread_cond_destroy(&sy->wake);
         pthread_mutex_destroy(&sy->lock);
         leveldb_writebatch_destroy(sy->empty);

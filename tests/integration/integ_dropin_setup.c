@@ -25,10 +25,12 @@ static void write_passwd(const char *dir)
         char pw[64];
         snprintf(pw, sizeof pw, "%s", dropin_password(dropin_users[i]));
         if (i == 0) {
-            const char *argv[] = {"mosquitto_passwd", "-b", "-c", path, dropin_users[i], pw, NULL};
+            const char *argv[] = {
+                ts_broker_program("mosquitto_passwd"), "-b", "-c", path, dropin_users[i], pw, NULL};
             ts_run_ok(argv);
         } else {
-            const char *argv[] = {"mosquitto_passwd", "-b", path, dropin_users[i], pw, NULL};
+            const char *argv[] = {
+                ts_broker_program("mosquitto_passwd"), "-b", path, dropin_users[i], pw, NULL};
             ts_run_ok(argv);
         }
     }
@@ -105,7 +107,8 @@ static void write_dynsec(const char *dir)
         char pw[64];
         snprintf(pw, sizeof pw, "%s", dropin_password("admin"));
         {
-            const char *argv[] = {"mosquitto_ctrl", "dynsec", "init", path, "admin", pw, NULL};
+            const char *argv[] = {
+                ts_broker_program("mosquitto_ctrl"), "dynsec", "init", path, "admin", pw, NULL};
             ts_run_ok(argv);
         }
     }
@@ -123,8 +126,13 @@ static void write_dynsec(const char *dir)
         snprintf(init, sizeof init, "%s/init-%s.json", dir, dropin_users[i]);
         snprintf(pw, sizeof pw, "%s", dropin_password(dropin_users[i]));
         {
-            const char *argv[] = {"mosquitto_ctrl", "dynsec", "init", init,
-                                  dropin_users[i],  pw,       NULL};
+            const char *argv[] = {ts_broker_program("mosquitto_ctrl"),
+                                  "dynsec",
+                                  "init",
+                                  init,
+                                  dropin_users[i],
+                                  pw,
+                                  NULL};
             ts_run_ok(argv);
         }
         text = ts_read_file(init, NULL);

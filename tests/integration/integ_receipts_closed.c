@@ -111,9 +111,9 @@ static ts_broker *start_rw_broker(const char *const *opts)
     char path[512];
     snprintf(path, sizeof path, "%s/passwd", ts_broker_dir(b));
     ts_write_file(path, "", 0);
-    const char *r[] = {"mosquitto_passwd", "-b", path, "r", "rpw", NULL};
-    const char *w[] = {"mosquitto_passwd", "-b", path, "w", "wpw", NULL};
-    const char *x[] = {"mosquitto_passwd", "-b", path, "x", "xpw", NULL};
+    const char *r[] = {ts_broker_program("mosquitto_passwd"), "-b", path, "r", "rpw", NULL};
+    const char *w[] = {ts_broker_program("mosquitto_passwd"), "-b", path, "w", "wpw", NULL};
+    const char *x[] = {ts_broker_program("mosquitto_passwd"), "-b", path, "x", "xpw", NULL};
     ts_run_ok(r);
     ts_run_ok(w);
     ts_run_ok(x);

@@ -11,6 +11,10 @@
  *   flicker    a member who came and went (or went and came back) between
  *              two pushes, while another device asked `presence`: the next
  *              push says where the member stands
+ *   persistent a device whose session outlives its connection (MQTT 3.1.1
+ *              clean session 0, MQTT 5 session expiry) goes offline when it
+ *              leaves: Mosquitto 2.1 tells plugins with
+ *              MOSQ_EVT_CLIENT_OFFLINE, not MOSQ_EVT_DISCONNECT
  */
 #include "integ_receipts.h"
 
@@ -296,11 +300,41 @@ static void case_flicker(void)
     ts_broker_destroy(b);
 }
 
+/* ===========================================================================
+ * persistent
+ * ========================================================================= */
+
+static void case_persistent(void)
+{
+    const char *opts[] = {"receipt_interval 200", NULL};
+    ts_broker *b = ts_broker_start(opts);
+    harness_client *alice = rcp_connect(b, "a1", "alice", true);
+    harness_client *asker = rcp_connect(b, "a2", "alice", false);
+    struct rcp_seen s = {0};
+
+    harness_client_subscribe(alice, "chat/" GROUP, 1);
+    rcp_wait_push(alice, &s, "alice", 1, 0);
+    for (int version = 4; version <= 5; version++) {
+        harness_client_opts o = {
+            .client_id = "b-kept", .username = "bob", .mqtt_version = version, .persistent = true};
+        harness_client *bob = harness_client_connect_opts(b, &o);
+
+        ts_log("bob's device keeps its session (MQTT %s)", version == 5 ? "5" : "3.1.1");
+        harness_client_subscribe(bob, "chat/" GROUP, 1);
+        rcp_wait_push(alice, &s, "bob", 1, 0);
+        rcp_expect_online(asker, "alice bob", 2);
+        harness_client_disconnect(bob);
+        rcp_wait_push(alice, &s, "bob", 0, 0);
+        rcp_expect_online(asker, "alice", 2);
+    }
+    harness_client_disconnect(asker);
+    harness_client_disconnect(alice);
+    ts_broker_destroy(b);
+}
+
 static const ts_case cases[] = {
-    {"flicker", case_flicker},
-    {"presence", case_presence},
-    {"keepalive", case_keepalive},
-    {"restart", case_restart},
+    {"flicker", case_flicker}, {"presence", case_presence},     {"keepalive", case_keepalive},
+    {"restart", case_restart}, {"persistent", case_persistent},
 };
 
 int main(int argc, char **argv)

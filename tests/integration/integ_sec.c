@@ -24,7 +24,8 @@ void sec_make_passwd(ts_broker *b, const char *const *users)
     snprintf(path, sizeof path, "%s/passwd", ts_broker_dir(b));
     ts_write_file(path, "", 0);
     for (size_t i = 0; users[i] != NULL; i += 2) {
-        const char *argv[] = {"mosquitto_passwd", "-b", path, users[i], users[i + 1], NULL};
+        const char *argv[] = {
+            ts_broker_program("mosquitto_passwd"), "-b", path, users[i], users[i + 1], NULL};
         ts_run_ok(argv);
     }
 }

@@ -14,8 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#ifndef CHAT_MOSQUITTO_BIN
-#error "CHAT_MOSQUITTO_BIN must name the mosquitto binary"
+#if !defined(CHAT_MOSQUITTO_BIN) || !defined(CHAT_MOSQUITTO_PASSWD) || !defined(CHAT_MOSQUITTO_CTRL)
+#error "CHAT_MOSQUITTO_BIN, _PASSWD and _CTRL must name the broker's programs"
 #endif
 
 #define MAX_BROKERS 8          /* brokers alive at once in one test */
@@ -422,6 +422,16 @@ const char *ts_broker_pg_conninfo(const ts_broker *b)
 long ts_broker_log_count(const ts_broker *b, const char *needle)
 {
     return ts_count_lines(b->log, needle);
+}
+
+const char *ts_broker_program(const char *name)
+{
+    if (strcmp(name, "mosquitto_passwd") == 0)
+        return CHAT_MOSQUITTO_PASSWD;
+    if (strcmp(name, "mosquitto_ctrl") == 0)
+        return CHAT_MOSQUITTO_CTRL;
+    FAILF("no broker program %s", name);
+    return NULL;
 }
 
 int ts_broker_version(void)

@@ -135,6 +135,13 @@ const char *ts_broker_pg_conninfo(const ts_broker *b);
 /* How many lines of the broker's log contain needle. */
 long ts_broker_log_count(const ts_broker *b, const char *needle);
 
+/* The path of one of the broker's own programs, "mosquitto_passwd" or
+ * "mosquitto_ctrl", from the same installation as the broker the tests run
+ * (CHAT_BROKER_PREFIX, else the system's): a password file or a
+ * dynamic-security file is written by the broker version that reads it.
+ * Fails the test for any other name. */
+const char *ts_broker_program(const char *name);
+
 /* The version of the broker the tests run, from `mosquitto -h`, as 10000 *
  * major + 100 * minor + patch (20011 for 2.0.11). */
 int ts_broker_version(void);

@@ -1,7 +1,10 @@
 // web_e2e.mjs: end-to-end tests of the web chat page (clients/web) in a real
 // browser: Debian's chromium, headless, driven by playwright-core, against a
-// real mosquitto with the real plugin that serves the page itself (http_dir
-// on a websockets listener) on free loopback ports, with a temporary store.
+// real mosquitto with the real plugin on free loopback ports, with a
+// temporary store. Mosquitto 2.0 serves the page itself (http_dir on its
+// websockets listener); 2.1's builtin websockets serve no files, so there
+// Debian's nginx serves the page and passes /mqtt to the broker, as
+// docs/web.md describes (--nginx, /usr/sbin/nginx by default).
 //
 //   1. two people chat in one group: both see every message once, in order;
 //      each sees the other online, and "Read by everyone" under their own
@@ -21,6 +24,7 @@
 //   node tests/web/web_e2e.mjs --mosquitto /usr/sbin/mosquitto \
 //     --plugin build/plugin/mosquitto_chat.so --mqchat build/clients/mqchat \
 //     --web clients/web --shots build/web-shots [--chromium /usr/bin/chromium]
+//     [--nginx /usr/sbin/nginx]
 // (ctest runs it as web_e2e; CHAT_WEB_SHOTS=<dir> overrides --shots.)
 //
 // This file starts the broker and the browser and runs the cases in order;
@@ -37,7 +41,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { Broker, log } from './web_broker.mjs';
+import { Broker, brokerVersion, log } from './web_broker.mjs';
 import { catchUp300, twoPeopleChat } from './web_cases_chat.mjs';
 import { password, screenshots } from './web_cases_more.mjs';
 import { pageErrors } from './web_page.mjs';
@@ -45,7 +49,7 @@ import { pageErrors } from './web_page.mjs';
 const WATCHDOG_MS = 170_000;
 
 function parseArgs(argv) {
-  const o = { chromium: process.env.CHROMIUM || '/usr/bin/chromium' };
+  const o = { chromium: process.env.CHROMIUM || '/usr/bin/chromium', nginx: '/usr/sbin/nginx' };
   for (let i = 0; i < argv.length; i += 2) {
     const k = argv[i];
     if (!k.startsWith('--') || i + 1 >= argv.length) throw new Error('bad argument ' + k);
@@ -56,6 +60,8 @@ function parseArgs(argv) {
   }
   /* CHAT_WEB_SHOTS=docs refreshes the README's screenshots. */
   if (process.env.CHAT_WEB_SHOTS) o.shots = process.env.CHAT_WEB_SHOTS;
+  /* Where the broker serves no http_dir, nginx serves the page. */
+  o.serve = brokerVersion(o.mosquitto) >= 20100 ? 'nginx' : 'broker';
   return o;
 }
 
@@ -64,9 +70,11 @@ function parseArgs(argv) {
 
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
-  for (const f of [opts.mosquitto, opts.plugin, opts.mqchat, opts.chromium]) {
-    if (!fs.existsSync(f)) throw new Error(`${f} is missing (scripts/web-deps --test installs chromium)`);
+  for (const f of [opts.mosquitto, opts.plugin, opts.mqchat, opts.chromium,
+    ...(opts.serve === 'nginx' ? [opts.nginx] : [])]) {
+    if (!fs.existsSync(f)) throw new Error(`${f} is missing (scripts/web-deps --test installs chromium and nginx)`);
   }
+  log(`the page is served by ${opts.serve === 'nginx' ? 'nginx in front of the broker' : 'the broker (http_dir)'}`);
   if (!fs.existsSync(path.join(opts.web, 'vendor/mqtt.min.js'))) {
     throw new Error(`${opts.web}/vendor/mqtt.min.js is missing: run scripts/web-deps`);
   }

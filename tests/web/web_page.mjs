@@ -26,7 +26,7 @@ export async function openPage(browser, broker, user, hash, ctxOpts) {
   page.on('console', (m) => {
     if (m.type() === 'error' || m.type() === 'warning') log(`${user}: console ${m.type()}: ${m.text()}`);
   });
-  await page.goto(`http://127.0.0.1:${broker.wsPort}/?user=${encodeURIComponent(user)}${hash}`);
+  await page.goto(`http://127.0.0.1:${broker.httpPort}/?user=${encodeURIComponent(user)}${hash}`);
   return { ctx, page };
 }
 export const pageErrors = [];

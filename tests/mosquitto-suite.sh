@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Mosquitto's own broker tests (test/broker of the Debian source package, as
+# Debian's autopkgtest runs them) with mosquitto-chat loaded into every broker
+# they start, compared with a run without it: no test that passes without the
+# plugin may fail with it.
+#
+#   tests/mosquitto-suite.sh <version> <plugin.so> [test-name-regex]
+#
+# <version> is one of scripts/brokers (2.0.21, 2.1.2), built there first if
+# needed. Each test runs twice, one after the other, in a copy of the
+# source tree (build-brokers/suite-<version>/): once as is, once with the
+# plugin; both through the same wrapper (suite-<version>/mosquitto), which
+# stands where the tests start /usr/sbin/mosquitto (Debian's deb-test.patch)
+# and, with the plugin, rewrites the configuration it is given: a copy with
+# `plugin <plugin.so>` and `plugin_opt_db_path <a new directory>` appended
+# (after every other line: with per_listener_settings true that attaches the
+# plugin to the last listener only), or, for `mosquitto -p <port>` without
+# a configuration, the listener, `allow_anonymous true` and those two lines.
+# The broker's own plugins and test plugins come from the same build.
+#
+# Prints one line per test (pass/fail without and with the plugin), then the
+# counts, and exits 1 if any test passes without the plugin and fails with it.
+# Logs: build-brokers/suite-<version>/logs/<test>.{plain,chat}.log.
+# Serial, about 15-25 minutes per version on 2 cores: not part of CI (see
+# docs/testing.md). Needs python3-psutil (installed when missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+[ $# -ge 2 ] || { echo "usage: $0 <version> <plugin.so> [test-regex]" >&2; exit 2; }
+version=$1
+plugin=$(realpath "$2")
+only=${3:-}
+[ -f "$plugin" ] || { echo "$0: no plugin $plugin" >&2; exit 2; }
+
+scripts/brokers "$version" >&2
+prefix=$(scripts/brokers --prefix "$version")
+top=$PWD/build-brokers
+work=$top/suite-$version
+TIMEOUT=${SUITE_TIMEOUT:-180}
+
+# Debian's python3, which python3-psutil serves, whatever else PATH has.
+export PATH=/usr/bin:/bin:$PATH
+if ! python3 -c 'import psutil' 2>/dev/null; then
+  sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
+    python3-psutil >/dev/null
+fi
+
+# A fresh copy of the patched sources: the tests write beside themselves.
+rm -rf "$work"
+mkdir -p "$work/logs" "$work/db"
+chmod 1777 "$work/db" # the broker drops to the mosquitto user when started as root
+cp -a "$top/src/mosquitto-$version" "$work/src"
+chmod 755 "$work/src/test/broker/"*.py
+
+# The wrapper the tests start instead of /usr/sbin/mosquitto.
+cat >"$work/mosquitto" <<EOF
+#!/usr/bin/env bash
+# Written by tests/mosquitto-suite.sh: mosquitto $version, with the chat plugin
+# added to its configuration when CHAT_SUITE_PLUGIN is set.
+broker=$prefix/sbin/mosquitto
+if [ -z "\${CHAT_SUITE_PLUGIN:-}" ]; then
+  exec "\$broker" "\$@"
+fi
+db=\$(mktemp -d "$work/db/XXXXXX")
+chmod 777 "\$db"
+args=() conf= port=
+while [ \$# -gt 0 ]; do
+  case \$1 in
+    -c) conf=\$2; shift 2 ;;
+    -p) port=\$2; args+=(-p "\$2"); shift 2 ;;
+    *) args+=("\$1"); shift ;;
+  esac
+done
+new=\$db.conf
+if [ -n "\$conf" ]; then
+  cat "\$conf" >"\$new"
+  printf '\n' >>"\$new"
+else
+  # mosquitto -p <port> alone: local only, anonymous allowed
+  printf 'listener %s localhost\nallow_anonymous true\n' "\${port:-1883}" >"\$new"
+fi
+printf 'plugin %s\nplugin_opt_db_path %s\n' "\$CHAT_SUITE_PLUGIN" "\$db" >>"\$new"
+exec "\$broker" -c "\$new" "\${args[@]}"
+EOF
+chmod 755 "$work/mosquitto"
+
+# The tests name /usr/sbin/mosquitto and Debian's plugin directory.
+arch=$(dpkg-architecture -q DEB_HOST_MULTIARCH)
+grep -rlE "/usr/sbin/mosquitto|/usr/lib/'\+arch\+'/mosquitto/" "$work/src/test" |
+  xargs sed -i -e "s|/usr/sbin/mosquitto|$work/mosquitto|g" \
+    -e "s|'/usr/lib/'+arch+'/mosquitto/'|'$prefix/lib/'|g"
+# The brokers find the bare "mosquitto_dynamic_security.so" and the test
+# plugins their libmosquitto there.
+export LD_LIBRARY_PATH=$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export BUILD_ROOT=$top/build-$version
+
+# The test plugins and programs of test/broker/c, against this version.
+make -C "$work/src/test/broker/c" -j"$(nproc)" LDFLAGS="-L$prefix/lib -Wl,-rpath,$prefix/lib" \
+  >"$work/logs/test-compile.log" 2>&1 ||
+  { tail -20 "$work/logs/test-compile.log" >&2; echo "$0: test/broker/c does not build" >&2; exit 1; }
+
+# The tests the Makefile's `test` target runs, in its order (not ptest's
+# ./test.py, which runs them all at once).
+mapfile -t tests < <(awk '/^\t\.\/[^ ]*\.py/ && !/^\t\.\/test\.py/ { sub(/^\t/, ""); print }' \
+  "$work/src/test/broker/Makefile")
+[ ${#tests[@]} -gt 0 ] || { echo "$0: no tests in test/broker/Makefile" >&2; exit 1; }
+
+# run_one <command> <log>: the command's status. Each test runs in a process
+# group of its own, ended after it: a test that fails may leave its broker
+# running on the fixed port the next test needs.
+run_one() {
+  local rc=0 pgid
+  (cd "$work/src/test/broker" && exec setsid bash -c 'echo $$ >"$0"; exec timeout -k 5 "$1" $2' \
+    "$work/pgid" "$TIMEOUT" "$1") >"$2" 2>&1 || rc=$?
+  pgid=$(cat "$work/pgid" 2>/dev/null || true)
+  if [ -n "$pgid" ] && kill -0 -- "-$pgid" 2>/dev/null; then
+    echo "(processes of the test left running: ended)" >>"$2"
+    kill -- "-$pgid" 2>/dev/null || true
+    sleep 0.5
+    kill -9 -- "-$pgid" 2>/dev/null || true
+  fi
+  rm -f "$work/pgid"
+  return $rc
+}
+
+declare -i n=0 plain_ok=0 chat_ok=0 both_fail=0 regress=0
+regressions=()
+for t in "${tests[@]}"; do
+  name=$(basename "${t%% *}" .py)${t#"${t%% *}"}
+  name=${name// /_}
+  [ -z "$only" ] || [[ $name =~ $only ]] || continue
+  n+=1
+  p=pass c=pass
+  run_one "$t" "$work/logs/$name.plain.log" || p=FAIL
+  CHAT_SUITE_PLUGIN=$plugin run_one "$t" "$work/logs/$name.chat.log" || c=FAIL
+  [ $p = pass ] && plain_ok+=1
+  [ $c = pass ] && chat_ok+=1
+  [ $p = FAIL ] && [ $c = FAIL ] && both_fail+=1
+  if [ $p = pass ] && [ $c = FAIL ]; then
+    regress+=1
+    regressions+=("$name")
+  fi
+  printf '%-55s without %s  with %s\n' "$name" $p $c
+done
+echo "mosquitto $version test/broker: $n tests; without the plugin $plain_ok passed," \
+  "$((n - plain_ok)) failed; with it $chat_ok passed, $((n - chat_ok)) failed;" \
+  "$regress pass only without it"
+for r in "${regressions[@]}"; do
+  echo "  fails only with the plugin: $r (logs: $work/logs/$r.{plain,chat}.log)"
+done
+[ "$regress" -eq 0 ]
