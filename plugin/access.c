@@ -133,6 +133,9 @@ struct chat_decision chat_access_decide(struct chat_plugin *pl, struct mosquitto
     if (!pl->cfg.open_groups && !id.verified) {
         return deny(CLOSED_NEEDS_NAME);
     }
+    if (action == CHAT_DO_SYNC) {
+        return d;
+    }
     /* Who joins on the way: a publish (it passed the broker's write check);
      * an ack or read marker behind other checkers (it passed theirs too;
      * alone, a subscribe has joined already); a subscribe where the

@@ -195,6 +195,7 @@ enum chat_action {
     CHAT_DO_ONLINE,     /* be counted online in the group */
     CHAT_DO_PUSH,       /* a device counted online receives the group's reads/presence push */
     CHAT_DO_JOIN,       /* a `join` request for oneself (the caller adds the member) */
+    CHAT_DO_SYNC,       /* `sync`: the client's groups (group NULL; each line asks HISTORY) */
     CHAT_DO_ADMIN,      /* an admin command (group may be NULL) */
     CHAT_ACTIONS
 };

@@ -42,6 +42,7 @@ struct chat_broker {
     acl_check_20 check20;
     acl_check_21 check21;
     MOSQ_FUNC_generic_callback dynsec; /* 2.0 dynamic-security's own check, or NULL */
+    bool emulate;                      /* work out the checkers after ours (not for a test) */
     bool uniform;                      /* every listener meets the same checkers */
     int current;                       /* the listener of the event under way, -1 none */
     chat_hmap *client_listener;        /* client id -> listener index + 1 (2.0 per listener) */
@@ -87,7 +88,7 @@ static void load_acl_files(struct chat_broker *b)
 static bool chain_known(const struct chat_broker *b, size_t i)
 {
     const struct chat_bc_listener *l = &b->conf->listeners[i];
-    if (l->chain_cut || l->chat_pos < 0) {
+    if (!b->emulate || l->chain_cut || l->chat_pos < 0) {
         return false;
     }
     for (size_t k = (size_t)l->chat_pos + 1; k < l->n_chain; k++) {
@@ -192,7 +193,8 @@ bool chat_broker_init(struct chat_plugin *pl)
     /* 2.0 loads plugins with RTLD_GLOBAL, so dynamic-security's check is
      * there to call; its 2.0 form keeps its state in globals and ignores
      * userdata. 2.1 loads them RTLD_LOCAL (and exports its own check). */
-    if (!b->v21 && !env_on("MOSQUITTO_CHAT_TEST_NO_EMULATION")) {
+    b->emulate = !env_on("MOSQUITTO_CHAT_TEST_NO_EMULATION");
+    if (!b->v21 && b->emulate) {
         void *dyn = sym("dynsec__acl_check_callback");
         memcpy(&b->dynsec, &dyn, sizeof(dyn));
     }
@@ -460,7 +462,7 @@ void chat_broker_log(struct chat_plugin *pl)
         const struct chat_bc_listener *l = &b->conf->listeners[i];
         const struct listener_view *v = &b->view[i];
         mosquitto_log_printf(
-            MOSQ_LOG_INFO, "mosquitto-chat: %s %d: access checks %s; usernames %s; history %s%s%s",
+            MOSQ_LOG_INFO, "mosquitto-chat: %s %d: access checks %s; usernames %s; history: %s%s%s",
             l->is_default ? "default listener, port" : "listener", l->port,
             v->alone ? "answered by mosquitto-chat alone (allow outside chat)"
                      : "deferred to the broker's other checkers",
@@ -540,6 +542,7 @@ void chat_broker_set_test(struct chat_plugin *pl, bool alone, bool verified,
     }
     l->verified = verified;
     b->refused_conf = false;
+    b->emulate = true;
     b->check20 = check;
     b->check21 = NULL;
     b->dynsec = NULL;

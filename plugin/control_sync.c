@@ -106,12 +106,10 @@ void chat_control_sync(struct chat_control_req *r, const cJSON *c)
     /* PROTOCOL.md: sync starts the catch-up of every group with unread
      * messages; "replay": false asks for the counts alone (lazy clients). */
     w.replay = r->pl->cfg.replay && (!rep || cJSON_IsTrue(rep));
-    if (!r->pl->cfg.open_groups) {
-        const char *user = mosquitto_client_username(r->client);
-        if (!(user && user[0])) {
-            chat_control_fail(r, "closed groups admit only clients with a username");
-            return;
-        }
+    struct chat_decision d = chat_access_decide(r->pl, r->client, NULL, CHAT_DO_SYNC);
+    if (d.verdict != CHAT_ALLOW) {
+        chat_control_fail(r, d.why);
+        return;
     }
     size_t mark = r->out->len;
     chat_control_entry_start(r);

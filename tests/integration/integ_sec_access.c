@@ -92,7 +92,7 @@ static void case_reload_acl(void)
     ts_broker_reload(b);
     harness_client_publish(boss, "private/payroll", "salaries", 1);
     harness_client_expect_none(spy, QUIET_MS, "nothing from private/# after the acl_file");
-    ASSERTF(ts_broker_log_count(b, "after reload, access checks: defer") == 1,
+    ASSERTF(ts_broker_log_count(b, "access checks deferred to the broker's other checkers") == 1,
             "the plugin did not log that it defers after the reload");
     bob = harness_client_connect(b, "bob", NULL);
     harness_client_subscribe(bob, "chat/room1", 1);
@@ -179,9 +179,10 @@ static void case_read_check(void)
     ts_broker_destroy(b);
 }
 
-/* As on an upstream build, which does not export mosquitto_acl_check: the
- * plugin cannot ask, so it refuses history even to a reader; the operator
- * may say that membership is enough. */
+/* Where the broker neither exports its check nor has only checkers the
+ * plugin can read (test hooks): the plugin cannot ask, so it refuses
+ * history even to a reader; the operator may say that membership is
+ * enough. */
 static void case_read_fallback(void)
 {
     ts_broker *b;
@@ -189,6 +190,7 @@ static void case_read_fallback(void)
     cJSON *resp;
 
     setenv("MOSQUITTO_CHAT_TEST_NO_ACL_CHECK", "1", 1);
+    setenv("MOSQUITTO_CHAT_TEST_NO_EMULATION", "1", 1);
     b = start_rw_broker(NULL);
     r = sec_connect_user(b, "r-phone", "r", "rpw");
     harness_client_publish(r, "chat/room1", "hello", 1);
@@ -196,7 +198,7 @@ static void case_read_fallback(void)
                            WAIT_MS);
     sec_expect_error_prefix(r, resp, "history", "history is unavailable");
     cJSON_Delete(resp);
-    ASSERTF(ts_broker_log_count(b, "history: refused") == 1,
+    ASSERTF(ts_broker_log_count(b, "history: refused") >= 1,
             "no start line saying that history is refused");
     harness_client_disconnect(r);
     ts_broker_destroy(b);
@@ -211,6 +213,7 @@ static void case_read_fallback(void)
     harness_client_disconnect(r);
     ts_broker_destroy(b);
     unsetenv("MOSQUITTO_CHAT_TEST_NO_ACL_CHECK");
+    unsetenv("MOSQUITTO_CHAT_TEST_NO_EMULATION");
 }
 
 /* ===========================================================================
@@ -441,6 +444,7 @@ static void case_persistent_session(void)
     /* Where the broker cannot be asked, a non-member's subscribe waits for
      * the broker's read check of each message. */
     setenv("MOSQUITTO_CHAT_TEST_NO_ACL_CHECK", "1", 1);
+    setenv("MOSQUITTO_CHAT_TEST_NO_EMULATION", "1", 1);
     b = ts_broker_create(&conf);
     sec_write_in(b, "acl", acl_public);
     ts_broker_launch(b);
@@ -459,6 +463,7 @@ static void case_persistent_session(void)
     harness_client_disconnect(alice);
     ts_broker_destroy(b);
     unsetenv("MOSQUITTO_CHAT_TEST_NO_ACL_CHECK");
+    unsetenv("MOSQUITTO_CHAT_TEST_NO_EMULATION");
 }
 
 /* ===========================================================================

@@ -43,6 +43,9 @@ typedef struct ts_broker_conf {
     const char *const *top;         /* lines before the listener (per_listener_settings) */
     bool without_chat;              /* leave the chat plugin out: the same broker without it */
     bool no_anonymous;              /* allow_anonymous false instead of true */
+    const char *const *users;       /* usernames the broker verifies: a password_file holds
+                                       each, with the name itself as password (the harness's
+                                       clients send their username as password by default) */
     const char *run_as;             /* `user` line: NULL for root; another user gets the store
                                        and the log, and the directory becomes world-readable */
     bool private_conf;              /* mosquitto.conf readable by root only (mode 0600) */
@@ -64,6 +67,14 @@ ts_broker *ts_broker_start_conf(const ts_broker_conf *conf);
 /* A broker with the plugin and these plugin options (NULL-terminated, NULL
  * for none), started: ts_broker_start_conf with only plugin_opts. */
 ts_broker *ts_broker_start(const char *const *plugin_opts);
+
+/* Usernames the tests connect with, for a broker that verifies them
+ * (ts_broker_conf.users): admin, boss, root, alice, bob, carol ... */
+extern const char *const ts_test_users[];
+
+/* ts_broker_start, with the broker verifying ts_test_users' names (a
+ * password_file): what admin rights and closed groups need. */
+ts_broker *ts_broker_start_users(const char *const *plugin_opts);
 
 /* Stops the broker with SIGTERM, waits at most 10 s, then SIGKILLs it; fails
  * the test if it did not exit with status 0 on SIGTERM (a crash or a
