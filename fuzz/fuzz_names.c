@@ -208,10 +208,9 @@ static void member(const uint8_t *s, size_t n)
     const char *id = buf + strlen(buf) + 1;
     for (int verified = 0; verified < 2; verified++) {
         for (int with_user = 0; with_user < 2; with_user++) {
-            struct chat_plugin pl = {.cfg = {.tilde_names = verified}};
             struct mosquitto c = {.id = id[0] ? id : NULL, .username = with_user ? user : NULL};
             char out[CHAT_MEMBER_BUF];
-            const char *why = chat_member(&pl, &c, out);
+            const char *why = chat_member_name(verified, verified, c.username, c.id, out);
             const char *m = why ? NULL : out;
             bool named = c.username && c.username[0];
             const char *name = named ? c.username : c.id;

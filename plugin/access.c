@@ -14,14 +14,23 @@ static const char *const CANNOT_ASK =
     "history is unavailable: this broker cannot tell mosquitto-chat whether you may read the "
     "group (see plugin_opt_read_check)";
 
+const char *chat_member(struct chat_plugin *pl, const struct mosquitto *client,
+                        char buf[CHAT_MEMBER_BUF])
+{
+    const char *user = mosquitto_client_username(client);
+    bool verified = user && user[0] && chat_broker_verified(pl, client);
+    return chat_member_name(pl->cfg.tilde_names, verified, user, mosquitto_client_id(client), buf);
+}
+
 const char *chat_identity_of(struct chat_plugin *pl, const struct mosquitto *client,
                              struct chat_identity *id)
 {
-    const char *why = chat_member(pl, client, id->member);
     const char *user = mosquitto_client_username(client);
     id->named = user && user[0];
-    id->verified = id->named && !why && chat_broker_verified(pl, client);
-    id->admin = id->verified && chat_config_is_admin(&pl->cfg, user);
+    id->verified = id->named && chat_broker_verified(pl, client);
+    const char *why = chat_member_name(pl->cfg.tilde_names, id->verified, user,
+                                       mosquitto_client_id(client), id->member);
+    id->admin = id->verified && !why && chat_config_is_admin(&pl->cfg, user);
     return why;
 }
 
@@ -103,7 +112,8 @@ struct chat_decision chat_access_decide(struct chat_plugin *pl, struct mosquitto
         }
         if (!id.admin) {
             /* why NULL: no admin; the caller names the command refused. */
-            return deny(id.named && !id.verified && chat_config_is_admin(&pl->cfg, id.member)
+            return deny(id.named && !id.verified &&
+                                chat_config_is_admin(&pl->cfg, mosquitto_client_username(client))
                             ? "admin commands need a username the broker verifies: this broker "
                               "(or listener) does not check usernames"
                             : NULL);

@@ -28,7 +28,6 @@ typedef int (*client_port_fn)(const struct mosquitto *client);
 struct listener_view {
     bool alone;    /* no other checker after ours */
     bool verified; /* usernames checked */
-    bool known;    /* the checkers after ours can all be worked out (emulate) */
 };
 
 struct chat_broker {
@@ -84,8 +83,23 @@ static void load_acl_files(struct chat_broker *b)
     }
 }
 
-/* Whether every checker after ours in l's chain can be worked out. */
-static bool chain_known(const struct chat_broker *b, size_t i)
+/* dynamic-security's own check, once the broker has loaded it (after us,
+ * where we come first: looked up when first needed). 2.0 loads plugins
+ * with RTLD_GLOBAL, so it is there to call; its 2.0 form keeps its state in
+ * globals and ignores userdata. 2.1 loads them RTLD_LOCAL (and exports its
+ * own check). */
+static MOSQ_FUNC_generic_callback dynsec_check(struct chat_broker *b)
+{
+    if (!b->dynsec && !b->v21 && b->emulate) {
+        void *dyn = sym("dynsec__acl_check_callback");
+        memcpy(&b->dynsec, &dyn, sizeof(dyn));
+    }
+    return b->dynsec;
+}
+
+/* Whether every checker after ours in l's chain can be worked out (or, for
+ * the log at start, will be: dynamic-security loads after us). */
+static bool chain_known_when(struct chat_broker *b, size_t i, bool at_start)
 {
     const struct chat_bc_listener *l = &b->conf->listeners[i];
     if (!b->emulate || l->chain_cut || l->chat_pos < 0) {
@@ -94,7 +108,7 @@ static bool chain_known(const struct chat_broker *b, size_t i)
     for (size_t k = (size_t)l->chat_pos + 1; k < l->n_chain; k++) {
         switch (l->chain[k].kind) {
         case CHAT_BC_DYNSEC:
-            if (!b->dynsec) {
+            if (at_start ? b->v21 : !dynsec_check(b)) {
                 return false;
             }
             break;
@@ -122,6 +136,11 @@ static bool same_chain(const struct chat_bc_listener *a, const struct chat_bc_li
         }
     }
     return true;
+}
+
+static bool chain_known(struct chat_broker *b, size_t i)
+{
+    return chain_known_when(b, i, false);
 }
 
 /* Whether a member without a username is named "~<client id>": wherever
@@ -155,7 +174,6 @@ static void make_views(struct chat_plugin *pl, bool tighten_only)
             .alone = pl->cfg.acl_mode == CHAT_ACL_ALLOW ||
                      (pl->cfg.acl_mode != CHAT_ACL_DEFER && !b->refused_conf && !chat_bc_others(l)),
             .verified = !b->refused_conf && l->verified,
-            .known = chain_known(b, i),
         };
         if (tighten_only) {
             v.alone = v.alone && b->view[i].alone;
@@ -194,10 +212,6 @@ bool chat_broker_init(struct chat_plugin *pl)
      * there to call; its 2.0 form keeps its state in globals and ignores
      * userdata. 2.1 loads them RTLD_LOCAL (and exports its own check). */
     b->emulate = !env_on("MOSQUITTO_CHAT_TEST_NO_EMULATION");
-    if (!b->v21 && b->emulate) {
-        void *dyn = sym("dynsec__acl_check_callback");
-        memcpy(&b->dynsec, &dyn, sizeof(dyn));
-    }
     b->refused_conf = !chat_broker_conf_scan(b->conf);
     load_acl_files(b);
     make_views(pl, false);
@@ -372,14 +386,14 @@ static struct listener_view view_of(struct chat_plugin *pl, const struct mosquit
     if (i >= 0) {
         return b->view[i];
     }
-    struct listener_view all = {.alone = true, .verified = true, .known = b->uniform};
+    struct listener_view all = {.alone = true, .verified = true};
     for (size_t k = 0; k < b->conf->n_listeners; k++) {
         all.alone = all.alone && b->view[k].alone;
         all.verified = all.verified && b->view[k].verified;
-        all.known = all.known && b->view[k].known;
     }
     /* Where every listener meets the same checkers (per_listener_settings
-     * false, no plugin_use), any one's chain is the client's. */
+     * false, no plugin_use), any one's chain is the client's; else no one's
+     * (*index stays -1: nothing is worked out). */
     if (b->uniform && b->conf->n_listeners > 0) {
         *index = 0;
     }
@@ -401,7 +415,8 @@ bool chat_broker_verified(struct chat_plugin *pl, const struct mosquitto *client
 bool chat_broker_chain_known(struct chat_plugin *pl, const struct mosquitto *client)
 {
     int i;
-    return view_of(pl, client, &i).known;
+    (void)view_of(pl, client, &i);
+    return i >= 0 && chain_known(pl->broker, (size_t)i);
 }
 
 bool chat_broker_ask(struct chat_plugin *pl, struct mosquitto *client, const char *topic,
@@ -424,7 +439,8 @@ bool chat_broker_emulate(struct chat_plugin *pl, struct mosquitto *client, const
 {
     struct chat_broker *b = pl->broker;
     int i = 0;
-    if (!view_of(pl, client, &i).known || i < 0) {
+    (void)view_of(pl, client, &i);
+    if (i < 0 || !chain_known(b, (size_t)i)) {
         return false;
     }
     const struct chat_bc_listener *l = &b->conf->listeners[i];
@@ -435,7 +451,7 @@ bool chat_broker_emulate(struct chat_plugin *pl, struct mosquitto *client, const
             ev.client = client;
             ev.topic = topic;
             ev.access = access;
-            int r = b->dynsec(MOSQ_EVT_ACL_CHECK, &ev, NULL);
+            int r = dynsec_check(b)(MOSQ_EVT_ACL_CHECK, &ev, NULL);
             if (r != MOSQ_ERR_PLUGIN_DEFER) {
                 *rc = r;
                 return true;
@@ -472,10 +488,11 @@ void chat_broker_log(struct chat_plugin *pl)
             v->alone                                  ? "to members"
             : pl->cfg.read_check == CHAT_READ_MEMBERS ? "to members (plugin_opt_read_check members)"
             : (b->check20 || b->check21)              ? "to members the broker lets read the group"
-            : v->known ? "to members the broker lets read the group (worked out from its "
-                         "acl_file/dynamic-security)"
-                       : "refused: the broker cannot be asked whether a client may read a group "
-                         "(see plugin_opt_read_check)",
+            : chain_known_when(b, i, true)
+                ? "to members the broker lets read the group (worked out from its "
+                  "acl_file/dynamic-security)"
+                : "refused: the broker cannot be asked whether a client may read a group "
+                  "(see plugin_opt_read_check)",
             b->acl_why[i][0] ? "; acl_file not usable: " : "", b->acl_why[i]);
     }
     if (b->refused_conf) {

@@ -219,14 +219,18 @@ size_t chat_nul_escapes(char *s, size_t len, const char *with);
 enum chat_topic_kind chat_topic_parse(const struct chat_config *cfg, const char *topic,
                                       const char **group, size_t *group_len);
 
-/* The member a client speaks as, written into buf: its username, else its
- * client id, prefixed with "~" where the broker verifies usernames
- * (chat_config.tilde_names), so that no client id passes for a user.
+/* The member a client speaks as, written into buf: its username where the
+ * broker checked it (or checks none), else its client id, prefixed with "~"
+ * where some listener verifies usernames (chat_config.tilde_names), so that
+ * no client id, nor a username a listener did not check, passes for a user.
  * Returns NULL, or the reason when the client may not chat under that name
- * (buf then holds nothing). */
+ * (buf then holds nothing). chat_member (access.c) asks the broker whether
+ * client's username was verified; chat_member_name (names.c) is the rule. */
 #define CHAT_MEMBER_BUF (CHAT_STORE_MAX_NAME + 2)
-const char *chat_member(const struct chat_plugin *pl, const struct mosquitto *client,
+const char *chat_member(struct chat_plugin *pl, const struct mosquitto *client,
                         char buf[CHAT_MEMBER_BUF]);
+const char *chat_member_name(bool tilde_names, bool user_verified, const char *user, const char *id,
+                             char buf[CHAT_MEMBER_BUF]);
 
 /* envelope.c */
 

@@ -241,7 +241,7 @@ static int connect_client(const ts_broker *b, const harness_client_opts *o, harn
         FAILF("cannot create a mutex or condition variable");
     pthread_condattr_destroy(&attr);
 
-    snprintf(uri, sizeof uri, "tcp://127.0.0.1:%d", ts_broker_port(b));
+    snprintf(uri, sizeof uri, "tcp://127.0.0.1:%d", o->port > 0 ? o->port : ts_broker_port(b));
     create.MQTTVersion = c->version == 5 ? MQTTVERSION_5 : MQTTVERSION_3_1_1;
     rc = MQTTClient_createWithOptions(&c->mc, uri, client_id, MQTTCLIENT_PERSISTENCE_NONE, NULL,
                                       &create);
@@ -327,7 +327,7 @@ harness_client *harness_client_connect_opts(const ts_broker *b, const harness_cl
     if (rc != 0)
         FAILF("client %s (MQTT %s, user %s): connect to 127.0.0.1:%d: %s (%d)", o->client_id,
               o->mqtt_version == 5 ? "5" : "3.1.1", o->username != NULL ? o->username : "(none)",
-              ts_broker_port(b), harness_paho_strerror(rc), rc);
+              o->port > 0 ? o->port : ts_broker_port(b), harness_paho_strerror(rc), rc);
     /* PROTOCOL.md v1.2: the reads and presence pushes go to a device that
      * subscribed to the response topic itself. */
     if (o->pushes)

@@ -68,6 +68,10 @@ ts_broker *ts_broker_start_conf(const ts_broker_conf *conf);
  * for none), started: ts_broker_start_conf with only plugin_opts. */
 ts_broker *ts_broker_start(const char *const *plugin_opts);
 
+/* The mosquitto-chat plugin the brokers load (for a test's own plugin
+ * lines, e.g. one per listener with per_listener_settings true). */
+const char *ts_broker_plugin_path(void);
+
 /* Usernames the tests connect with, for a broker that verifies them
  * (ts_broker_conf.users): admin, boss, root, alice, bob, carol ... */
 extern const char *const ts_test_users[];
@@ -93,6 +97,10 @@ void ts_broker_restart(ts_broker *b);
  * test that expects it may refuse to start: returns 0 when it runs, else its
  * exit status (128 + the signal that ended it), without failing the test. */
 int ts_broker_try_restart(ts_broker *b);
+
+/* ts_broker_launch, for a test that expects the broker may refuse to start:
+ * returns 0 when it runs, else its exit status (as ts_broker_try_restart). */
+int ts_broker_try_launch(ts_broker *b);
 
 /* Stops the broker if it runs (as ts_broker_stop), removes its directory and
  * frees b. Accepts NULL. */

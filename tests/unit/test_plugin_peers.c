@@ -219,7 +219,7 @@ static void test_persistent_sessions(void **state)
      * still pass when it comes back without subscribing again. */
     assert_true(chat_pending_has(pl, "keep", "room1"));
     assert_int_equal(chat_peers_gone(pl), 1);
-    assert_false(chat_peer_known(pl, "bare")); /* nothing to keep */
+    assert_false(chat_peer_known(pl, "bare"));            /* nothing to keep */
     chat_peer_disconnected(pl, &keep, CHAT_GONE_OFFLINE); /* twice: no double count */
     assert_int_equal(chat_peers_gone(pl), 1);
     /* Deliveries to the connection it left are what the broker would queue. */

@@ -81,9 +81,10 @@ static void expect_err(const char *text)
 
 static void library(ts_broker *b)
 {
-    chat_client_options o = {
-        .port = ts_broker_port(b), .client_id = "lib-admin", .username = "alice",
-        .password = "alice"};
+    chat_client_options o = {.port = ts_broker_port(b),
+                             .client_id = "lib-admin",
+                             .username = "alice",
+                             .password = "alice"};
     chat_client *c = NULL;
     char *answer = NULL;
 
