@@ -11,12 +11,11 @@
 # source tree (build-brokers/suite-<version>/): once as is, once with the
 # plugin; both through the same wrapper (suite-<version>/mosquitto), which
 # stands where the tests start /usr/sbin/mosquitto (Debian's deb-test.patch)
-# and, with the plugin, rewrites the configuration it is given: a copy with
-# `plugin <plugin.so>` and `plugin_opt_db_path <a new directory>` appended
-# (after every other line: with per_listener_settings true that attaches the
-# plugin to the last listener only), or, for `mosquitto -p <port>` without
-# a configuration, the listener, `allow_anonymous true` and those two lines.
-# The broker's own plugins and test plugins come from the same build.
+# and, with the plugin, adds `plugin <plugin.so>` and `plugin_opt_db_path <a
+# new directory>` after the configuration it is given (after every other
+# line: with per_listener_settings true that attaches the plugin to the last
+# listener only; the wrapper below says how). The broker's own plugins and
+# the test plugins come from the same build.
 #
 # Prints one line per test (pass/fail without and with the plugin), then the
 # counts, and exits 1 if any test passes without the plugin and fails with it.
@@ -55,35 +54,53 @@ chmod 1777 "$work/db" # the broker drops to the mosquitto user when started as r
 cp -a "$top/src/mosquitto-$version" "$work/src"
 chmod 755 "$work/src/test/broker/"*.py
 
-# The wrapper the tests start instead of /usr/sbin/mosquitto.
+# The wrapper the tests start instead of /usr/sbin/mosquitto. With a
+# configuration file it runs the broker on a new main file that includes a
+# directory holding a link to the test's file and then the chat plugin's
+# lines, so that a reload (SIGHUP) reads the test's file as it is then; a
+# test file with an include_dir of its own (which Mosquitto reads only in the
+# main file) is copied instead, the plugin's lines appended. Run as root, both
+# runs get `user root` unless the test sets a user: the broker would drop to
+# the user mosquitto, which cannot write the files the tests make (dynamic
+# security's, persistence). A missing file, or no -c, goes to the broker as
+# it is, `mosquitto -p <port>` with the plugin excepted: a new file with
+# `allow_anonymous true` and the plugin, the port left on the command line.
 cat >"$work/mosquitto" <<EOF
 #!/usr/bin/env bash
 # Written by tests/mosquitto-suite.sh: mosquitto $version, with the chat plugin
 # added to its configuration when CHAT_SUITE_PLUGIN is set.
 broker=$prefix/sbin/mosquitto
-if [ -z "\${CHAT_SUITE_PLUGIN:-}" ]; then
-  exec "\$broker" "\$@"
-fi
-db=\$(mktemp -d "$work/db/XXXXXX")
-chmod 777 "\$db"
-args=() conf= port=
+args=() conf=
+orig=("\$@")
 while [ \$# -gt 0 ]; do
   case \$1 in
-    -c) conf=\$2; shift 2 ;;
-    -p) port=\$2; args+=(-p "\$2"); shift 2 ;;
+    -c) [ \$# -ge 2 ] || exec "\$broker" "\${orig[@]}"; conf=\$2; shift 2 ;;
     *) args+=("\$1"); shift ;;
   esac
 done
-new=\$db.conf
-if [ -n "\$conf" ]; then
-  cat "\$conf" >"\$new"
-  printf '\n' >>"\$new"
-else
-  # mosquitto -p <port> alone: local only, anonymous allowed
-  printf 'listener %s localhost\nallow_anonymous true\n' "\${port:-1883}" >"\$new"
+if { [ -n "\$conf" ] && [ ! -r "\$conf" ]; } || { [ -z "\$conf" ] && [ -z "\${CHAT_SUITE_PLUGIN:-}" ]; }; then
+  exec "\$broker" "\${orig[@]}"
 fi
-printf 'plugin %s\nplugin_opt_db_path %s\n' "\$CHAT_SUITE_PLUGIN" "\$db" >>"\$new"
-exec "\$broker" -c "\$new" "\${args[@]}"
+d=\$(mktemp -d "$work/db/XXXXXX")
+chmod 777 "\$d"
+mkdir "\$d/conf.d" "\$d/store"
+chmod 777 "\$d/store"
+: >"\$d/conf.d/99-chat.conf"
+if [ -n "\${CHAT_SUITE_PLUGIN:-}" ]; then
+  printf 'plugin %s\nplugin_opt_db_path %s\n' "\$CHAT_SUITE_PLUGIN" "\$d/store" >"\$d/conf.d/99-chat.conf"
+fi
+user_root() { # the line, unless not root or the test sets a user
+  [ "\$(id -u)" -ne 0 ] || grep -q '^[[:space:]]*user[[:space:]]' "\$1" || echo 'user root'
+}
+if [ -z "\$conf" ]; then
+  { echo 'allow_anonymous true'; cat "\$d/conf.d/99-chat.conf"; } >"\$d/main.conf"
+elif grep -q '^[[:space:]]*include_dir' "\$conf"; then
+  { cat "\$conf"; echo; user_root "\$conf"; cat "\$d/conf.d/99-chat.conf"; } >"\$d/main.conf"
+else
+  ln -s "\$(realpath "\$conf")" "\$d/conf.d/00-test.conf"
+  { user_root "\$conf"; echo "include_dir \$d/conf.d"; } >"\$d/main.conf"
+fi
+exec "\$broker" -c "\$d/main.conf" "\${args[@]}"
 EOF
 chmod 755 "$work/mosquitto"
 
@@ -97,15 +114,27 @@ grep -rlE "/usr/sbin/mosquitto|/usr/lib/'\+arch\+'/mosquitto/" "$work/src/test" 
 export LD_LIBRARY_PATH=$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export BUILD_ROOT=$top/build-$version
 
+# The certificates of test/ssl, made again as Debian's autopkgtest does.
+(cd "$work/src/test/ssl" && ./gen.sh) >"$work/logs/ssl-gen.log" 2>&1 ||
+  echo "$0: test/ssl/gen.sh failed (see $work/logs/ssl-gen.log)" >&2
+
 # The test plugins and programs of test/broker/c, against this version.
 make -C "$work/src/test/broker/c" -j"$(nproc)" LDFLAGS="-L$prefix/lib -Wl,-rpath,$prefix/lib" \
   >"$work/logs/test-compile.log" 2>&1 ||
   { tail -20 "$work/logs/test-compile.log" >&2; echo "$0: test/broker/c does not build" >&2; exit 1; }
 
 # The tests the Makefile's `test` target runs, in its order (not ptest's
-# ./test.py, which runs them all at once).
-mapfile -t tests < <(awk '/^\t\.\/[^ ]*\.py/ && !/^\t\.\/test\.py/ { sub(/^\t/, ""); print }' \
-  "$work/src/test/broker/Makefile")
+# ./test.py, which runs them all at once); 2.1's PERSIST_TESTS run with each
+# of its PERSIST_PLUGINS (persist_sqlite) as their argument.
+mapfile -t tests < <(awk '
+  /^PERSIST_TESTS *=/ { persist = 1; next }
+  /^\t\.\/[^ ]*\.py/ && !/^\t\.\/test\.py/ {
+    line = $0; sub(/^\t/, "", line); cont = sub(/ *\\$/, "", line)
+    print line (persist ? " persist_sqlite" : "")
+    if (!cont) persist = 0
+    next
+  }
+  { persist = 0 }' "$work/src/test/broker/Makefile")
 [ ${#tests[@]} -gt 0 ] || { echo "$0: no tests in test/broker/Makefile" >&2; exit 1; }
 
 # run_one <command> <log>: the command's status. Each test runs in a process
