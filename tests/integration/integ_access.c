@@ -25,7 +25,10 @@
  *                     (mosquitto_sub -C 1 prints the message)
  *   persistent_once   issue 21.7: a persistent session offline while more
  *                     than max_queued_messages were sent gets each message
- *                     once (Paho C), with and without subscribing again
+ *                     once (Paho C, python paho-mqtt), with and without
+ *                     subscribing again
+ *   admin_inspect     issue 25.2: an admin reads any group's history and
+ *                     fetches its pages read-only, without joining it
  */
 #include "integ_dropin_setup.h"
 #include "integ_sec.h"
@@ -419,6 +422,49 @@ static void case_persistent_once(void)
 }
 
 /* ===========================================================================
+ * Admins inspect
+ * ========================================================================= */
+
+static void case_admin_inspect(void)
+{
+    ts_broker *b = ts_broker_start_users((const char *const[]){"admins admin", NULL});
+    harness_client *alice = harness_client_connect(b, "alice", "alice");
+    harness_client *admin = harness_client_connect(b, "admin-cli", "admin");
+    cJSON *resp;
+
+    harness_client_publish(alice, "chat/room1", "one", 1);
+    harness_client_publish(alice, "chat/room1", "two", 1);
+    resp = harness_request(admin,
+                           "{\"commands\":[{\"command\":\"history\",\"group\":\"room1\"},"
+                           "{\"command\":\"fetch\",\"group\":\"room1\",\"limit\":1}]}",
+                           WAIT_MS);
+    const cJSON *h = harness_response_entry(resp, 0), *f = harness_response_entry(resp, 1);
+    harness_expect_ok(h, "history", "room1");
+    harness_expect_ok(f, "fetch", "room1");
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(h, "messages");
+    ASSERTF(cJSON_GetArraySize(msgs) == 2, "history holds %d messages", cJSON_GetArraySize(msgs));
+    ASSERTF(harness_json_int(f, "first") == 1 && harness_json_int(f, "last") == 1,
+            "the admin's fetch did not start at the oldest message");
+    cJSON_Delete(resp);
+    /* Not a member: the count stays 1 (alice), and the admin has no sync line. */
+    resp = harness_request(alice, "{\"commands\":[{\"command\":\"receipts\",\"group\":\"room1\"}]}",
+                           WAIT_MS);
+    ASSERTF(harness_json_int(harness_response_only(resp), "members") == 1,
+            "the admin's inspection made it a member");
+    cJSON_Delete(resp);
+    /* A non-admin may not inspect a group it is not a member of. */
+    harness_client *bob = harness_client_connect(b, "bob", "bob");
+    resp = harness_request(bob, "{\"commands\":[{\"command\":\"history\",\"group\":\"room1\"}]}",
+                           WAIT_MS);
+    sec_expect_error_prefix(bob, resp, "history", "not a member of the group");
+    cJSON_Delete(resp);
+    harness_client_disconnect(bob);
+    harness_client_disconnect(admin);
+    harness_client_disconnect(alice);
+    ts_broker_destroy(b);
+}
+
+/* ===========================================================================
  * main
  * ========================================================================= */
 
@@ -426,7 +472,7 @@ static const ts_case cases[] = {
     {"dynsec_first", case_dynsec_first},         {"dynsec_after", case_dynsec_after},
     {"dynsec_no_export", case_dynsec_no_export}, {"admins_unverified", case_admins_unverified},
     {"per_listener", case_per_listener},         {"unsolicited", case_unsolicited},
-    {"persistent_once", case_persistent_once},
+    {"persistent_once", case_persistent_once},   {"admin_inspect", case_admin_inspect},
 };
 
 int main(int argc, char **argv)
