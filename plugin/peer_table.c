@@ -306,6 +306,12 @@ bool chat_peer_back(struct chat_plugin *pl, const struct mosquitto *client)
     if (!p || p->connected || p->offline == client) {
         return false;
     }
+    if (mosquitto_client_clean_session(client)) {
+        /* A clean start: the broker dropped the session that was away, and
+         * its subscriptions with it; nothing of it resumes. */
+        peer_remove(pl, p);
+        return false;
+    }
     p->connected = true;
     p->offline = NULL;
     pl->peers->gone--;

@@ -422,7 +422,10 @@ bool chat_peer_offline(struct chat_plugin *pl, const struct mosquitto *client);
 
 /* Called with every event of a client: true once when client is a
  * persistent session come back (a new connection of an offline peer's
- * client id); the caller then restarts what it had (chat_peer_each_group). */
+ * client id that resumes it); the caller then restarts what it had
+ * (chat_peer_each_group). A new connection that starts clean ends the
+ * session away instead (the broker dropped it): false, and it is
+ * forgotten. */
 bool chat_peer_back(struct chat_plugin *pl, const struct mosquitto *client);
 
 /* May the client be sent another answer? The plugin cannot see how much of

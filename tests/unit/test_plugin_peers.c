@@ -262,6 +262,12 @@ static void test_replaced_sessions(void **state)
     chat_peer_wants_pushes(pl, "phone", false);
     chat_peer_subscribed(pl, "phone", "room1", false);
     assert_false(chat_peer_pushes(pl, "phone"));
+    /* A clean start ends the session away: nothing of it resumes. */
+    chat_peer_subscribed(pl, "phone", "room1", true);
+    chat_peer_disconnected(pl, &old, CHAT_GONE_OFFLINE);
+    struct mosquitto clean = {.id = "phone", .clean_session = true};
+    assert_false(chat_peer_back(pl, &clean));
+    assert_false(chat_peer_known(pl, "phone"));
 }
 
 static void test_persistent_cap(void **state)
