@@ -212,7 +212,7 @@ bool chat_broker_init(struct chat_plugin *pl)
      * there to call; its 2.0 form keeps its state in globals and ignores
      * userdata. 2.1 loads them RTLD_LOCAL (and exports its own check). */
     b->emulate = !env_on("MOSQUITTO_CHAT_TEST_NO_EMULATION");
-    b->refused_conf = !chat_broker_conf_scan(b->conf);
+    b->refused_conf = !chat_broker_conf_scan(b->v21, b->conf);
     load_acl_files(b);
     make_views(pl, false);
     return true;
@@ -233,58 +233,20 @@ void chat_broker_free(struct chat_plugin *pl)
     pl->broker = NULL;
 }
 
-/* Whether a Mosquitto plugin other than ours is mapped into the process:
- * with an unreadable configuration, nothing else tells whether one answers
- * access checks before ours. */
-static bool other_plugin_mapped(char *which, size_t len)
-{
-    char line[PATH_MAX + 256];
-    Dl_info self;
-    static const char anchor;
-    const char *me = dladdr(&anchor, &self) ? self.dli_fname : NULL;
-    FILE *f = fopen("/proc/self/maps", "r");
-    bool found = false;
-    if (!f) {
-        snprintf(which, len, "(/proc/self/maps unreadable)");
-        return true;
-    }
-    while (!found && fgets(line, sizeof(line), f)) {
-        char *path = strchr(line, '/');
-        if (!path || !strstr(path, ".so")) {
-            continue;
-        }
-        path[strcspn(path, "\n")] = '\0';
-        if (me && strstr(path, me)) {
-            continue;
-        }
-        void *h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
-        if (!h) {
-            continue;
-        }
-        found = dlsym(h, "mosquitto_plugin_init") || dlsym(h, "mosquitto_auth_plugin_init");
-        if (found) {
-            snprintf(which, len, "%s", path);
-        }
-        dlclose(h);
-    }
-    (void)fclose(f);
-    return found;
-}
-
 const char *chat_broker_check(struct chat_plugin *pl, char *buf, size_t len)
 {
     struct chat_broker *b = pl->broker;
     if (b->refused_conf) {
-        char other[PATH_MAX];
-        if (other_plugin_mapped(other, sizeof(other))) {
-            snprintf(buf, len,
-                     "cannot read the broker's configuration \"%s\" (%s) as the user the broker "
-                     "runs as, and another plugin (%s) is loaded: mosquitto-chat cannot check "
-                     "that it is asked first. Make the configuration readable by that user",
-                     b->conf->unreadable, strerror(b->conf->err), other);
-            return buf;
-        }
-        return NULL;
+        /* Without it nothing says whether another plugin answers first, nor
+         * whether a listener (per_listener_settings) lacks mosquitto-chat. */
+        snprintf(buf, len,
+                 "cannot read the broker's configuration \"%s\" (%s) as the user the broker "
+                 "runs as (plugins are loaded after it drops to that user): mosquitto-chat "
+                 "cannot check that every client meets its checks first. Make the configuration "
+                 "(and the files it includes) readable by that user, e.g. chgrp mosquitto and "
+                 "chmod 640",
+                 b->conf->unreadable, strerror(b->conf->err));
+        return buf;
     }
     return chat_broker_conf_refusal(b->conf, buf, len);
 }
@@ -296,10 +258,12 @@ void chat_broker_reload(struct chat_plugin *pl)
     if (!fresh) {
         return;
     }
-    bool readable = chat_broker_conf_scan(fresh);
+    bool readable = chat_broker_conf_scan(b->v21, fresh);
     /* The broker never opens or closes listeners nor loads plugins at a
-     * reload: only the acl_file and the password files change. A layout
-     * that differs is not the broker's, and is ignored. */
+     * reload: only the acl_file and the password files change. So each
+     * listener keeps the plugins it was started with and takes the
+     * acl_file the file names now; a layout that differs is not the
+     * broker's, and only tightens (no listener is verified any more). */
     bool same = readable && fresh->n_listeners == b->conf->n_listeners;
     for (size_t i = 0; same && i < fresh->n_listeners; i++) {
         same = fresh->listeners[i].port == b->conf->listeners[i].port;
@@ -307,12 +271,29 @@ void chat_broker_reload(struct chat_plugin *pl)
     if (!readable) {
         b->refused_conf = true;
     }
-    if (same) {
-        free(b->conf);
-        b->conf = fresh;
-    } else {
-        free(fresh);
+    for (size_t i = 0; same && i < b->conf->n_listeners; i++) {
+        struct chat_bc_listener *old = &b->conf->listeners[i];
+        const struct chat_bc_listener *now = &fresh->listeners[i];
+        size_t n = 0;
+        for (size_t k = 0; k < old->n_chain; k++) {
+            if (old->chain[k].kind != CHAT_BC_ACL_FILE) {
+                old->chain[n++] = old->chain[k];
+            }
+        }
+        for (size_t k = 0; k < now->n_chain && n < CHAT_BC_CHAIN; k++) {
+            if (now->chain[k].kind == CHAT_BC_ACL_FILE) {
+                old->chain[n++] = now->chain[k];
+            }
+        }
+        old->n_chain = n;
+        old->verified = old->verified && now->verified;
     }
+    if (!same) {
+        for (size_t i = 0; i < b->conf->n_listeners; i++) {
+            b->conf->listeners[i].verified = false;
+        }
+    }
+    free(fresh);
     load_acl_files(b);
     make_views(pl, true);
     chat_broker_log(pl);

@@ -11,18 +11,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define INCLUDE_DEPTH 4 /* include_dir inside an included file, and so on */
-#define LOADS_MAX 32    /* plugin_load names kept (2.1) */
+#define LOADS_MAX 32 /* plugin_load names kept (2.1) */
 
 /* The security options of one scope as the file sets them. */
 struct scope {
     struct chat_bc_checker plugins[CHAT_BC_CHAIN];
+    unsigned seq[CHAT_BC_CHAIN]; /* each plugin's place in the broker's load order */
     size_t n_plugins;
     bool cut;
     char acl_file[CHAT_BC_PATH]; /* "" when none */
     bool acl_truncated;
     bool auth;         /* password_file or psk_file */
     bool tls_identity; /* use_identity_as_username / use_subject_as_username */
+    bool require_cert; /* require_certificate true */
+    bool tls_files;    /* certfile, cafile or capath */
+    bool psk_hint;     /* a PSK listener: the identity is the psk_file's */
     bool set;          /* some option made the default listener exist */
 };
 
@@ -33,12 +36,15 @@ struct parse {
     struct scope dflt;                   /* the default listener's own lines */
     struct scope own[CHAT_BC_LISTENERS]; /* each explicit listener's own lines */
     int port[CHAT_BC_LISTENERS];
-    size_t n;         /* explicit listeners */
-    bool in_listener; /* a `listener` line was seen */
-    int default_port; /* `port`, 0 when not set */
+    size_t n;          /* explicit listeners */
+    struct scope *cur; /* the listener the lines set: one of own[], or dflt */
+    bool v21;          /* 2.1's syntax and rules (broker.c knows the version) */
+    int default_port;  /* `port`, 0 when not set */
+    unsigned seq;      /* plugin, auth_plugin, global_plugin and plugin_load lines so far */
     struct {
         char name[64];
         char path[CHAT_BC_PATH];
+        unsigned seq;
     } loads[LOADS_MAX];
     size_t n_loads;
 };
@@ -58,10 +64,10 @@ static bool is_true(const char *arg)
 }
 
 /* The scope whose own lines this is: the current listener's, or the default
- * listener's before the first `listener` line. */
+ * listener's before the first `listener` line (and, on 2.1, after `port`). */
 static struct scope *listener_scope(struct parse *p)
 {
-    return p->in_listener ? &p->own[p->n - 1] : &p->dflt;
+    return p->cur;
 }
 
 /* Where a security option (password_file, acl_file, plugin ...) goes. */
@@ -82,7 +88,7 @@ static enum chat_bc_kind plugin_kind(const char *path, const char *self)
                                                                                 : CHAT_BC_PLUGIN;
 }
 
-static void add_plugin(struct parse *p, struct scope *s, const char *path)
+static void add_plugin(struct parse *p, struct scope *s, const char *path, unsigned seq)
 {
     enum chat_bc_kind kind = plugin_kind(path, p->self);
     p->bc->chat_lines += kind == CHAT_BC_CHAT;
@@ -90,6 +96,7 @@ static void add_plugin(struct parse *p, struct scope *s, const char *path)
         s->cut = true;
         return;
     }
+    s->seq[s->n_plugins] = seq;
     struct chat_bc_checker *c = &s->plugins[s->n_plugins++];
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
@@ -165,6 +172,53 @@ static void scan_dir(struct parse *p, const char *dir, int depth)
     free(names);
 }
 
+/* Options that configure a listener: before the first `listener` line
+ * (or, on 2.1, after `port`) they make the broker open its default
+ * listener (2.0's config__read checks the default listener's fields; 2.1
+ * calls config__create_default_listener). A word missing here that does is
+ * a listener the scan would miss: the list errs towards more. */
+static const char *const listener_words[] = {"accept_protocol_versions",
+                                             "allow_zero_length_clientid",
+                                             "bind_interface",
+                                             "cafile",
+                                             "capath",
+                                             "certfile",
+                                             "ciphers",
+                                             "ciphers_tls13",
+                                             "crlfile",
+                                             "dhparamfile",
+                                             "enable_proxy_protocol",
+                                             "http_dir",
+                                             "keyfile",
+                                             "listener_allow_anonymous",
+                                             "max_connections",
+                                             "max_qos",
+                                             "max_topic_alias",
+                                             "mount_point",
+                                             "protocol",
+                                             "psk_hint",
+                                             "require_certificate",
+                                             "socket_domain",
+                                             "tls_engine",
+                                             "tls_engine_kpass_sha1",
+                                             "tls_keyform",
+                                             "tls_version",
+                                             "use_identity_as_username",
+                                             "use_subject_as_username",
+                                             "use_username_as_clientid",
+                                             "websockets_headers_size",
+                                             NULL};
+
+static bool is_listener_word(const char *word)
+{
+    for (const char *const *w = listener_words; *w; w++) {
+        if (!strcmp(*w, word)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 static void scan_line(struct parse *p, const char *word, const char *arg, int depth)
 {
     struct chat_broker_conf *bc = p->bc;
@@ -178,52 +232,75 @@ static void scan_line(struct parse *p, const char *word, const char *arg, int de
         }
         p->port[p->n] = atoi(arg);
         memset(&p->own[p->n], 0, sizeof(p->own[p->n]));
+        p->cur = &p->own[p->n];
         p->n++;
-        p->in_listener = true;
-    } else if (!strcmp(word, "port") && !p->in_listener) {
-        p->default_port = atoi(arg);
+    } else if (!strcmp(word, "port") || !strcmp(word, "bind_address")) {
+        /* Anywhere in the file, they make the default listener; on 2.1 the
+         * lines after them set it, as after a `listener` line. */
+        if (!strcmp(word, "port")) {
+            p->default_port = atoi(arg);
+        }
         p->dflt.set = true;
-    } else if (!strcmp(word, "bind_address") && !p->in_listener) {
-        p->dflt.set = true;
+        if (p->v21) {
+            p->cur = &p->dflt;
+        }
+    } else if (is_listener_word(word)) {
+        struct scope *s = listener_scope(p);
+        s->set = true;
+        if ((!strcmp(word, "use_identity_as_username") ||
+             !strcmp(word, "use_subject_as_username")) &&
+            is_true(arg)) {
+            s->tls_identity = true;
+        } else if (!strcmp(word, "require_certificate")) {
+            s->require_cert = is_true(arg);
+        } else if (!strcmp(word, "certfile") || !strcmp(word, "cafile") ||
+                   !strcmp(word, "capath")) {
+            s->tls_files = true;
+        } else if (!strcmp(word, "psk_hint")) {
+            s->psk_hint = true;
+        }
     } else if (!strcmp(word, "acl_file") && arg[0]) {
         struct scope *s = security_scope(p);
         s->acl_truncated = strlen(arg) >= sizeof(s->acl_file);
         snprintf(s->acl_file, sizeof(s->acl_file), "%s", arg);
-    } else if (!strcmp(word, "password_file") || !strcmp(word, "psk_file")) {
+        s->set = true;
+    } else if (!strcmp(word, "password_file")) {
         struct scope *s = security_scope(p);
         s->auth = true;
         s->set = true;
-    } else if ((!strcmp(word, "use_identity_as_username") ||
-                !strcmp(word, "use_subject_as_username")) &&
-               is_true(arg)) {
-        struct scope *s = listener_scope(p);
-        s->tls_identity = true;
-        s->set = true;
+    } else if (!strcmp(word, "psk_file")) {
+        /* A psk_file checks PSK identities, not the usernames of CONNECT
+         * (security_default.c registers no username check for it): only a
+         * PSK listener's use_identity_as_username makes the identity one. */
+        security_scope(p)->set = true;
     } else if (!strcmp(word, "plugin") || !strcmp(word, "auth_plugin")) {
-        add_plugin(p, security_scope(p), arg);
+        add_plugin(p, security_scope(p), arg, ++p->seq);
     } else if (!strcmp(word, "global_plugin")) {
-        add_plugin(p, &p->global, arg);
+        add_plugin(p, &p->global, arg, ++p->seq);
     } else if (!strcmp(word, "plugin_load")) {
-        /* 2.1: "plugin_load <name> <path>", loaded only where used. */
+        /* 2.1: "plugin_load <name> <path>", loaded (and its callbacks
+         * registered) in the order of these lines, only where used. */
         char name[64], path[CHAT_BC_PATH];
+        unsigned seq = ++p->seq;
         if (p->n_loads < LOADS_MAX && sscanf(arg, "%63s %511[^\r\n]", name, path) == 2) {
             snprintf(p->loads[p->n_loads].name, sizeof(p->loads[0].name), "%s", name);
             snprintf(p->loads[p->n_loads].path, sizeof(p->loads[0].path), "%s", path);
+            p->loads[p->n_loads].seq = seq;
             p->n_loads++;
         }
-    } else if (!strcmp(word, "plugin_use") && p->in_listener) {
+    } else if (!strcmp(word, "plugin_use") && p->n > 0) {
         for (size_t i = 0; i < p->n_loads; i++) {
             if (!strcmp(p->loads[i].name, arg)) {
-                add_plugin(p, listener_scope(p), p->loads[i].path);
+                add_plugin(p, listener_scope(p), p->loads[i].path, p->loads[i].seq);
             }
         }
     } else if (!strcmp(word, "sys_interval")) {
         long secs = strtol(arg, NULL, 10);
         bc->sys_interval = secs > 0 ? (secs < INT_MAX ? (int)secs : INT_MAX) : 0;
-    } else if ((!strcmp(word, "include_dir") && arg[0])) {
-        if (depth + 1 < INCLUDE_DEPTH) {
-            scan_dir(p, arg, depth);
-        }
+    } else if (!strcmp(word, "include_dir") && arg[0] && depth == 0) {
+        /* Only from the main file: 2.0 ignores an include_dir in an included
+         * file, 2.1 refuses it (and the broker does not start). */
+        scan_dir(p, arg, depth);
     }
 }
 
@@ -273,12 +350,22 @@ static void scan_file(struct parse *p, const char *path, int depth)
  * acl_file, registered after every plugin. */
 static void chain_add(struct chat_bc_listener *l, const struct scope *s)
 {
-    for (size_t i = 0; i < s->n_plugins; i++) {
+    /* In load order: the broker registers a plugin's callbacks when it
+     * initialises it (2.1's plugin_use lines do not reorder them). */
+    bool taken[CHAT_BC_CHAIN] = {false};
+    for (size_t n = 0; n < s->n_plugins; n++) {
+        size_t best = CHAT_BC_CHAIN;
+        for (size_t i = 0; i < s->n_plugins; i++) {
+            if (!taken[i] && (best == CHAT_BC_CHAIN || s->seq[i] < s->seq[best])) {
+                best = i;
+            }
+        }
+        taken[best] = true;
         if (l->n_chain == CHAT_BC_CHAIN) {
             l->chain_cut = true;
             return;
         }
-        l->chain[l->n_chain++] = s->plugins[i];
+        l->chain[l->n_chain++] = s->plugins[best];
     }
     l->chain_cut |= s->cut;
     if (s->acl_file[0]) {
@@ -301,15 +388,22 @@ static void finish_listener(struct chat_bc_listener *l, const struct scope *glob
     l->chat_pos = -1;
     bool auth_plugin = false;
     for (size_t i = 0; i < l->n_chain; i++) {
-        if (l->chain[i].kind == CHAT_BC_CHAT && l->chat_pos < 0) {
-            l->chat_pos = (int)i;
+        if (l->chain[i].kind == CHAT_BC_CHAT) {
+            l->chats++;
+            if (l->chat_pos < 0) {
+                l->chat_pos = (int)i;
+            }
         }
         auth_plugin = auth_plugin || l->chain[i].authenticates;
     }
-    l->verified = global->auth || own->auth || own->tls_identity || auth_plugin;
+    /* A TLS identity is a username only where the listener has one: a
+     * client certificate it requires, or PSK. */
+    bool identity = own->tls_identity && ((own->require_cert && own->tls_files) || own->psk_hint);
+    l->verified = global->auth || own->auth || identity || auth_plugin;
 }
 
-bool chat_broker_conf_read(const char *conf, const char *self, struct chat_broker_conf *bc)
+bool chat_broker_conf_read(const char *conf, const char *self, bool v21,
+                           struct chat_broker_conf *bc)
 {
     struct parse *p = calloc(1, sizeof(*p));
 
@@ -322,6 +416,8 @@ bool chat_broker_conf_read(const char *conf, const char *self, struct chat_broke
     }
     p->bc = bc;
     p->self = self ? self : "";
+    p->v21 = v21;
+    p->cur = &p->dflt;
     scan_file(p, conf, 0);
     for (size_t i = 0; i < p->n; i++) {
         struct chat_bc_listener *l = &bc->listeners[bc->n_listeners++];
@@ -343,7 +439,7 @@ bool chat_broker_conf_read(const char *conf, const char *self, struct chat_broke
     return bc->readable;
 }
 
-bool chat_broker_conf_scan(struct chat_broker_conf *bc)
+bool chat_broker_conf_scan(bool v21, struct chat_broker_conf *bc)
 {
     char args[8192];
     char self[PATH_MAX] = "";
@@ -385,7 +481,7 @@ bool chat_broker_conf_scan(struct chat_broker_conf *bc)
     if (dladdr(&anchor, &info) && info.dli_fname && !realpath(info.dli_fname, self)) {
         self[0] = '\0';
     }
-    return chat_broker_conf_read(conf, self, bc);
+    return chat_broker_conf_read(conf, self, v21, bc);
 }
 
 bool chat_bc_others(const struct chat_bc_listener *l)
@@ -421,6 +517,14 @@ const char *chat_broker_conf_refusal(const struct chat_broker_conf *bc, char *bu
                      "listener its own plugins), so its clients would use the chat topics "
                      "unchecked: add mosquitto-chat's plugin line under every listener, or on "
                      "Mosquitto 2.1 load it once with global_plugin",
+                     where);
+            return buf;
+        }
+        if (l->chats > 1) {
+            snprintf(buf, len,
+                     "mosquitto-chat is loaded more than once for %s (two plugin lines, a link "
+                     "to it, or global_plugin and a listener's plugin line): every event would "
+                     "be handled twice; load it once per listener",
                      where);
             return buf;
         }

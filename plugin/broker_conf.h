@@ -60,6 +60,7 @@ struct chat_bc_listener {
                        identity, a plugin known to (not any plugin: one that
                        checks only access would leave usernames unchecked) */
     int chat_pos;   /* ours in chain[], -1 when absent */
+    unsigned chats; /* how many times ours is in chain[] (more than once: refused) */
 };
 
 struct chat_broker_conf {
@@ -76,15 +77,18 @@ struct chat_broker_conf {
 
 /* Reads the configuration file conf (and what it includes) into bc, with
  * self the real path of mosquitto-chat's own .so (to recognise its plugin
- * lines; "" when unknown). Returns false when a file could not be read, as
- * bc->readable says; bc is then what was read before. */
-bool chat_broker_conf_read(const char *conf, const char *self, struct chat_broker_conf *bc);
+ * lines; "" when unknown), by 2.1's rules where v21 (`port` switches the
+ * lines that follow to the default listener). Returns false when a file
+ * could not be read, as bc->readable says; bc is then what was read
+ * before. */
+bool chat_broker_conf_read(const char *conf, const char *self, bool v21,
+                           struct chat_broker_conf *bc);
 
 /* chat_broker_conf_read for the broker this plugin runs in: the file named by
  * -c on its command line and the .so this code is in. No -c: the broker runs
  * with its defaults and no plugin line (a test harness loading us): bc says
  * one listener with mosquitto-chat alone. */
-bool chat_broker_conf_scan(struct chat_broker_conf *bc);
+bool chat_broker_conf_scan(bool v21, struct chat_broker_conf *bc);
 
 /* Why mosquitto-chat must not run in this configuration (another checker
  * before it for some listener, a listener without it, too many listeners),

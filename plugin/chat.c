@@ -161,7 +161,6 @@ int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev)
     size_t glen = 0;
     char group[CHAT_GROUP_MAX + 1];
 
-    chat_tick_from_event(pl);
     enum chat_topic_kind kind = chat_topic_parse(&pl->cfg, ev->topic, &g, &glen);
     if (kind == CHAT_TOPIC_NONE) {
         return MOSQ_ERR_SUCCESS;
@@ -267,6 +266,47 @@ void chat_client_back(struct chat_plugin *pl, struct mosquitto *client)
      * (CHAT_DO_DELIVER): what it missed comes by catch-up, once. */
     if (id) {
         chat_peer_each_group(pl, id, back_group, &b);
+    }
+}
+
+/* chat_client_resume's walk over the member's groups. */
+struct resume {
+    struct chat_plugin *pl;
+    struct mosquitto *client;
+    const char *member;
+    const char *device;
+    unsigned left; /* groups it may still look at */
+};
+
+static int resume_group(void *ctx, const char *group, uint64_t joined)
+{
+    struct resume *r = ctx;
+    uint64_t cursor = 0;
+    bool found = false;
+    (void)joined;
+    if (r->left-- == 0) {
+        return 1;
+    }
+    chat_err rc = chat_store_cursor_get(r->pl->store, group, r->member, r->device, &cursor, &found);
+    if (rc == CHAT_OK && found) {
+        chat_replay_start(r->pl, r->client, group);
+    }
+    return 0;
+}
+
+void chat_client_resume(struct chat_plugin *pl, struct mosquitto *client)
+{
+    char member[CHAT_MEMBER_BUF];
+    const char *device = mosquitto_client_id(client);
+    if (!pl->cfg.replay || !device || chat_member(pl, client, member)) {
+        return;
+    }
+    /* A cursor says the device read the group before; its catch-up is its
+     * own. Bounded as a device's subscriptions are (1024 groups). */
+    struct resume r = {pl, client, member, device, 1024};
+    chat_err rc = chat_store_member_groups(pl->store, member, resume_group, &r);
+    if (rc != CHAT_OK) {
+        chat_log_store_error(pl, rc, "groups of %s for the catch-up of %s", member, device);
     }
 }
 
@@ -437,7 +477,6 @@ int chat_on_acl(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev)
         /* Our own question (verdict.c): the other checkers answer it. */
         return MOSQ_ERR_PLUGIN_DEFER;
     }
-    chat_tick_from_event(pl);
     int pass = chat_access_pass(pl, ev->client);
     if (!ev->topic) {
         return pass;

@@ -6,10 +6,11 @@
  * Invariants, by name (the code cites them so):
  *   kept-sessions: A peer exists while its client is connected, or, for a
  *      persistent session that went offline, while it has pending
- *      subscriptions, chat groups or pushes, and fewer than MAX_GONE such
- *      peers are kept: its session keeps its subscriptions at the broker, so
- *      live delivery must keep passing our read check, and its catch-up must
- *      restart, when it comes back without subscribing again. While away,
+ *      subscriptions, chat groups or pushes: its session keeps its
+ *      subscriptions at the broker, so live delivery must keep passing our
+ *      read check, and its catch-up must restart, when it comes back without
+ *      subscribing again. At most MAX_GONE are kept away, in the order they
+ *      went (oldest..newest): a new one makes the oldest go. While away,
  *      offline is the connection it left (the broker checks deliveries to it
  *      to queue them); NULL once another connection took the session over.
  *   subs-set: A peer's chat groups (subs) are a set of at most MAX_SUBS.
@@ -37,8 +38,9 @@
 /* The table: every peer by client id, and how many are disconnected
  * persistent sessions (invariant kept-sessions). */
 struct chat_peers {
-    chat_hmap *map; /* client id -> struct chat_peer */
-    unsigned gone;  /* peers kept for disconnected persistent sessions */
+    chat_hmap *map;                    /* client id -> struct chat_peer */
+    unsigned gone;                     /* peers kept for disconnected persistent sessions */
+    struct chat_peer *oldest, *newest; /* those, in the order they went away */
 };
 
 struct chat_peer {
@@ -47,6 +49,7 @@ struct chat_peer {
     bool pushes;        /* subscribed to the response topic */
     bool connected;
     const struct mosquitto *offline; /* see kept-sessions */
+    struct chat_peer *older, *newer; /* the list of peers away (not connected) */
     int64_t budget;                  /* bytes; see budget-bound */
     int64_t budget_ms;               /* when budget was last brought up to date */
     int64_t err_sec;                 /* the second in which errs were counted */
@@ -179,10 +182,40 @@ void chat_pending_forget_group(struct chat_plugin *pl, const char *group)
     chat_hmap_foreach(pl->peers->map, forget_group_cb, (void *)group);
 }
 
+/* Links p, gone away, as the newest of the peers away. */
+static void away_link(struct chat_peers *t, struct chat_peer *p)
+{
+    p->older = t->newest;
+    p->newer = NULL;
+    if (t->newest) {
+        t->newest->newer = p;
+    } else {
+        t->oldest = p;
+    }
+    t->newest = p;
+    t->gone++;
+}
+
+static void away_unlink(struct chat_peers *t, struct chat_peer *p)
+{
+    if (p->older) {
+        p->older->newer = p->newer;
+    } else {
+        t->oldest = p->newer;
+    }
+    if (p->newer) {
+        p->newer->older = p->older;
+    } else {
+        t->newest = p->older;
+    }
+    p->older = p->newer = NULL;
+    t->gone--;
+}
+
 static void peer_remove(struct chat_plugin *pl, struct chat_peer *p)
 {
     if (!p->connected) {
-        pl->peers->gone--;
+        away_unlink(pl->peers, p);
     }
     chat_hmap_remove(pl->peers->map, p->id, p->id_len);
     peer_free(p);
@@ -283,13 +316,19 @@ void chat_peer_disconnected(struct chat_plugin *pl, const struct mosquitto *clie
     } else if (!p->connected) {
         return;
     }
-    if (how == CHAT_GONE_ENDED || !keeps_something(p) || pl->peers->gone >= MAX_GONE) {
+    if (how == CHAT_GONE_ENDED || !keeps_something(p)) {
         peer_remove(pl, p);
         return;
     }
+    /* kept-sessions: the one away longest makes room. Forgotten, it is
+     * caught up from its cursors when it comes back (chat_peer_note), and
+     * the broker may queue for it meanwhile. */
+    if (pl->peers->gone >= MAX_GONE && pl->peers->oldest) {
+        peer_remove(pl, pl->peers->oldest);
+    }
     p->connected = false;
     p->offline = how == CHAT_GONE_OFFLINE ? client : NULL;
-    pl->peers->gone++;
+    away_link(pl->peers, p);
 }
 
 bool chat_peer_offline(struct chat_plugin *pl, const struct mosquitto *client)
@@ -299,11 +338,15 @@ bool chat_peer_offline(struct chat_plugin *pl, const struct mosquitto *client)
     return p && !p->connected && p->offline == client;
 }
 
-bool chat_peer_back(struct chat_plugin *pl, const struct mosquitto *client)
+bool chat_peer_back(struct chat_plugin *pl, const struct mosquitto *client, bool own)
 {
     const char *id = mosquitto_client_id(client);
     struct chat_peer *p = id ? peer_get(pl, id, false) : NULL;
-    if (!p || p->connected || p->offline == client) {
+    /* A delivery to the very connection the session left is the broker
+     * queueing for it; anything the client does itself is a connection,
+     * even at the same address (a session that expired unseen, its
+     * memory given to the next connection of the client id). */
+    if (!p || p->connected || (p->offline == client && !own)) {
         return false;
     }
     if (mosquitto_client_clean_session(client)) {
@@ -312,10 +355,16 @@ bool chat_peer_back(struct chat_plugin *pl, const struct mosquitto *client)
         peer_remove(pl, p);
         return false;
     }
+    away_unlink(pl->peers, p);
     p->connected = true;
     p->offline = NULL;
-    pl->peers->gone--;
     return true;
+}
+
+bool chat_peer_note(struct chat_plugin *pl, const struct mosquitto *client)
+{
+    const char *id = mosquitto_client_id(client);
+    return id && !peer_get(pl, id, false) && peer_get(pl, id, true) != NULL;
 }
 
 /* ===========================================================================

@@ -49,20 +49,47 @@ struct chat_evt_connect {
 };
 #define CHAT_RC_TAKEN_OVER 142
 
+/* The start of an event from the broker: the periodic work that runs from
+ * events while the broker sends no tick (any client's, so before the
+ * event's listener is known), then the listener the event came through. */
 static struct chat_plugin *enter(void *userdata)
 {
     struct chat_instance *in = userdata;
+    chat_broker_set_current(in->pl, -1);
+    chat_tick_from_event(in->pl);
     chat_broker_set_current(in->pl, in->listener);
     return in->pl;
 }
 
-/* A client's event: a persistent session that comes back without
- * subscribing again (its new connection's first event, or 2.1's connect)
- * gets its catch-up and presence again. */
-static void seen(struct chat_plugin *pl, struct mosquitto *client)
+/* The end of it: nothing after it runs as that listener's. */
+static int leave(struct chat_plugin *pl, int rc)
 {
-    if (client && chat_peer_back(pl, client)) {
+    chat_broker_set_current(pl, -1);
+    return rc;
+}
+
+/* An event of client (own: its own doing, a publish, a subscribe, a
+ * request, a connect; else a delivery to it, which the broker also asks
+ * for a session away, to queue it): a persistent session that comes back
+ * without subscribing again gets its catch-up and presence again; one the
+ * plugin does not know (the broker restarted, or it was forgotten) gets the
+ * catch-up of the groups it has cursors in. */
+static void seen(struct chat_plugin *pl, struct mosquitto *client, bool own)
+{
+    const char *id = client ? mosquitto_client_id(client) : NULL;
+    if (!id) {
+        return;
+    }
+    if (chat_peer_back(pl, client, own)) {
         chat_client_back(pl, client);
+        return;
+    }
+    /* A delivery alone proves a connection only where the connection was
+     * made in this process: a session the broker restored from its
+     * persistence has no address until its client connects. */
+    if (!mosquitto_client_clean_session(client) && !chat_peer_known(pl, id) &&
+        (own || mosquitto_client_address(client)) && chat_peer_note(pl, client)) {
+        chat_client_resume(pl, client);
     }
 }
 
@@ -76,11 +103,15 @@ static int on_acl(int event, void *event_data, void *userdata)
          * of ours, and no state of the plugin may be touched there. */
         return CHAT_PLUGIN_IGNORE;
     }
-    struct chat_plugin *pl = enter(userdata);
-    if (!chat_verdict_probing(pl)) {
-        seen(pl, ev->client);
+    struct chat_plugin *pl = in->pl;
+    if (chat_verdict_probing(pl)) {
+        /* Our own question (verdict.c), inside an event: the other
+         * checkers answer it. */
+        return MOSQ_ERR_PLUGIN_DEFER;
     }
-    return chat_on_acl(pl, ev);
+    pl = enter(userdata);
+    seen(pl, ev->client, ev->access != MOSQ_ACL_READ);
+    return leave(pl, chat_on_acl(pl, ev));
 }
 
 static int on_message(int event, void *event_data, void *userdata)
@@ -88,8 +119,8 @@ static int on_message(int event, void *event_data, void *userdata)
     struct chat_plugin *pl = enter(userdata);
     struct mosquitto_evt_message *ev = event_data;
     (void)event;
-    seen(pl, ev->client);
-    return chat_on_message(pl, ev);
+    seen(pl, ev->client, true);
+    return leave(pl, chat_on_message(pl, ev));
 }
 
 static int on_control(int event, void *event_data, void *userdata)
@@ -97,8 +128,8 @@ static int on_control(int event, void *event_data, void *userdata)
     struct chat_plugin *pl = enter(userdata);
     struct mosquitto_evt_control *ev = event_data;
     (void)event;
-    seen(pl, ev->client);
-    return chat_on_control(pl, ev);
+    seen(pl, ev->client, true);
+    return leave(pl, chat_on_control(pl, ev));
 }
 
 static int on_tick(int event, void *event_data, void *userdata)
@@ -108,7 +139,7 @@ static int on_tick(int event, void *event_data, void *userdata)
     (void)event_data;
     chat_broker_set_current(pl, -1);
     chat_tick_from_broker(pl);
-    return MOSQ_ERR_SUCCESS;
+    return leave(pl, MOSQ_ERR_SUCCESS);
 }
 
 /* A client went away (how): it is offline for presence, its catch-up
@@ -124,7 +155,6 @@ static void client_gone(struct chat_plugin *pl, struct mosquitto *client, enum c
         chat_peer_disconnected(pl, client, how);
     }
     chat_broker_set_current(pl, -1);
-    chat_tick_from_event(pl);
 }
 
 static int on_disconnect(int event, void *event_data, void *userdata)
@@ -141,11 +171,15 @@ static int on_disconnect(int event, void *event_data, void *userdata)
         /* 2.0: the connection a persistent session left, closed as the
          * session resumes in a new one. */
         how = CHAT_GONE_REPLACED;
-    } else if (!mosquitto_client_clean_session(ev->client)) {
+    } else if (!mosquitto_client_clean_session(ev->client) ||
+               mosquitto_client_protocol_version(ev->client) == 5) {
+        /* 2.0 shows an MQTT 5 client's Clean Start, not whether its session
+         * outlives the connection (its Session Expiry Interval): kept as
+         * away, which a clean start forgets when it comes back. */
         how = CHAT_GONE_OFFLINE;
     }
     client_gone(pl, ev->client, how);
-    return MOSQ_ERR_SUCCESS;
+    return leave(pl, MOSQ_ERR_SUCCESS);
 }
 
 /* 2.1 on: a client whose session outlives its connection went away (2.1
@@ -156,7 +190,7 @@ static int on_client_offline(int event, void *event_data, void *userdata)
     struct chat_evt_client_offline *ev = event_data;
     (void)event;
     client_gone(pl, ev->client, CHAT_GONE_OFFLINE);
-    return MOSQ_ERR_SUCCESS;
+    return leave(pl, MOSQ_ERR_SUCCESS);
 }
 
 /* 2.1 on: a client connected (authenticated, its session resumed). */
@@ -165,8 +199,8 @@ static int on_connect(int event, void *event_data, void *userdata)
     struct chat_plugin *pl = enter(userdata);
     struct chat_evt_connect *ev = event_data;
     (void)event;
-    seen(pl, ev->client);
-    return MOSQ_ERR_SUCCESS;
+    seen(pl, ev->client, true);
+    return leave(pl, MOSQ_ERR_SUCCESS);
 }
 
 /* SIGHUP: the broker reads its configuration again, then re-registers its
@@ -181,7 +215,7 @@ static int on_reload(int event, void *event_data, void *userdata)
     chat_broker_reload(pl);
     pl->cfg.sys_interval = chat_broker_sys_interval(pl);
     chat_verdict_changed(pl);
-    return g_reload_go_on;
+    return leave(pl, g_reload_go_on);
 }
 
 enum reg_flags {

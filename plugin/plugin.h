@@ -281,6 +281,11 @@ const char *chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, con
  * (chat_peer_back): its groups' catch-up and presence start again. */
 void chat_client_back(struct chat_plugin *pl, struct mosquitto *client);
 
+/* A persistent session the peer table does not know (the broker restarted,
+ * or it was forgotten to make room): the catch-up of every group of its
+ * member in which this device has a cursor starts. */
+void chat_client_resume(struct chat_plugin *pl, struct mosquitto *client);
+
 /* envelope_cache.c: the envelope stored last, for its deliveries' read
  * checks */
 
@@ -420,13 +425,18 @@ void chat_peer_disconnected(struct chat_plugin *pl, const struct mosquitto *clie
  * broker still checks deliveries to it, to queue them). */
 bool chat_peer_offline(struct chat_plugin *pl, const struct mosquitto *client);
 
-/* Called with every event of a client: true once when client is a
- * persistent session come back (a new connection of an offline peer's
- * client id that resumes it); the caller then restarts what it had
- * (chat_peer_each_group). A new connection that starts clean ends the
- * session away instead (the broker dropped it): false, and it is
+/* Called with every event of a client (own: one of its own doing, not a
+ * delivery to it): true once when client is a persistent session come back
+ * (a new connection of an offline peer's client id that resumes it; a
+ * delivery to the connection it left is not one); the caller then restarts
+ * what it had (chat_peer_each_group). A new connection that starts clean
+ * ends the session away instead (the broker dropped it): false, and it is
  * forgotten. */
-bool chat_peer_back(struct chat_plugin *pl, const struct mosquitto *client);
+bool chat_peer_back(struct chat_plugin *pl, const struct mosquitto *client, bool own);
+
+/* Makes a peer for client, connected, when it has none: true when it made
+ * one (the first event of a persistent session the table does not know). */
+bool chat_peer_note(struct chat_plugin *pl, const struct mosquitto *client);
 
 /* May the client be sent another answer? The plugin cannot see how much of
  * what it sent a client has read, so answers draw on a budget that refills

@@ -325,6 +325,7 @@ static void test_session_away(void **state)
     struct plugin_fixture *fx = *state;
     struct mosquitto old = plugin_client("phone", "alice");
     struct mosquitto now = plugin_client("phone", "alice");
+    old.clean_session = now.clean_session = false; /* a persistent session */
     place(fx, ALONE, true);
     assert_int_equal(chat_store_member_add(fx->pl.store, "room", "alice", NULL), CHAT_OK);
     chat_peer_subscribed(&fx->pl, "phone", "room", true);
@@ -333,7 +334,7 @@ static void test_session_away(void **state)
     chat_peer_disconnected(&fx->pl, &old, CHAT_GONE_OFFLINE);
     assert_int_equal(chat_access_decide(&fx->pl, &old, "room", CHAT_DO_DELIVER).verdict, CHAT_DENY);
     /* Its new connection gets what the live flow brings. */
-    assert_true(chat_peer_back(&fx->pl, &now));
+    assert_true(chat_peer_back(&fx->pl, &now, false));
     assert_int_equal(chat_access_decide(&fx->pl, &now, "room", CHAT_DO_DELIVER).verdict,
                      CHAT_ALLOW);
 }

@@ -78,7 +78,7 @@ static struct chat_broker_conf *read_conf(const struct tmp *t, const char *text)
 {
     static struct chat_broker_conf bc;
     const char *path = write_conf(t, t->dir, "mosquitto.conf", text);
-    assert_true(chat_broker_conf_read(path, t->self, &bc));
+    assert_true(chat_broker_conf_read(path, t->self, false, &bc));
     return &bc;
 }
 
@@ -109,7 +109,10 @@ void test_conf_listeners(void **state)
         {"listener 1883\nplugin SELF\n", "C", "1883", "0", NULL},
         {"plugin SELF\nacl_file /etc/acl\nlistener 1883\n", "CA", "1883", "0", NULL},
         {"plugin SELF\npassword_file /p\nlistener 1883\n", "C", "1883", "1", NULL},
-        {"plugin SELF\npsk_file /p\nlistener 1883\n", "C", "1883", "1", NULL},
+        /* A psk_file checks PSK identities, not usernames. */
+        {"plugin SELF\npsk_file /p\nlistener 1883\n", "C", "1883", "0", NULL},
+        {"plugin SELF\npsk_file /p\nlistener 8883\npsk_hint h\nuse_identity_as_username true\n",
+         "C", "8883", "1", NULL},
         /* dynamic-security after us: it defers to nothing we know, and
          * authenticates. */
         {"plugin SELF\nplugin /usr/lib/mosquitto_dynamic_security.so\nlistener 1883\n", "CD",
@@ -124,10 +127,19 @@ void test_conf_listeners(void **state)
         {"plugin SELF\n", "C", "1883", "0", NULL},
         /* `port` makes the default listener, put last. */
         {"port 1885\nplugin SELF\nlistener 1886\n", "C|C", "1886|1885", "0|0", NULL},
-        /* TLS identities verify usernames on their listener only. */
-        {"plugin SELF\nlistener 1883\nlistener 8883\nuse_identity_as_username true\n", "C|C",
-         "1883|8883", "0|1", NULL},
+        /* TLS identities verify usernames on their listener only, and only
+         * where it requires client certificates. */
+        {"plugin SELF\nlistener 1883\nlistener 8883\ncafile /ca\nrequire_certificate "
+         "true\nuse_identity_as_username true\n",
+         "C|C", "1883|8883", "0|1", NULL},
+        {"plugin SELF\nlistener 8883\nuse_identity_as_username true\n", "C", "8883", "0", NULL},
         {"plugin SELF\nlistener 8883\nuse_subject_as_username truex\n", "C", "8883", "0", NULL},
+        /* Listener options before the first listener, or `port` and
+         * `bind_address` anywhere, make the default listener too. */
+        {"max_connections 1000\nplugin SELF\nlistener 8883\n", "C|C", "8883|1883", "0|0", NULL},
+        {"plugin SELF\nlistener 8883\nport 1884\n", "C|C", "8883|1884", "0|0", NULL},
+        {"per_listener_settings true\nsocket_domain ipv4\nlistener 8883\nplugin SELF\n", "C|",
+         "8883|1883", "0|0", "the default listener, port 1883 does not load mosquitto-chat"},
         /* per_listener_settings: each listener its own list. */
         {"per_listener_settings true\nlistener 1883\nplugin SELF\nlistener 1884\nplugin "
          "SELF\npassword_file /p\n",
@@ -145,6 +157,17 @@ void test_conf_listeners(void **state)
          "CP", "1883", "0", NULL},
         {"plugin_load chat SELF\nacl_file /a\nlistener 1883\nplugin_use chat\n", "AC", "1883", "0",
          "acl_file \"/a\" answers the access checks of listener 1883"},
+        /* 2.1 registers plugins in plugin_load order, not plugin_use order. */
+        {"plugin_load ds /usr/lib/mosquitto_dynamic_security.so\nplugin_load chat "
+         "SELF\nlistener 1883\nplugin_use chat\nplugin_use ds\n",
+         "DC", "1883", "1", "answers the access checks"},
+        {"plugin_load chat SELF\nplugin_load ds /usr/lib/mosquitto_dynamic_security.so\nlistener "
+         "1883\nplugin_use ds\nplugin_use chat\n",
+         "CD", "1883", "1", NULL},
+        /* Loaded twice for one listener: refused. */
+        {"plugin SELF\nplugin SELF\nlistener 1883\n", "CC", "1883", "0", "more than once"},
+        {"global_plugin SELF\nlistener 1883\nplugin_load c SELF\nplugin_use c\n", "CC", "1883", "0",
+         "more than once"},
         /* A plugin_load that no listener uses is never loaded. */
         {"plugin SELF\nplugin_load other /o.so\nlistener 1883\n", "C", "1883", "0", NULL},
         {"global_plugin /o.so\nlistener 1883\nplugin_load chat SELF\nplugin_use chat\n", "PC",
@@ -213,10 +236,17 @@ void test_conf_include_dir(void **state)
     bc = read_conf(t, text);
     assert_string_equal(chain(&bc->listeners[0]), "CP");
 
-    /* A directory that includes itself: the scan stops at a depth. */
-    write_conf(t, sub, "self.conf", text);
+    /* An include_dir in an included file: 2.0 ignores it (2.1 refuses to
+     * start), so its plugin lines count for nothing. */
+    char nested[128], nested_text[256];
+    snprintf(nested, sizeof(nested), "%s/nested.d", t->dir);
+    assert_int_equal(mkdir(nested, 0700), 0);
+    write_conf(t, nested, "chat.conf", "plugin /elsewhere/x.so\n");
+    snprintf(nested_text, sizeof(nested_text), "include_dir %s\n", nested);
+    write_conf(t, sub, "self.conf", nested_text);
     bc = read_conf(t, text);
     assert_true(bc->readable);
+    assert_string_equal(chain(&bc->listeners[0]), "CP");
 }
 
 void test_conf_unreadable(void **state)
@@ -227,19 +257,19 @@ void test_conf_unreadable(void **state)
     assert_non_null(bc);
 
     snprintf(missing, sizeof(missing), "%s/missing.conf", t->dir);
-    assert_false(chat_broker_conf_read(missing, t->self, bc));
+    assert_false(chat_broker_conf_read(missing, t->self, false, bc));
     assert_false(bc->readable);
     assert_int_equal(bc->err, ENOENT);
     assert_string_equal(bc->unreadable, missing);
 
     /* A directory opens but cannot be read as a file. */
-    assert_false(chat_broker_conf_read(t->dir, t->self, bc));
+    assert_false(chat_broker_conf_read(t->dir, t->self, false, bc));
     assert_int_equal(bc->err, EISDIR);
 
     /* The first unreadable path counts; what follows is still read. */
     snprintf(text, sizeof(text), "include_dir %s/nodir\nplugin SELF\nacl_file /x\n", t->dir);
     const char *path = write_conf(t, t->dir, "mosquitto.conf", text);
-    assert_false(chat_broker_conf_read(path, t->self, bc));
+    assert_false(chat_broker_conf_read(path, t->self, false, bc));
     assert_non_null(strstr(bc->unreadable, "/nodir"));
     assert_string_equal(chain(&bc->listeners[0]), "CA");
     free(bc);

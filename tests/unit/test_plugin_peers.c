@@ -222,13 +222,15 @@ static void test_persistent_sessions(void **state)
     assert_false(chat_peer_known(pl, "bare"));            /* nothing to keep */
     chat_peer_disconnected(pl, &keep, CHAT_GONE_OFFLINE); /* twice: no double count */
     assert_int_equal(chat_peers_gone(pl), 1);
-    /* Deliveries to the connection it left are what the broker would queue. */
+    /* Deliveries to the connection it left are what the broker would queue;
+     * anything it does itself there is a connection (a session that expired
+     * unseen, its memory reused by the next connection of its id). */
     assert_true(chat_peer_offline(pl, &keep));
-    assert_false(chat_peer_back(pl, &keep));
+    assert_false(chat_peer_back(pl, &keep, false));
     /* It comes back in a new connection: connected again, once. */
     assert_false(chat_peer_offline(pl, &keep_again));
-    assert_true(chat_peer_back(pl, &keep_again));
-    assert_false(chat_peer_back(pl, &keep_again));
+    assert_true(chat_peer_back(pl, &keep_again, false));
+    assert_false(chat_peer_back(pl, &keep_again, false));
     assert_false(chat_peer_offline(pl, &keep));
     assert_int_equal(chat_peers_gone(pl), 0);
     assert_true(chat_pending_has(pl, "keep", "room1"));
@@ -253,11 +255,11 @@ static void test_replaced_sessions(void **state)
     chat_peer_disconnected(pl, &old, CHAT_GONE_REPLACED);
     assert_false(chat_peer_offline(pl, &old));
     assert_true(chat_peer_pushes(pl, "phone"));
-    assert_true(chat_peer_back(pl, &now));
+    assert_true(chat_peer_back(pl, &now, false));
     /* Taken over while connected: what the session keeps stays, and the new
      * connection is back. */
     chat_peer_disconnected(pl, &now, CHAT_GONE_REPLACED);
-    assert_true(chat_peer_back(pl, &old));
+    assert_true(chat_peer_back(pl, &old, false));
     assert_true(chat_peer_pushes(pl, "phone"));
     chat_peer_wants_pushes(pl, "phone", false);
     chat_peer_subscribed(pl, "phone", "room1", false);
@@ -266,7 +268,7 @@ static void test_replaced_sessions(void **state)
     chat_peer_subscribed(pl, "phone", "room1", true);
     chat_peer_disconnected(pl, &old, CHAT_GONE_OFFLINE);
     struct mosquitto clean = {.id = "phone", .clean_session = true};
-    assert_false(chat_peer_back(pl, &clean));
+    assert_false(chat_peer_back(pl, &clean, false));
     assert_false(chat_peer_known(pl, "phone"));
 }
 
@@ -274,7 +276,8 @@ static void test_persistent_cap(void **state)
 {
     struct chat_plugin *pl = *state;
     char id[32];
-    /* At most 10000 disconnected sessions are remembered. */
+    /* At most 10000 disconnected sessions are remembered: the one away
+     * longest makes room for the newest. */
     for (int i = 0; i < 10001; i++) {
         struct mosquitto c = {.id = id, .clean_session = false};
         snprintf(id, sizeof(id), "gone-%d", i);
@@ -282,9 +285,20 @@ static void test_persistent_cap(void **state)
         chat_peer_disconnected(pl, &c, CHAT_GONE_OFFLINE);
     }
     assert_int_equal(chat_peers_gone(pl), 10000);
-    assert_true(chat_pending_has(pl, "gone-9999", "room1"));
-    assert_false(chat_pending_has(pl, "gone-10000", "room1"));
+    assert_false(chat_pending_has(pl, "gone-0", "room1"));
+    assert_true(chat_pending_has(pl, "gone-1", "room1"));
+    assert_true(chat_pending_has(pl, "gone-10000", "room1"));
     assert_int_equal(chat_peers_count(pl), 10000);
+    /* One that comes back leaves the list; the next one away takes its
+     * place without pushing anyone out. */
+    struct mosquitto back = {.id = "gone-5000", .clean_session = false};
+    assert_true(chat_peer_back(pl, &back, true));
+    assert_int_equal(chat_peers_gone(pl), 9999);
+    struct mosquitto more = {.id = "gone-new", .clean_session = false};
+    chat_pending_add(pl, "gone-new", "room1");
+    chat_peer_disconnected(pl, &more, CHAT_GONE_OFFLINE);
+    assert_int_equal(chat_peers_gone(pl), 10000);
+    assert_true(chat_pending_has(pl, "gone-1", "room1"));
 }
 
 /* ===========================================================================
