@@ -26,6 +26,10 @@
  *   restart_away     a persistent session away across a broker restart
  *                    (Mosquitto's persistence keeps it) gets what was sent
  *                    meanwhile, as it does without a restart
+ *   clean_over_persistent  a clean session that takes the client id of
+ *                    a persistent one that is away (and had asked for
+ *                    pushes) never asked for pushes itself: mosquitto_sub
+ *                    prints the group's message, and no push
  *   clean_start_expiry  MQTT 5, Clean Start with a Session Expiry Interval
  *                    (the session outlives the connection; 2.0 reports
  *                    Clean Start only): each message once (paho-mqtt)
@@ -41,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const char *g_dynsec; /* argv[2] of the dynsec cases */
 
@@ -259,6 +264,81 @@ static void case_restart_away(void)
     ts_broker_destroy(b);
 }
 
+static bool is_presence_of(const harness_msg *m, void *arg)
+{
+    return strcmp(m->topic, HARNESS_RESPONSE_TOPIC) == 0 &&
+           strstr(m->payload, "\"command\":\"presence\"") && strstr(m->payload, arg);
+}
+
+static bool is_reads_push(const harness_msg *m, void *arg)
+{
+    (void)arg;
+    return strcmp(m->topic, HARNESS_RESPONSE_TOPIC) == 0 &&
+           strstr(m->payload, "\"command\":\"reads\"");
+}
+
+static void case_clean_over_persistent(void)
+{
+    ts_broker *b = ts_broker_start((const char *const[]){"receipt_interval 100", NULL});
+    harness_client_opts ao = {.client_id = "alice", .username = "alice", .pushes = true};
+    harness_client *alice = harness_client_connect_opts(b, &ao);
+    harness_client_subscribe(alice, "chat/room1", 1);
+    /* bob's device once kept a session and asked for pushes. */
+    harness_client_opts po = {
+        .client_id = "bob-sensor", .username = "bob", .persistent = true, .pushes = true};
+    harness_client *bob = harness_client_connect_opts(b, &po);
+    harness_client_subscribe(bob, "chat/room1", 1);
+    harness_client_disconnect(bob);
+    harness_msg *m =
+        harness_client_receive_if(alice, is_presence_of, (void *)"\"offline\":[\"bob\"]", WAIT_MS);
+    ASSERTF(m != NULL, "no push said that bob went offline");
+    harness_msg_free(m);
+    /* Now the same client id, a clean session, subscribed to the group only. */
+    char port[16], out[PATH_MAX], err[PATH_MAX];
+    snprintf(port, sizeof port, "%d", ts_broker_port(b));
+    snprintf(out, sizeof out, "%s/sub.out", ts_broker_dir(b));
+    snprintf(err, sizeof err, "%s/sub.err", ts_broker_dir(b));
+    char *const argv[] = {(char *)"mosquitto_sub",
+                          "-h",
+                          "127.0.0.1",
+                          "-p",
+                          port,
+                          "-i",
+                          "bob-sensor",
+                          "-u",
+                          "bob",
+                          "-q",
+                          "1",
+                          "-t",
+                          "chat/room1",
+                          "-W",
+                          "3",
+                          "-v",
+                          NULL};
+    pid_t sub = ts_spawn(argv, NULL, NULL, out, err);
+    m = harness_client_receive_if(alice, is_presence_of, (void *)"\"online\":[\"bob\"]", WAIT_MS);
+    ASSERTF(m != NULL, "no push said that bob's mosquitto_sub came online");
+    harness_msg_free(m);
+    harness_client_publish(alice, "chat/room1", "first message", 1);
+    cJSON *resp = harness_request(
+        alice, "{\"commands\":[{\"command\":\"read\",\"group\":\"room1\",\"id\":1}]}", WAIT_MS);
+    cJSON_Delete(resp);
+    m = harness_client_receive_if(alice, is_reads_push, NULL, WAIT_MS);
+    ASSERTF(m != NULL, "no reads push after alice's read marker");
+    harness_msg_free(m);
+    /* mosquitto_sub stops after 3 s (-W), writing what it got. */
+    (void)ts_wait(sub, WAIT_MS);
+    char *printed = ts_read_file(out, NULL);
+    ASSERTF(printed && strstr(printed, "first message"), "mosquitto_sub printed: %s",
+            printed ? printed : "(nothing)");
+    ASSERTF(!strstr(printed, "\"command\":\"presence\"") &&
+                !strstr(printed, "\"command\":\"reads\""),
+            "a clean session that never asked for pushes got them: %s", printed);
+    free(printed);
+    harness_client_disconnect(alice);
+    ts_broker_destroy(b);
+}
+
 static void run_sessions_py(ts_broker *b, const char *what, int timeout_ms)
 {
     char port[16], err[PATH_MAX];
@@ -293,10 +373,15 @@ static void case_expired_session(void)
  * ========================================================================= */
 
 static const ts_case cases[] = {
-    {"hidden_listener", case_hidden_listener},   {"psk_file", case_psk_file},
-    {"identity_plain", case_identity_plain},     {"nested_include", case_nested_include},
-    {"plugin_use_order", case_plugin_use_order}, {"twice", case_twice},
-    {"restart_away", case_restart_away},         {"clean_start_expiry", case_clean_start_expiry},
+    {"hidden_listener", case_hidden_listener},
+    {"psk_file", case_psk_file},
+    {"identity_plain", case_identity_plain},
+    {"nested_include", case_nested_include},
+    {"plugin_use_order", case_plugin_use_order},
+    {"twice", case_twice},
+    {"restart_away", case_restart_away},
+    {"clean_over_persistent", case_clean_over_persistent},
+    {"clean_start_expiry", case_clean_start_expiry},
     {"expired_session", case_expired_session},
 };
 
