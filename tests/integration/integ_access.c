@@ -426,8 +426,12 @@ static void persistent_once_python(void)
                             (char *)"2",
                             last,
                             NULL};
-    ASSERTF(ts_run(resume, NULL, NULL, NULL, 90000) == 0,
-            "the python client did not get each message once");
+    char err[PATH_MAX];
+    snprintf(err, sizeof err, "%s/python.err", ts_broker_dir(b));
+    if (ts_run(resume, NULL, NULL, err, 90000) != 0) {
+        char *why = ts_read_file(err, NULL);
+        FAILF("the python client did not get each message once: %s", why ? why : "");
+    }
     harness_client_disconnect(alice);
     ts_broker_destroy(b);
 }

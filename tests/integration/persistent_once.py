@@ -30,9 +30,12 @@ def fail(why):
     sys.exit(1)
 
 
-def client(port, client_id):
+def client(port, client_id, on_message):
     c = mqtt.Client(client_id=client_id, clean_session=False, protocol=mqtt.MQTTv311)
     c.username_pw_set("bob", "bob")
+    # Before the connect: on 2.1 the catch-up starts at the broker's
+    # connect event, so its first page may come with the CONNACK.
+    c.on_message = on_message
     connected = threading.Event()
     c.on_connect = lambda cl, ud, flags, rc: connected.set() if rc == 0 else fail("CONNACK %d" % rc)
     c.connect("127.0.0.1", port, keepalive=30)
@@ -43,15 +46,14 @@ def client(port, client_id):
 
 
 def subscribe(port, client_id):
-    c = client(port, client_id)
     got = threading.Event()
 
     def on_message(cl, ud, msg):
         if msg.topic == "chat/room1" and json.loads(msg.payload).get("id") == 1:
             got.set()
 
+    c = client(port, client_id, on_message)
     subscribed = threading.Event()
-    c.on_message = on_message
     c.on_subscribe = lambda cl, ud, mid, granted: subscribed.set()
     result, mid = c.subscribe("chat/room1", qos=1)
     if result != mqtt.MQTT_ERR_SUCCESS or not subscribed.wait(10):
@@ -93,8 +95,7 @@ def resume(port, client_id, first, last):
                         take(env)
                     cl.publish("chat/room1/ack", str(entry["last"]), qos=0)
 
-    c = client(port, client_id)
-    c.on_message = on_message
+    c = client(port, client_id, on_message)
     c.publish("$CONTROL/chat/v1", json.dumps({"commands": [{"command": "sync"}]}), qos=1)
     if not done.wait(TIMEOUT):
         with lock:
