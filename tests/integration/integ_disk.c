@@ -68,17 +68,8 @@ void disk_publish_incompressible(harness_client *c, const char *topic, int count
 
 void disk_largest_table(const ts_broker *b, char *out, size_t cap)
 {
-    char cmd[700];
-    FILE *p;
-    snprintf(cmd, sizeof cmd, "ls -S %s/*.ldb 2>/dev/null | head -1", ts_broker_db_path(b));
-    out[0] = '\0';
-    if ((p = popen(cmd, "r")) != NULL) {
-        if (fgets(out, (int)cap, p) == NULL)
-            out[0] = '\0';
-        pclose(p);
-    }
-    out[strcspn(out, "\n")] = '\0';
-    ASSERTF(out[0] != '\0', "no table file in %s", ts_broker_db_path(b));
+    ASSERTF(ts_find_file(ts_broker_db_path(b), ".ldb", true, out, cap), "no table file in %s",
+            ts_broker_db_path(b));
 }
 
 void disk_garble(const char *path)

@@ -16,13 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "config_scan.h"
 #include "plugin.h"
 #include "plugin_fixture.h"
 #include "plugin_stubs.h"
+#include "util.h"
+
+#define SCAN_MS 10000 /* one scan of a small configuration */
 
 char config_self[PATH_MAX]; /* this executable */
 
@@ -45,42 +47,30 @@ int config_scan_child(void)
     return 0;
 }
 
-/* Runs "<self> --scan [-c conf]" and reads what it printed. */
+/* Runs "<self> --scan [-c conf]" (through tests/support, as every program a
+ * test starts) and reads what it printed. */
 static struct scan run_scan(const char *conf)
 {
     struct scan s;
-    int fd[2];
+    char dir[] = "/tmp/chat_config_scan.XXXXXX", out[64];
+    char *argv[] = {config_self, "--scan", "-c", (char *)conf, NULL};
+    int v[8] = {0}, n, used = 0;
+    char *text, *path;
+
     memset(&s, 0, sizeof(s));
-    assert_int_equal(pipe(fd), 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        char *argv[] = {config_self, "--scan", "-c", (char *)conf, NULL};
-        if (!conf) {
-            argv[2] = NULL;
-        }
-        dup2(fd[1], 1);
-        close(fd[0]);
-        close(fd[1]);
-        execv(config_self, argv);
-        _exit(127);
+    if (!conf) {
+        argv[2] = NULL;
     }
-    close(fd[1]);
-    FILE *f = fdopen(fd[0], "r");
-    assert_non_null(f);
-    int v[8] = {0};
-    char path[4096] = "";
-    int n = fscanf(f, "%d %d %d %d %d %d %d %d\n", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
-                   &v[7]);
-    if (!fgets(path, sizeof(path), f)) {
-        path[0] = '\0';
-    }
-    fclose(f);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ts_mkdtemp(dir);
+    snprintf(out, sizeof(out), "%s/out", dir);
+    assert_int_equal(ts_run(argv, NULL, out, "/dev/stderr", SCAN_MS), 0);
+    text = ts_read_file(out, NULL);
+    assert_non_null(text);
+    /* the eight figures, then the unreadable path on a line of its own */
+    n = sscanf(text, "%d %d %d %d %d %d %d %d\n%n", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+               &v[7], &used);
     assert_int_equal(n, 8);
+    path = text + used;
     path[strcspn(path, "\n")] = '\0';
     s.result = v[0];
     s.bc.readable = v[1];
@@ -91,6 +81,8 @@ static struct scan run_scan(const char *conf)
     s.bc.plugins = v[6];
     s.bc.err = v[7];
     snprintf(s.bc.unreadable, sizeof(s.bc.unreadable), "%s", path);
+    free(text);
+    assert_int_equal(ts_remove_tree(dir, 1), 0);
     return s;
 }
 
