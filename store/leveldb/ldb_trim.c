@@ -118,7 +118,7 @@ chat_err ldb_trim(chat_store *cs, const char *group, uint64_t before, size_t max
         return CHAT_EINVAL;
     }
     /* One bounded batch per call, 'F' moving with it: a crash between two
-     * calls leaves invariants 2 and 6 intact, and one call's work on the
+     * calls leaves invariants kept-range and deletable-keys intact, and one call's work on the
      * broker's thread is bounded however long the backlog. */
     uint64_t stop = before - first > max_keys ? first + max_keys : before;
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
@@ -130,7 +130,7 @@ chat_err ldb_trim(chat_store *cs, const char *group, uint64_t before, size_t max
     /* When the newest message goes too, 'F' (stop, head + 1) keeps the
      * head where it was: the head is the largest of 'H', first - 1 and the
      * newest 'M' (ldb_log.c), so ids held by clients are never given again
-     * (invariant 1), and 'H' need not be written. */
+     * (invariant dense-ids), and 'H' need not be written. */
     if (rc == CHAT_OK) {
         put_u64(val, stop);
         leveldb_writebatch_put(wb, kf.buf, kf.len, val, sizeof(val));
