@@ -58,11 +58,11 @@
  *                      message (it cost a record per message, format 2): it
  *                      is max('H', first - 1, the newest 'M' id). 'H' is
  *                      written with the group's first message (and counted
- *                      in '#groups' in that batch), and every batch that
- *                      deletes a group's newest message puts its id in 'H'
- *                      (retention's last step, a deletion's first), so a
- *                      crash at any point leaves a head at least every id
- *                      ever given. [ldb_log, ldb_trim, ldb_delete]
+ *                      in '#groups' in that batch) and by a deletion's first
+ *                      step; retention's step that takes the newest message
+ *                      moves 'F' to head + 1 in its batch. So a crash at any
+ *                      point leaves a head at least every id ever given.
+ *                      [ldb_log, ldb_trim, ldb_delete]
  *   kept-range         first <= head + 1; every id in [first, head] has an
  *                      'M' record, and no read returns an id below first.
  *                      [ldb_log, ldb_trim, ldb_delete]

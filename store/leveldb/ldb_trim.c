@@ -92,7 +92,7 @@ chat_err ldb_trim(chat_store *cs, const char *group, uint64_t before, size_t max
                   uint64_t *first_now)
 {
     ldb *st = ldb_of(cs);
-    key kf, kh, km;
+    key kf, km;
     uint64_t head = 0, first = 1;
     char val[8];
     chat_err rc;
@@ -114,8 +114,7 @@ chat_err ldb_trim(chat_store *cs, const char *group, uint64_t before, size_t max
         return CHAT_OK;
     }
     group_key(&kf, TAG_FIRST, group);
-    group_key(&kh, TAG_HEAD, group);
-    if (kf.overflow || kh.overflow) {
+    if (kf.overflow) {
         return CHAT_EINVAL;
     }
     /* One bounded batch per call, 'F' moving with it: a crash between two
@@ -128,13 +127,10 @@ chat_err ldb_trim(chat_store *cs, const char *group, uint64_t before, size_t max
         leveldb_writebatch_delete(wb, km.buf, km.len);
     }
     rc = trim_cids(st, group, first, stop, wb);
-    if (rc == CHAT_OK && stop == head + 1) {
-        /* The newest message goes: 'H' keeps its id, in the same batch,
-         * or the head would fall back to an older message and ids held
-         * by clients would be given again (invariant dense-ids). */
-        put_u64(val, head);
-        leveldb_writebatch_put(wb, kh.buf, kh.len, val, sizeof(val));
-    }
+    /* When the newest message goes too, 'F' (stop, head + 1) keeps the
+     * head where it was: the head is the largest of 'H', first - 1 and the
+     * newest 'M' (ldb_log.c), so ids held by clients are never given again
+     * (invariant dense-ids), and 'H' need not be written. */
     if (rc == CHAT_OK) {
         put_u64(val, stop);
         leveldb_writebatch_put(wb, kf.buf, kf.len, val, sizeof(val));

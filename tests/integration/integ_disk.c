@@ -1,9 +1,12 @@
 /* integ_disk: the helpers of the store's disk tests (integ_disk.h). */
 #include "integ_disk.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int disk_publish_n(harness_client *c, int n)
 {
@@ -68,26 +71,23 @@ void disk_publish_incompressible(harness_client *c, const char *topic, int count
 
 void disk_largest_table(const ts_broker *b, char *out, size_t cap)
 {
-    char cmd[700];
-    FILE *p;
-    snprintf(cmd, sizeof cmd, "ls -S %s/*.ldb 2>/dev/null | head -1", ts_broker_db_path(b));
-    out[0] = '\0';
-    if ((p = popen(cmd, "r")) != NULL) {
-        if (fgets(out, (int)cap, p) == NULL)
-            out[0] = '\0';
-        pclose(p);
-    }
-    out[strcspn(out, "\n")] = '\0';
-    ASSERTF(out[0] != '\0', "no table file in %s", ts_broker_db_path(b));
+    ASSERTF(ts_find_file(ts_broker_db_path(b), ".ldb", true, out, cap), "no table file in %s",
+            ts_broker_db_path(b));
 }
 
 void disk_garble(const char *path)
 {
     size_t len = 0;
     char *bytes = ts_read_file(path, &len);
+    int fd;
+
     ASSERT(len > 100000);
     for (size_t i = len / 3; i < len / 3 + 64; i++)
         bytes[i] = (char)~bytes[i];
-    ts_write_file(path, bytes, len);
+    fd = open(path, O_WRONLY);
+    ASSERTF(fd >= 0, "cannot open %s: %s", path, strerror(errno));
+    ASSERTF(pwrite(fd, bytes + len / 3, 64, (off_t)(len / 3)) == 64, "cannot write %s: %s", path,
+            strerror(errno));
+    ASSERT(close(fd) == 0);
     free(bytes);
 }

@@ -44,7 +44,10 @@ void disk_publish_incompressible(harness_client *c, const char *topic, int count
 void disk_largest_table(const ts_broker *b, char *out, size_t cap);
 
 /* Inverts 64 bytes a third of the way into the file path (over 100,000
- * bytes), as a bad disk block would. */
+ * bytes), as a bad disk block would: in place, the file keeping its size
+ * all along, since a running broker's LevelDB may have it mapped (a
+ * mapped file cut short, even for a moment, kills the reader with
+ * SIGBUS). */
 void disk_garble(const char *path);
 
 #endif

@@ -147,7 +147,7 @@ int main(void)
         ts_log("%s (QoS %d) received all %d envelopes", subs[i].id, subs[i].qos, N);
     }
     for (int i = 0; i < 3; i++)
-        harness_client_expect_none(subs[i].c, i == 0 ? 500 : 0, "no envelope beyond N");
+        harness_expect_quiet(subs[i].c, "no envelope beyond N");
 
     /* Ids are 1..N each once (count == N with no duplicate and none out of
      * range); every subscriber saw the same message under the same id, and

@@ -55,10 +55,10 @@ static void check_envelope(void *arg, const char *group, const cJSON *env)
     s->count++;
 }
 
+/* Every field from zero: the counts and prev_n start a stream's checks. */
 static void stream_init(struct stream *s, const char *group, const char *sender)
 {
-    s->group = group;
-    s->sender = sender;
+    *s = (struct stream){.group = group, .sender = sender};
     s->tickets = calloc(MAX_SEND + 1, sizeof *s->tickets);
     s->acked = calloc(MAX_SEND + 1, sizeof *s->acked);
     s->id_of_n = calloc(MAX_SEND + 1, sizeof *s->id_of_n);

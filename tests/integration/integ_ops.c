@@ -1,46 +1,29 @@
 /* integ_ops.c: helpers of the tests of operating the plugin (integ_ops.h). */
 #include "integ_ops.h"
 
-#include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
+
+#define RUN_MS 60000 /* mqchat-store on a test's store: seconds at most */
 
 /* Runs argv (a path) with stdin from in (NULL: /dev/null), stdout to out
- * (NULL: /dev/null) and stderr to err (NULL: the test's), waits at most
- * 60 s; returns its exit status. */
+ * (NULL: /dev/null) and stderr to err (NULL: the test's), each file written
+ * afresh, through tests/support (ts_run: at most 60 s); returns its exit
+ * status. */
 int ops_run_err(const char *const *argv, const char *in, const char *out, const char *err)
 {
-    pid_t pid = fork();
-    ASSERT(pid >= 0);
-    if (pid == 0) {
-        int fi = open(in ? in : "/dev/null", O_RDONLY);
-        int fo = open(out ? out : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int fe = err ? open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644) : 2;
-        if (fi < 0 || fo < 0 || fe < 0) {
-            _exit(127);
-        }
-        dup2(fi, 0);
-        dup2(fo, 1);
-        dup2(fe, 2);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    for (int i = 0; i < 6000; i++) {
-        int status = 0;
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid) {
-            ASSERTF(WIFEXITED(status), "%s did not exit normally", argv[0]);
-            return WEXITSTATUS(status);
-        }
-        ts_sleep_ms(10);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    FAILF("%s %s did not finish in 60 s", argv[0], argv[1]);
+    int status;
+
+    if (out != NULL)
+        ts_write_text(out, "");
+    if (err != NULL)
+        ts_write_text(err, "");
+    /* execve's argv is char *const[] for historical reasons only. */
+    status = ts_run((char *const *)argv, in, out, err != NULL ? err : "/dev/stderr", RUN_MS);
+    ASSERTF(status < 128, "%s %s was killed by signal %d", argv[0], argv[1] ? argv[1] : "",
+            status - 128);
+    return status;
 }
 
 int ops_run(const char *const *argv, const char *in, const char *out)

@@ -24,6 +24,7 @@
 
 #include "pg.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,9 +78,8 @@ static void case_backup(void)
     /* Restore: the backup becomes the store. A PostgreSQL store's backup
      * is a LevelDB store too (pg_job.h): the broker starts on it. */
     snprintf(db, sizeof db, "%s", ts_broker_db_path(b));
-    char cmd[2000];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mv '%s' '%s'", db, path, db);
-    ASSERT(system(cmd) == 0);
+    ASSERTF(ts_remove_tree(db, 8) == 0, "cannot remove %s: %s", db, strerror(errno));
+    ASSERTF(rename(path, db) == 0, "cannot move %s to %s: %s", path, db, strerror(errno));
     if (ops_on_pg(b)) {
         ts_log("the PostgreSQL store's backup restored into a broker on LevelDB");
         ts_broker_set_opts(b, (const char *const[]){"admins alice", "store leveldb", NULL});
@@ -154,17 +154,8 @@ static void case_backup_live(void)
 
 static void corrupt_log(const char *db)
 {
-    char cmd[800], path[600] = "";
-    FILE *p;
-    snprintf(cmd, sizeof cmd, "ls %s/*.log | head -1", db);
-    if ((p = popen(cmd, "r")) != NULL) {
-        if (fgets(path, sizeof path, p) == NULL) {
-            path[0] = '\0';
-        }
-        pclose(p);
-    }
-    path[strcspn(path, "\n")] = '\0';
-    ASSERTF(path[0] != '\0', "no write-ahead log in the store");
+    char path[600];
+    ASSERTF(ts_find_file(db, ".log", false, path, sizeof path), "no write-ahead log in the store");
     size_t len = 0;
     char *bytes = ts_read_file(path, &len);
     ASSERT(len > 1000);

@@ -75,6 +75,18 @@ void sec_expect_none_on(harness_client *c, const char *topic, int ms)
               m->topic);
 }
 
+void sec_fence(harness_client *from, harness_client *c, const char *topic, const char *what)
+{
+    harness_msg *m;
+
+    harness_client_publish(from, topic, "fence", 1);
+    m = harness_client_receive(c, WAIT_MS);
+    if (m == NULL || strcmp(m->topic, topic) != 0)
+        FAILF("client %s (%s) got %s%s%s before the fence on %s", harness_client_id(c), what,
+              m ? m->topic : "nothing", m ? ": " : "", m ? m->payload : "", topic);
+    harness_msg_free(m);
+}
+
 long sec_rss_kb(int pid)
 {
     char path[64], line[256];
@@ -184,6 +196,18 @@ static void send_filter(int fd, unsigned char type, uint16_t mid, const char *fi
     if (sub)
         pkt[n++] = 0;
     send_all(fd, pkt, n);
+}
+
+void sec_deaf_barrier(const ts_broker *b, int fd, const char *id)
+{
+    static const unsigned char pingreq[] = {0xC0, 0x00};
+    char line[160];
+    long before;
+
+    snprintf(line, sizeof line, "Received PINGREQ from %s", id);
+    before = ts_broker_log_count(b, line);
+    send_all(fd, pingreq, sizeof pingreq);
+    ts_broker_wait_log(b, line, before + 1, 30000);
 }
 
 void sec_deaf_subscribe(int fd, uint16_t mid, const char *filter)

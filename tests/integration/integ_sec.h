@@ -9,7 +9,6 @@
 #include "harness.h"
 
 #define WAIT_MS 5000 /* an answer must come within this */
-#define QUIET_MS 700 /* what must not come: nothing arrived in this long */
 
 /* Writes text to the file name in the broker's directory. */
 void sec_write_in(ts_broker *b, const char *name, const char *text);
@@ -39,6 +38,13 @@ bool sec_on_topic(const harness_msg *m, void *arg);
 /* Fails if a message on topic reaches c within ms. */
 void sec_expect_none_on(harness_client *c, const char *topic, int ms);
 
+/* Shows that nothing from from is still on its way to c: from publishes a
+ * fence on topic (QoS 1, which c's subscriptions must match at the QoS of
+ * what is checked), and the next message c gets must be that fence; fails
+ * otherwise, with what (what must not have come). The broker handles one
+ * publisher's messages in order and queues them for c in order. */
+void sec_fence(harness_client *from, harness_client *c, const char *topic, const char *what);
+
 /* The resident set of process pid, in kB. */
 long sec_rss_kb(int pid);
 
@@ -51,5 +57,10 @@ int sec_deaf_client(const ts_broker *b, const char *id);
 void sec_deaf_publish(int fd, const char *topic, const char *payload);
 void sec_deaf_subscribe(int fd, uint16_t mid, const char *filter);
 void sec_deaf_unsubscribe(int fd, uint16_t mid, const char *filter);
+
+/* Sends a PINGREQ as deaf client id and waits (at most 30 s) until the
+ * broker logs it. The broker handles one connection's packets in order:
+ * everything the client sent before has been handled then. */
+void sec_deaf_barrier(const ts_broker *b, int fd, const char *id);
 
 #endif

@@ -98,12 +98,12 @@ static void case_unbounded_answers(void)
                                     "%s{\"command\":\"fetch\",\"group\":\"fat\",\"after\":0}",
                                     i ? "," : "");
         snprintf(request + off, sizeof request - off, "]}");
-        ts_sleep_ms(200);
         for (int i = 0; i < 200; i++)
             sec_deaf_publish(fd, "$CONTROL/chat/v1",
                              i == 0 ? "{\"commands\":[{\"command\":\"join\",\"group\":\"fat\"}]}"
                                     : request);
-        ts_sleep_ms(1500);
+        /* every request handled (and answered, or refused) */
+        sec_deaf_barrier(b, fd, "deaf");
         after = sec_rss_kb(pid);
         ts_log("broker RSS %ld kB before, %ld kB after 200 requests from a client that "
                "never reads",
@@ -200,7 +200,7 @@ static void case_restart_flood(void)
     }
     sec_deaf_publish(fd, "$CONTROL/chat/v1",
                      "{\"commands\":[{\"command\":\"sync\"},{\"command\":\"sync\"}]}");
-    ts_sleep_ms(1500);
+    sec_deaf_barrier(b, fd, "mallory");
     after = sec_rss_kb(ts_broker_pid(b));
     ts_log("400 subscribes and 2 syncs from a client that never reads: broker RSS %ld kB -> "
            "%ld kB",

@@ -290,8 +290,6 @@ static void case_corrupt_log(void)
 {
     ts_broker *b = ts_broker_start(NULL);
     harness_client *alice = harness_client_connect(b, "alice", NULL);
-    char cmd[2048];
-    FILE *p;
     char path[600] = "";
     int rc;
 
@@ -299,14 +297,8 @@ static void case_corrupt_log(void)
         harness_client_publish(alice, "chat/room1", "{\"body\":\"acknowledged and kept\"}", 1);
     harness_client_destroy(alice);
     ts_broker_kill(b); /* the messages are in the log only */
-    snprintf(cmd, sizeof cmd, "ls %s/*.log | head -1", ts_broker_db_path(b));
-    if ((p = popen(cmd, "r")) != NULL) {
-        if (fgets(path, sizeof path, p) == NULL)
-            path[0] = '\0';
-        pclose(p);
-    }
-    path[strcspn(path, "\n")] = '\0';
-    ASSERTF(path[0] != '\0', "no write-ahead log in the store");
+    ASSERTF(ts_find_file(ts_broker_db_path(b), ".log", false, path, sizeof path),
+            "no write-ahead log in the store");
     {
         size_t len = 0;
         char *bytes = ts_read_file(path, &len);

@@ -161,6 +161,12 @@ long ts_broker_log_count(const ts_broker *b, const char *needle);
  * Fails the test for any other name. */
 const char *ts_broker_program(const char *name);
 
+/* Waits (at most timeout_ms) until at least count lines of the broker's log
+ * contain needle; fails the test otherwise. The broker logs what it did
+ * (log_type all): e.g. "<client id> 1 chat/room1" once that client's
+ * subscription is in place, which a test waits for rather than for time. */
+void ts_broker_wait_log(const ts_broker *b, const char *needle, long count, int timeout_ms);
+
 /* The version of the broker the tests run, from `mosquitto -h`, as 10000 *
  * major + 100 * minor + patch (20011 for 2.0.11). */
 int ts_broker_version(void);

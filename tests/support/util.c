@@ -134,6 +134,27 @@ _Noreturn void ts_fail(const char *file, int line, const char *fmt, ...)
     _exit(1);
 }
 
+_Noreturn void ts_skip(const char *fmt, ...)
+{
+    char why[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    ts_log("SKIP %s: %s", g_name, why);
+    for (int i = 0; i < MAX_CHILDREN; i++) {
+        if (g_children[i] > 0) {
+            kill(g_children[i], SIGKILL);
+            waitpid(g_children[i], NULL, 0);
+            g_children[i] = 0;
+        }
+    }
+    fflush(NULL);
+    /* exit, not _exit: atexit handlers (an unmount) still run. */
+    exit(TS_SKIP_STATUS);
+}
+
 void ts_log(const char *fmt, ...)
 {
     int64_t t = ts_now_ms() - g_t0;
@@ -327,6 +348,51 @@ long ts_count_lines(const char *path, const char *needle)
         found += strstr(line, needle) != NULL;
     fclose(f);
     return found;
+}
+
+struct find_walk {
+    const char *suffix;
+    bool largest;
+    char *out;
+    size_t size;
+    off_t best; /* size of the file in out */
+};
+
+static int consider_file(const char *child, void *arg)
+{
+    struct find_walk *w = arg;
+    size_t len = strlen(child), slen = strlen(w->suffix);
+    struct stat st;
+    bool better;
+
+    if (len < slen || strcmp(child + len - slen, w->suffix) != 0 || lstat(child, &st) != 0 ||
+        !S_ISREG(st.st_mode))
+        return 0;
+    if (len >= w->size)
+        FAILF("path %s too long for its buffer", child);
+    if (w->out[0] == '\0')
+        better = true;
+    else if (w->largest && st.st_size != w->best)
+        better = st.st_size > w->best;
+    else
+        better = strcmp(child, w->out) < 0;
+    if (better) {
+        memcpy(w->out, child, len + 1);
+        w->best = st.st_size;
+    }
+    return 0;
+}
+
+bool ts_find_file(const char *dir, const char *suffix, bool largest, char *out, size_t size)
+{
+    struct find_walk w = {suffix, largest, out, size, 0};
+
+    if (size == 0)
+        FAILF("ts_find_file: no room for a path");
+    out[0] = '\0';
+    if (each_child(dir, consider_file, &w) != 0)
+        FAILF("cannot read %s: %s", dir, strerror(errno));
+    return out[0] != '\0';
 }
 
 void ts_print_tail(const char *path, long bytes)

@@ -66,6 +66,17 @@ int ts_pass(void);
 _Noreturn void ts_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Ends a test that cannot run here (it needs root, a tmpfs, a tool): prints
+ * "SKIP <name>: " and the message, kills every child ts_spawn started that
+ * is still running and exits with status 77, which ctest reports as skipped
+ * for a test registered with SKIP_RETURN_CODE 77 (every integration test
+ * is; scripts/test fails a stage in which a test it must run skipped).
+ * Never "passes": a test that did not run must not look as if it had. */
+_Noreturn void ts_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The exit status of ts_skip. */
+#define TS_SKIP_STATUS 77
+
 /* Used by ASSERTF: prints the failed condition before the message. */
 void ts_note_assert(const char *file, int line, const char *cond);
 
@@ -135,6 +146,13 @@ char *ts_read_file(const char *path, size_t *len);
 /* How many lines of the file at path contain needle (lines longer than
  * 1 KiB are read in pieces); 0 if it cannot be read. */
 long ts_count_lines(const char *path, const char *needle);
+
+/* The path of a regular file directly under dir whose name ends in suffix
+ * (e.g. LevelDB's write-ahead log, ".log"), written to out (size bytes):
+ * the first such name in byte order, or with largest the largest such file
+ * (of equal sizes, the first name). Returns false, with out empty, if there
+ * is none. */
+bool ts_find_file(const char *dir, const char *suffix, bool largest, char *out, size_t size);
 
 /* Prints at most the last bytes bytes of path to stderr, from a line start,
  * between two banner lines. */

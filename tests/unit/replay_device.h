@@ -85,6 +85,7 @@ size_t rd_devices(struct plugin_fixture *fx);
 
 /* The cases of test_plugin_replay_ends.c, run by test_plugin_replay.c's main. */
 void test_hole(void **state);
+void test_hole_of_one(void **state);
 void test_truncated(void **state);
 void test_read_revoked(void **state);
 void test_stop(void **state);

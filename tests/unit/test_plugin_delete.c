@@ -1,7 +1,8 @@
 /* Unit tests of what an admin `delete` makes the rest of the plugin forget
  * (plugin/admin_jobs.c): the group's catch-ups, its pending subscriptions,
  * its cached envelope (and no other group's), and who is online in it, so
- * that nothing of a deleted group is delivered or pushed from memory. The
+ * that nothing of a deleted group is delivered or pushed from memory (a
+ * copy of a deleted message is refused to whoever joins again). The
  * plugin runs on a real store with the broker stubbed (plugin_fixture.h),
  * driven through its entry points as the broker would. */
 #include <setjmp.h>
@@ -66,6 +67,44 @@ static void publish(struct plugin_fixture *fx, struct mosquitto *client, const c
     assert_int_equal(chat_on_message(&fx->pl, &ev), MOSQ_ERR_SUCCESS);
     assert_ptr_not_equal(ev.payload, body);
     mosquitto_free(ev.payload);
+}
+
+/* The same publish; returns a copy of the envelope the broker delivers in
+ * its place (malloc'd, *len bytes). */
+static char *publish_copy(struct plugin_fixture *fx, struct mosquitto *client, const char *group,
+                          size_t *len)
+{
+    char topic[64], body[] = "{\"body\":\"hi\"}";
+    snprintf(topic, sizeof(topic), "chat/%s", group);
+    struct mosquitto_evt_message ev = {.client = client,
+                                       .topic = topic,
+                                       .payload = body,
+                                       .payloadlen = sizeof(body) - 1,
+                                       .qos = 1};
+    assert_int_equal(chat_on_message(&fx->pl, &ev), MOSQ_ERR_SUCCESS);
+    assert_ptr_not_equal(ev.payload, body);
+    char *env = malloc(ev.payloadlen);
+    assert_non_null(env);
+    memcpy(env, ev.payload, ev.payloadlen);
+    *len = ev.payloadlen;
+    mosquitto_free(ev.payload);
+    return env;
+}
+
+/* The broker's read check of a delivery of payload on chat/<group> to
+ * client (a publish's, or a Will's); returns the plugin's answer. */
+static int delivery(struct plugin_fixture *fx, struct mosquitto *client, const char *group,
+                    const char *payload, size_t len)
+{
+    char topic[64];
+    snprintf(topic, sizeof(topic), "chat/%s", group);
+    struct mosquitto_evt_acl_check ev = {.client = client,
+                                         .topic = topic,
+                                         .payload = payload,
+                                         .payloadlen = (uint32_t)len,
+                                         .access = MOSQ_ACL_READ,
+                                         .qos = 1};
+    return chat_on_acl(&fx->pl, &ev);
 }
 
 /* Root deletes group through $CONTROL/chat/v1; the answer says so. */
@@ -153,10 +192,33 @@ static void test_delete_forgets(void **state)
     assert_int_equal(publishes_to("alice-phone"), 0);
 }
 
+/* What forgetting the envelope is for: a copy of a deleted message (a Will
+ * that imitates it) is refused to a member who joins the group again, as
+ * the deleted message itself would be, instead of passing the read check
+ * from memory. */
+static void test_delete_refuses_copy(void **state)
+{
+    struct plugin_fixture *fx = *state;
+    struct mosquitto alice = plugin_client("alice-phone", "alice");
+    struct mosquitto bob = plugin_client("bob-phone", "bob");
+    size_t len = 0;
+
+    acl(fx, &alice, "g", MOSQ_ACL_SUBSCRIBE);
+    acl(fx, &bob, "g", MOSQ_ACL_SUBSCRIBE);
+    char *env = publish_copy(fx, &alice, "g", &len);
+    assert_int_equal(delivery(fx, &bob, "g", env, len), MOSQ_ERR_SUCCESS);
+
+    delete_group(fx, "g");
+    acl(fx, &bob, "g", MOSQ_ACL_SUBSCRIBE); /* joins again */
+    assert_int_equal(delivery(fx, &bob, "g", env, len), MOSQ_ERR_ACL_DENIED);
+    free(env);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_delete_forgets, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete_refuses_copy, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

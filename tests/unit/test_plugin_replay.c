@@ -116,6 +116,34 @@ static void test_page_bytes(void **state)
     free(d);
 }
 
+/* A catch-up goes up to the head it started with: messages stored while it
+ * runs come live, so its last page stops at that head, one message short
+ * of a full page, and no page passes it. */
+static void test_target(void **state)
+{
+    static const char *const opts[] = {"page_size=10", "replay_window=1", NULL};
+    struct plugin_fixture *fx = rd_open_fixture(state, opts);
+    struct device *d = rd_new_device("phone", "bob");
+
+    rd_join(fx, "g", "bob");
+    rd_fill(fx, "g", 19);
+    rd_start(fx, d, "g");
+    assert_int_equal(d->npages, 1);
+    rd_assert_page(&d->pages[0], "g", 1, 10);
+    /* Stored during the catch-up: past its target, 19. */
+    rd_fill(fx, "g", 5);
+    rd_ack(fx, d, "g", 10);
+    assert_int_equal(d->npages, 2);
+    rd_assert_page(&d->pages[1], "g", 11, 19);
+    rd_ack(fx, d, "g", 19);
+    assert_int_equal(d->npages, 2);
+    for (size_t i = 0; i < d->npages; i++) {
+        assert_true(d->pages[i].last <= 19);
+    }
+    assert_int_equal(rd_devices(fx), 0);
+    free(d);
+}
+
 /* A new subscribe (or sync) restarts from the cursor at once, but pages in
  * flight still count: repeating subscribes does not queue window after
  * window. */
@@ -280,7 +308,9 @@ int main(void)
         cmocka_unit_test_teardown(test_restart, rd_teardown),
         cmocka_unit_test_teardown(test_resend, rd_teardown),
         cmocka_unit_test_teardown(test_turns, rd_teardown),
+        cmocka_unit_test_teardown(test_target, rd_teardown),
         cmocka_unit_test_teardown(test_hole, rd_teardown),
+        cmocka_unit_test_teardown(test_hole_of_one, rd_teardown),
         cmocka_unit_test_teardown(test_truncated, rd_teardown),
         cmocka_unit_test_teardown(test_read_revoked, rd_teardown),
         cmocka_unit_test_teardown(test_stop, rd_teardown),

@@ -65,6 +65,29 @@ void test_hole(void **state)
     free(d);
 }
 
+/* A hole of a single id is a hole too: reported, and the catch-up goes on
+ * past it (a check that only saw gaps of two or more would skip it in
+ * silence). */
+void test_hole_of_one(void **state)
+{
+    static const char *const opts[] = {"page_size=10", "replay_window=4", NULL};
+    struct plugin_fixture *fx = rd_open_fixture(state, opts);
+    struct device *d = rd_new_device("phone", "bob");
+
+    rd_join(fx, "g", "bob");
+    rd_fill(fx, "g", 8);
+    damage(fx, "g", 3);
+    rd_start(fx, d, "g");
+    assert_int_equal(d->npages, 2);
+    rd_assert_page(&d->pages[0], "g", 1, 2);
+    rd_assert_page(&d->pages[1], "g", 4, 8);
+    assert_int_equal(d->nerrors, 1);
+    assert_int_equal(d->errors[0].id, 3);
+    assert_string_equal(d->errors[0].error, "messages 3 to 3 are missing from the store "
+                                            "(damaged): ack past them to go on");
+    free(d);
+}
+
 /* Retention removed what the device never read: "truncated". */
 void test_truncated(void **state)
 {

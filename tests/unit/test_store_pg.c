@@ -12,6 +12,7 @@
  * 77, which ctest counts as skipped. Each case gets a new database of its
  * own (tests/pg/pgcluster.sh createdb). One table of named cases. */
 #include "store_fixture.h"
+#include "util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#define PGCLUSTER_MS 60000 /* pgcluster.sh createdb, or one statement, on a busy machine */
 
 struct pgfx {
     char conninfo[160];
@@ -42,15 +45,15 @@ static chat_store *open_pg(const char *conninfo)
 static int pg_setup(void **state)
 {
     static int n;
-    char cmd[512];
+    char name[64];
     const char *port = getenv("CHAT_TEST_PG_PORT");
+    char *argv[] = {CHAT_PGCLUSTER, "createdb", (char *)port, name, NULL};
     struct pgfx *fx = calloc(1, sizeof(*fx));
     if (!fx) {
         return -1;
     }
-    snprintf(cmd, sizeof(cmd), "%s createdb %s store_pg_%d_%d", CHAT_PGCLUSTER, port, (int)getpid(),
-             n);
-    if (system(cmd) != 0) {
+    snprintf(name, sizeof(name), "store_pg_%d_%d", (int)getpid(), n);
+    if (ts_run(argv, NULL, NULL, "/dev/stderr", PGCLUSTER_MS) != 0) {
         free(fx);
         return -1;
     }
@@ -79,9 +82,8 @@ static int pg_teardown(void **state)
 /* Runs SQL in the case's database, behind the store's back. */
 static void sql(struct pgfx *fx, const char *text)
 {
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "%s sql '%s' \"%s\"", CHAT_PGCLUSTER, fx->conninfo, text);
-    assert_int_equal(system(cmd), 0);
+    char *argv[] = {CHAT_PGCLUSTER, "sql", fx->conninfo, (char *)text, NULL};
+    assert_int_equal(ts_run(argv, NULL, NULL, "/dev/stderr", PGCLUSTER_MS), 0);
 }
 
 /* Appends n messages to group (from "alice", cid "<group>-<id>" when

@@ -114,10 +114,10 @@ static void test_i12_syncer_survives_emfile(void **state)
     assert_int_equal(setrlimit(RLIMIT_NOFILE, &lim), 0);
     probe = open("/dev/null", O_RDONLY);
     if (probe >= 0) {
-        /* valgrind emulates the limit without enforcing it */
         close(probe);
         assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
-        skip();
+        fail_msg("RLIMIT_NOFILE %d is not enforced: descriptor %d opened", (int)lim.rlim_cur,
+                 probe);
     }
 
     /* before its first open: a synced write instead, and no failure */
@@ -200,6 +200,14 @@ int main(void)
         CASE(test_i12_syncer_survives_emfile),
         CASE(test_i16_synced_trails_appended),
     };
+    const char *vg = getenv("CHAT_TEST_VALGRIND");
 
+    /* valgrind emulates RLIMIT_NOFILE without enforcing it: the emfile case
+     * cannot run under it (unit_store_syncer runs it), which its ctest
+     * registration says rather than this program finding out. */
+    if (vg != NULL && vg[0] != '\0') {
+        printf("not run under valgrind: test_i12_syncer_survives_emfile\n");
+        cmocka_set_skip_filter("test_i12_syncer_survives_emfile");
+    }
     return cmocka_run_group_tests_name("store_syncer", tests, NULL, NULL);
 }

@@ -113,10 +113,11 @@ static void test_i8c_trim_bounded_per_call(void **state)
     assert_int_equal(first, 1);
 }
 
-/* Issue 16: 'H' is written with a group's first message and by the
- * batches that delete its newest one, not with every message; the head
- * is the newest message or that record. A store that took the newest
- * message for the head would give the trimmed ids again. */
+/* Issue 16: 'H' is written with a group's first message only, not with
+ * every message; the head is the largest of that record, first - 1 and the
+ * newest message, so a trim that takes the newest message keeps the head
+ * through 'F'. A store that took the newest message for the head would
+ * give the trimmed ids again. */
 static void test_i16_head_kept_when_newest_trimmed(void **state)
 {
     struct fixture *fx = *state;

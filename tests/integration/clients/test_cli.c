@@ -153,11 +153,14 @@ static void open_groups(void)
             (char *)MQCHAT_BIN, "-p",   port, "-u", "bob", "--state", state, "-W", "20", "-C", "1",
             "listen",           "room", NULL};
         char out[512], err[512];
+        /* the broker logs "<client id> <qos> <filter>" once a subscription
+         * is in place: then "third" comes to the listener live */
+        long subscribed = ts_broker_log_count(b, " 1 chat/room");
         pid_t pid;
         int status;
         pid = ts_spawn(argv, NULL, NULL, ct_path(out, sizeof out, "listen.out"),
                        ct_path(err, sizeof err, "listen.err"));
-        ts_sleep_ms(1000);
+        ts_broker_wait_log(b, " 1 chat/room", subscribed + 1, 20000);
         run(0, "-p", port, "-i", "alice", "send", "room", "third");
         status = ts_wait(pid, 20000);
         free(g_stdout);

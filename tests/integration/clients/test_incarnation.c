@@ -48,6 +48,33 @@ static void wait_for(const char *text)
     }
 }
 
+/* Waits until the plugin has stored the reader's cursor at id: an admin's
+ * `members` lists the device with that ack. */
+static void wait_reader_acked(int id)
+{
+    char want[64], out[512];
+    char *argv[] = {(char *)MQCHAT_BIN, "-p",    g_port,    "-u",  "admin", "-i", "admin",
+                    "--json",           "admin", "members", GROUP, NULL};
+    int64_t deadline = ts_now_ms() + 20000;
+
+    snprintf(want, sizeof want, "\"device\":\"reader\",\"acked\":%d,", id);
+    ct_path(out, sizeof out, "members.out");
+    for (;;) {
+        char *text;
+        bool found;
+        ts_write_text(out, "");
+        CHECK(ts_run(argv, NULL, out, NULL, 20000) == 0, "mqchat admin members failed");
+        text = ts_read_file(out, NULL);
+        found = text != NULL && strstr(text, want) != NULL;
+        if (!found && ts_now_ms() > deadline)
+            FAIL("the reader's cursor never reached %d: %s", id, text ? text : "");
+        free(text);
+        if (found)
+            return;
+        ts_sleep_ms(50);
+    }
+}
+
 static void remove_dir(const char *dir)
 {
     char *argv[] = {"/bin/rm", "-rf", (char *)dir, NULL};
@@ -75,7 +102,7 @@ int main(void)
 
     ct_init("clients_incarnation");
     setenv("MOSQUITTO_CHAT_TEST_BOOT_ID", "boot-one", 1);
-    b = ts_broker_start(NULL);
+    b = ts_broker_start((const char *const[]){"admins admin", NULL});
     snprintf(g_port, sizeof g_port, "%d", ts_broker_port(b));
     ct_path(g_state, sizeof g_state, "reader.state");
     ct_path(g_out, sizeof g_out, "listen.out");
@@ -83,11 +110,12 @@ int main(void)
     ct_path(snapshot, sizeof snapshot, "snapshot");
 
     listener = start_listener();
-    ts_sleep_ms(500);
+    /* Its subscription in place, the reader is a member from id 1 on. */
+    ts_broker_wait_log(b, "reader 1 chat/" GROUP, 1, 20000);
     send_line("one");
     send_line("two");
     wait_for("sender: two");
-    ts_sleep_ms(600);                         /* the listener's acks reach the store */
+    wait_reader_acked(2);                     /* the listener's acks reached the store */
     copy_dir(ts_broker_db_path(b), snapshot); /* what the disk holds now */
     send_line("three (lost)");
     send_line("four (lost)");

@@ -47,8 +47,9 @@ struct app {
     bool holding2;  /* the same at SECOND_KILL_AFTER */
     bool held_twice;
     bool release2;
-    char bad[512];    /* the first violation, "" if none */
-    unsigned catchup; /* CATCHUP events */
+    char bad[512];        /* the first violation, "" if none */
+    unsigned catchup;     /* CATCHUP events */
+    unsigned disconnects; /* DISCONNECTED events: the library saw the broker go */
 };
 
 static struct app g_app = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
@@ -123,13 +124,43 @@ static bool on_message(void *arg, const chat_client_message *m)
 static void on_event(void *arg, const chat_client_event *ev)
 {
     (void)arg;
-    if (ev->type == CHAT_CLIENT_EV_CATCHUP) {
+    if (ev->type == CHAT_CLIENT_EV_CATCHUP || ev->type == CHAT_CLIENT_EV_DISCONNECTED) {
         pthread_mutex_lock(&g_app.mu);
-        g_app.catchup++;
+        if (ev->type == CHAT_CLIENT_EV_CATCHUP)
+            g_app.catchup++;
+        else
+            g_app.disconnects++;
+        pthread_cond_broadcast(&g_app.cv);
         pthread_mutex_unlock(&g_app.mu);
     } else if (ev->type == CHAT_CLIENT_EV_ERROR || ev->type == CHAT_CLIENT_EV_TRUNCATED) {
         ts_log("reader: event %d: %s", (int)ev->type, ev->reason ? ev->reason : "");
     }
+}
+
+/* The connection losses the library has reported so far. */
+static unsigned disconnects(void)
+{
+    unsigned n;
+    pthread_mutex_lock(&g_app.mu);
+    n = g_app.disconnects;
+    pthread_mutex_unlock(&g_app.mu);
+    return n;
+}
+
+/* Waits (at most WAIT_MS) until the library has reported n losses of its
+ * connection: the broker is restarted only once the reader knows it went. */
+static void wait_disconnects(unsigned n)
+{
+    struct timespec until;
+    pthread_mutex_lock(&g_app.mu);
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += WAIT_MS / 1000;
+    while (g_app.disconnects < n)
+        if (pthread_cond_timedwait(&g_app.cv, &g_app.mu, &until) == ETIMEDOUT)
+            break;
+    CHECK(g_app.disconnects >= n, "the reader reported %u connection losses, not %u",
+          g_app.disconnects, n);
+    pthread_mutex_unlock(&g_app.mu);
 }
 
 static uint64_t shown(void)
@@ -288,6 +319,7 @@ int main(void)
     uint64_t head = 0, cursor, at_kill;
     size_t from;
     int64_t deadline;
+    unsigned lost;
 
     ct_init("clients_kill9_catchup");
     b = ts_broker_start(opts);
@@ -324,13 +356,14 @@ int main(void)
     ts_log("holding message %d; the broker acknowledged the ack of %d", HOLD_AT, HOLD_AT - 1);
 
     /* kill -9 in the middle of the catch-up. */
+    lost = disconnects();
     ts_broker_kill(b);
     pthread_mutex_lock(&g_app.mu);
     g_app.release = true;
     pthread_cond_broadcast(&g_app.cv);
     pthread_mutex_unlock(&g_app.mu);
     from = log_size();
-    ts_sleep_ms(300);
+    wait_disconnects(lost + 1);
     ts_broker_restart(b);
     cursor = resumed_from(from);
     ts_log("after the restart the catch-up resumed from %" PRIu64, cursor);
@@ -340,6 +373,7 @@ int main(void)
 
     /* A second kill -9 while pages flow, message 2000 held. */
     wait_holding(&g_app.holding2, SECOND_KILL_AFTER);
+    lost = disconnects();
     ts_broker_kill(b);
     at_kill = shown();
     pthread_mutex_lock(&g_app.mu);
@@ -347,7 +381,7 @@ int main(void)
     pthread_cond_broadcast(&g_app.cv);
     pthread_mutex_unlock(&g_app.mu);
     from = log_size();
-    ts_sleep_ms(300);
+    wait_disconnects(lost + 1);
     ts_broker_restart(b);
     cursor = resumed_from(from);
     ts_log("second kill with %" PRIu64 " shown; resumed from %" PRIu64, at_kill, cursor);
@@ -356,7 +390,11 @@ int main(void)
           cursor, at_kill);
 
     wait_shown(M);
-    ts_sleep_ms(500); /* nothing more may come */
+    /* Nothing more may come: the plugin answers the flush's request after
+     * every page it queued for the reader, and the library hands the
+     * application those pages before it sees the answer. */
+    err = chat_client_flush(c, WAIT_MS, NULL);
+    CHECK(err == CHAT_CLIENT_OK, "flush: %s", chat_client_reason());
     pthread_mutex_lock(&g_app.mu);
     CHECK(g_app.bad[0] == '\0', "%s", g_app.bad);
     CHECK(g_app.shown == M, "shown %" PRIu64 ", expected %d", g_app.shown, M);
