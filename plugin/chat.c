@@ -92,13 +92,14 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
     if (!env) {
         goto fail;
     }
-    /* The store takes the id and the time, and finds a retry by its cid
+    /* The store takes the id and the time, finds a retry by its cid
      * (delivered again as the stored copy, with its original id, which
-     * receivers that hold it drop): one write, which with PostgreSQL is
+     * receivers that hold it drop), and marks the message read by its
+     * sender (who is a member by now): one write, which with PostgreSQL is
      * one transaction that several brokers' appends to the group queue on. */
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    chat_err err = chat_store_append(pl->store, group, from, cid, &tpl, &ap);
+    chat_err err = chat_store_append(pl->store, group, from, cid, &tpl, true, &ap);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     chat_stats_write(
         &pl->stats, (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec)));
@@ -117,6 +118,9 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         }
         pl->stats.stored++;
         chat_retention_count(pl, group, ap.id);
+        if (ap.read) {
+            chat_presence_read(pl, group, from, ap.id);
+        }
     }
     if (set_payload(ev, ap.env, ap.len) != MOSQ_ERR_SUCCESS) {
         /* Stored but not deliverable now: receivers get it by catch-up. */

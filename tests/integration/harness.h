@@ -377,8 +377,8 @@ void harness_expect_store(harness_client *c, const char *group, int64_t head);
 void harness_expect_store_from(harness_client *c, const char *group, int64_t first, int64_t head);
 
 /* Looks up group in a sync entry ({"command":"sync","groups":[...]}),
- * checking the entry's shape and that unread = head - acked. Returns
- * whether the group is listed, with its numbers in *head, *acked, *unread
+ * checking the entry's shape and that unread = head - max(acked, read).
+ * Returns whether the group is listed, with its numbers in *head, *acked, *unread
  * (each may be NULL). */
 bool harness_sync_find(const cJSON *entry, const char *group, int64_t *head, int64_t *acked,
                        int64_t *unread);
