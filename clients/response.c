@@ -45,6 +45,25 @@ static void unsolicited(const chat_responses *rs, const char *command, const cJS
     }
 }
 
+/* A publish of ours was a retry of a message stored before (the plugin's
+ * {"command":"publish","duplicate":true,"id"}): the outbox let it go at
+ * its PUBACK, and the plugin delivers that envelope to nobody live again.
+ * A listened group that has not shown it is behind up to that id: the gap
+ * is fetched (after gap_timeout_ms, unless a replay fills it first). */
+static void stored_before(const chat_responses *rs, const cJSON *entry)
+{
+    const cJSON *grp = cJSON_GetObjectItemCaseSensitive(entry, "group");
+    struct chat_group *g =
+        cJSON_IsString(grp) ? chat_groups_find(rs->groups, grp->valuestring) : NULL;
+    uint64_t id = 0;
+
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(entry, "duplicate")) || g == NULL ||
+        !g->listening || !chat_json_u64(cJSON_GetObjectItemCaseSensitive(entry, "id"), 1, &id))
+        return;
+    chat_group_raise_head(g, id);
+    chat_delivery_ready(rs->delivery, g);
+}
+
 /* Reports the refusal of group's subscription, with the plugin's reason if
  * it came (it comes before the probe's answer). */
 static void listen_refused(const chat_responses *rs, const char *group)
@@ -252,6 +271,8 @@ static void handle_entry(const chat_responses *rs, const struct event *ev, const
             (void)chat_delivery_page(rs->delivery, g, entry, msgs, true);
     } else if (strcmp(command, "reads") == 0 || strcmp(command, "presence") == 0) {
         chat_receipts_push(rs->receipts, entry);
+    } else if (strcmp(command, "publish") == 0) {
+        stored_before(rs, entry);
     }
     /* Anything else answers nothing we asked. */
 }

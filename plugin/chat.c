@@ -92,11 +92,10 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
     if (!env) {
         goto fail;
     }
-    /* The store takes the id and the time, finds a retry by its cid
-     * (delivered again as the stored copy, with its original id, which
-     * receivers that hold it drop), and marks the message read by its
-     * sender (who is a member by now): one write, which with PostgreSQL is
-     * one transaction that several brokers' appends to the group queue on. */
+    /* The store takes the id and the time, finds a retry by its cid, and
+     * marks the message read by its sender (who is a member by now): one
+     * write, which with PostgreSQL is one transaction that several brokers'
+     * appends to the group queue on. */
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     chat_err err = chat_store_append(pl->store, group, from, cid, &tpl, true, &ap);
@@ -118,8 +117,27 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         }
         pl->stats.stored++;
         chat_retention_count(pl, group, ap.id);
+        chat_fanout_stored(pl, group, ap.id, ev->qos);
         if (ap.read) {
             chat_presence_read(pl, group, from, ap.id);
+        }
+    } else {
+        /* A retry: the sender learns its id; the publish is acknowledged
+         * as usual. Delivered live again only if the first copy never went
+         * out (see fanout.c): otherwise its payload becomes one that is no
+         * stored envelope, which the read check (on_read) keeps from every
+         * subscriber, whatever the QoS and whenever the broker fans it out. */
+        chat_respond_duplicate(pl, ev->client, group, cid, ap.id);
+        if (!chat_fanout_pending(pl, group, ap.id)) {
+            if (set_payload(ev, "", 0) != MOSQ_ERR_SUCCESS) {
+                why = "out of memory";
+                goto fail;
+            }
+            ev->retain = false;
+            free(ap.env);
+            free(env);
+            free(cid);
+            return MOSQ_ERR_SUCCESS;
         }
     }
     if (set_payload(ev, ap.env, ap.len) != MOSQ_ERR_SUCCESS) {
@@ -315,12 +333,13 @@ static int on_unsubscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check
     return pass;
 }
 
-/* True when payload is byte for byte an envelope stored in group. Only
- * envelopes the message event made may reach members: Wills (and bridged
- * messages) never pass through that event, so a Will that imitates an
- * envelope would arrive unstored, with a forged id and sender. */
+/* True when payload is byte for byte an envelope stored in group (its id
+ * in *idp). Only envelopes the message event made may reach members: Wills
+ * (and bridged messages) never pass through that event, so a Will that
+ * imitates an envelope would arrive unstored, with a forged id and sender;
+ * nor does a retry the message event emptied (a duplicate). */
 static bool is_stored_envelope(struct chat_plugin *pl, const char *group, const void *payload,
-                               size_t len)
+                               size_t len, uint64_t *idp)
 {
     const char *p = payload;
     uint64_t id = 0;
@@ -334,6 +353,7 @@ static bool is_stored_envelope(struct chat_plugin *pl, const char *group, const 
     if (i == 6 || i >= len || p[i] != ',') {
         return false;
     }
+    *idp = id;
     /* Every delivery of a fresh publish asks about the envelope just stored. */
     if (pl->last_env && id == pl->last_id && !strcmp(group, pl->last_group)) {
         return len == pl->last_len && memcmp(p, pl->last_env, len) == 0;
@@ -375,14 +395,16 @@ static int on_read(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev, i
     }
     memcpy(group, g, glen);
     group[glen] = '\0';
-    if (!is_stored_envelope(pl, group, ev->payload, ev->payloadlen)) {
+    uint64_t id = 0;
+    if (!is_stored_envelope(pl, group, ev->payload, ev->payloadlen, &id)) {
         return MOSQ_ERR_ACL_DENIED;
     }
+    chat_fanout_seen(pl, group, id);
     if (chat_is_member(pl, ev->client, group)) {
         return pass;
     }
-    const char *id = mosquitto_client_id(ev->client);
-    return (id && chat_pending_has(pl, id, group)) ? pass : MOSQ_ERR_ACL_DENIED;
+    const char *client_id = mosquitto_client_id(ev->client);
+    return (client_id && chat_pending_has(pl, client_id, group)) ? pass : MOSQ_ERR_ACL_DENIED;
 }
 
 /* $CONTROL/chat/...: requests go to $CONTROL/chat/v1 and are handed to the

@@ -115,6 +115,7 @@ static void plugin_free(struct chat_plugin *pl)
     chat_chores_report(pl);
     chat_replay_free_all(pl);
     chat_presence_free(pl);
+    chat_fanout_free(pl);
     chat_relay_free(pl);
     chat_peers_free(pl);
     chat_admin_free(pl);
@@ -171,7 +172,8 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
                              "events and fsync batch syncs every message");
     }
     rc = MOSQ_ERR_NOMEM;
-    if (!chat_peers_init(pl) || !chat_replay_init(pl) || !chat_presence_init(pl)) {
+    if (!chat_peers_init(pl) || !chat_replay_init(pl) || !chat_presence_init(pl) ||
+        !chat_fanout_init(pl)) {
         goto fail;
     }
     chat_err err = chat_storage_open(pl, &errmsg);

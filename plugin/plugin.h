@@ -22,6 +22,8 @@
  *   presence.c   who is online: the events and the command (presence.h:
  *                its state, shared with presence_push.c, the coalesced
  *                reads/presence pushes, and presence_state.c)
+ *   fanout.c     which stored messages went out live (a cid retry of one
+ *                is not delivered twice)
  *   retention.c  deleting old messages in bounded steps
  *   access.c     membership, and the broker's answer on read rights
  *   reply.c      everything sent to a client, and the page writer
@@ -168,6 +170,7 @@ struct chat_plugin {
     bool deletions_loaded;          /* those a previous run left were queued */
     bool job_running;               /* a store job (backup, compact) is being watched */
     struct chat_presence *presence; /* presence.h */
+    struct chat_fanout *fanout;     /* fanout.c */
     int64_t tick_us;                /* chores.c: when the last tick began (monotonic µs) ... */
     int64_t tick_max_us;            /* ... the longest tick so far (wall, and CPU) ... */
     int64_t tick_cpu_max_us;
@@ -331,6 +334,25 @@ const char *chat_presence_answer(struct chat_plugin *pl, struct mosquitto *clien
 /* Sends the pushes that are due, within a bounded amount of work; from the
  * tick. now_ms: chat_now_ms(). */
 void chat_presence_tick(struct chat_plugin *pl, int64_t now_ms);
+
+/* fanout.c: which stored messages have gone out to subscribers */
+
+/* Creates and frees the state (false: out of memory). */
+bool chat_fanout_init(struct chat_plugin *pl);
+void chat_fanout_free(struct chat_plugin *pl);
+
+/* A new message (group, id) was stored from a publish at qos: not out yet
+ * (QoS 2 goes out at the PUBREL). */
+void chat_fanout_stored(struct chat_plugin *pl, const char *group, uint64_t id, int qos);
+
+/* A delivery of the stored envelope (group, id) is being checked: it went
+ * out. */
+void chat_fanout_seen(struct chat_plugin *pl, const char *group, uint64_t id);
+
+/* True when (group, id) is known not to have gone out to anyone yet: a
+ * retry of it must still be delivered live. False once it went out, and for
+ * messages no longer remembered (see fanout.c). */
+bool chat_fanout_pending(struct chat_plugin *pl, const char *group, uint64_t id);
 
 /* access.c */
 

@@ -79,7 +79,8 @@ bool plugin_fixture_open(struct plugin_fixture *fx, const char *const *opts,
     }
     /* The broker sends ticks: nothing runs the chores from client events. */
     fx->pl.ticks_seen = true;
-    ok = chat_peers_init(&fx->pl) && chat_replay_init(&fx->pl) && chat_presence_init(&fx->pl);
+    ok = chat_peers_init(&fx->pl) && chat_replay_init(&fx->pl) && chat_presence_init(&fx->pl) &&
+         chat_fanout_init(&fx->pl);
     if (!ok) {
         fprintf(stderr, "plugin_fixture: out of memory\n");
     }
@@ -98,6 +99,7 @@ void plugin_fixture_close(struct plugin_fixture *fx)
 {
     chat_replay_free_all(&fx->pl);
     chat_presence_free(&fx->pl);
+    chat_fanout_free(&fx->pl);
     chat_peers_free(&fx->pl);
     chat_admin_free(&fx->pl);
     free(fx->pl.last_env);

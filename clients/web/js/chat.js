@@ -272,7 +272,8 @@
           }
           break;
         case 'publish':
-          this.refused(e.cid, e.error);
+          if (e.duplicate && !e.error) this.storedBefore(e);
+          else this.refused(e.cid, e.error);
           break;
         case 'subscribe':
         case 'ack':
