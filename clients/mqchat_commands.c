@@ -26,7 +26,8 @@ static bool g_quiet;
 static bool g_mark_read;      /* listen: mark what is printed as read */
 static chat_client *g_client; /* for the callbacks' chat_client_read */
 static atomic_bool g_connected_once;
-static atomic_bool g_waiting; /* listen started while the broker could not be reached */
+static atomic_bool g_waiting;  /* listen started while the broker could not be reached */
+static atomic_bool g_stopping; /* listen is stopping: print nothing more */
 static const char *g_client_id;
 static int64_t g_last_progress;
 /* listen: lines written to stdout's buffer and not flushed yet. */
@@ -62,6 +63,12 @@ static void note(const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+}
+
+/* "s" after a count other than 1. */
+static const char *plural(uint64_t n)
+{
+    return n == 1 ? "" : "s";
 }
 
 static int64_t now_ms(void)
@@ -245,6 +252,10 @@ bool mqchat_on_message(void *arg, const chat_client_message *m)
     (void)arg;
     if (g_count > 0 && atomic_load(&g_printed) >= g_count)
         return false; /* -C reached: leave the rest unshown */
+    /* Stopped (a signal, -W): a catch-up must not keep us printing; the
+     * rest stays unacked and comes after the next start. */
+    if (atomic_load(&g_stopping))
+        return false;
     atomic_store(&g_unflushed, true);
     now = now_ms();
     if (!print_message(m, g_json) || (now - g_flushed_ms >= FLUSH_MS && !flush_stdout())) {
@@ -290,14 +301,14 @@ void mqchat_on_event(void *arg, const chat_client_event *ev)
         now = now_ms();
         if (ev->id >= ev->head) {
             if (ev->pages > 1)
-                note("%s: caught up at #%llu (%llu messages, %llu pages)", ev->group,
+                note("%s: caught up at #%llu (%llu message%s, %llu pages)", ev->group,
                      (unsigned long long)ev->id, (unsigned long long)ev->messages,
-                     (unsigned long long)ev->pages);
+                     plural(ev->messages), (unsigned long long)ev->pages);
         } else if (now - g_last_progress >= PROGRESS_EVERY_MS) {
             g_last_progress = now;
-            note("%s: catching up: %llu pages, %llu messages so far, %llu remaining", ev->group,
-                 (unsigned long long)ev->pages, (unsigned long long)ev->messages,
-                 (unsigned long long)(ev->head - ev->id));
+            note("%s: catching up: %llu page%s, %llu message%s so far, %llu remaining", ev->group,
+                 (unsigned long long)ev->pages, plural(ev->pages), (unsigned long long)ev->messages,
+                 plural(ev->messages), (unsigned long long)(ev->head - ev->id));
         }
         break;
     case CHAT_CLIENT_EV_SEND_REFUSED:
@@ -476,6 +487,7 @@ static int cmd_listen(chat_client *c, const struct opts *o, sigset_t *sigs, int 
             continue;
         break;
     }
+    atomic_store(&g_stopping, true);
     if (atomic_load(&g_exit) >= 0)
         status = atomic_load(&g_exit);
     if (status == 0 && !atomic_load(&g_connected_once)) {

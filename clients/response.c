@@ -184,8 +184,33 @@ static void apply_gap(const chat_responses *rs, struct chat_group *g, const cJSO
         chat_requests_gap_fetch(rs->requests, g);
 }
 
-/* A caller's answer: the call gets a copy of entry; fetched messages of a
- * listened group also go the usual way. */
+/* Copies the text of each element of msgs (the payload's bytes of the
+ * entry's messages) to call, so that fetch and history hand the
+ * application each envelope as stored, as live and replay messages are:
+ * not printed again from a tree, which cuts strings at \u0000 and rounds
+ * numbers. False when out of memory; nothing to copy is no failure (the
+ * page is then read from the entry). */
+static bool copy_texts(struct call *call, const struct chat_span *msgs)
+{
+    if (msgs == NULL || msgs->text == NULL || msgs->n == 0)
+        return true;
+    if ((call->texts = calloc(msgs->n, sizeof *call->texts)) == NULL ||
+        (call->lens = calloc(msgs->n, sizeof *call->lens)) == NULL)
+        return false;
+    for (size_t i = 0; i < msgs->n; i++) {
+        const struct chat_span_elem *e = &msgs->elems[i];
+        if ((call->texts[i] = malloc(e->len + 1)) == NULL)
+            return false;
+        memcpy(call->texts[i], e->text, e->len);
+        call->texts[i][e->len] = '\0';
+        call->lens[i] = e->len;
+        call->ntexts++;
+    }
+    return true;
+}
+
+/* A caller's answer: the call gets a copy of entry (and of its messages'
+ * texts); fetched messages of a listened group also go the usual way. */
 static void answer_call(const chat_responses *rs, const struct chat_request *r,
                         struct chat_group *g, const cJSON *entry, const struct chat_span *msgs,
                         const char *why)
@@ -194,7 +219,9 @@ static void answer_call(const chat_responses *rs, const struct chat_request *r,
         chat_queue_finish(rs->queue, r->call, CHAT_CLIENT_ERR_REFUSED, why);
         return;
     }
-    if ((r->call->entry = cJSON_Duplicate(entry, 1)) == NULL) {
+    if ((r->call->entry = cJSON_Duplicate(entry, 1)) == NULL ||
+        ((strcmp(r->command, "fetch") == 0 || strcmp(r->command, "history") == 0) &&
+         !copy_texts(r->call, msgs))) {
         chat_queue_finish(rs->queue, r->call, CHAT_CLIENT_ERR_NOMEM, NULL);
         return;
     }
