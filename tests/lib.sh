@@ -127,3 +127,30 @@ listen_addrs() {
       print addr(a[1]), hex(a[2])
     }' | sort -u
 }
+
+# doc_links <markdown file>: every relative link of the file ([text](path),
+# <img src="path">), and of every Markdown file it leads to, names a file
+# that exists (anchors and web addresses aside). Prints the broken ones;
+# fails when there is any.
+doc_links() {
+  local todo=("$1") seen=" " bad=0 f dir target
+  while [ ${#todo[@]} -gt 0 ]; do
+    f=${todo[0]}
+    todo=("${todo[@]:1}")
+    case "$seen" in *" $f "*) continue ;; esac
+    seen="$seen$f "
+    dir=$(dirname "$f")
+    while IFS= read -r target; do
+      target=${target%%#*}
+      [ -n "$target" ] || continue
+      case "$target" in *://* | mailto:*) continue ;; esac
+      if [ ! -e "$dir/$target" ]; then
+        echo "$f links to $target, which is not there" >&2
+        bad=1
+      elif [ "${target%.md}" != "$target" ]; then
+        todo+=("$(cd "$dir" && cd "$(dirname "$target")" && pwd)/$(basename "$target")")
+      fi
+    done < <(grep -oE '\]\([^) ]+\)|src="[^"]+"' "$f" | sed -E 's/^\]\(//; s/\)$//; s/^src="//; s/"$//')
+  done
+  return $bad
+}
