@@ -94,7 +94,7 @@ check() {
     fi
     sleep 0.1
   done
-  [ "$ready" = 1 ] || die "$name: the broker does not listen on every port of $conf: $(tr '\n' ';' <"$got") $(cat "$WORK/$name.log" 2>/dev/null | tail -3)"
+  [ "$ready" = 1 ] || die "$name: the broker does not listen on every port of $conf: $(tr '\n' ';' <"$got") $(tail -3 "$WORK/$name.log" 2>/dev/null)"
   # Every socket is on its listener's address; no port is left out.
   local port_ want_addr got_addr
   while read -r port_ want_addr; do
