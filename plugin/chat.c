@@ -118,9 +118,12 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         pl->stats.stored++;
         chat_retention_count(pl, group, ap.id);
         chat_fanout_stored(pl, group, ap.id, ev->qos);
-        if (ap.read) {
-            chat_presence_read(pl, group, from, ap.id);
-        }
+        /* The sender's marker moved (ap.read) but is not pushed: pushed, it
+         * would cost every subscribed device a push per group and interval
+         * wherever anyone sends, readers or not (integ_load's 200 devices
+         * could not keep up). receipts answers it; the sender's own next
+         * read, which our clients send as they show its envelope, pushes
+         * it. */
     } else {
         /* A retry: the sender learns its id; the publish is acknowledged
          * as usual. Delivered live again only if the first copy never went
