@@ -321,7 +321,8 @@ void chat_presence_left(struct chat_plugin *pl, const char *member, const char *
 /* The group was deleted: nothing of it is pushed any more. */
 void chat_presence_forget_group(struct chat_plugin *pl, const char *group);
 
-/* member's read marker in group moved to read: the next push says so. */
+/* member's read marker in group is read (after a read of one of its
+ * devices): the next push says so, unless a push said it already. */
 void chat_presence_read(struct chat_plugin *pl, const char *group, const char *member,
                         uint64_t read);
 

@@ -195,11 +195,13 @@ static void library(const ts_broker *b, int version)
     wait_log(&sa, text);
     CHECK(sa.read_of[1] == base + 3, "bob's marker pushed as %llu, shown %llu",
           (unsigned long long)sa.read_of[1], (unsigned long long)(base + 3));
-    /* alice has read what she sent (issue 25, item 6; a marker moved by
-     * sending is not pushed, receipts says it), and a read of hers below
-     * it changes nothing */
+    /* alice has read what she sent (issue 25, item 6): a read of hers
+     * below it changes nothing, and pushes the marker sending moved (which
+     * is not pushed by itself) */
     wait_shown(&sa, base + 3);
     CHECK(chat_client_read(alice, GROUP, base + 1) == CHAT_CLIENT_OK, "read");
+    snprintf(text, sizeof text, "alice:%llu ", (unsigned long long)(base + 3));
+    wait_log(&sb, text);
     snprintf(text, sizeof text, "alice:%llu bob:%llu", (unsigned long long)(base + 3),
              (unsigned long long)(base + 3));
     expect_receipts(bob, text, 2);
