@@ -94,7 +94,7 @@ void chat_client_page_free(chat_client_page *p)
 static bool page_from_texts(chat_client_page *p, struct page_priv *pv, const struct call *texts,
                             chat_client_err *err)
 {
-    if ((pv->env = calloc(texts->ntexts, sizeof *pv->env)) == NULL) {
+    if ((pv->env = calloc(texts->ntexts, sizeof(struct chat_env *))) == NULL) {
         *err = chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL);
         return false;
     }
