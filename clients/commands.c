@@ -9,13 +9,16 @@
 #include <string.h>
 
 #include "api.h"
+#include "envelope.h"
 #include "proto.h"
 
 /* Runs one command named command about group (may be NULL), written in o
  * (emptied). On OK *entry is the response entry, freed by the caller with
- * cJSON_Delete. */
-static chat_client_err request(chat_client *c, const char *command, const char *group, chat_obj *o,
-                               cJSON **entry)
+ * cJSON_Delete, and, when texts is not NULL, *texts the finished call that
+ * holds the texts of its messages (struct call's texts: fetch and history),
+ * freed with chat_call_free. */
+static chat_client_err request_texts(chat_client *c, const char *command, const char *group,
+                                     chat_obj *o, cJSON **entry, struct call **texts)
 {
     struct call *call = chat_call_new(CALL_REQUEST);
     char *cmd = chat_obj_end(o);
@@ -33,8 +36,17 @@ static chat_client_err request(chat_client *c, const char *command, const char *
         return err;
     *entry = call->entry;
     call->entry = NULL;
-    chat_call_free(call);
+    if (texts != NULL)
+        *texts = call;
+    else
+        chat_call_free(call);
     return CHAT_CLIENT_OK;
+}
+
+static chat_client_err request(chat_client *c, const char *command, const char *group, chat_obj *o,
+                               cJSON **entry)
+{
+    return request_texts(c, command, group, o, entry, NULL);
 }
 
 /* Starts the command {"command": name, "group": group (unless NULL)} in o. */
@@ -46,8 +58,9 @@ static void command_begin(chat_obj *o, const char *name, const char *group)
 }
 
 struct page_priv {
-    cJSON *entry; /* the response entry: the messages' strings point into it */
-    char **json;  /* each message's printed envelope */
+    cJSON *entry;          /* the response entry: the messages' strings point into it ... */
+    char **json;           /* ... and each message's printed envelope */
+    struct chat_env **env; /* or each message read from its text, as delivered live */
     size_t n;
 };
 
@@ -59,9 +72,14 @@ void chat_client_page_free(chat_client_page *p)
         return;
     pv = p->priv;
     if (pv != NULL) {
-        for (size_t i = 0; i < pv->n; i++)
-            cJSON_free(pv->json[i]);
+        for (size_t i = 0; i < pv->n; i++) {
+            if (pv->json != NULL)
+                cJSON_free(pv->json[i]);
+            if (pv->env != NULL)
+                free(pv->env[i]);
+        }
         free(pv->json);
+        free(pv->env);
         cJSON_Delete(pv->entry);
         free(pv);
     }
@@ -69,8 +87,35 @@ void chat_client_page_free(chat_client_page *p)
     free(p);
 }
 
-/* Turns a fetch or history entry (taken) into a page. */
-static chat_client_err make_page(cJSON *entry, chat_client_page **out)
+/* The messages of a page from their texts in the payload (call's texts,
+ * one per element of the entry's messages): each as on_message gets it,
+ * its json the stored envelope. False when a text is no envelope, or memory
+ * ran out (*err says which). */
+static bool page_from_texts(chat_client_page *p, struct page_priv *pv, const struct call *texts,
+                            chat_client_err *err)
+{
+    if ((pv->env = calloc(texts->ntexts, sizeof(struct chat_env *))) == NULL) {
+        *err = chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL);
+        return false;
+    }
+    for (size_t i = 0; i < texts->ntexts; i++) {
+        chat_env_verdict v = chat_env_read(texts->texts[i], texts->lens[i], &pv->env[i]);
+        if (v != CHAT_ENV_OK) {
+            *err = v == CHAT_ENV_NOMEM
+                       ? chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL)
+                       : chat_api_report(CHAT_CLIENT_ERR_PROTOCOL, "not an envelope: %.200s",
+                                         texts->texts[i]);
+            return false;
+        }
+        pv->n++;
+        p->messages[p->count++] = pv->env[i]->m;
+    }
+    return true;
+}
+
+/* Turns a fetch or history entry (taken) into a page, from the texts of its
+ * messages when texts (may be NULL) holds them. */
+static chat_client_err make_page(cJSON *entry, const struct call *texts, chat_client_page **out)
 {
     chat_client_page *p = calloc(1, sizeof *p);
     struct page_priv *pv = calloc(1, sizeof *pv);
@@ -93,8 +138,20 @@ static chat_client_err make_page(cJSON *entry, chat_client_page **out)
     }
     p->more = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(entry, "more"));
     p->truncated = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(entry, "truncated"));
-    if (n > 0 && ((p->messages = calloc(n, sizeof *p->messages)) == NULL ||
-                  (pv->json = calloc(n, sizeof *pv->json)) == NULL)) {
+    if (n > 0 && (p->messages = calloc(n, sizeof *p->messages)) == NULL) {
+        chat_client_page_free(p);
+        return chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL);
+    }
+    if (texts != NULL && texts->ntexts == n && n > 0) {
+        chat_client_err err = CHAT_CLIENT_OK;
+        if (!page_from_texts(p, pv, texts, &err)) {
+            chat_client_page_free(p);
+            return err;
+        }
+        *out = p;
+        return CHAT_CLIENT_OK;
+    }
+    if (n > 0 && (pv->json = calloc(n, sizeof *pv->json)) == NULL) {
         chat_client_page_free(p);
         return chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL);
     }
@@ -136,9 +193,12 @@ static chat_client_err page_request(chat_client *c, const char *command, const c
         chat_obj_u64(&o, key, bound);
     if (limit > 0)
         chat_obj_u64(&o, "limit", limit);
-    if ((err = request(c, command, group, &o, &entry)) != CHAT_CLIENT_OK)
+    struct call *texts = NULL;
+    if ((err = request_texts(c, command, group, &o, &entry, &texts)) != CHAT_CLIENT_OK)
         return err;
-    return make_page(entry, out);
+    err = make_page(entry, texts, out);
+    chat_call_free(texts);
+    return err;
 }
 
 chat_client_err chat_client_fetch(chat_client *c, const char *group, uint64_t after, size_t limit,

@@ -116,7 +116,7 @@ void chat_delivery_ack(chat_delivery *d, struct chat_group *g)
     int rc;
 
     g->ack_due = 0;
-    if (!chat_paho_up(d->cfg.paho) || !g->seq.known || g->seq.shown == 0)
+    if (!chat_paho_up(d->cfg.paho) || !g->seq.known || g->seq.shown == 0 || d->closing)
         return; /* the sync after the next connect repairs the cursor */
     /* state-before-ack: the file holds what the ack says before the ack leaves;
      * an ack the file cannot back is not sent. */
@@ -194,7 +194,7 @@ void chat_delivery_ready(chat_delivery *d, struct chat_group *g)
     uint64_t id;
     struct chat_env *env;
 
-    while (!d->halted && (env = chat_seq_pop(&g->seq, &id)) != NULL) {
+    while (!d->halted && !d->closing && (env = chat_seq_pop(&g->seq, &id)) != NULL) {
         bool taken = d->cfg.on_message == NULL || d->cfg.on_message(d->cfg.arg, &env->m);
 
         if (!taken) {

@@ -59,6 +59,9 @@ struct chat_delivery_cfg {
 typedef struct chat_delivery {
     struct chat_delivery_cfg cfg;
     bool halted;          /* on_message refused a message: deliver nothing more */
+    bool closing;         /* a disconnect was asked: nothing more is shown or acked (the
+                             final acks went) until the next connect call, so that pages
+                             still arriving during a catch-up cannot hold the disconnect */
     size_t acks_inflight; /* acks published and not yet acknowledged by the broker */
     int64_t last_state_error_ms;
     int64_t state_due;    /* when the state file must be written next; 0: it is up to date */

@@ -117,6 +117,10 @@ static void on_disconnect_call(chat_client *c, struct call *call)
         chat_delivery_ack_all(&c->delivery);
         chat_receipts_flush(&c->receipts);
     }
+    /* The final acks are out: what arrives from now on (the next pages of
+     * a catch-up, which those acks release) waits for the next connection,
+     * unshown and unacked, instead of keeping acks in flight. */
+    c->delivery.closing = true;
     chat_calls_add(&c->calls, call); /* progress_calls goes on */
 }
 
@@ -141,6 +145,7 @@ static void on_call(chat_client *c, struct call *call)
 {
     switch (call->op) {
     case CALL_CONNECT:
+        c->delivery.closing = false;
         if (c->conn.state == CONN_UP) {
             chat_queue_finish(&c->queue, call, CHAT_CLIENT_OK, NULL);
             return;
@@ -235,7 +240,7 @@ static void progress_calls(chat_client *c, int64_t now)
 static bool gap_waits(const chat_client *c, const struct chat_group *g)
 {
     return chat_paho_up(&c->paho) && g->listening && !g->fetching && !c->delivery.halted &&
-           (chat_group_behind(g) || (!g->seq.known && g->seq.n > 0));
+           !c->delivery.closing && (chat_group_behind(g) || (!g->seq.known && g->seq.n > 0));
 }
 
 static void run_timers(chat_client *c, int64_t now)

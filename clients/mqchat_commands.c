@@ -43,6 +43,7 @@ struct mqchat {
     atomic_bool connected_once;
     atomic_bool waiting;   /* listen started while the broker could not be reached */
     atomic_bool unflushed; /* listen: lines written to stdout's buffer, not flushed yet */
+    atomic_bool stopping;  /* listen is stopping: print nothing more */
     /* The callbacks' thread only. */
     int64_t last_progress; /* when the last catch-up progress line went out */
     int64_t flushed_ms;    /* when on_message last flushed */
@@ -71,6 +72,12 @@ static void note(const struct mqchat *m, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+}
+
+/* "s" after a count other than 1. */
+static const char *plural(uint64_t n)
+{
+    return n == 1 ? "" : "s";
 }
 
 static int64_t now_ms(void)
@@ -255,6 +262,10 @@ bool mqchat_on_message(void *arg, const chat_client_message *msg)
 
     if (m->count > 0 && atomic_load(&m->printed) >= m->count)
         return false; /* -C reached: leave the rest unshown */
+    /* Stopped (a signal, -W): a catch-up must not keep us printing; the
+     * rest stays unacked and comes after the next start. */
+    if (atomic_load(&m->stopping))
+        return false;
     atomic_store(&m->unflushed, true);
     now = now_ms();
     if (!print_message(msg, m->json) || (now - m->flushed_ms >= FLUSH_MS && !flush_stdout(m))) {
@@ -300,13 +311,14 @@ void mqchat_on_event(void *arg, const chat_client_event *ev)
         now = now_ms();
         if (ev->id >= ev->head) {
             if (ev->pages > 1)
-                note(m, "%s: caught up at #%llu (%llu messages, %llu pages)", ev->group,
+                note(m, "%s: caught up at #%llu (%llu message%s, %llu pages)", ev->group,
                      (unsigned long long)ev->id, (unsigned long long)ev->messages,
-                     (unsigned long long)ev->pages);
+                     plural(ev->messages), (unsigned long long)ev->pages);
         } else if (now - m->last_progress >= PROGRESS_EVERY_MS) {
             m->last_progress = now;
-            note(m, "%s: catching up: %llu pages, %llu messages so far, %llu remaining", ev->group,
-                 (unsigned long long)ev->pages, (unsigned long long)ev->messages,
+            note(m, "%s: catching up: %llu page%s, %llu message%s so far, %llu remaining",
+                 ev->group, (unsigned long long)ev->pages, plural(ev->pages),
+                 (unsigned long long)ev->messages, plural(ev->messages),
                  (unsigned long long)(ev->head - ev->id));
         }
         break;
@@ -487,6 +499,7 @@ static int cmd_listen(struct mqchat *m, chat_client *c, const struct opts *o, si
             continue;
         break;
     }
+    atomic_store(&m->stopping, true);
     if (atomic_load(&m->exit) >= 0)
         status = atomic_load(&m->exit);
     if (status == 0 && !atomic_load(&m->connected_once)) {
@@ -672,6 +685,7 @@ struct mqchat *mqchat_create(const struct opts *o, bool listen, const char *clie
     atomic_init(&m->connected_once, false);
     atomic_init(&m->waiting, false);
     atomic_init(&m->unflushed, false);
+    atomic_init(&m->stopping, false);
     return m;
 }
 

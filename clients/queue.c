@@ -22,6 +22,10 @@ void chat_call_free(struct call *call)
     free(call->group);
     free(call->payload);
     cJSON_Delete(call->entry);
+    for (size_t i = 0; i < call->ntexts; i++)
+        free(call->texts[i]);
+    free(call->texts);
+    free(call->lens);
     free(call);
 }
 

@@ -61,7 +61,11 @@ struct call {
     char cid[CHAT_PROTO_CID_MAX + 1]; /* SEND */
     chat_client_err err;
     char reason[CHAT_REASON_MAX];
-    cJSON *entry;   /* REQUEST: the response entry, owned by the call */
+    cJSON *entry; /* REQUEST: the response entry, owned by the call */
+    char **texts; /* REQUEST (fetch, history): each message of the entry as the payload
+                     held it (malloc'd, NUL-terminated), when it could be cut out */
+    size_t *lens; /* ... their lengths */
+    size_t ntexts;
     size_t refused; /* FLUSH */
 };
 

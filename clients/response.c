@@ -45,6 +45,25 @@ static void unsolicited(const chat_responses *rs, const char *command, const cJS
     }
 }
 
+/* A publish of ours was a retry of a message stored before (the plugin's
+ * {"command":"publish","duplicate":true,"id"}): the outbox let it go at
+ * its PUBACK, and the plugin delivers that envelope to nobody live again.
+ * A listened group that has not shown it is behind up to that id: the gap
+ * is fetched (after gap_timeout_ms, unless a replay fills it first). */
+static void stored_before(const chat_responses *rs, const cJSON *entry)
+{
+    const cJSON *grp = cJSON_GetObjectItemCaseSensitive(entry, "group");
+    struct chat_group *g =
+        cJSON_IsString(grp) ? chat_groups_find(rs->groups, grp->valuestring) : NULL;
+    uint64_t id = 0;
+
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(entry, "duplicate")) || g == NULL ||
+        !g->listening || !chat_json_u64(cJSON_GetObjectItemCaseSensitive(entry, "id"), 1, &id))
+        return;
+    chat_group_raise_head(g, id);
+    chat_delivery_ready(rs->delivery, g);
+}
+
 /* Reports the refusal of group's subscription, with the plugin's reason if
  * it came (it comes before the probe's answer). */
 static void listen_refused(const chat_responses *rs, const char *group)
@@ -165,8 +184,33 @@ static void apply_gap(const chat_responses *rs, struct chat_group *g, const cJSO
         chat_requests_gap_fetch(rs->requests, g);
 }
 
-/* A caller's answer: the call gets a copy of entry; fetched messages of a
- * listened group also go the usual way. */
+/* Copies the text of each element of msgs (the payload's bytes of the
+ * entry's messages) to call, so that fetch and history hand the
+ * application each envelope as stored, as live and replay messages are:
+ * not printed again from a tree, which cuts strings at \u0000 and rounds
+ * numbers. False when out of memory; nothing to copy is no failure (the
+ * page is then read from the entry). */
+static bool copy_texts(struct call *call, const struct chat_span *msgs)
+{
+    if (msgs == NULL || msgs->text == NULL || msgs->n == 0)
+        return true;
+    if ((call->texts = calloc(msgs->n, sizeof *call->texts)) == NULL ||
+        (call->lens = calloc(msgs->n, sizeof *call->lens)) == NULL)
+        return false;
+    for (size_t i = 0; i < msgs->n; i++) {
+        const struct chat_span_elem *e = &msgs->elems[i];
+        if ((call->texts[i] = malloc(e->len + 1)) == NULL)
+            return false;
+        memcpy(call->texts[i], e->text, e->len);
+        call->texts[i][e->len] = '\0';
+        call->lens[i] = e->len;
+        call->ntexts++;
+    }
+    return true;
+}
+
+/* A caller's answer: the call gets a copy of entry (and of its messages'
+ * texts); fetched messages of a listened group also go the usual way. */
 static void answer_call(const chat_responses *rs, const struct chat_request *r,
                         struct chat_group *g, const cJSON *entry, const struct chat_span *msgs,
                         const char *why)
@@ -175,7 +219,9 @@ static void answer_call(const chat_responses *rs, const struct chat_request *r,
         chat_queue_finish(rs->queue, r->call, CHAT_CLIENT_ERR_REFUSED, why);
         return;
     }
-    if ((r->call->entry = cJSON_Duplicate(entry, 1)) == NULL) {
+    if ((r->call->entry = cJSON_Duplicate(entry, 1)) == NULL ||
+        ((strcmp(r->command, "fetch") == 0 || strcmp(r->command, "history") == 0) &&
+         !copy_texts(r->call, msgs))) {
         chat_queue_finish(rs->queue, r->call, CHAT_CLIENT_ERR_NOMEM, NULL);
         return;
     }
@@ -252,6 +298,8 @@ static void handle_entry(const chat_responses *rs, const struct event *ev, const
             (void)chat_delivery_page(rs->delivery, g, entry, msgs, true);
     } else if (strcmp(command, "reads") == 0 || strcmp(command, "presence") == 0) {
         chat_receipts_push(rs->receipts, entry);
+    } else if (strcmp(command, "publish") == 0) {
+        stored_before(rs, entry);
     }
     /* Anything else answers nothing we asked. */
 }

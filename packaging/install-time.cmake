@@ -14,6 +14,9 @@ endfunction()
 chat_full_path(CHAT_FULL_LIBDIR "${CHAT_LIBDIR}")
 chat_full_path(CHAT_FULL_INCLUDEDIR "${CHAT_INCLUDEDIR}")
 chat_full_path(CHAT_DOC_DIR "${CHAT_DOCDIR}")
+chat_full_path(CHAT_DATA_DIR "${CHAT_DATADIR}")
+set(CHAT_WEB_DIR "${CHAT_DATA_DIR}/mosquitto-chat/web")
+set(CHAT_WEB_CONF "${CHAT_DATA_DIR}/mosquitto-chat/mosquitto-chat-web.conf")
 set(CHAT_PREFIX "${CMAKE_INSTALL_PREFIX}")
 set(CHAT_PLUGIN_PATH "${CHAT_FULL_LIBDIR}/mosquitto-chat/mosquitto_chat.so")
 # GNUInstallDirs' rule for sysconfdir: /etc for the prefix /usr, else under
@@ -29,6 +32,11 @@ file(MAKE_DIRECTORY "${stage}")
 configure_file("${CHAT_SOURCE_DIR}/packaging/mosquitto-chat.conf.in" "${stage}/mosquitto-chat.conf"
                @ONLY)
 file(INSTALL "${stage}/mosquitto-chat.conf" DESTINATION "${confdir}"
+     PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
+# The web page's listener, off: beside the page's files, not in conf.d.
+configure_file("${CHAT_SOURCE_DIR}/packaging/mosquitto-chat-web.conf.in"
+               "${stage}/mosquitto-chat-web.conf" @ONLY)
+file(INSTALL "${stage}/mosquitto-chat-web.conf" DESTINATION "${CHAT_DATA_DIR}/mosquitto-chat"
      PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
 if(CHAT_WITH_CLIENTS)
   configure_file("${CHAT_SOURCE_DIR}/packaging/mosquitto-chat-client.pc.in"

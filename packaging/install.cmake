@@ -7,13 +7,25 @@
 #   <libdir>/libmosquitto-chat-client.{so,a}      the client library
 #   <includedir>/mosquitto-chat/chat_client.h     its public header
 #   <libdir>/pkgconfig/mosquitto-chat-client.pc
-#   <docdir>/                                     README, docs/, the example app,
-#                                                 prometheus-mqtt-exporter.yaml
+#   <docdir>/                                     README.md, docs/ (with its
+#                                                 images and
+#                                                 prometheus-mqtt-exporter.yaml),
+#                                                 the example app, and what
+#                                                 they link to (mosquitto.conf,
+#                                                 fuzz/README.md, the header),
+#                                                 at the paths they have in the
+#                                                 checkout, so every link holds
+#   <datadir>/mosquitto-chat/web/                 the web page and its MQTT.js
+#                                                 (when scripts/web-deps put it
+#                                                 there before configuring)
+#   <datadir>/mosquitto-chat/mosquitto-chat-web.conf
+#                                                 the page's listener snippet,
+#                                                 off until copied to conf.d
 #   <sysconfdir>/mosquitto/conf.d/mosquitto-chat.conf
 #                                                 loads the plugin; sysconfdir
 #                                                 is /etc for the prefix /usr
 #
-# The pkg-config file and the conf snippet name installed paths, so they are
+# The pkg-config file and the conf snippets name installed paths, so they are
 # written at install time, from the prefix in force then (`cmake --install
 # --prefix`, or CPack's /usr), not the one configured.
 
@@ -27,11 +39,33 @@ if(CHAT_BUILD_CLIENTS)
   install(FILES ${PROJECT_SOURCE_DIR}/clients/include/chat_client.h
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mosquitto-chat)
 endif()
-install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/protocol.md
-              ${PROJECT_SOURCE_DIR}/docs/client.md ${PROJECT_SOURCE_DIR}/docs/install.md
-              ${PROJECT_SOURCE_DIR}/docs/prometheus-mqtt-exporter.yaml
+install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/mosquitto.conf
               ${PROJECT_SOURCE_DIR}/packaging/deb/copyright
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# Every document, where README.md's and each other's links expect it
+# (tests/install.sh and tests/package.sh follow every link).
+file(GLOB chat_docs ${PROJECT_SOURCE_DIR}/docs/*.md ${PROJECT_SOURCE_DIR}/docs/*.png
+     ${PROJECT_SOURCE_DIR}/docs/*.yaml)
+install(FILES ${chat_docs} DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs)
+install(FILES ${PROJECT_SOURCE_DIR}/fuzz/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR}/fuzz)
+install(FILES ${PROJECT_SOURCE_DIR}/clients/include/chat_client.h
+        DESTINATION ${CMAKE_INSTALL_DOCDIR}/clients/include)
+
+# The web page (docs/web.md), served by the broker once its listener snippet
+# is copied into conf.d. MQTT.js's browser bundle is not in git:
+# scripts/web-deps copies it next to the page, and the package needs it.
+set(chat_web ${PROJECT_SOURCE_DIR}/clients/web)
+set(CHAT_WEB_BUNDLE ${chat_web}/vendor/mqtt.min.js)
+install(FILES ${chat_web}/index.html ${chat_web}/chat.css ${chat_web}/config.json
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/mosquitto-chat/web)
+file(GLOB chat_web_js ${chat_web}/js/*.js)
+install(FILES ${chat_web_js} DESTINATION ${CMAKE_INSTALL_DATADIR}/mosquitto-chat/web/js)
+if(EXISTS ${CHAT_WEB_BUNDLE})
+  install(FILES ${CHAT_WEB_BUNDLE} DESTINATION ${CMAKE_INSTALL_DATADIR}/mosquitto-chat/web/vendor)
+else()
+  message(WARNING "${CHAT_WEB_BUNDLE} is missing: the web page is installed without MQTT.js "
+                  "(run scripts/web-deps, then configure again)")
+endif()
 install(FILES ${PROJECT_SOURCE_DIR}/examples/chat_example/CMakeLists.txt
               ${PROJECT_SOURCE_DIR}/examples/chat_example/example.c
         DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples/chat_example)
@@ -43,6 +77,7 @@ install(CODE "
   set(CHAT_LIBDIR \"${CMAKE_INSTALL_LIBDIR}\")
   set(CHAT_INCLUDEDIR \"${CMAKE_INSTALL_INCLUDEDIR}\")
   set(CHAT_DOCDIR \"${CMAKE_INSTALL_DOCDIR}\")
+  set(CHAT_DATADIR \"${CMAKE_INSTALL_DATADIR}\")
   set(CHAT_WITH_CLIENTS \"${CHAT_BUILD_CLIENTS}\")
 ")
 install(SCRIPT ${PROJECT_SOURCE_DIR}/packaging/install-time.cmake)

@@ -81,13 +81,13 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         NULL) {
         goto fail;
     }
-    /* The store takes the id and the time, and finds a retry by its cid
-     * (delivered again as the stored copy, with its original id, which
-     * receivers that hold it drop): one write, which with PostgreSQL is
-     * one transaction that several brokers' appends to the group queue on. */
+    /* The store takes the id and the time, finds a retry by its cid, and
+     * marks the message read by its sender (who is a member by now): one
+     * write, which with PostgreSQL is one transaction that several brokers'
+     * appends to the group queue on. */
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    chat_err err = chat_store_append(pl->store, group, from, cid, &tpl, &ap);
+    chat_err err = chat_store_append(pl->store, group, from, cid, &tpl, true, &ap);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     chat_stats_write(
         &pl->stats, (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec)));
@@ -106,6 +106,31 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         }
         pl->stats.stored++;
         chat_retention_count(pl, group, ap.id);
+        chat_fanout_stored(pl, group, ap.id, ev->qos);
+        /* The sender's marker moved (ap.read) but is not pushed: pushed, it
+         * would cost every subscribed device a push per group and interval
+         * wherever anyone sends, readers or not (integ_load's 200 devices
+         * could not keep up). receipts answers it; the sender's own next
+         * read, which our clients send as they show its envelope, pushes
+         * it. */
+    } else {
+        /* A retry: the sender learns its id; the publish is acknowledged
+         * as usual. Delivered live again only if the first copy never went
+         * out (see fanout.c): otherwise its payload becomes one that is no
+         * stored envelope, which the read check (on_read) keeps from every
+         * subscriber, whatever the QoS and whenever the broker fans it out. */
+        chat_respond_duplicate(pl, ev->client, group, cid, ap.id);
+        if (!chat_fanout_pending(pl, group, ap.id)) {
+            if (!set_payload(ev, "", 0)) {
+                why = "out of memory";
+                goto fail;
+            }
+            ev->retain = false;
+            free(ap.env);
+            free(env);
+            free(cid);
+            return MOSQ_ERR_SUCCESS;
+        }
     }
     if (!set_payload(ev, ap.env, ap.len)) {
         /* Stored but not deliverable now: receivers get it by catch-up. */
@@ -371,12 +396,13 @@ static int on_unsubscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check
     return pass;
 }
 
-/* True when payload is byte for byte an envelope stored in group. Only
- * envelopes the message event made may reach members: Wills (and bridged
- * messages) never pass through that event, so a Will that imitates an
- * envelope would arrive unstored, with a forged id and sender. */
+/* True when payload is byte for byte an envelope stored in group (its id
+ * in *idp). Only envelopes the message event made may reach members: Wills
+ * (and bridged messages) never pass through that event, so a Will that
+ * imitates an envelope would arrive unstored, with a forged id and sender;
+ * nor does a retry the message event emptied (a duplicate). */
 static bool is_stored_envelope(struct chat_plugin *pl, const char *group, const void *payload,
-                               size_t len)
+                               size_t len, uint64_t *idp)
 {
     const char *p = payload;
     uint64_t id = 0;
@@ -392,6 +418,7 @@ static bool is_stored_envelope(struct chat_plugin *pl, const char *group, const 
     }
     /* Every delivery of a fresh publish asks about the envelope just stored,
      * ... */
+    *idp = id;
     bool same = false;
     if (chat_envelope_cache_lookup(pl, group, id, payload, len, &same)) {
         return same;
@@ -432,9 +459,11 @@ static int on_read(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev, i
     }
     memcpy(group, g, glen);
     group[glen] = '\0';
-    if (!is_stored_envelope(pl, group, ev->payload, ev->payloadlen)) {
+    uint64_t id = 0;
+    if (!is_stored_envelope(pl, group, ev->payload, ev->payloadlen, &id)) {
         return MOSQ_ERR_ACL_DENIED;
     }
+    chat_fanout_seen(pl, group, id);
     struct chat_decision d = chat_access_decide(pl, ev->client, group, CHAT_DO_DELIVER);
     return d.verdict == CHAT_ALLOW ? pass : MOSQ_ERR_ACL_DENIED;
 }

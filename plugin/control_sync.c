@@ -44,7 +44,7 @@ static int sync_group(void *ctx, const char *group, uint64_t joined)
 {
     struct sync_walk *w = ctx;
     struct chat_control_req *r = w->r;
-    uint64_t head = 0, acked = 0;
+    uint64_t head = 0, acked = 0, read = 0;
 
     if (w->after && strcmp(group, w->after) <= 0) {
         return 0;
@@ -69,9 +69,17 @@ static int sync_group(void *ctx, const char *group, uint64_t joined)
     if (w->rc == CHAT_OK) {
         w->rc = chat_store_head(r->pl->store, group, &head);
     }
+    if (w->rc == CHAT_OK) {
+        w->rc = chat_store_read_get(r->pl->store, group, r->member, &read);
+    }
     if (w->rc != CHAT_OK) {
         return 1;
     }
+    /* Unread is what the member has not read on any device, nor sent
+     * (its own messages move its read marker): a device behind on
+     * delivery still catches up (acked), but what its member read on
+     * another device is no longer news. */
+    uint64_t seen = read > acked ? read : acked;
     sbuf_puts(r->out, w->first ? "{\"group\":" : ",{\"group\":");
     w->first = false;
     sbuf_json_str(r->out, group);
@@ -79,8 +87,10 @@ static int sync_group(void *ctx, const char *group, uint64_t joined)
     sbuf_u64(r->out, head);
     sbuf_puts(r->out, ",\"acked\":");
     sbuf_u64(r->out, acked);
+    sbuf_puts(r->out, ",\"read\":");
+    sbuf_u64(r->out, read);
     sbuf_puts(r->out, ",\"unread\":");
-    sbuf_u64(r->out, head > acked ? head - acked : 0);
+    sbuf_u64(r->out, head > seen ? head - seen : 0);
     sbuf_add(r->out, "}", 1);
     snprintf(w->last, sizeof(w->last), "%s", group);
     if (w->replay && head > acked) {

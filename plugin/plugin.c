@@ -291,7 +291,8 @@ bool chat_states_init(struct chat_plugin *pl)
 {
     return chat_tick_init(pl) && chat_health_init(pl) && chat_broker_init(pl) &&
            chat_verdict_init(pl) && chat_envelope_cache_init(pl) && chat_peers_init(pl) &&
-           chat_replay_init(pl) && chat_presence_init(pl) && chat_retention_init(pl) &&
+           chat_replay_init(pl) && chat_presence_init(pl) && chat_fanout_init(pl) &&
+           chat_retention_init(pl) &&
            chat_expiry_init(pl) && chat_admin_init(pl);
 }
 
@@ -303,6 +304,7 @@ void chat_states_free(struct chat_plugin *pl)
     chat_expiry_free(pl);
     chat_retention_free(pl);
     chat_relay_free(pl);
+    chat_fanout_free(pl);
     chat_presence_free(pl);
     chat_replay_free(pl);
     chat_peers_free(pl);

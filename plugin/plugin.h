@@ -26,6 +26,8 @@
  *                     (presence.h: its state, shared with presence_push.c,
  *                     the coalesced reads/presence pushes, and
  *                     presence_state.c)
+ *   fanout.c          which stored messages went out live (a cid retry of
+ *                     one is not delivered twice)
  *   retention.c       deleting old messages in bounded steps
  *   access.c          the one access policy: identity and the decision
  *                     (access.h: with verdict.c, the broker's read verdict
@@ -178,6 +180,7 @@ struct chat_plugin {
     struct chat_peers *peers;              /* peer_table.c */
     struct chat_replay *replay;            /* replay.c */
     struct chat_presence *presence;        /* presence.h */
+    struct chat_fanout *fanout;            /* fanout.c */
     struct chat_relay *relay;              /* relay.c; NULL unless the store is shared */
     struct chat_retention *retention;      /* retention.c */
     struct chat_expiry *expiry;            /* expiry.c */
@@ -353,7 +356,8 @@ void chat_presence_left(struct chat_plugin *pl, const char *member, const char *
 /* The group was deleted: nothing of it is pushed any more. */
 void chat_presence_forget_group(struct chat_plugin *pl, const char *group);
 
-/* member's read marker in group moved to read: the next push says so. */
+/* member's read marker in group is read (after a read of one of its
+ * devices): the next push says so, unless a push said it already. */
 void chat_presence_read(struct chat_plugin *pl, const char *group, const char *member,
                         uint64_t read);
 
@@ -366,6 +370,25 @@ const char *chat_presence_answer(struct chat_plugin *pl, struct mosquitto *clien
 /* Sends the pushes that are due, within a bounded amount of work; from the
  * tick. now_ms: chat_now_ms(). */
 void chat_presence_tick(struct chat_plugin *pl, int64_t now_ms);
+
+/* fanout.c: which stored messages have gone out to subscribers */
+
+/* Creates and frees the state (false: out of memory). */
+bool chat_fanout_init(struct chat_plugin *pl);
+void chat_fanout_free(struct chat_plugin *pl);
+
+/* A new message (group, id) was stored from a publish at qos: not out yet
+ * (QoS 2 goes out at the PUBREL). */
+void chat_fanout_stored(struct chat_plugin *pl, const char *group, uint64_t id, int qos);
+
+/* A delivery of the stored envelope (group, id) is being checked: it went
+ * out. */
+void chat_fanout_seen(struct chat_plugin *pl, const char *group, uint64_t id);
+
+/* True when (group, id) is known not to have gone out to anyone yet: a
+ * retry of it must still be delivered live. False once it went out, and for
+ * messages no longer remembered (see fanout.c). */
+bool chat_fanout_pending(struct chat_plugin *pl, const char *group, uint64_t id);
 
 /* access.c, verdict.c, broker.c: the one access policy (access.h) */
 

@@ -151,7 +151,13 @@ void chat_presence_left(struct chat_plugin *pl, const char *member, const char *
     struct chat_presence *ps = pl->presence;
     struct pres_group *g = pres_group_find(ps, group);
     size_t i = g ? g->nsubs : 0;
+    struct pres_member *m = g ? pres_member_get(g, member, false) : NULL;
 
+    /* Leaving deletes the marker: one who joins again starts at 0, and
+     * its reads from there are news again (chat_presence_read). */
+    if (m) {
+        m->read = 0;
+    }
     /* Its devices stay subscribed at the broker, but a non-member is
      * pushed nothing and counts for nobody. Down from the end: unlinking
      * moves the last link, already seen, into the freed slot. */
@@ -212,9 +218,10 @@ void chat_presence_read(struct chat_plugin *pl, const char *group, const char *m
     if (!m) {
         return;
     }
-    if (read > m->read) {
-        m->read = read;
+    if (read <= m->read) {
+        return; /* told already */
     }
+    m->read = read;
     pres_mark(ps, g, m);
 }
 

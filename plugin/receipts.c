@@ -42,9 +42,11 @@ const char *chat_read_apply(struct chat_plugin *pl, struct mosquitto *client, co
     }
     pl->stats.acks++; /* the ack the read implies was applied with it */
     chat_replay_acked(pl, client, group, cursor);
-    if (moved) {
-        chat_presence_read(pl, group, member, marker);
-    }
+    /* Every accepted read, not only one that moved the marker: a marker
+     * that sending moved (chat.c) is not pushed then, and goes out with
+     * the member's next read; presence.c pushes a value once. */
+    (void)moved;
+    chat_presence_read(pl, group, member, marker);
     if (read) {
         *read = marker;
     }

@@ -123,6 +123,27 @@ void chat_respond_error(struct chat_plugin *pl, const struct mosquitto *client, 
     answer(pl, id, NULL, NULL, 0, &b);
 }
 
+void chat_respond_duplicate(struct chat_plugin *pl, const struct mosquitto *client,
+                            const char *group, const char *cid, uint64_t id)
+{
+    const char *device = mosquitto_client_id(client);
+    sbuf b = {0};
+
+    if (!device) {
+        return;
+    }
+    sbuf_puts(&b, "{\"responses\":[{\"command\":\"publish\",\"group\":");
+    sbuf_json_str(&b, group);
+    if (cid) {
+        sbuf_puts(&b, ",\"cid\":");
+        sbuf_json_str(&b, cid);
+    }
+    sbuf_puts(&b, ",\"id\":");
+    sbuf_u64(&b, id);
+    sbuf_puts(&b, ",\"duplicate\":true}]}");
+    answer(pl, device, NULL, NULL, 0, &b);
+}
+
 void chat_page_begin(struct chat_page_writer *w, sbuf *b, const char *command, const char *group,
                      const char *corr)
 {

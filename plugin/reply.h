@@ -69,6 +69,12 @@ void chat_page_entry(sbuf *b, const char *command, const char *group, const char
 void chat_reply_replay_error(struct chat_plugin *pl, const char *client_id, const char *group,
                              uint64_t id, const char *why);
 
+/* Tells client (through its answer budget) that its publish to group was
+ * a retry of message id, stored before as (group, its member, cid):
+ * {"command":"publish","group","cid","id","duplicate":true}. */
+void chat_respond_duplicate(struct chat_plugin *pl, const struct mosquitto *client,
+                            const char *group, const char *cid, uint64_t id);
+
 /* Sends a one-entry error response to client (through its answer budget)
  * and logs it. */
 void chat_respond_error(struct chat_plugin *pl, const struct mosquitto *client, const char *cmd,

@@ -65,7 +65,8 @@ typedef chat_err store_sync_state_fn(chat_store *st, chat_sync_state *out);
 typedef chat_err store_head_fn(chat_store *st, const char *group, uint64_t *head);
 typedef chat_err store_first_fn(chat_store *st, const char *group, uint64_t *first);
 typedef chat_err store_append_fn(chat_store *st, const char *group, const char *from,
-                                 const char *cid, const chat_envelope *env, chat_appended *out);
+                                 const char *cid, const chat_envelope *env, bool sender_read,
+                                 chat_appended *out);
 typedef chat_err store_cid_find_fn(chat_store *st, const char *group, const char *from,
                                    const char *cid, uint64_t *id, bool *found);
 typedef chat_err store_get_fn(chat_store *st, const char *group, uint64_t id, chat_msg *msg,

@@ -28,7 +28,7 @@ chat_err chat_store_first(chat_store *st, const char *group, uint64_t *first)
 }
 
 chat_err chat_store_append(chat_store *st, const char *group, const char *from, const char *cid,
-                           const chat_envelope *env, chat_appended *out)
+                           const chat_envelope *env, bool sender_read, chat_appended *out)
 {
     if (!out) {
         return CHAT_EINVAL;
@@ -41,7 +41,7 @@ chat_err chat_store_append(chat_store *st, const char *group, const char *from, 
         (!env->tail && env->tail_len)) {
         return CHAT_EINVAL;
     }
-    chat_err rc = st->ops->append(st, group, from, cid, env, out);
+    chat_err rc = st->ops->append(st, group, from, cid, env, sender_read, out);
     if (rc != CHAT_OK) {
         free(out->env);
         out->env = NULL;

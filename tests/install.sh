@@ -40,11 +40,15 @@ for f in bin/mqchat "$libdir/mosquitto-chat/mosquitto_chat.so" \
   "$libdir/libmosquitto-chat-client.a" "$libdir/libmosquitto-chat-client.so" \
   "$libdir/libmosquitto-chat-client.so.0" "$libdir/pkgconfig/mosquitto-chat-client.pc" \
   include/mosquitto-chat/chat_client.h etc/mosquitto/conf.d/mosquitto-chat.conf \
-  share/doc/mosquitto-chat/README.md share/doc/mosquitto-chat/protocol.md \
-  share/doc/mosquitto-chat/client.md share/doc/mosquitto-chat/install.md \
+  share/doc/mosquitto-chat/README.md share/doc/mosquitto-chat/docs/protocol.md \
+  share/doc/mosquitto-chat/docs/client.md share/doc/mosquitto-chat/docs/install.md \
+  share/doc/mosquitto-chat/docs/web.md share/doc/mosquitto-chat/mosquitto.conf \
   share/doc/mosquitto-chat/copyright share/doc/mosquitto-chat/changelog.gz \
   share/doc/mosquitto-chat/examples/chat_example/example.c \
-  share/doc/mosquitto-chat/examples/chat_example/CMakeLists.txt; do
+  share/doc/mosquitto-chat/examples/chat_example/CMakeLists.txt \
+  share/mosquitto-chat/web/index.html share/mosquitto-chat/web/js/app.js \
+  share/mosquitto-chat/web/config.json share/mosquitto-chat/web/vendor/mqtt.min.js \
+  share/mosquitto-chat/mosquitto-chat-web.conf; do
   [ -e "$P/$f" ] || die "not installed: <prefix>/$f"
 done
 headers=$(cd "$P/include" && find . -type f | sort | tr '\n' ' ')
@@ -58,6 +62,10 @@ soname=$(objdump -p "$LIB/libmosquitto-chat-client.so" | awk '/SONAME/ {print $2
 [ "$soname" = libmosquitto-chat-client.so.0 ] || die "SONAME $soname"
 grep -qx "plugin $P/$libdir/mosquitto-chat/mosquitto_chat.so" \
   "$P/etc/mosquitto/conf.d/mosquitto-chat.conf" || die "the snippet names another plugin path"
+grep -qx "http_dir $P/share/mosquitto-chat/web" "$P/share/mosquitto-chat/mosquitto-chat-web.conf" ||
+  die "the web snippet names another http_dir"
+# Every document README.md links to is installed, and what those link to.
+doc_links "$DOC/README.md" || die "the installed docs link to files that are not installed"
 log "cmake --install: every file in place; headers: $headers; SONAME $soname"
 
 # --- the example, outside the tree ----------------------------------------

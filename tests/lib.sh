@@ -86,3 +86,71 @@ kill_broker() {
     BROKER_PID=
   fi
 }
+
+# listen_addrs <pid>: the TCP sockets <pid> listens on, one "address port"
+# a line (e.g. "127.0.0.1 1883", ":: 9001", "0.0.0.0 1883", "::1 1883"),
+# read from the kernel's tables (/proc/<pid>/net/tcp, tcp6) for the
+# sockets among the process's descriptors: what the broker listens on, not
+# what its configuration says.
+listen_addrs() {
+  local pid=$1 inodes
+  inodes=$(find "/proc/$pid/fd" -lname 'socket:*' -printf '%l\n' 2>/dev/null |
+    sed -n 's/^socket:\[\([0-9]*\)\]$/\1/p' | tr '\n' ' ')
+  [ -n "$inodes" ] || return 0
+  cat "/proc/$pid/net/tcp" "/proc/$pid/net/tcp6" 2>/dev/null | awk -v inodes=" $inodes" '
+    function hex(s,   i, n) {
+      n = 0
+      for (i = 1; i <= length(s); i++) n = n * 16 + index("0123456789ABCDEF", toupper(substr(s, i, 1))) - 1
+      return n
+    }
+    # An address as the kernel prints it: IPv4 in one little-endian word,
+    # IPv6 in four. IPv6 is printed in full, then shortened to the usual
+    # forms for all zeros, loopback and IPv4-mapped addresses.
+    function addr(h,   i, w, out, b) {
+      if (length(h) == 8)
+        return hex(substr(h, 7, 2)) "." hex(substr(h, 5, 2)) "." hex(substr(h, 3, 2)) "." hex(substr(h, 1, 2))
+      out = ""
+      for (i = 0; i < 4; i++) {
+        w = substr(h, 8 * i + 1, 8)
+        b = substr(w, 7, 2) substr(w, 5, 2) ":" substr(w, 3, 2) substr(w, 1, 2)
+        out = out (i ? ":" : "") b
+      }
+      out = tolower(out)
+      if (out == "0000:0000:0000:0000:0000:0000:0000:0000") return "::"
+      if (out == "0000:0000:0000:0000:0000:0000:0000:0001") return "::1"
+      if (substr(out, 1, 30) == "0000:0000:0000:0000:0000:ffff:")
+        return "::ffff:" addr(substr(h, 25, 8))
+      return out
+    }
+    NR > 0 && $4 == "0A" && index(inodes, " " $10 " ") {
+      split($2, a, ":")
+      print addr(a[1]), hex(a[2])
+    }' | sort -u
+}
+
+# doc_links <markdown file>: every relative link of the file ([text](path),
+# <img src="path">), and of every Markdown file it leads to, names a file
+# that exists (anchors and web addresses aside). Prints the broken ones;
+# fails when there is any.
+doc_links() {
+  local todo=("$1") seen=" " bad=0 f dir target
+  while [ ${#todo[@]} -gt 0 ]; do
+    f=${todo[0]}
+    todo=("${todo[@]:1}")
+    case "$seen" in *" $f "*) continue ;; esac
+    seen="$seen$f "
+    dir=$(dirname "$f")
+    while IFS= read -r target; do
+      target=${target%%#*}
+      [ -n "$target" ] || continue
+      case "$target" in *://* | mailto:*) continue ;; esac
+      if [ ! -e "$dir/$target" ]; then
+        echo "$f links to $target, which is not there" >&2
+        bad=1
+      elif [ "${target%.md}" != "$target" ]; then
+        todo+=("$(cd "$dir" && cd "$(dirname "$target")" && pwd)/$(basename "$target")")
+      fi
+    done < <(grep -oE '\]\([^) ]+\)|src="[^"]+"' "$f" | sed -E 's/^\]\(//; s/\)$//; s/^src="//; s/"$//')
+  done
+  return $bad
+}

@@ -8,9 +8,14 @@
 # installed mqchat and the example application, built against the installed
 # library with pkg-config and nothing else, chat through it; enough data goes
 # in for LevelDB's background thread to write table files, and every file of
-# the store must be owned by mosquitto. Then the broker stops, dpkg -r keeps
-# the store (and, as dpkg does with conffiles, the snippet), dpkg --purge
-# removes both.
+# the store must be owned by mosquitto. The package creates the backup
+# directory of its snippet (owned by mosquitto), ships every document the
+# installed README links to, and the web page with MQTT.js and its listener
+# snippet: enabled (copied into the broker's conf.d, its ports moved to free
+# ones), the installed broker serves the page over HTTP, on loopback only.
+# Then the broker stops, dpkg -r keeps the store (and, as dpkg does with
+# conffiles, the snippet), dpkg --purge removes both, and the backup
+# directory when empty.
 #
 #   tests/package.sh [build dir]     (default build-rel; scripts/test runs it)
 #
@@ -24,8 +29,12 @@ BUILD=${1:-build-rel}
 case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 NAME=package
 STORE=/var/lib/mosquitto/chat
+BACKUPS=/var/backups/mosquitto-chat
 SNIPPET=/etc/mosquitto/conf.d/mosquitto-chat.conf
 PLUGIN=/usr/lib/mosquitto-chat/mosquitto_chat.so
+WEB=/usr/share/mosquitto-chat/web
+WEB_SNIPPET=/usr/share/mosquitto-chat/mosquitto-chat-web.conf
+DOC=/usr/share/doc/mosquitto-chat
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "[package] SKIPPED: installing a package needs root (CI runs as root)" >&2
@@ -64,7 +73,7 @@ exec 9>/run/lock/mosquitto-chat-package-test.lock
 flock -w 600 9 || die "another package test held the lock for 10 minutes"
 status=$(dpkg-query -W -f='${Status}' mosquitto-chat 2>/dev/null || true)
 case "$status" in "" | *not-installed) ;; *) die "mosquitto-chat is installed ($status): not touching it" ;; esac
-for f in "$STORE" "$SNIPPET"; do
+for f in "$STORE" "$SNIPPET" "$BACKUPS"; do
   [ ! -e "$f" ] || die "$f exists already: not touching it"
 done
 
@@ -84,8 +93,8 @@ dpkg-deb --ctrl-tarfile "$deb" | tar -xOf - ./conffiles | grep -qx "$SNIPPET" ||
 dpkg-deb --fsys-tarfile "$deb" | tar -xOf - ".$SNIPPET" >"$WORK/snippet.out"
 # The snippet loads the plugin, names the store and sets nodelay: nothing else.
 directives=$(grep -v '^#' "$WORK/snippet.out" | grep -v '^$' | LC_ALL=C sort | tr '\n' '|')
-[ "$directives" = "plugin $PLUGIN|plugin_opt_db_path $STORE|set_tcp_nodelay true|" ] ||
-  die "the snippet says: $directives"
+want="plugin $PLUGIN|plugin_opt_backup_dir $BACKUPS|plugin_opt_db_path $STORE|set_tcp_nodelay true|"
+[ "$directives" = "$want" ] || die "the snippet says: $directives"
 lintian --fail-on error --display-level '>=warning' "$deb" >"$WORK/lintian.out" 2>&1 ||
   die "lintian reports errors"
 log "built $(basename "$deb"): Depends $(cat "$WORK/depends.out"); lintian: no errors," \
@@ -98,8 +107,25 @@ dpkg_wait -i "$deb" >"$WORK/dpkg.log" || die "dpkg -i failed"
 for f in "$PLUGIN" /usr/bin/mqchat "$SNIPPET"; do
   [ -f "$f" ] || die "$f missing after dpkg -i"
 done
-[ "$(stat -c %U "$STORE")" = mosquitto ] || die "$STORE is not owned by mosquitto after dpkg -i"
-log "dpkg -i: plugin, mqchat, snippet in place; $STORE owned by mosquitto"
+for d in "$STORE" "$BACKUPS"; do
+  [ "$(stat -c '%U %a' "$d")" = "mosquitto 700" ] || die "$d is not mosquitto's, mode 700, after dpkg -i"
+done
+# What failed before (issue 25, item 3): the broker's user makes a backup there.
+runuser -u mosquitto -- mkdir "$BACKUPS/probe" && rmdir "$BACKUPS/probe" ||
+  die "the user mosquitto cannot create a backup in $BACKUPS"
+log "dpkg -i: plugin, mqchat, snippet in place; $STORE and $BACKUPS owned by mosquitto"
+# Every document the installed README links to, and those they link to.
+doc_links "$DOC/README.md" || die "the installed docs link to files that are not installed"
+# The web page, MQTT.js beside it, and its listener snippet, which nothing
+# loads until it is copied into conf.d.
+for f in "$WEB/index.html" "$WEB/chat.css" "$WEB/config.json" "$WEB/js/app.js" \
+  "$WEB/vendor/mqtt.min.js" "$WEB_SNIPPET"; do
+  [ -f "$f" ] || die "$f missing after dpkg -i"
+done
+cmp -s "$WEB/vendor/mqtt.min.js" "$ROOT/node_modules/mqtt/dist/mqtt.min.js" ||
+  die "the packaged MQTT.js is not node_modules/mqtt/dist/mqtt.min.js"
+grep -qx "http_dir $WEB" "$WEB_SNIPPET" || die "the web snippet does not serve $WEB"
+log "dpkg -i: every linked document, the web page and its (off) listener snippet in place"
 
 # The example application, built as its docs say, against the system's copy.
 cp -r /usr/share/doc/mosquitto-chat/examples/chat_example "$WORK/app"
@@ -165,6 +191,37 @@ stop_broker
 others=$(find "$STORE" ! -user mosquitto -printf '%p (%u)\n')
 [ -z "$others" ] || die "after the stop, store files not owned by mosquitto: $others"
 
+# --- the web page, its snippet enabled -------------------------------------
+# As an operator enables it (docs/web.md), into a conf.d of this test's own
+# beside the chat snippet: its two listeners moved to free ports (1883 and
+# 9001 may be in use here), nothing else changed.
+webconf=$WORK/conf.d-web
+mkdir -m 755 "$webconf"
+ln -s "$SNIPPET" "$webconf/"
+for ((i = 0; i < 50; i++)); do
+  mqtt_port=$((20000 + RANDOM % 12000))
+  web_port=$((20000 + RANDOM % 12000))
+  [ "$mqtt_port" != "$web_port" ] && port_free "$mqtt_port" && port_free "$web_port" && break
+done
+sed -e "s/^listener 1883 /listener $mqtt_port /" -e "s/^listener 9001 /listener $web_port /" \
+  "$WEB_SNIPPET" >"$webconf/mosquitto-chat-web.conf"
+sed "s|^include_dir .*|include_dir $webconf|" "$WORK/broker" >"$WORK/broker-web"
+start_broker "$WORK/broker-web" "$WORK/broker-web.log"
+wait_for 10 port_open "$web_port" || die "nothing listens on the web port $web_port"
+timeout 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$web_port && printf 'GET / HTTP/1.0\r\n\r\n' >&3 && cat <&3" \
+  >"$WORK/page.out" 2>/dev/null || true
+grep -q 'aria-label="Message"' "$WORK/page.out" || die "no chat page over HTTP on 127.0.0.1:$web_port"
+timeout 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$web_port && printf 'GET /vendor/mqtt.min.js HTTP/1.0\r\n\r\n' >&3 && cat <&3" \
+  >"$WORK/mqtt.out" 2>/dev/null || true
+grep -q 'mqtt' "$WORK/mqtt.out" || die "no MQTT.js over HTTP on 127.0.0.1:$web_port"
+listen_addrs "$BROKER_PID" >"$WORK/listening.out"
+others=$(grep -v '^127\.0\.0\.1 ' "$WORK/listening.out" || true)
+[ -z "$others" ] || die "the broker listens beyond loopback: $others"
+grep -q "^127.0.0.1 $web_port\$" "$WORK/listening.out" || die "the web port is not on 127.0.0.1"
+log "the enabled web snippet: the page and MQTT.js over HTTP from the installed broker, on" \
+  "$(tr '\n' ' ' <"$WORK/listening.out")only"
+stop_broker
+
 # --- remove, purge ---------------------------------------------------------
 dpkg_wait -r mosquitto-chat >>"$WORK/dpkg.log" 2>&1 || die "dpkg -r failed"
 for f in "$PLUGIN" /usr/bin/mqchat; do
@@ -176,6 +233,7 @@ log "dpkg -r: program files gone; store and snippet kept"
 dpkg_wait --purge mosquitto-chat >>"$WORK/dpkg.log" 2>&1 || die "dpkg --purge failed"
 INSTALLED=0
 [ ! -e "$STORE" ] || die "dpkg --purge left $STORE"
+[ ! -e "$BACKUPS" ] || die "dpkg --purge left $BACKUPS (empty)"
 [ ! -e "$SNIPPET" ] || die "dpkg --purge left $SNIPPET"
 [ ! -e /usr/lib/mosquitto-chat ] || die "dpkg --purge left /usr/lib/mosquitto-chat"
 log "dpkg --purge: store and snippet gone"

@@ -2,10 +2,16 @@
 # run_path.sh: the README's first command, for real. In a copy of the
 # checkout (its tracked and new files, as a clone has them: nothing built, no
 # data), scripts/run installs what is missing, builds, and starts Mosquitto
-# with the plugin on 127.0.0.1:1883. Then a mosquitto_pub -> mosquitto_sub
-# round trip through the plugin: the subscriber gets the stored envelope with
-# its id, in a replay page and live. SIGTERM stops the broker, which must
-# exit with status 0. Run as root (as CI is), the broker drops to the user
+# with the plugin, on free loopback ports that it is told with --port and
+# --web-port (the first run) or CHAT_PORT and CHAT_WEB_PORT (the second),
+# never 1883 and 9001, which may be someone's. The broker must listen on
+# 127.0.0.1 alone, on those two ports (its sockets, read from /proc: issue
+# 21, item 1). On its fresh store the first run takes the README's tour
+# (tests/readme.py: every command block of README.md, checked against what
+# the text says it prints). Then a mosquitto_pub -> mosquitto_sub round
+# trip through the plugin: the subscriber gets the stored envelope with its
+# id, in a replay page and live. SIGTERM stops the broker, which must exit
+# with status 0. Run as root (as CI is), the broker drops to the user
 # mosquitto, which must own every file of the store; it runs twice, from a
 # directory that user may enter and from one it may not (a clone in root's
 # home, 0700): mosquitto.conf's paths are relative to the checkout.
@@ -15,9 +21,9 @@
 # Every wait is bounded; the copy is removed unless KEEP=1 or it failed.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PORT=1883          # the README's: scripts/run takes no other
+PORT=            # MQTT and web ports, free ones, chosen per run
+WEB_PORT=
 START_S=600        # scripts/run: apt-get, configure, build, broker up
-PORT_FREE_S=60     # another broker on 1883 (a developer's) may be stopping
 STOP_S=15          # SIGTERM to exit
 
 NAME=run_path
@@ -75,17 +81,33 @@ round_trip() {
   log "round trip through the plugin: replayed #1, live #2"
 }
 
-# run_once <tag> <mode of the copy's parent>: scripts/run, round trip, SIGTERM.
+# free_ports: two free ports below Linux's ephemeral range, in PORT and WEB_PORT.
+free_ports() {
+  local i
+  for ((i = 0; i < 100; i++)); do
+    PORT=$((20000 + RANDOM % 12000))
+    WEB_PORT=$((20000 + RANDOM % 12000))
+    [ "$PORT" != "$WEB_PORT" ] && port_free "$PORT" && port_free "$WEB_PORT" && return 0
+  done
+  die "no free ports"
+}
+
+# run_once <tag> <mode of the copy's parent> <how>: scripts/run with the
+# ports as flags (how = flags) or in the environment (env); the README's
+# tour on the first; round trip, SIGTERM.
 run_once() {
   local tag=$1 dir="$WORK/$1/mosquitto-chat" t0 status i
   mkdir -p "$WORK/$tag"
   chmod "$2" "$WORK" "$WORK/$tag"
   copy "$dir"
-  wait_for $PORT_FREE_S port_free $PORT ||
-    die "127.0.0.1:$PORT is in use: the README's run command needs it"
+  free_ports
   t0=$(date +%s)
-  log "$tag: scripts/run in $dir (parent mode $2)"
-  "$dir/scripts/run" >"$WORK/run-$tag.log" 2>&1 &
+  log "$tag: scripts/run in $dir (parent mode $2), ports $PORT and $WEB_PORT by $3"
+  if [ "$3" = flags ]; then
+    "$dir/scripts/run" --port "$PORT" --web-port "$WEB_PORT" >"$WORK/run-$tag.log" 2>&1 &
+  else
+    CHAT_PORT=$PORT CHAT_WEB_PORT=$WEB_PORT "$dir/scripts/run" >"$WORK/run-$tag.log" 2>&1 &
+  fi
   PID=$!
   for ((i = 0; i < START_S * 10; i++)); do
     if gone "$PID"; then
@@ -97,13 +119,27 @@ run_once() {
   done
   port_open $PORT || die "nothing listens on 127.0.0.1:$PORT after $START_S s"
   log "$tag: broker up after $(($(date +%s) - t0)) s (build included)"
+  # The broker is the process scripts/run became (exec): its sockets.
+  wait_for 10 port_open "$WEB_PORT" || die "nothing listens on the web port $WEB_PORT"
+  listen_addrs "$PID" >"$WORK/listen-$tag.out"
+  [ "$(cat "$WORK/listen-$tag.out")" = "$(printf '127.0.0.1 %s\n127.0.0.1 %s' \
+    "$(printf '%s\n' "$PORT" "$WEB_PORT" | sort | head -1)" \
+    "$(printf '%s\n' "$PORT" "$WEB_PORT" | sort | tail -1)")" ] ||
+    die "the broker listens on $(tr '\n' ';' <"$WORK/listen-$tag.out"), not on 127.0.0.1:$PORT and :$WEB_PORT alone"
+  log "$tag: the broker listens on 127.0.0.1:$PORT and 127.0.0.1:$WEB_PORT, nothing else"
+  if [ "$tag" = open ]; then
+    mkdir -p "$WORK/readme"
+    /usr/bin/python3 "$ROOT/tests/readme.py" --root "$dir" --port "$PORT" --work "$WORK/readme" \
+      2>"$WORK/readme.err" || { cat "$WORK/readme.err" >&2; die "README.md's command blocks"; }
+    sed 's/^/    /' "$WORK/readme.err" >&2
+  fi
   round_trip "$tag"
   [ -d "$dir/data/mosquitto-chat.db" ] || die "no store in $dir/data"
   # The page the README promises on the websockets listener.
-  timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/9001 && printf "GET / HTTP/1.0\r\n\r\n" >&3 && cat <&3' \
+  timeout 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$WEB_PORT && printf 'GET / HTTP/1.0\r\n\r\n' >&3 && cat <&3" \
     >"$WORK/page-$tag.html" 2>/dev/null || true
-  grep -q 'aria-label="Message"' "$WORK/page-$tag.html" || die "no chat page on 127.0.0.1:9001"
-  log "$tag: the chat page is served on 127.0.0.1:9001"
+  grep -q 'aria-label="Message"' "$WORK/page-$tag.html" || die "no chat page on 127.0.0.1:$WEB_PORT"
+  log "$tag: the chat page is served on 127.0.0.1:$WEB_PORT"
   if [ "$(id -u)" -eq 0 ]; then
     local owner want=mosquitto
     # A checkout the broker's user cannot reach keeps the broker root (see
@@ -121,9 +157,9 @@ run_once() {
   log "$tag: SIGTERM: the broker stopped with status 0"
 }
 
-run_once open 755
+run_once open 755 flags
 if [ "$(id -u)" -eq 0 ] && id mosquitto >/dev/null 2>&1; then
-  run_once closed 700
+  run_once closed 700 env
 fi
 FAILED=0
 log "passed"

@@ -73,7 +73,8 @@
  *                   cursor of its devices.
  *   read-forward    Only a member has a read marker; it never moves back,
  *                   never exceeds head, and moves in the same write that
- *                   moves the reading device's cursor to it.
+ *                   moves the reading device's cursor to it,
+ *                   or in the write of a message its member sent.
  */
 #ifndef CHAT_STORE_H
 #define CHAT_STORE_H
@@ -302,6 +303,7 @@ typedef struct chat_appended {
     uint64_t id;    /* the message's id: the new one, or the original of a duplicate */
     int64_t ts;     /* the time put in a new envelope (0 for a duplicate) */
     bool duplicate; /* (group, from, cid) was stored before: nothing was written */
+    bool read;      /* the sender's read marker moved to id (sender_read, a member) */
     char *env;      /* the stored envelope (the original of a duplicate), NUL-terminated:
                        heap memory, free() */
     size_t len;     /* bytes in env, not counting the NUL */
@@ -314,11 +316,15 @@ typedef struct chat_appended {
  * is already stored (and still kept: see chat_store_cid_find), nothing is
  * written: out says duplicate and holds the original id and envelope, so
  * that a retry, even one sent to another broker on a shared backend,
- * delivers the first copy. On CHAT_OK out->env is set and the caller frees
+ * delivers the first copy. With sender_read, a new message also moves the
+ * read marker of from (when from is a member of group: invariant 8) to its
+ * id in the same write, as chat apps take sending as having read the chat,
+ * and out->read says so; never a cursor of from's devices, which count what
+ * each device received. On CHAT_OK out->env is set and the caller frees
  * it; on error nothing is written (a shared backend's transaction rolls
  * back: no id is used up) and out->env is NULL. */
 chat_err chat_store_append(chat_store *st, const char *group, const char *from, const char *cid,
-                           const chat_envelope *env, chat_appended *out);
+                           const chat_envelope *env, bool sender_read, chat_appended *out);
 
 /* Looks up the id a (group, from, cid) was stored under, while that message
  * is still kept: once retention or a group deletion removed it, *found is

@@ -153,11 +153,12 @@ static chat_err find_duplicate(chat_store *cs, const char *group, const key *ki,
 }
 
 chat_err ldb_append(chat_store *cs, const char *group, const char *from, const char *cid,
-                    const chat_envelope *env, chat_appended *out)
+                    const chat_envelope *env, bool sender_read, chat_appended *out)
 {
     ldb *st = ldb_of(cs);
-    key kh, km, ki, kk, kv;
-    uint64_t head = 0, id;
+    key kh, km, ki, kk, kv, kr;
+    uint64_t head = 0, id, marker = 0;
+    bool member = false;
     char val[8];
     chat_err rc;
 
@@ -187,6 +188,17 @@ chat_err ldb_append(chat_store *cs, const char *group, const char *from, const c
     if (cid && !cid_rev_keys(&kk, &kv, group, from, cid, id)) {
         return CHAT_EINVAL;
     }
+    if (sender_read) {
+        /* Only a member has a marker (invariant 8); a cached lookup. */
+        read_key(&kr, group, from);
+        if (kr.overflow) {
+            return CHAT_EINVAL;
+        }
+        rc = ldb_get_u64(st, &kr, &marker, &member);
+        if (rc != CHAT_OK) {
+            return rc;
+        }
+    }
     int64_t ts = store_now_ms(cs);
     rc = store_envelope_fill(env, id, ts, out);
     if (rc != CHAT_OK) {
@@ -215,11 +227,21 @@ chat_err ldb_append(chat_store *cs, const char *group, const char *from, const c
         leveldb_writebatch_put(wb, ki.buf, ki.len, val, sizeof(val));
         leveldb_writebatch_put(wb, kk.buf, kk.len, kv.buf, kv.len);
     }
-    /* Nothing in this batch but the head goes through the cache: it is put
-     * there directly, without a walk over the batch. */
+    /* The sender has read its own message: its marker moves in the batch
+     * that stores it (the new head is above any marker). */
+    bool mark = sender_read && member && id > marker;
+    if (mark) {
+        leveldb_writebatch_put(wb, kr.buf, kr.len, val, sizeof(val));
+    }
+    /* Nothing in this batch but the head and the marker goes through the
+     * cache: they are put there directly, without a walk over the batch. */
     rc = ldb_write_raw(st, wb, st->wopt, &km);
     if (rc == CHAT_OK) {
         chat_cache_put(st->cache, kh.buf, kh.len, true, id, 0);
+        if (mark) {
+            chat_cache_put(st->cache, kr.buf, kr.len, true, id, 0);
+            out->read = true;
+        }
         out->id = id;
         atomic_fetch_add(&st->appended, 1);
         if (head == 0) {

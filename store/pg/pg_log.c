@@ -33,7 +33,7 @@ chat_err pg_first(chat_store *cs, const char *group, uint64_t *first)
 }
 
 chat_err pg_append(chat_store *cs, const char *group, const char *from, const char *cid,
-                   const chat_envelope *env, chat_appended *out)
+                   const chat_envelope *env, bool sender_read, chat_appended *out)
 {
     pg *st = pg_of(cs);
     char origin[24];
@@ -43,14 +43,16 @@ chat_err pg_append(chat_store *cs, const char *group, const char *from, const ch
         return CHAT_EINVAL;
     }
     /* bytea goes binary: no escaping, the bytes as they are */
-    const char *p[7] = {group,
+    const char *p[8] = {group,
                         from,
                         cid,
                         pg_i64s(origin, st->origin),
                         env->head ? env->head : "",
                         env->mid ? env->mid : "",
-                        env->tail ? env->tail : ""};
-    const int lens[7] = {-1, -1, -1, -1, (int)env->head_len, (int)env->mid_len, (int)env->tail_len};
+                        env->tail ? env->tail : "",
+                        sender_read ? "t" : "f"};
+    const int lens[8] = {-1, -1, -1, -1, (int)env->head_len, (int)env->mid_len, (int)env->tail_len,
+                         -1};
     PGresult *res = pg_call(st, PG_STMT_APPEND, p, lens, "storing a message", &rc);
     if (!res) {
         return rc;
@@ -70,6 +72,7 @@ chat_err pg_append(chat_store *cs, const char *group, const char *from, const ch
         PQclear(res);
         return CHAT_OK;
     }
+    out->read = pg_i64(res, 0, 4) != 0;
     PQclear(res);
     /* Committed. The same bytes as the server's: a failure to copy them
      * here loses nothing, the message is stored. */

@@ -74,14 +74,18 @@ const char *const pg_schema_sql[] = {
     /* One publish: the counter row's lock orders the group, the cid's
      * unique index finds a retry (sent to any broker), NOTIFY fires at
      * commit. A duplicate rolls its counter back by hand, under the same
-     * lock, so that no id is used up. */
+     * lock, so that no id is used up. With rd, a new message moves its
+     * sender's read marker to its id (a membership that counts: see
+     * chat_member_joined); rdm says whether it did. (Brokers of an older
+     * version call the overload without rd, which stays.) */
     "CREATE OR REPLACE FUNCTION chat_append(g text, s text, c text, o bigint,\n"
-    "    h bytea, m bytea, t bytea, OUT nid bigint, OUT nts bigint, OUT dup boolean,\n"
-    "    OUT env bytea) LANGUAGE plpgsql AS $$\n"
+    "    h bytea, m bytea, t bytea, rd boolean, OUT nid bigint, OUT nts bigint,\n"
+    "    OUT dup boolean, OUT env bytea, OUT rdm boolean) LANGUAGE plpgsql AS $$\n"
     "DECLARE now_ms bigint := floor(extract(epoch FROM clock_timestamp()) * 1000);\n"
     "  f bigint;\n"
     "BEGIN\n"
     "  dup := false;\n"
+    "  rdm := false;\n"
     "  IF c IS NOT NULL THEN\n"
     "    SELECT mm.id, mm.env INTO nid, env FROM chat_messages mm JOIN chat_groups gg\n"
     "      ON gg.grp = mm.grp WHERE mm.grp = g AND mm.sender = s AND mm.cid = c\n"
@@ -111,6 +115,12 @@ const char *const pg_schema_sql[] = {
     "    INSERT INTO chat_messages VALUES (g, nid, s, c, o, env);\n"
     "  END IF;\n"
     "  env := NULL;\n"
+    "  IF rd THEN\n"
+    "    UPDATE chat_members mm SET read_id = nid FROM chat_groups gg\n"
+    "      WHERE mm.grp = g AND mm.member = s AND gg.grp = g AND mm.read_id < nid\n"
+    "      AND (gg.del_gen IS NULL OR mm.gen = gg.del_gen);\n"
+    "    rdm := FOUND;\n"
+    "  END IF;\n"
     "  PERFORM pg_notify('" PG_CHANNEL_MSG "', o::text || '/' || nid::text || '/' || g);\n"
     "END $$;\n",
 
@@ -409,8 +419,9 @@ const struct pg_statement pg_statements[PG_STMT_COUNT] = {
     [PG_STMT_HEAD] = {"chat_head", "SELECT head FROM chat_groups WHERE grp = $1", 1},
     [PG_STMT_FIRST] = {"chat_first", "SELECT first FROM chat_groups WHERE grp = $1", 1},
     [PG_STMT_APPEND] = {"chat_append",
-                        "SELECT nid, nts, dup, env FROM chat_append($1, $2, $3, $4, $5, $6, $7)",
-                        7},
+                        "SELECT nid, nts, dup, env, rdm FROM chat_append($1, $2, $3, $4, $5, $6, "
+                        "$7, $8)",
+                        8},
     [PG_STMT_CID_FIND] = {"chat_cid_find",
                           "SELECT mm.id FROM chat_messages mm JOIN chat_groups gg ON gg.grp = "
                           "mm.grp WHERE mm.grp = $1 AND mm.sender = $2 AND mm.cid = $3 AND "

@@ -356,7 +356,7 @@ static int import_line(struct import *im, const cJSON *o)
          * clock's time: the envelope's own. */
         im->used = (int64_t)ts;
         chat_store_set_clock(im->st, import_clock, im);
-        rc = chat_store_append(im->st, im->group, from ? from : "", cid, &tpl, &ap);
+        rc = chat_store_append(im->st, im->group, from ? from : "", cid, &tpl, false, &ap);
         chat_store_set_clock(im->st, NULL, NULL);
         cJSON_free(text);
         free(ap.env);

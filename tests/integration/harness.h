@@ -367,6 +367,12 @@ void harness_expect_ok(const cJSON *entry, const char *command, const char *grou
 void harness_expect_error(const cJSON *entry, const char *command, const char *group,
                           const char *cid, const char *error);
 
+/* Waits (at most timeout_ms) for the plugin's answer to a retry by c: fails
+ * unless it is exactly {"command":"publish","group":group,"cid":cid,
+ * "id":id,"duplicate":true} (issue 25, item 7). */
+void harness_expect_duplicate(harness_client *c, const char *group, const char *cid, int64_t id,
+                              int timeout_ms);
+
 /* Checks, as member c, that the store serves every message of group: fetch
  * pages from after=0 return ids 1..head each once in order, history pages
  * from the head return head..1, and every page reports head. Fails
@@ -379,8 +385,8 @@ void harness_expect_store(harness_client *c, const char *group, int64_t head);
 void harness_expect_store_from(harness_client *c, const char *group, int64_t first, int64_t head);
 
 /* Looks up group in a sync entry ({"command":"sync","groups":[...]}),
- * checking the entry's shape and that unread = head - acked. Returns
- * whether the group is listed, with its numbers in *head, *acked, *unread
+ * checking the entry's shape and that unread = head - max(acked, read).
+ * Returns whether the group is listed, with its numbers in *head, *acked, *unread
  * (each may be NULL). */
 bool harness_sync_find(const cJSON *entry, const char *group, int64_t *head, int64_t *acked,
                        int64_t *unread);

@@ -270,6 +270,32 @@ void harness_expect_ok(const cJSON *entry, const char *command, const char *grou
         harness_fail_json(entry, "expected a success entry for group", group);
 }
 
+void harness_expect_duplicate(harness_client *c, const char *group, const char *cid, int64_t id,
+                              int timeout_ms)
+{
+    cJSON *resp = harness_client_response(c, timeout_ms);
+    const cJSON *e = harness_response_only(resp);
+    const cJSON *item;
+    int fields = 0;
+
+    cJSON_ArrayForEach(item, e)
+    {
+        fields++;
+    }
+    if (fields != 5 || strcmp(harness_json_str(e, "command"), "publish") != 0 ||
+        strcmp(harness_json_str(e, "group"), group) != 0 ||
+        strcmp(harness_json_str(e, "cid"), cid) != 0 || harness_json_int(e, "id") != id ||
+        !harness_json_bool(e, "duplicate")) {
+        char expect[400];
+        snprintf(expect, sizeof expect,
+                 "(expected {\"command\":\"publish\",\"group\":\"%s\",\"cid\":\"%s\",\"id\":%lld,"
+                 "\"duplicate\":true}) got",
+                 group, cid, (long long)id);
+        harness_fail_json(e, "not the answer to a retry", expect);
+    }
+    cJSON_Delete(resp);
+}
+
 void harness_expect_error(const cJSON *entry, const char *command, const char *group,
                           const char *cid, const char *error)
 {

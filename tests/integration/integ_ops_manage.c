@@ -156,8 +156,9 @@ static void case_admin(void)
         harness_client_publish(bob, "chat/room1", "hi", 1);
     }
     harness_ack(bob, "room1", 2, 1);
-    /* bob has read #1 (protocol v1.1): members shows his marker, and his
-     * device's cursor stays at 2 (a read moves it forward only) */
+    /* bob has read what he sent (issue 25, item 6): members shows his
+     * marker at 3, and a read of #1 changes nothing; his device's cursor
+     * stays at 2 (neither moves it back, nor does sending move it) */
     harness_client_publish(bob, "chat/room1/read", "1", 1);
     harness_client_publish(bob, "chat/r2", "hi", 1);
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
@@ -191,7 +192,7 @@ static void case_admin(void)
     list = cJSON_GetObjectItemCaseSensitive(e, "members");
     ASSERT(cJSON_GetArraySize(list) == 1);
     item = cJSON_GetArrayItem(list, 0);
-    ASSERT(!strcmp(harness_json_str(item, "member"), "bob") && harness_json_int(item, "read") == 1);
+    ASSERT(!strcmp(harness_json_str(item, "member"), "bob") && harness_json_int(item, "read") == 3);
     list = cJSON_GetObjectItemCaseSensitive(item, "devices");
     ASSERT(cJSON_GetArraySize(list) == 1);
     item = cJSON_GetArrayItem(list, 0);

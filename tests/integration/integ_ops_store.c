@@ -92,6 +92,7 @@ static void case_backup(void)
     ASSERTF(strcmp(before, after) != 0, "a restored backup keeps the incarnation %s", after);
     /* cids came along: a retry of message 5 is recognised. */
     harness_client_publish(bob, "chat/room1", "{\"body\":\"m5\",\"cid\":\"c5\"}", 1);
+    harness_expect_duplicate(bob, "room1", "c5", 5, WAIT_MS);
     harness_client_publish(bob, "chat/room1", "new", 1);
     harness_expect_store(bob, "room1", 21);
     harness_client_disconnect(bob);
@@ -203,6 +204,8 @@ static void case_offline(void)
     harness_client_subscribe(alice, "chat/room1", 1);
     for (int i = 0; i < 30; i++) {
         harness_client_publish(alice, "chat/room1", "{\"body\":\"kept\",\"cid\":\"x\"}", 1);
+        if (i > 0)
+            harness_expect_duplicate(alice, "room1", "x", 1, WAIT_MS);
         harness_client_publish(alice, "chat/room2", "text", 1);
     }
     harness_ack(alice, "room1", 1, 1);

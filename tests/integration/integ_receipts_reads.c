@@ -10,6 +10,12 @@
  *              the read topic reaches no subscriber, not even "#"
  *   coalesced  one push per group per receipt_interval holds every marker
  *              that moved since the last one, to every subscribed device
+ *   own        a member's own messages are read by that member (issue 25,
+ *              item 6): a plain MQTT client that sends and never acks or
+ *              reads has its marker at its last message (receipts, sync's
+ *              unread 0 on each of its devices; not pushed), while its
+ *              device cursors stay where delivery left them (its own
+ *              messages still reach its devices)
  */
 #include "integ_receipts.h"
 
@@ -34,18 +40,19 @@ static void case_markers(void)
     harness_client_subscribe(bob, "chat/" GROUP, 1);
     harness_client_subscribe(carol, "chat/" GROUP, 1);
     rcp_send_n(bob, 10);
-    rcp_expect_receipts(a1, "", "alice:0 bob:0 carol:0", 3, false);
+    /* bob has read what he sent (issue 25, item 6) */
+    rcp_expect_receipts(a1, "", "alice:0 bob:10 carol:0", 3, false);
 
     /* by topic, then by command from another device: forward only, the
      * member's marker over its devices, each device's cursor its own */
     rcp_read_topic(a1, 6);
-    rcp_expect_receipts(bob, "", "alice:6 bob:0 carol:0", 3, false);
+    rcp_expect_receipts(bob, "", "alice:6 bob:10 carol:0", 3, false);
     ASSERT(rcp_cursor_of(a1) == 6);
     rcp_read_command(a2, 4, 6, 4);
     ASSERT(rcp_cursor_of(a2) == 4);
     rcp_read_topic(a1, 2);
     rcp_read_command(a1, 5, 6, 6);
-    rcp_expect_receipts(carol, "", "alice:6 bob:0 carol:0", 3, false);
+    rcp_expect_receipts(carol, "", "alice:6 bob:10 carol:0", 3, false);
     rcp_read_command(a2, 8, 8, 8);
     /* above head is head */
     rcp_read_command(bob, 1000, 10, 10);
@@ -100,8 +107,9 @@ static void case_errors(void)
                        "receipts", "after must be a member name");
     rcp_expect_refused(alice, "{\"command\":\"receipts\",\"group\":\"" GROUP "\",\"limit\":0",
                        "receipts", "limit must be an integer from 1 to 2^53-1");
+    /* alice has read what she sent; a read below changes nothing */
     rcp_read_topic(alice, 2);
-    rcp_expect_receipts(alice, "", "alice:2", 1, false);
+    rcp_expect_receipts(alice, "", "alice:3", 1, false);
 
     /* eve is no member: refused, told nothing (a read command does not
      * join; her reads and requests change nothing) */
@@ -111,7 +119,7 @@ static void case_errors(void)
                        "not a member of the group");
     rcp_expect_refused(eve, "{\"command\":\"presence\",\"group\":\"" GROUP "\"", "presence",
                        "not a member of the group");
-    rcp_expect_receipts(alice, "", "alice:2", 1, false);
+    rcp_expect_receipts(alice, "", "alice:3", 1, false);
 
     /* the read topic reaches nobody, not even "#" */
     rcp_read_topic(alice, 3);
@@ -143,7 +151,10 @@ static void case_coalesced(void)
         r[i] = rcp_connect(b, id, names[i], false);
         harness_client_subscribe(r[i], "chat/" GROUP, 1);
     }
-    rcp_send_n(r[0], 20);
+    /* A sender of its own, whose marker its messages move, not the four
+     * readers'. */
+    harness_client *sam = rcp_connect(b, "r-sam", "sam", false);
+    rcp_send_n(sam, 20);
     /* the first push (presence) goes at once; wait for it, then the next
      * one is a full interval away */
     rcp_wait_push(watch1, &s1, "dan", 1, 0);
@@ -179,8 +190,68 @@ static void case_coalesced(void)
     rcp_expect_no_push(watch1, 2500, "no marker moved");
     for (int i = 0; i < 4; i++)
         harness_client_disconnect(r[i]);
+    harness_client_disconnect(sam);
     harness_client_disconnect(watch1);
     harness_client_disconnect(watch2);
+    ts_broker_destroy(b);
+}
+
+/* ===========================================================================
+ * own
+ * ========================================================================= */
+
+/* sync's head, acked and unread for GROUP, as c's device sees them. */
+static void sync_of(harness_client *c, int64_t *head, int64_t *acked, int64_t *unread)
+{
+    cJSON *resp =
+        harness_request(c, "{\"commands\":[{\"command\":\"sync\",\"replay\":false}]}", WAIT_MS);
+    ASSERTF(harness_sync_find(harness_response_only(resp), GROUP, head, acked, unread),
+            "%s: sync does not list " GROUP, harness_client_id(c));
+    cJSON_Delete(resp);
+}
+
+static void case_own(void)
+{
+    ts_broker *b = ts_broker_start(NULL);
+    /* alice: a plain client that publishes and never acks nor reads */
+    harness_client *alice = rcp_connect(b, "alice-pub", "alice", false);
+    harness_client *bob = rcp_connect(b, "b1", "bob", false);
+    int64_t head = 0, acked = -1, unread = -1;
+
+    harness_client_subscribe(bob, "chat/" GROUP, 1);
+    rcp_read_topic(bob, 0);
+    rcp_send_n(alice, 5);
+    rcp_read_topic(bob, 5);
+    rcp_send_n(alice, 200);
+    /* receipts says alice read all she sent, bob up to 5 */
+    rcp_expect_receipts(bob, "", "alice:205 bob:5", 2, false);
+    /* her device: nothing unread, its cursor where it joined (0) */
+    sync_of(alice, &head, &acked, &unread);
+    ASSERTF(head == 205 && acked == 0 && unread == 0,
+            "alice's sync: head %lld acked %lld unread %lld, want 205 0 0", (long long)head,
+            (long long)acked, (long long)unread);
+    /* bob: 200 unread */
+    sync_of(bob, &head, &acked, &unread);
+    ASSERTF(head == 205 && unread == 200, "bob's sync: head %lld unread %lld, want 205 200",
+            (long long)head, (long long)unread);
+    /* another device of alice: nothing unread either, and her messages
+     * still reach it (delivery counts what a device received) */
+    harness_client *alice2 = rcp_connect(b, "alice-tablet", "alice", false);
+    sync_of(alice2, &head, &acked, &unread);
+    ASSERTF(unread == 0, "alice's second device: %lld unread", (long long)unread);
+    harness_client_subscribe(alice, "chat/" GROUP, 1);
+    {
+        harness_msg *m = harness_client_receive(alice, WAIT_MS);
+        harness_page p;
+        ASSERTF(m != NULL && harness_page_parse(m, &p) && p.first == 1,
+                "alice's subscribe replayed nothing from #1: her cursor moved");
+        harness_page_free(&p);
+        harness_msg_free(m);
+    }
+    ts_log("alice sent 205 without acking: receipts alice:205, her sync unread 0, her cursor 0");
+    harness_client_disconnect(alice);
+    harness_client_disconnect(alice2);
+    harness_client_disconnect(bob);
     ts_broker_destroy(b);
 }
 
@@ -188,6 +259,7 @@ static const ts_case cases[] = {
     {"markers", case_markers},
     {"errors", case_errors},
     {"coalesced", case_coalesced},
+    {"own", case_own},
 };
 
 int main(int argc, char **argv)

@@ -110,8 +110,9 @@ static void case_cid_expiry(void)
     /* c25 is still kept: a retry is recognised. c1 went with its message:
      * a retry is a new message. */
     harness_client_publish(alice, "chat/room1", "{\"cid\":\"c25\",\"body\":\"m25\"}", 1);
+    harness_expect_duplicate(alice, "room1", "c25", 25, WAIT_MS);
     harness_client_publish(alice, "chat/room1", "{\"cid\":\"c1\",\"body\":\"m1 again\"}", 1);
-    harness_expect_quiet(alice, "no error entry");
+    harness_expect_quiet(alice, "no error entry, no duplicate answer for c1");
     resp = harness_request(
         alice, "{\"commands\":[{\"command\":\"history\",\"group\":\"room1\",\"limit\":2}]}",
         WAIT_MS);

@@ -132,7 +132,7 @@ chat_err plugin_append(chat_store *st, const char *group, const char *from, size
     n += sizeof(post) - 1;
     chat_envelope env = {head, sizeof(head) - 1, mid, n, "}", 1};
     chat_appended out = {0};
-    rc = chat_store_append(st, group, from, NULL, &env, &out);
+    rc = chat_store_append(st, group, from, NULL, &env, false, &out);
     if (rc == CHAT_OK && out.len != size) {
         rc = CHAT_EINVAL; /* a time of other than 13 digits */
     }

@@ -129,7 +129,7 @@ uint64_t append_parts(chat_store *st, const char *group, const char *from, const
     chat_envelope tpl = {head, head_len, mid, mid_len, tail, tail_len};
     chat_appended ap;
 
-    ASSERT_OK(chat_store_append(st, group, from, cid, &tpl, &ap));
+    ASSERT_OK(chat_store_append(st, group, from, cid, &tpl, false, &ap));
     assert_non_null(ap.env);
     assert_int_equal(ap.env[ap.len], '\0');
     if (duplicate)

@@ -23,7 +23,7 @@ static int setup(void **state)
     struct plugin_fixture *fx = calloc(1, sizeof(*fx));
     assert_non_null(fx);
     stub_reset();
-    if (!plugin_fixture_open(fx, opts, NULL)) {
+    if (!plugin_fixture_open(fx, opts)) {
         free(fx);
         return -1;
     }

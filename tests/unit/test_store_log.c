@@ -58,7 +58,7 @@ static void test_append_duplicate_cid(void **state)
     fill(fx->st, "g", 3);
     assert_int_equal(append_env(fx->st, "g", "alice", "x", 0), 4);
     fill(fx->st, "g", 2);
-    ASSERT_OK(chat_store_append(fx->st, "g", "alice", "x", &tpl, &ap));
+    ASSERT_OK(chat_store_append(fx->st, "g", "alice", "x", &tpl, false, &ap));
     assert_true(ap.duplicate);
     assert_int_equal(ap.id, 4);
     size_t len = env_make(env, "g", 4, 0);

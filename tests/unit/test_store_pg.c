@@ -98,7 +98,7 @@ static uint64_t publish(chat_store *st, const char *group, unsigned n, bool cids
         chat_appended ap;
         ASSERT_OK(chat_store_head(st, group, &h));
         snprintf(cid, sizeof(cid), "%s-%llu", group, (unsigned long long)(h + 1));
-        ASSERT_OK(chat_store_append(st, group, "alice", cids ? cid : NULL, &env, &ap));
+        ASSERT_OK(chat_store_append(st, group, "alice", cids ? cid : NULL, &env, false, &ap));
         assert_false(ap.duplicate);
         id = ap.id;
         free(ap.env);

@@ -92,6 +92,9 @@ export async function twoPeopleChat(browser, broker) {
   await a.page.waitForSelector('body[data-conn="reconnecting"]');
   await a.page.waitForSelector('#banner:not([hidden])');
   assert.match(await a.page.locator('#banner').textContent(), /Reconnecting/);
+  /* Issue 25, item 10: while its own connection is down, the page does not
+   * know who is online: it no longer says "2 of 2 online". */
+  await a.page.waitForSelector('#conv-presence', { state: 'hidden' });
   await box.fill('written while offline');
   await box.press('Enter');
   await a.page.waitForSelector('#pending .msg:has-text("written while offline")');
@@ -100,6 +103,8 @@ export async function twoPeopleChat(browser, broker) {
     await p.waitForSelector('body[data-conn="online"]', { timeout: 40_000 });
     await p.waitForSelector('#banner', { state: 'hidden' });
     await waitCount(p, 2 * N + 1);
+    /* ... and says it again once connected */
+    await waitOnlineList(p, 'alice bob', 2);
     await p.waitForFunction(() => document.querySelectorAll('#pending .msg').length === 0);
   }
   await a.page.waitForTimeout(300);

@@ -1,10 +1,12 @@
-// web_cases_more.mjs: web_e2e.mjs's cases 3 and 4: the screenshots at two
-// sizes (a member of three groups, with receipts and presence), and a
-// broker with a password_file (refused, then in, as the same device).
+// web_cases_more.mjs: web_e2e.mjs's cases 3 to 5: the screenshots at two
+// sizes (a member of three groups, with receipts and presence), a broker
+// with a password_file (refused, then in, as the same device), and a link
+// that names another broker (which gets no password).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 
 import { Broker, log, mqchatOk } from './web_broker.mjs';
@@ -119,6 +121,74 @@ export async function password(browser, opts, dir) {
     log(broker.tail());
     throw e;
   } finally {
+    if (broker.proc) broker.proc.kill('SIGKILL');
+  }
+}
+
+/* 5 (issue 21, item 5): a link naming another broker does not get the
+ * password. An "attacker" listens on a loopback port and counts every
+ * connection; the page, served by the real broker, is opened with
+ * ?broker=ws://<attacker>/mqtt: it says so, signs in to the broker that
+ * served it, and the attacker sees nothing. Once the operator names that
+ * broker in config.json next to the page, the same link goes there. */
+export async function brokerLink(browser, opts, dir) {
+  log('5: a link that names another broker');
+  const pwfile = path.join(dir, 'passwd');
+  fs.writeFileSync(pwfile, passwordLine('dana', 'correct horse'));
+  /* the page from a copy, so that config.json can be put next to it */
+  const web = path.join(dir, 'web');
+  fs.cpSync(opts.web, web, { recursive: true });
+  const broker = new Broker(dir, { ...opts, web }, ['allow_anonymous false', `password_file ${pwfile}`]);
+  const seen = [];
+  const attacker = net.createServer((sock) => {
+    seen.push(sock.remoteAddress);
+    sock.on('data', (d) => seen.push(d.toString('latin1')));
+    sock.on('error', () => {});
+  });
+  await new Promise((resolve) => attacker.listen(0, '127.0.0.1', resolve));
+  const evil = `ws://127.0.0.1:${attacker.address().port}/mqtt`;
+  await broker.start();
+  const realUrl = `ws://127.0.0.1:${broker.wsPort}/mqtt`;
+  try {
+    const link = `http://127.0.0.1:${broker.wsPort}/?broker=${encodeURIComponent(evil)}#room5`;
+    let { ctx, page } = await openPage(browser, broker, 'dana', '#room5');
+    await page.goto(link);
+    await page.waitForSelector('#signin:not([hidden])');
+    assert.equal(await page.textContent('#signin-broker'), realUrl, 'the form names the real broker');
+    assert.match(await page.textContent('#signin-error'), /not set up to use/);
+    await page.fill('#signin-name', 'dana');
+    await page.fill('#signin-password', 'correct horse');
+    await page.press('#signin-password', 'Enter');
+    await waitOnline(page);
+    await page.getByRole('textbox', { name: 'Message' }).fill('to the real broker');
+    await page.keyboard.press('Enter');
+    await waitCount(page, 1);
+    /* the page sent its CONNECT (with the password) somewhere: not there */
+    assert.deepEqual(seen, [], 'the broker a link named was connected to');
+    await ctx.close();
+    log('5: the page signed in to the broker that served it; the other got nothing');
+
+    /* The operator allows that broker: the link now goes there. */
+    fs.writeFileSync(path.join(web, 'config.json'), JSON.stringify({ brokers: [evil] }));
+    ({ ctx, page } = await openPage(browser, broker, 'dana', '#room5'));
+    await page.goto(link);
+    await page.waitForSelector('#signin:not([hidden])');
+    assert.equal(await page.textContent('#signin-broker'), evil);
+    assert.equal(await page.textContent('#signin-error'), '');
+    await page.fill('#signin-name', 'dana');
+    await page.fill('#signin-password', 'correct horse');
+    await page.press('#signin-password', 'Enter');
+    const until = Date.now() + 20_000;
+    while (seen.length === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    assert.ok(seen.length > 0, 'a broker config.json names was not used');
+    await ctx.close();
+    await broker.stop();
+    log('5: named in config.json, the link\'s broker is used');
+  } catch (e) {
+    log(broker.tail());
+    throw e;
+  } finally {
+    attacker.close();
     if (broker.proc) broker.proc.kill('SIGKILL');
   }
 }

@@ -19,7 +19,11 @@
 //   3. screenshots at 1280x800 and 360x640 (web.png, web-phone.png);
 //   4. a broker with a password_file: refused without a password and with a
 //      wrong one, the form says so; with the right one the page works, and
-//      the tab is still the same device (MQTT client id) as at first.
+//      the tab is still the same device (MQTT client id) as at first;
+//   5. a link that names another broker (?broker=): the form says it will
+//      not go there and signs in to the broker that served the page, which
+//      gets the password; the other gets no connection, until the
+//      operator names it in config.json next to the page.
 //
 //   node tests/web/web_e2e.mjs --mosquitto /usr/sbin/mosquitto \
 //     --plugin build/plugin/mosquitto_chat.so --mqchat build/clients/mqchat \
@@ -43,7 +47,7 @@ import path from 'node:path';
 
 import { Broker, brokerVersion, log } from './web_broker.mjs';
 import { catchUp300, twoPeopleChat } from './web_cases_chat.mjs';
-import { password, screenshots } from './web_cases_more.mjs';
+import { brokerLink, password, screenshots } from './web_cases_more.mjs';
 import { pageErrors } from './web_page.mjs';
 
 const WATCHDOG_MS = 170_000;
@@ -110,6 +114,9 @@ async function main() {
     const pwDir = path.join(dir, 'password');
     fs.mkdirSync(pwDir);
     await password(browser, opts, pwDir);
+    const linkDir = path.join(dir, 'link');
+    fs.mkdirSync(linkDir);
+    await brokerLink(browser, opts, linkDir);
     assert.deepEqual(pageErrors, [], 'no script errors in the page');
     await browser.close();
     browser = null;

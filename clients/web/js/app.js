@@ -1,7 +1,8 @@
-/* app.js: starts the page. Signs in (from the form, or from the deep link
- * /?user=<name>#<group>), picks this tab's MQTT client id, and follows the
- * URL fragment: #<group> opens that group (joining it if it is open), an
- * empty fragment shows the group list. */
+/* app.js: starts the page. Chooses the broker (the one that served the
+ * page, unless the operator's config.json next to it says otherwise), signs
+ * in (from the form, or from the deep link /?user=<name>#<group>), picks this
+ * tab's MQTT client id, and follows the URL fragment: #<group> opens that
+ * group (joining it if it is open), an empty fragment shows the group list. */
 (function (root) {
   'use strict';
   const MqChat = root.MqChat;
@@ -9,9 +10,47 @@
   const $ = (id) => document.getElementById(id);
 
   const params = new URLSearchParams(location.search);
-  const brokerUrl = params.get('broker') ||
-    (location.protocol === 'https:' ? 'wss://' : 'ws://') +
+  /* The broker that served the page: its websockets listener. */
+  const served = (location.protocol === 'https:' ? 'wss://' : 'ws://') +
     (location.host || '127.0.0.1:9001') + '/mqtt';
+  /* Where a name and password go. Only to the broker that served the page,
+   * or to one the operator named in config.json next to the page
+   * ({"broker": <the default>, "brokers": [<others a link may name>]}):
+   * a link's ?broker= naming any other is refused, or anyone could send a
+   * link that makes the sign-in form hand a password to their own server. */
+  let brokerUrl = served;
+  let brokerRefused = null; /* a ?broker= the page would not use */
+
+  /* A ws:// or wss:// URL as the browser writes it, or null. */
+  function wsUrl(s) {
+    try {
+      const u = new URL(String(s));
+      return u.protocol === 'ws:' || u.protocol === 'wss:' ? u.href : null;
+    } catch (e) {
+      return null;
+    }
+  }
+
+  async function chooseBroker() {
+    let conf = {};
+    try {
+      const r = await fetch('config.json', { cache: 'no-store' });
+      if (r.ok) conf = await r.json();
+    } catch (e) {
+      /* no configuration: the broker that served the page */
+    }
+    const dflt = (conf && wsUrl(conf.broker)) || wsUrl(served) || served;
+    const allowed = new Set([dflt, wsUrl(served)]);
+    for (const b of conf && Array.isArray(conf.brokers) ? conf.brokers : []) {
+      if (wsUrl(b)) allowed.add(wsUrl(b));
+    }
+    brokerUrl = dflt;
+    const asked = params.get('broker');
+    if (asked !== null) {
+      if (allowed.has(wsUrl(asked))) brokerUrl = wsUrl(asked);
+      else brokerRefused = asked;
+    }
+  }
 
   let chat = null;
   let ui = null;
@@ -97,7 +136,10 @@
     document.body.dataset.conn = 'signed-out';
     $('signin-broker').textContent = brokerUrl;
     $('signin-name').value = name || store('mqchat.user') || '';
-    $('signin-error').textContent = error || '';
+    $('signin-error').textContent = error || (brokerRefused
+      ? 'This link names the broker ' + brokerRefused + ', which this page is not set up to ' +
+        'use: your name and password would go to ' + brokerUrl + '.'
+      : '');
     if (error && name) $('signin-password').focus();
     else $('signin-name').focus();
   }
@@ -168,7 +210,8 @@
     }
   }
 
-  function boot() {
+  async function boot() {
+    await chooseBroker();
     $('signin-form').addEventListener('submit', (e) => {
       e.preventDefault();
       if (signingIn) return;
@@ -197,8 +240,9 @@
       if (chat) for (const g of chat.groups.values()) chat.ackNow(g);
     });
     const user = params.get('user');
-    if (user && user.trim()) signIn(user.trim(), '');
-    else showSignIn('', '');
+    /* A link whose broker was refused shows the form, and why, first. */
+    if (user && user.trim() && !brokerRefused) signIn(user.trim(), '');
+    else showSignIn(user ? user.trim() : '', '');
   }
 
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', boot);

@@ -168,7 +168,13 @@
 
     onClose() {
       this.failPending(new Error('connection lost'));
-      for (const g of this.groups.values()) g.subscribed = g.subscribing = false;
+      /* Who is online is unknown while this page is not: nothing is
+       * pushed to it, and it must not show a room as it last saw it. */
+      for (const g of this.groups.values()) {
+        g.subscribed = g.subscribing = g.receiptsKnown = false;
+        g.online.clear();
+        this.emit('presence', { group: g.name });
+      }
       if (this.state === 'refused' || !this.client) return;
       /* MQTT.js reconnects on its own; back off up to RECONNECT_MAX_MS. */
       if (this.state === 'online') this.setState('reconnecting');
@@ -276,7 +282,8 @@
           }
           break;
         case 'publish':
-          this.refused(e.cid, e.error);
+          if (e.duplicate && !e.error) this.storedBefore(e);
+          else this.refused(e.cid, e.error);
           break;
         case 'subscribe':
         case 'ack':

@@ -104,6 +104,8 @@
         g.head = Math.max(g.head, s.head || 0);
         g.acked = Math.max(g.acked, s.acked || 0);
         g.ackSent = Math.max(g.ackSent, g.acked);
+        /* the member's read marker: what it read, or sent, on any device */
+        if (Number.isSafeInteger(s.read)) g.mine = Math.max(g.mine || 0, s.read);
       }
       for (const g of this.groups.values()) if (!listed.has(g.name)) g.member = false;
       this.synced = true;

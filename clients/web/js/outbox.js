@@ -2,7 +2,9 @@
  * until the broker stored it, so every retry (MQTT.js's after a reconnect,
  * ours after a reload) is stored once; unsent messages are kept in
  * localStorage and go again with their cid after a reload. A message is
- * done when its stored envelope comes back (`delivered`). */
+ * done when its stored envelope comes back (`delivered`), or when the
+ * plugin says a retry was stored before (`storedBefore`: it then sends the
+ * envelope to nobody live). */
 (function (root) {
   'use strict';
   const MqChat = root.MqChat;
@@ -80,6 +82,19 @@
       this.outbox.splice(i, 1);
       this.saveOutbox();
       this.emit('outbox', { group: e.group });
+    },
+
+    /* The broker had stored this cid already (a retry after a lost
+     * acknowledgement): the message is sent, and its envelope (id e.id) is
+     * not delivered live a second time, so a page that has not shown it
+     * fetches it. */
+    storedBefore(e) {
+      const g = typeof e.group === 'string' ? this.groups.get(e.group) : null;
+      if (g && Number.isSafeInteger(e.id) && e.id > 0) {
+        g.head = Math.max(g.head, e.id);
+        if (g.log && g.log.hi < e.id) this.catchUp(g);
+      }
+      if (typeof e.cid === 'string') this.delivered(e.cid);
     },
 
     refused(cid, reason) {

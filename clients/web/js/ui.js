@@ -114,7 +114,10 @@
 
     bind() {
       const c = this.chat;
-      this.on(c, 'status', (e) => this.renderStatus(e.detail));
+      this.on(c, 'status', (e) => {
+        this.renderStatus(e.detail);
+        this.renderPresence();
+      });
       this.on(c, 'groups', () => this.renderGroups());
       this.on(c, 'reset', (e) => e.detail.group === c.openName && this.renderOpen());
       this.on(c, 'append', (e) => e.detail.group === c.openName && this.append(e.detail.messages));
@@ -318,7 +321,7 @@
     renderPresence() {
       const g = this.chat.openName && this.chat.groups.get(this.chat.openName);
       const box = this.$('conv-presence');
-      if (!g || !g.receiptsKnown || !g.members) {
+      if (!g || !g.receiptsKnown || !g.members || this.chat.state !== 'online') {
         box.hidden = true;
         return;
       }

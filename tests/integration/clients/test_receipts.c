@@ -196,12 +196,14 @@ static void library(const ts_broker *b, int version)
     wait_log(&sa, text);
     CHECK(sa.read_of[1] == base + 3, "bob's marker pushed as %llu, shown %llu",
           (unsigned long long)sa.read_of[1], (unsigned long long)(base + 3));
-    /* alice reads on her side: bob hears it */
+    /* alice has read what she sent (issue 25, item 6): a read of hers
+     * below it changes nothing, and pushes the marker sending moved (which
+     * is not pushed by itself) */
     wait_shown(&sa, base + 3);
     CHECK(chat_client_read(alice, GROUP, base + 1) == CHAT_CLIENT_OK, "read");
-    snprintf(text, sizeof text, "alice:%llu ", (unsigned long long)(base + 1));
+    snprintf(text, sizeof text, "alice:%llu ", (unsigned long long)(base + 3));
     wait_log(&sb, text);
-    snprintf(text, sizeof text, "alice:%llu bob:%llu", (unsigned long long)(base + 1),
+    snprintf(text, sizeof text, "alice:%llu bob:%llu", (unsigned long long)(base + 3),
              (unsigned long long)(base + 3));
     expect_receipts(bob, text, 2);
 
@@ -262,7 +264,9 @@ static void cli(void)
     mqchat(0, "-p", port, "-u", "alice", "send", GROUP, "one", "two", NULL);
     mqchat(0, "-p", port, "-u", "alice", "send", GROUP, "three", NULL);
     mqchat(0, "-p", port, "-u", "carol", "receipts", GROUP, NULL);
-    expect_out("room #2: read by 0 of 3");
+    /* alice has read what she sent (issue 25, item 6) */
+    expect_out("alice  read up to #2");
+    expect_out("room #2: read by 1 of 3");
     expect_out("bob    has read nothing");
 
     /* bob listens (and prints 2 messages, so reads them); meanwhile who
@@ -280,9 +284,9 @@ static void cli(void)
         CHECK(ts_now_ms() < deadline, "bob's listen did not mark #2 read:\n%s", g_stdout);
         ts_sleep_ms(100);
     }
-    expect_out("room #2: read by 1 of 3");
+    expect_out("room #2: read by 2 of 3");
     mqchat(0, "-p", port, "-u", "carol", "receipts", GROUP, "1", NULL);
-    expect_out("room #1: read by 1 of 3");
+    expect_out("room #1: read by 2 of 3");
     /* an id above the head names no message: said, exit 2 (a bad argument) */
     mqchat(2, "-p", port, "-u", "carol", "receipts", GROUP, "9", NULL);
     CHECK(strstr(g_stdout, "read by") == NULL, "receipts of #9 printed: %s", g_stdout);
@@ -303,7 +307,7 @@ static void cli(void)
            "--no-read", "-W", "20", "-C", "1", "listen", GROUP, NULL);
     mqchat(0, "-p", port, "-u", "carol", "receipts", GROUP, NULL);
     expect_out("carol  has read nothing");
-    expect_out("room #3: read by 0 of 3");
+    expect_out("room #3: read by 1 of 3");
     /* a non-member is refused, learns nothing */
     mqchat(3, "-p", port, "-u", "eve", "who", GROUP, NULL);
     mqchat(3, "-p", port, "-u", "eve", "receipts", GROUP, NULL);
