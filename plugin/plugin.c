@@ -292,8 +292,7 @@ bool chat_states_init(struct chat_plugin *pl)
     return chat_tick_init(pl) && chat_health_init(pl) && chat_broker_init(pl) &&
            chat_verdict_init(pl) && chat_envelope_cache_init(pl) && chat_peers_init(pl) &&
            chat_replay_init(pl) && chat_presence_init(pl) && chat_fanout_init(pl) &&
-           chat_retention_init(pl) &&
-           chat_expiry_init(pl) && chat_admin_init(pl);
+           chat_retention_init(pl) && chat_expiry_init(pl) && chat_admin_init(pl);
 }
 
 void chat_states_free(struct chat_plugin *pl)
