@@ -40,6 +40,28 @@ bool chat_access_probing(const struct chat_plugin *pl)
     return pl->access->probing;
 }
 
+void chat_join_device(struct chat_plugin *pl, const char *group, const char *member,
+                      const char *device)
+{
+    uint64_t at = 0;
+    bool found = false;
+    chat_err rc = chat_store_cursor_start(pl->store, group, member, device, &at, &found);
+    if (rc != CHAT_OK) {
+        /* The membership stands; only its expiry waits for a device. */
+        chat_log_store_error(pl, rc, "cursor of %s joining %s", device, group);
+    }
+}
+
+/* chat_join_device for the client that joined, when it has a client id. */
+static void join_device(struct chat_plugin *pl, const struct mosquitto *client, const char *group,
+                        const char *member)
+{
+    const char *device = mosquitto_client_id(client);
+    if (device) {
+        chat_join_device(pl, group, member, device);
+    }
+}
+
 const char *chat_admit(struct chat_plugin *pl, const struct mosquitto *client, const char *group,
                        bool join)
 {
@@ -59,6 +81,9 @@ const char *chat_admit(struct chat_plugin *pl, const struct mosquitto *client, c
     if (rc == CHAT_OK && !found && join && pl->cfg.open_groups) {
         rc = chat_store_member_add(pl->store, group, member, &joined);
         found = rc == CHAT_OK;
+        if (found) {
+            join_device(pl, client, group, member);
+        }
     }
     if (rc != CHAT_OK) {
         chat_log_store_error(pl, rc, "membership of %s in %s", member, group);

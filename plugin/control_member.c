@@ -56,6 +56,11 @@ void chat_control_join(struct chat_control_req *r, const cJSON *c)
         !chat_control_storage_ok(r, chat_store_head(r->pl->store, group, &head))) {
         return;
     }
+    /* Joining oneself joins the asking device too; a member an admin adds
+     * has no device until one of its own uses the group. */
+    if (!strcmp(member, r->member) && r->device) {
+        chat_join_device(r->pl, group, member, r->device);
+    }
     chat_control_entry_start(r);
     sbuf_puts(r->out, ",\"member\":");
     sbuf_json_str(r->out, member);

@@ -8,7 +8,12 @@
  * was. In open groups (plugin_opt_open_groups), where every new client id
  * of an anonymous broker that subscribes becomes a member, a member whose
  * last device goes goes with it (the store's drop_members), and joins again
- * by using the group. */
+ * by using the group.
+ *
+ * A device connected and subscribed is in use however idle: before each
+ * slice of a sweep, the devices presence counts online are marked used
+ * once a day (chat_presence_stamp), and the sweep waits until they are, so
+ * that neither they nor their member expire under them. */
 #include "plugin.h"
 
 #include <stdlib.h>
@@ -44,6 +49,12 @@ void chat_expiry_tick(struct chat_plugin *pl, time_t now)
     if (pl->cfg.device_expiry_days == 0) {
         return;
     }
+    int64_t start = chat_now_ms();
+    /* Online devices first: a sweep never looks at a device that is online
+     * before it is marked used today. */
+    if (!chat_presence_stamp(pl, start + TICK_BUDGET_MS)) {
+        return;
+    }
     if (!x->running) {
         if (now < x->next) {
             return;
@@ -52,7 +63,6 @@ void chat_expiry_tick(struct chat_plugin *pl, time_t now)
         x->removed = x->members = 0;
         x->resume[0] = x->resume[1] = 0;
     }
-    int64_t start = chat_now_ms();
     int64_t cutoff = start - (int64_t)pl->cfg.device_expiry_days * 86400000;
     bool done = false;
     while (!done && chat_now_ms() - start < TICK_BUDGET_MS) {
