@@ -5,20 +5,37 @@
 
 #include <string.h>
 
+/* The reason to refuse a "member" field, or NULL. */
+static const char *member_field_error(const cJSON *m, bool joining)
+{
+    static const char *const bad = "member must be a non-empty string of at most 1024 bytes";
+    size_t len = cJSON_IsString(m) ? strlen(m->valuestring) : 0;
+    if (len == 0 || len > CHAT_PROTO_NAME_MAX) {
+        return bad;
+    }
+    /* A join names a member by the rule of every member name (proto/,
+     * which mqchat-store import applies too): one a client could connect
+     * as. A leave may name one that an older version let in. */
+    if (joining) {
+        return chat_proto_member_error(m->valuestring, len);
+    }
+    return chat_proto_utf8_valid(m->valuestring, len) ? NULL : bad;
+}
+
 /* join/leave name the caller, or with "member" someone else (admins only,
  * and only admins in closed groups). */
-static bool target_member(struct chat_control_req *r, const cJSON *c, const char **member)
+static bool target_member(struct chat_control_req *r, const cJSON *c, bool joining,
+                          const char **member)
 {
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(c, "member");
     const char *user = mosquitto_client_username(r->client);
     bool admin = chat_config_is_admin(&r->pl->cfg, user);
+    const char *why = NULL;
 
     *member = r->member;
     if (m) {
-        if (!cJSON_IsString(m) || !m->valuestring[0] ||
-            strlen(m->valuestring) > CHAT_STORE_MAX_NAME ||
-            !chat_proto_utf8_valid(m->valuestring, strlen(m->valuestring))) {
-            chat_control_fail(r, "member must be a non-empty string of at most 1024 bytes");
+        if ((why = member_field_error(m, joining)) != NULL) {
+            chat_control_fail(r, why);
             return false;
         }
         *member = m->valuestring;
@@ -39,7 +56,7 @@ void chat_control_join(struct chat_control_req *r, const cJSON *c)
     char group[CHAT_GROUP_MAX + 1];
     const char *member = NULL;
     uint64_t joined = 0, head = 0;
-    if (!chat_control_group_field(r, c, group) || !target_member(r, c, &member)) {
+    if (!chat_control_group_field(r, c, group) || !target_member(r, c, true, &member)) {
         return;
     }
     /* Behind the broker's own access control, a request on $CONTROL says
@@ -73,7 +90,7 @@ void chat_control_leave(struct chat_control_req *r, const cJSON *c)
 {
     char group[CHAT_GROUP_MAX + 1];
     const char *member = NULL;
-    if (!chat_control_group_field(r, c, group) || !target_member(r, c, &member)) {
+    if (!chat_control_group_field(r, c, group) || !target_member(r, c, false, &member)) {
         return;
     }
     if (!chat_control_storage_ok(r, chat_store_member_remove(r->pl->store, group, member))) {
