@@ -22,10 +22,23 @@ const char *chat_member(struct chat_plugin *pl, const struct mosquitto *client,
     return chat_member_name(pl->cfg.tilde_names, verified, user, mosquitto_client_id(client), buf);
 }
 
+void chat_join_device(struct chat_plugin *pl, const char *group, const char *member,
+                      const char *device)
+{
+    uint64_t at = 0;
+    bool found = false;
+    chat_err rc = chat_store_cursor_start(pl->store, group, member, device, &at, &found);
+    if (rc != CHAT_OK) {
+        /* The membership stands; only its expiry waits for a device. */
+        chat_log_store_error(pl, rc, "cursor of %s joining %s", device, group);
+    }
+}
+
 const char *chat_identity_of(struct chat_plugin *pl, const struct mosquitto *client,
                              struct chat_identity *id)
 {
     const char *user = mosquitto_client_username(client);
+    id->device = mosquitto_client_id(client);
     id->named = user && user[0];
     id->verified = id->named && chat_broker_verified(pl, client);
     const char *why = chat_member_name(pl->cfg.tilde_names, id->verified, user,
@@ -71,6 +84,12 @@ static const char *member_of(struct chat_plugin *pl, const struct chat_identity 
     if (rc == CHAT_OK && !found && join && pl->cfg.open_groups) {
         rc = chat_store_member_add(pl->store, group, id->member, &since);
         found = *joined = rc == CHAT_OK;
+        /* The joining device gets its cursor at the join: the membership
+         * then has a device whose expiry can take it (open groups), even
+         * when that device only publishes. */
+        if (found && id->device) {
+            chat_join_device(pl, group, id->member, id->device);
+        }
     }
     if (rc != CHAT_OK) {
         chat_log_store_error(pl, rc, "membership of %s in %s", id->member, group);

@@ -172,6 +172,7 @@ bool chat_verdict_probing(const struct chat_plugin *pl);
 /* Who a client is in the chat. */
 struct chat_identity {
     char member[CHAT_MEMBER_BUF]; /* its member name */
+    const char *device;           /* its client id (the client's; NULL if none) */
     bool named;                   /* it connected with a username */
     bool verified;                /* ... that the broker checked */
     bool admin;                   /* verified and listed in plugin_opt_admins */

@@ -6,21 +6,37 @@
 
 #include <string.h>
 
+/* The reason to refuse a "member" field, or NULL. */
+static const char *member_field_error(const cJSON *m, bool joining)
+{
+    static const char *const bad = "member must be a non-empty string of at most 1024 bytes";
+    size_t len = cJSON_IsString(m) ? strlen(m->valuestring) : 0;
+    if (len == 0 || len > CHAT_PROTO_NAME_MAX) {
+        return bad;
+    }
+    /* A join names a member by the rule of every member name (proto/,
+     * which mqchat-store import applies too): one a client could connect
+     * as. A leave may name one that an older version let in. */
+    if (joining) {
+        return chat_proto_member_error(m->valuestring, len);
+    }
+    return chat_proto_utf8_valid(m->valuestring, len) ? NULL : bad;
+}
+
 /* join/leave name the caller, or with "member" someone else (admins only,
  * and only admins in closed groups). */
-static bool target_member(struct chat_control_req *r, const cJSON *c, const char **member,
-                          bool *is_admin)
+static bool target_member(struct chat_control_req *r, const cJSON *c, bool joining,
+                          const char **member, bool *is_admin)
 {
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(c, "member");
     struct chat_decision a = chat_access_decide(r->pl, r->client, NULL, CHAT_DO_ADMIN);
     bool admin = a.verdict == CHAT_ALLOW;
+    const char *why = NULL;
 
     *member = r->member;
     if (m) {
-        if (!cJSON_IsString(m) || !m->valuestring[0] ||
-            strlen(m->valuestring) > CHAT_STORE_MAX_NAME ||
-            !chat_proto_utf8_valid(m->valuestring, strlen(m->valuestring))) {
-            chat_control_fail(r, "member must be a non-empty string of at most 1024 bytes");
+        if ((why = member_field_error(m, joining)) != NULL) {
+            chat_control_fail(r, why);
             return false;
         }
         *member = m->valuestring;
@@ -44,7 +60,7 @@ void chat_control_join(struct chat_control_req *r, const cJSON *c)
     const char *member = NULL;
     uint64_t joined = 0, head = 0;
     bool admin = false;
-    if (!chat_control_group_field(r, c, group) || !target_member(r, c, &member, &admin)) {
+    if (!chat_control_group_field(r, c, group) || !target_member(r, c, true, &member, &admin)) {
         return;
     }
     struct chat_decision d = chat_access_decide(r->pl, r->client, group, CHAT_DO_JOIN);
@@ -55,6 +71,11 @@ void chat_control_join(struct chat_control_req *r, const cJSON *c)
     if (!chat_control_storage_ok(r, chat_store_member_add(r->pl->store, group, member, &joined)) ||
         !chat_control_storage_ok(r, chat_store_head(r->pl->store, group, &head))) {
         return;
+    }
+    /* Joining oneself joins the asking device too; a member an admin adds
+     * has no device until one of its own uses the group. */
+    if (!strcmp(member, r->member) && r->device) {
+        chat_join_device(r->pl, group, member, r->device);
     }
     chat_control_entry_start(r);
     sbuf_puts(r->out, ",\"member\":");
@@ -69,7 +90,7 @@ void chat_control_leave(struct chat_control_req *r, const cJSON *c)
     char group[CHAT_GROUP_MAX + 1];
     const char *member = NULL;
     bool admin = false;
-    if (!chat_control_group_field(r, c, group) || !target_member(r, c, &member, &admin)) {
+    if (!chat_control_group_field(r, c, group) || !target_member(r, c, false, &member, &admin)) {
         return;
     }
     if (!chat_control_storage_ok(r, chat_store_member_remove(r->pl->store, group, member))) {

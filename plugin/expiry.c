@@ -1,9 +1,19 @@
 /* expiry.c: drops device cursors not used for plugin_opt_device_expiry_days
  * (no subscribe, ack or request of that device), in bounded slices from the
  * tick, like retention: a sweep over every cursor starts every hour and
- * spends at most TICK_BUDGET_MS per broker loop pass. The member stays, and
- * its maximum cursor record with it: a device that comes back starts where
- * the member's most advanced device was. */
+ * spends at most TICK_BUDGET_MS per broker loop pass.
+ *
+ * In closed groups the member stays, and its maximum cursor record with it:
+ * a device that comes back starts where the member's most advanced device
+ * was. In open groups (plugin_opt_open_groups), where every new client id
+ * of an anonymous broker that subscribes becomes a member, a member whose
+ * last device goes goes with it (the store's drop_members), and joins again
+ * by using the group.
+ *
+ * A device connected and subscribed is in use however idle: before each
+ * slice of a sweep, the devices presence counts online are marked used
+ * once a day (chat_presence_stamp), and the sweep waits until they are, so
+ * that neither they nor their member expire under them. */
 #include "plugin.h"
 
 #include <stdlib.h>
@@ -17,6 +27,7 @@ struct chat_expiry {
     time_t next;                        /* when the next sweep starts */
     bool running;                       /* a sweep is under way */
     uint64_t removed;                   /* cursors dropped by this sweep so far */
+    uint64_t members;                   /* members dropped with them */
     char resume[CHAT_STORE_RESUME_MAX]; /* its resume point */
 };
 
@@ -38,27 +49,34 @@ void chat_expiry_tick(struct chat_plugin *pl, time_t now)
     if (pl->cfg.device_expiry_days == 0) {
         return;
     }
+    int64_t start = chat_now_ms();
+    /* Online devices first: a sweep never looks at a device that is online
+     * before it is marked used today. */
+    if (!chat_presence_stamp(pl, start + TICK_BUDGET_MS)) {
+        return;
+    }
     if (!x->running) {
         if (now < x->next) {
             return;
         }
         x->running = true;
-        x->removed = 0;
+        x->removed = x->members = 0;
         x->resume[0] = x->resume[1] = 0;
     }
-    int64_t start = chat_now_ms();
     int64_t cutoff = start - (int64_t)pl->cfg.device_expiry_days * 86400000;
     bool done = false;
     while (!done && chat_now_ms() - start < TICK_BUDGET_MS) {
-        size_t removed = 0;
-        chat_err rc = chat_store_expire_devices(pl->store, cutoff, EXPIRE_STEP, x->resume,
-                                                sizeof(x->resume), &removed, &done);
+        chat_expired gone = {0, 0};
+        chat_err rc = chat_store_expire_devices(pl->store, cutoff, pl->cfg.open_groups, EXPIRE_STEP,
+                                                x->resume, sizeof(x->resume), &gone, &done);
         if (rc != CHAT_OK) {
             chat_log_store_error(pl, rc, "device expiry");
             done = true; /* the next sweep tries again */
         }
-        pl->stats.expired += removed;
-        x->removed += removed;
+        pl->stats.expired += gone.devices;
+        pl->stats.expired_members += gone.members;
+        x->removed += gone.devices;
+        x->members += gone.members;
     }
     if (done) {
         x->running = false;
@@ -66,8 +84,11 @@ void chat_expiry_tick(struct chat_plugin *pl, time_t now)
         if (x->removed) {
             mosquitto_log_printf(MOSQ_LOG_INFO,
                                  "mosquitto-chat: device expiry: dropped %llu device cursors "
-                                 "unused for %llu days",
-                                 (unsigned long long)x->removed,
+                                 "and %llu members (%s) unused for %llu days",
+                                 (unsigned long long)x->removed, (unsigned long long)x->members,
+                                 pl->cfg.open_groups ? "open groups: a member goes with its "
+                                                       "last device"
+                                                     : "closed groups: members stay",
                                  (unsigned long long)pl->cfg.device_expiry_days);
         }
     }

@@ -1,5 +1,6 @@
 /* names.c: what the plugin makes of names in network input: chat topics,
- * members, \u0000 escapes (the checks themselves are proto/'s). */
+ * members, \u0000 escapes (the checks themselves are proto/'s:
+ * chat_proto_group_error, chat_proto_member_error). */
 #include "plugin.h"
 
 #include <string.h>
@@ -61,7 +62,7 @@ const char *chat_member_name(bool tilde_names, bool user_verified, const char *u
         return "client has no client id";
     }
     size_t len = strlen(name);
-    if (len + tilde > CHAT_STORE_MAX_NAME) {
+    if (len + tilde > CHAT_PROTO_NAME_MAX) {
         return "client id or username is longer than 1024 bytes";
     }
     if (named && name[0] == '~' && tilde_names) {
@@ -72,5 +73,12 @@ const char *chat_member_name(bool tilde_names, bool user_verified, const char *u
      * choose: it must never pass for a user of that name. */
     buf[0] = '~';
     memcpy(buf + tilde, name, len + 1);
-    return NULL;
+    /* The rule of every member name (proto/, which mqchat-store import
+     * applies too): past the length, only a broker that let a control
+     * character into a username or client id would fail it. */
+    const char *why = chat_proto_member_error(buf, len + tilde);
+    if (why) {
+        buf[0] = '\0';
+    }
+    return why;
 }

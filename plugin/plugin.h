@@ -367,6 +367,13 @@ const char *chat_presence_answer(struct chat_plugin *pl, struct mosquitto *clien
                                  const char *group, const char *after, size_t limit, sbuf *b,
                                  size_t cap);
 
+/* Marks the devices online in their groups used today (device expiry: a
+ * device connected and subscribed is in use, however idle), as a subscribe
+ * does (chat_store_cursor_start), once a day per device and group, until
+ * deadline_ms (chat_now_ms(); one at least). Returns true when every one
+ * is; from expiry.c, whose sweep waits until then. */
+bool chat_presence_stamp(struct chat_plugin *pl, int64_t deadline_ms);
+
 /* Sends the pushes that are due, within a bounded amount of work; from the
  * tick. now_ms: chat_now_ms(). */
 void chat_presence_tick(struct chat_plugin *pl, int64_t now_ms);
@@ -389,6 +396,13 @@ void chat_fanout_seen(struct chat_plugin *pl, const char *group, uint64_t id);
  * retry of it must still be delivered live. False once it went out, and for
  * messages no longer remembered (see fanout.c). */
 bool chat_fanout_pending(struct chat_plugin *pl, const char *group, uint64_t id);
+
+/* A device that joined group for member gets its cursor at the join
+ * (chat_store_cursor_start): the membership then has a device whose
+ * expiry can take it (device expiry, open groups), even when that device
+ * only publishes. A store error is logged; the membership stands. */
+void chat_join_device(struct chat_plugin *pl, const char *group, const char *member,
+                      const char *device);
 
 /* access.c, verdict.c, broker.c: the one access policy (access.h) */
 

@@ -21,6 +21,7 @@ void chat_presence_subscribed(struct chat_plugin *pl, struct mosquitto *client, 
     const char *id = mosquitto_client_id(client);
     char member[CHAT_MEMBER_BUF];
     struct pres_link *l = NULL;
+    bool fresh = false; /* d is new: in no stamp queue yet */
 
     if (!id || chat_member(pl, client, member)) {
         return;
@@ -59,6 +60,7 @@ void chat_presence_subscribed(struct chat_plugin *pl, struct mosquitto *client, 
             goto oom;
         }
         d->client = client;
+        fresh = true;
     }
     struct pres_group *g = pres_group_find(ps, group);
     if (!g) {
@@ -93,14 +95,23 @@ void chat_presence_subscribed(struct chat_plugin *pl, struct mosquitto *client, 
             pres_group_drop(ps, g);
         }
         if (d->nlinks == 0) {
-            chat_hmap_remove(ps->devices, id, idlen);
-            pres_device_free(d);
+            pres_device_drop(ps, d);
         }
         goto oom;
     }
-    *l = (struct pres_link){.g = g, .d = d, .slot = g->nsubs};
+    /* A subscribe with a catch-up (on_subscribe) has just marked the
+     * device used (chat_store_cursor_start); without one, the next
+     * marking of online devices does (invariant stamp-queue). */
+    int64_t today = chat_now_ms() / 86400000;
+    *l =
+        (struct pres_link){.g = g, .d = d, .slot = g->nsubs, .stamped = pl->cfg.replay ? today : 0};
     g->subs[g->nsubs++] = l;
     d->links[d->nlinks++] = l;
+    if (l->stamped != today) {
+        pres_stamp_front(ps, d);
+    } else if (fresh) {
+        pres_stamp_back(ps, d);
+    }
     if (m->devices++ == 0) {
         m->toggled = true;
         pres_mark(ps, g, m);
@@ -127,8 +138,7 @@ void chat_presence_unsubscribed(struct chat_plugin *pl, const char *client_id, c
         }
     }
     if (d->nlinks == 0) {
-        chat_hmap_remove(ps->devices, client_id, idlen);
-        pres_device_free(d);
+        pres_device_drop(ps, d);
     }
 }
 
@@ -136,14 +146,14 @@ void chat_presence_disconnected(struct chat_plugin *pl, const char *client_id)
 {
     struct chat_presence *ps = pl->presence;
     size_t idlen = strlen(client_id);
-    struct pres_device *d = chat_hmap_remove(ps->devices, client_id, idlen);
+    struct pres_device *d = chat_hmap_get(ps->devices, client_id, idlen);
     if (!d) {
         return;
     }
     while (d->nlinks > 0) {
         pres_unlink_at(ps, d, d->nlinks - 1);
     }
-    pres_device_free(d);
+    pres_device_drop(ps, d);
 }
 
 void chat_presence_left(struct chat_plugin *pl, const char *member, const char *group)
@@ -174,8 +184,7 @@ void chat_presence_left(struct chat_plugin *pl, const char *member, const char *
             }
         }
         if (d->nlinks == 0) {
-            chat_hmap_remove(ps->devices, d->id, strlen(d->id));
-            pres_device_free(d);
+            pres_device_drop(ps, d);
         }
         if (last) {
             break; /* the group went with its last device */
@@ -199,8 +208,7 @@ void chat_presence_forget_group(struct chat_plugin *pl, const char *group)
     pres_group_drop(ps, g);
     for (size_t i = 0; ds && i < n; i++) {
         if (ds[i]->nlinks == 0) {
-            chat_hmap_remove(ps->devices, ds[i]->id, strlen(ds[i]->id));
-            pres_device_free(ds[i]);
+            pres_device_drop(ps, ds[i]);
         }
     }
     free(ds);
@@ -223,6 +231,66 @@ void chat_presence_read(struct chat_plugin *pl, const char *group, const char *m
     }
     m->read = read;
     pres_mark(ps, g, m);
+}
+
+/* ===========================================================================
+ * Online devices are in use (device expiry)
+ * ========================================================================= */
+
+/* Whether every link of d was marked used on day. */
+static bool all_stamped(const struct pres_device *d, int64_t day)
+{
+    for (size_t j = 0; j < d->nlinks; j++) {
+        if (d->links[j]->stamped != day) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool chat_presence_stamp(struct chat_plugin *pl, int64_t deadline_ms)
+{
+    struct chat_presence *ps = pl->presence;
+    int64_t day = chat_now_ms() / 86400000;
+    size_t n = 0;
+    struct pres_device *d;
+
+    /* invariant stamp-queue: the first device found done ends the day's work */
+    while ((d = ps->stamp_head) != NULL && !all_stamped(d, day)) {
+        for (size_t j = 0; j < d->nlinks; j++) {
+            struct pres_link *l = d->links[j];
+            uint64_t id = 0;
+            bool found = false;
+            if (l->stamped == day) {
+                continue;
+            }
+            if (n > 0 && chat_now_ms() >= deadline_ms) {
+                ps->stamped += n;
+                return false;
+            }
+            /* As a subscribe marks it: a device that lost its cursor (a
+             * subscribe without a catch-up, replay false) gets one where
+             * its catch-up would start. A failure is logged and not tried
+             * again before tomorrow: the sweep fails on such a store too. */
+            chat_err rc =
+                chat_store_cursor_start(pl->store, l->g->name, d->member, d->id, &id, &found);
+            if (rc != CHAT_OK) {
+                chat_log_store_error(pl, rc, "marking %s used in %s", d->id, l->g->name);
+            }
+            l->stamped = day;
+            n++;
+        }
+        pres_stamp_back(ps, d);
+    }
+    ps->stamped += n;
+    if (ps->stamped > 0) {
+        mosquitto_log_printf(MOSQ_LOG_DEBUG,
+                             "mosquitto-chat: device expiry: %zu devices online in a group "
+                             "marked used",
+                             ps->stamped);
+        ps->stamped = 0;
+    }
+    return true;
 }
 
 /* ===========================================================================

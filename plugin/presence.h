@@ -44,6 +44,14 @@
  *      on get it in turn. Removing a device keeps that so (see subs_remove),
  *      and a device that comes meanwhile gets it too. So a push costs no copy
  *      of the group's subscribers, whatever their number.
+ *   stamp-queue: Every device is in the stamp queue, and a device one of
+ *      whose links was not marked used today (link->stamped, the UTC day)
+ *      comes before every device whose links all were: a new device, or
+ *      one with a new link, goes to the front, and chat_presence_stamp
+ *      sends a device to the back once it has marked all its links. So the
+ *      marking of a day stops at the first device it finds done, and costs
+ *      one store call per device and group a day, whatever the number of
+ *      ticks.
  *   tick-bound: The work of one tick is bounded: at most SENDS_PER_TICK
  *      pushes, BYTES_PER_TICK bytes and TICK_BUDGET_US of time, over all
  *      groups in turn (a push to 10,000 devices spreads over several ticks),
@@ -66,7 +74,8 @@ struct pres_device;
 struct pres_link {
     struct pres_group *g;
     struct pres_device *d;
-    size_t slot; /* its index in g->subs */
+    size_t slot;     /* its index in g->subs */
+    int64_t stamped; /* the UTC day its device was last marked used in g (stamp-queue) */
 };
 
 struct pres_device {
@@ -75,6 +84,7 @@ struct pres_device {
     char *member;             /* whom it speaks for */
     struct pres_link **links; /* the groups it is online in */
     size_t nlinks, cap;
+    struct pres_device *stamp_prev, *stamp_next; /* the stamp queue (stamp-queue) */
 };
 
 /* A member with something to say in one group (member-devices,
@@ -106,9 +116,11 @@ struct pres_group {
 };
 
 struct chat_presence {
-    chat_hmap *groups;              /* name -> struct pres_group */
-    chat_hmap *devices;             /* client id -> struct pres_device */
-    struct pres_group *head, *tail; /* the active groups, served in turn */
+    chat_hmap *groups;                           /* name -> struct pres_group */
+    chat_hmap *devices;                          /* client id -> struct pres_device */
+    struct pres_group *head, *tail;              /* the active groups, served in turn */
+    struct pres_device *stamp_head, *stamp_tail; /* every device (stamp-queue) */
+    size_t stamped;                              /* links marked used by this day's marking */
     int64_t limit_log_ms;
     uint64_t pushes, skipped; /* sent; not sent (over a client's budget) */
 };
@@ -132,6 +144,15 @@ void pres_group_free(void *p);
 /* Frees a device (a chat_hmap destructor: its links belong to their
  * groups and are not freed); accepts NULL. */
 void pres_device_free(void *p);
+
+/* Puts d at the front of the stamp queue (taking it out of where it was,
+ * if it was in it), or at the back (invariant stamp-queue). */
+void pres_stamp_front(struct chat_presence *ps, struct pres_device *d);
+void pres_stamp_back(struct chat_presence *ps, struct pres_device *d);
+
+/* Takes d out of the devices and the stamp queue, and frees it (its links
+ * are gone already). */
+void pres_device_drop(struct chat_presence *ps, struct pres_device *d);
 
 /* The group named name, or NULL when nobody there is subscribed. */
 struct pres_group *pres_group_find(struct chat_presence *ps, const char *name);

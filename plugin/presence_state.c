@@ -42,6 +42,53 @@ void pres_active_remove(struct chat_presence *ps, struct pres_group *g)
     g->next = g->prev = NULL;
 }
 
+/* Takes d out of the stamp queue, if it is in it. */
+static void stamp_unqueue(struct chat_presence *ps, struct pres_device *d)
+{
+    if (d->stamp_prev) {
+        d->stamp_prev->stamp_next = d->stamp_next;
+    } else if (ps->stamp_head == d) {
+        ps->stamp_head = d->stamp_next;
+    }
+    if (d->stamp_next) {
+        d->stamp_next->stamp_prev = d->stamp_prev;
+    } else if (ps->stamp_tail == d) {
+        ps->stamp_tail = d->stamp_prev;
+    }
+    d->stamp_prev = d->stamp_next = NULL;
+}
+
+void pres_stamp_front(struct chat_presence *ps, struct pres_device *d)
+{
+    stamp_unqueue(ps, d);
+    d->stamp_next = ps->stamp_head;
+    if (ps->stamp_head) {
+        ps->stamp_head->stamp_prev = d;
+    } else {
+        ps->stamp_tail = d;
+    }
+    ps->stamp_head = d;
+}
+
+void pres_stamp_back(struct chat_presence *ps, struct pres_device *d)
+{
+    stamp_unqueue(ps, d);
+    d->stamp_prev = ps->stamp_tail;
+    if (ps->stamp_tail) {
+        ps->stamp_tail->stamp_next = d;
+    } else {
+        ps->stamp_head = d;
+    }
+    ps->stamp_tail = d;
+}
+
+void pres_device_drop(struct chat_presence *ps, struct pres_device *d)
+{
+    stamp_unqueue(ps, d);
+    chat_hmap_remove(ps->devices, d->id, strlen(d->id));
+    pres_device_free(d);
+}
+
 void pres_push_clear(struct pres_group *g)
 {
     sbuf_free(&g->payload);

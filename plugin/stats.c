@@ -50,7 +50,7 @@ struct figure {
     uint64_t value;
 };
 
-#define FIGURES 10
+#define FIGURES 11
 
 static void collect(struct chat_plugin *pl, struct figure f[FIGURES])
 {
@@ -72,6 +72,7 @@ static void collect(struct chat_plugin *pl, struct figure f[FIGURES])
         {"store/write/p50_us", pl->stats.p50_us},
         {"store/write/p99_us", pl->stats.p99_us},
         {"devices/expired", pl->stats.expired},
+        {"members/expired", pl->stats.expired_members},
     };
     memcpy(f, all, sizeof(all));
 }

@@ -18,11 +18,12 @@ struct chat_plugin;
  * message); stats.c reads them from the tick. */
 #define CHAT_STATS_BUCKETS 320 /* of the write latency histogram, see chat_stats_write */
 struct chat_stats {
-    uint64_t stored;  /* messages stored since start */
-    uint64_t refused; /* publishes refused since start */
-    uint64_t acks;    /* acks applied since start */
-    uint64_t pages;   /* replay pages sent since start */
-    uint64_t expired; /* device cursors dropped by device_expiry_days since start */
+    uint64_t stored;          /* messages stored since start */
+    uint64_t refused;         /* publishes refused since start */
+    uint64_t acks;            /* acks applied since start */
+    uint64_t pages;           /* replay pages sent since start */
+    uint64_t expired;         /* device cursors dropped by device_expiry_days since start */
+    uint64_t expired_members; /* members that went with their last device, since start */
     uint32_t writes[CHAT_STATS_BUCKETS]; /* store append latency, this interval */
     uint64_t nwrites;                    /* appends timed this interval */
     uint64_t p50_us, p99_us;             /* of the last interval */

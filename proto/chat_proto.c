@@ -101,6 +101,52 @@ const char *chat_proto_group_error(const char *name, size_t len)
     return NULL;
 }
 
+/* The reasons of name_error, for one kind of name. */
+struct name_reasons {
+    const char *empty, *too_long, *not_utf8, *control;
+};
+
+static const char *name_error(const char *name, size_t len, const struct name_reasons *why)
+{
+    const unsigned char *p = (const unsigned char *)name;
+    if (len == 0) {
+        return why->empty;
+    }
+    if (len > CHAT_PROTO_NAME_MAX) {
+        return why->too_long;
+    }
+    for (size_t i = 0; i < len;) {
+        uint32_t cp = 0;
+        size_t step = utf8_next(p + i, len - i, &cp);
+        if (step == 0) {
+            return why->not_utf8;
+        }
+        if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) {
+            return why->control;
+        }
+        i += step;
+    }
+    return NULL;
+}
+
+const char *chat_proto_member_error(const char *name, size_t len)
+{
+    static const struct name_reasons why = {
+        "member name is empty", "member name is longer than 1024 bytes",
+        "member name is not valid UTF-8", "member name contains a control character"};
+    return name_error(name, len, &why);
+}
+
+const char *chat_proto_device_error(const char *name, size_t len)
+{
+    static const struct name_reasons why = {
+        "device name is empty", "device name is longer than 1024 bytes",
+        "device name is not valid UTF-8", "device name contains a control character"};
+    return name_error(name, len, &why);
+}
+
+_Static_assert(CHAT_PROTO_NAME_MAX == 1024, "the reasons of name_error name the limit");
+
 bool chat_proto_json_int(double d, uint64_t lo, uint64_t *out)
 {
     if (!(d >= (double)lo && d <= (double)CHAT_PROTO_JSON_INT_MAX) || d != floor(d)) {
@@ -460,4 +506,127 @@ const char *chat_proto_json_skip_value(const char *s, const char *e, unsigned de
         p++;
     } while (depth > 0 && p < end);
     return (const char *)p;
+}
+
+/* The value of the four hex digits at p, or -1. */
+static long hex4(const unsigned char *p)
+{
+    long v = 0;
+    for (int i = 0; i < 4; i++) {
+        int c = p[i], d = c >= '0' && c <= '9'   ? c - '0'
+                          : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                          : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                                 : -1;
+        if (d < 0) {
+            return -1;
+        }
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* Writes code point cp as UTF-8 at o; returns the bytes written. */
+static size_t utf8_put(unsigned char *o, uint32_t cp)
+{
+    if (cp < 0x80) {
+        o[0] = (unsigned char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (unsigned char)(0xC0 | (cp >> 6));
+        o[1] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (unsigned char)(0xE0 | (cp >> 12));
+        o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (unsigned char)(0xF0 | (cp >> 18));
+    o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (unsigned char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+size_t chat_proto_json_unescape(const char *s, const char *e, char *out, size_t cap)
+{
+    const unsigned char *p = (const unsigned char *)s + 1, *end = (const unsigned char *)e;
+    unsigned char *o = (unsigned char *)out;
+    size_t n = 0;
+
+    while (p < end && *p != '"') {
+        unsigned char buf[4];
+        size_t len = 1;
+        if (*p != '\\') {
+            buf[0] = *p++;
+        } else if (end - p < 2) {
+            return SIZE_MAX;
+        } else if (p[1] != 'u') {
+            static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+            const char *at = memchr(from, p[1], sizeof(from) - 1);
+            if (!at) {
+                return SIZE_MAX;
+            }
+            buf[0] = (unsigned char)to[at - from];
+            p += 2;
+        } else {
+            long hi = end - p >= 6 ? hex4(p + 2) : -1;
+            p += 6;
+            if (hi < 0 || (hi >= 0xDC00 && hi <= 0xDFFF)) {
+                return SIZE_MAX; /* a low surrogate alone */
+            }
+            uint32_t cp = (uint32_t)hi;
+            if (hi >= 0xD800 && hi <= 0xDBFF) {
+                long lo = end - p >= 6 && p[0] == '\\' && p[1] == 'u' ? hex4(p + 2) : -1;
+                if (lo < 0xDC00 || lo > 0xDFFF) {
+                    return SIZE_MAX; /* a high surrogate alone */
+                }
+                cp = 0x10000 + (((uint32_t)hi - 0xD800) << 10) + ((uint32_t)lo - 0xDC00);
+                p += 6;
+            }
+            len = utf8_put(buf, cp);
+        }
+        if (n + len >= cap) {
+            return SIZE_MAX;
+        }
+        memcpy(o + n, buf, len);
+        n += len;
+    }
+    if (p >= end) {
+        return SIZE_MAX;
+    }
+    o[n] = '\0';
+    return n;
+}
+
+const char *chat_proto_json_member(const char *obj, const char *end, const char *key,
+                                   const char **value_end)
+{
+    size_t klen = strlen(key);
+    const char *p = chat_proto_json_skip_ws(obj, end);
+    if (p >= end || *p != '{') {
+        return NULL;
+    }
+    p = chat_proto_json_skip_ws(p + 1, end);
+    while (p < end && *p == '"') {
+        bool escaped = false;
+        const char *k = p;
+        const char *kend = chat_proto_json_skip_string(p, end, &escaped);
+        const char *v = chat_proto_json_skip_ws(chat_proto_json_skip_ws(kend, end) + 1, end);
+        const char *vend = chat_proto_json_skip_value(v, end, 0, 0);
+        if (!vend) {
+            return NULL;
+        }
+        if (!escaped && (size_t)(kend - k) == klen + 2 && memcmp(k + 1, key, klen) == 0) {
+            *value_end = vend;
+            return v;
+        }
+        p = chat_proto_json_skip_ws(vend, end);
+        if (p < end && *p == ',') {
+            p = chat_proto_json_skip_ws(p + 1, end);
+        }
+    }
+    return NULL;
 }

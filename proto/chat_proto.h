@@ -2,7 +2,8 @@
  * into the plugin, the client library and the tests (as Mosquitto compiles
  * lib/utf8_mosq.c and lib/util_topic.c into both broker and library): the
  * fixed topics, the limits, the checks of names and UTF-8 with their error
- * strings, the JSON integer rule and the JSON string writer.
+ * strings, the JSON integer rule, the JSON string writer and reader, and
+ * (chat_proto_envelope.h) the shape of a stored envelope.
  *
  * Ownership: nothing here allocates; strings returned are static.
  * Threading: every function is pure and may run on any thread.
@@ -48,6 +49,18 @@ bool chat_proto_utf8_valid(const char *s, size_t len);
  * contains one of / + # $". */
 const char *chat_proto_group_error(const char *name, size_t len);
 
+/* NULL when name[0..len) can name a member: 1..CHAT_PROTO_NAME_MAX bytes
+ * of UTF-8 with no control character (U+0000..U+001F, U+007F..U+009F), as
+ * Mosquitto takes a username or a client id (its UTF-8 check refuses
+ * control characters), the "~" the plugin puts before a client id where
+ * usernames are verified included. Otherwise the reason: "member name is
+ * empty", "member name is longer than 1024 bytes", "member name is not
+ * valid UTF-8", "member name contains a control character". */
+const char *chat_proto_member_error(const char *name, size_t len);
+
+/* The same rule for a device (a client id): "device name is empty" ... */
+const char *chat_proto_device_error(const char *name, size_t len);
+
 /* True when d is an integer from lo to CHAT_PROTO_JSON_INT_MAX; stores it
  * in *out. */
 bool chat_proto_json_int(double d, uint64_t lo, uint64_t *out);
@@ -75,6 +88,21 @@ const char *chat_proto_json_skip_string(const char *p, const char *end, bool *es
  * a number or literal longer than number_max bytes. */
 const char *chat_proto_json_skip_value(const char *p, const char *end, unsigned depth_max,
                                        size_t number_max);
+
+/* Decodes the JSON string at p (its opening '"', in text that
+ * chat_proto_json_valid accepted), up to end, into out: its UTF-8 with the
+ * escapes resolved and a NUL after it. Returns the bytes written, the NUL
+ * not counted, or SIZE_MAX when they and the NUL do not fit in cap bytes
+ * or an escape is a lone surrogate. A \u0000 becomes a NUL byte inside
+ * out, which the name checks above refuse. */
+size_t chat_proto_json_unescape(const char *p, const char *end, char *out, size_t cap);
+
+/* In the JSON object at obj (text chat_proto_json_valid accepted, up to
+ * end), the value of its first member whose key is key as written (a key
+ * spelt with escapes is not matched): its first byte, and in *value_end the
+ * byte after it; NULL when there is no such member. */
+const char *chat_proto_json_member(const char *obj, const char *end, const char *key,
+                                   const char **value_end);
 
 /* The bytes chat_proto_json_string writes for len bytes of text, at most:
  * every byte may become a six-byte \u00XX escape, plus the two quotes. */

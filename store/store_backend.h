@@ -83,7 +83,7 @@ typedef chat_err store_groups_fn(chat_store *st, const char *after, size_t max, 
                                  void *ctx, bool *done);
 
 /* Cursors and devices. expire_devices: resume is not NULL, resume_cap is
- * at least CHAT_STORE_RESUME_MAX, max_keys is not 0, *removed is 0 and
+ * at least CHAT_STORE_RESUME_MAX, max_keys is not 0, *out is zeroed and
  * *done false. */
 typedef chat_err store_cursor_info_fn(chat_store *st, const char *group, const char *member,
                                       const char *device, uint64_t *id, int64_t *last_used,
@@ -96,9 +96,9 @@ typedef chat_err store_cursor_start_fn(chat_store *st, const char *group, const 
                                        const char *device, uint64_t *id, bool *found);
 typedef chat_err store_cursor_touch_fn(chat_store *st, const char *group, const char *member,
                                        const char *device, int64_t now_ms);
-typedef chat_err store_expire_devices_fn(chat_store *st, int64_t older_than_ms, size_t max_keys,
-                                         char *resume, size_t resume_cap, size_t *removed,
-                                         bool *done);
+typedef chat_err store_expire_devices_fn(chat_store *st, int64_t older_than_ms, bool drop_members,
+                                         size_t max_keys, char *resume, size_t resume_cap,
+                                         chat_expired *out, bool *done);
 
 /* Membership and group deletion. member_groups: fn is not NULL.
  * group_delete: group is not NULL, max_keys is not 0, *done is false. */

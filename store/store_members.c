@@ -65,18 +65,20 @@ chat_err chat_store_cursor_touch(chat_store *st, const char *group, const char *
     return st->ops->cursor_touch(st, group, member, device, now_ms);
 }
 
-chat_err chat_store_expire_devices(chat_store *st, int64_t older_than_ms, size_t max_keys,
-                                   char *resume, size_t resume_cap, size_t *removed, bool *done)
+chat_err chat_store_expire_devices(chat_store *st, int64_t older_than_ms, bool drop_members,
+                                   size_t max_keys, char *resume, size_t resume_cap,
+                                   chat_expired *out, bool *done)
 {
+    out->devices = out->members = 0;
+    *done = false;
     if (!st) {
         return CHAT_EIO; /* closed: see chat_store.h */
     }
-    *removed = 0;
-    *done = false;
     if (!resume || resume_cap < CHAT_STORE_RESUME_MAX || max_keys == 0) {
         return CHAT_EINVAL;
     }
-    return st->ops->expire_devices(st, older_than_ms, max_keys, resume, resume_cap, removed, done);
+    return st->ops->expire_devices(st, older_than_ms, drop_members, max_keys, resume, resume_cap,
+                                   out, done);
 }
 
 /* ------------------------------------------------------------------------

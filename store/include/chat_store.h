@@ -409,21 +409,38 @@ void chat_store_set_clock(chat_store *st, chat_clock_fn fn, void *ctx);
 /* Room a caller keeps for the resume point of chat_store_expire_devices. */
 #define CHAT_STORE_RESUME_MAX (4u * (CHAT_STORE_MAX_NAME + 2u) + 20u)
 
+/* What one call of chat_store_expire_devices deleted. */
+typedef struct chat_expired {
+    size_t devices; /* device cursors */
+    size_t members; /* memberships that went with their last device (drop_members) */
+} chat_expired;
+
 /* Device expiry, in bounded steps: walks the device cursors of every group
  * in key order from the resume point, looks at no more than max_keys of
  * them (max_keys 0: CHAT_EINVAL), and deletes those last used before
- * older_than_ms. *removed receives how many it deleted; *done is set when
- * the walk reached the last cursor.
+ * older_than_ms. *out receives what it deleted; *done is set when the walk
+ * reached the last cursor.
  *
  * resume is the caller's buffer of resume_cap >= CHAT_STORE_RESUME_MAX
  * bytes, opaque to it: zero its first two bytes before a new walk and keep
- * it between calls; done leaves it zeroed for the next walk. A member's
- * maximum cursor record stays, so a device that comes back, or a new one,
- * starts where its most advanced device was; the membership stays too. A
- * cursor written before the store kept last-use times gets the store
- * clock's time instead of being deleted, and expires a full period later. */
-chat_err chat_store_expire_devices(chat_store *st, int64_t older_than_ms, size_t max_keys,
-                                   char *resume, size_t resume_cap, size_t *removed, bool *done);
+ * it between calls; done leaves it zeroed for the next walk. A cursor
+ * written before the store kept last-use times gets the store clock's time
+ * instead of being deleted, and expires a full period later.
+ *
+ * Without drop_members, the member stays, and so does its maximum cursor
+ * record: a device that comes back, or a new one, starts where its most
+ * advanced device was. With drop_members (the caller's open groups, where
+ * a member joins again by using the group), a member none of whose devices
+ * has a cursor left once the walk deleted one goes too, in the same batch
+ * (transaction) as that last cursor, as chat_store_member_remove removes
+ * it: both membership records, the maximum cursor record, the read marker
+ * and its place in the member count. A member the walk found no cursor of
+ * (one that never had a device, added by an admin's join) stays; so does a
+ * membership that a group deletion under way has done away with (the
+ * deletion removes it). */
+chat_err chat_store_expire_devices(chat_store *st, int64_t older_than_ms, bool drop_members,
+                                   size_t max_keys, char *resume, size_t resume_cap,
+                                   chat_expired *out, bool *done);
 
 /* Retention: deletes the messages of group with ids below before (at most
  * head + 1), oldest first, and at most max_keys of them per call (max_keys

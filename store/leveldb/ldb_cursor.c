@@ -3,6 +3,7 @@
 #include "ldb_log.h"
 #include "ldb_member.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* The day of a time in ms: last-use stamps change at most once a day. */
@@ -238,8 +239,123 @@ chat_err ldb_cursor_start(chat_store *cs, const char *group, const char *member,
     return rc;
 }
 
-chat_err ldb_expire_devices(chat_store *cs, int64_t older_than_ms, size_t max_keys, char *resume,
-                            size_t resume_cap, size_t *removed, bool *done)
+/* ------------------------------------------------------------------------
+ * Device expiry
+ * --------------------------------------------------------------------- */
+
+/* The length of the 'C' g m part of a cursor key (every device of member m
+ * in group g: they come together in key order), or 0 when it does not
+ * parse. */
+static size_t member_prefix(const char *k, size_t klen)
+{
+    const char *p = k + 1, *end = k + klen, *s = NULL;
+    size_t n = 0;
+    if (klen < 1 || !next_part(&p, end, &s, &n) || !next_part(&p, end, &s, &n)) {
+        return 0;
+    }
+    return (size_t)(p - k);
+}
+
+/* Byte order, LevelDB's: whether a sorts before b. */
+static bool key_less(const char *a, size_t alen, const char *b, size_t blen)
+{
+    int c = memcmp(a, b, alen < blen ? alen : blen);
+    return c < 0 || (c == 0 && alen < blen);
+}
+
+/* One member's cursors in a group as a step of the walk meets them. */
+struct run {
+    bool active;
+    bool all_gone; /* every one the step looked at is deleted in its batch */
+    bool resumed;  /* the step began inside the run: cursors of it may come
+                      before, kept by an earlier step */
+    size_t plen;   /* first.buf[0, plen) is the run's 'C' g m */
+    key first;     /* the first cursor of the run the step looked at */
+};
+
+/* What one step of the walk carries from run to run. */
+struct expiry_step {
+    ldb *st;
+    bool drop; /* drop_members */
+    leveldb_writebatch_t *wb;
+    bool in_group;             /* group names the group of the runs so far */
+    char group[MAX_PART + 1];  /* whose member count the batch lowers ... */
+    uint64_t dropped;          /* ... by this many */
+    size_t members;            /* members dropped by the step */
+    char member[MAX_PART + 1]; /* the run's member, parsed */
+};
+
+/* Whether a cursor of the run's member sorts before the run's first one:
+ * one an earlier step kept (its deletions are written already). */
+static chat_err cursor_before(ldb *st, const struct run *r, bool *before)
+{
+    leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
+    size_t klen = 0;
+    leveldb_iter_seek(it, r->first.buf, r->plen);
+    char *err = iter_error(it);
+    const char *k = !err && leveldb_iter_valid(it) ? leveldb_iter_key(it, &klen) : NULL;
+    *before = k && klen >= r->plen && memcmp(k, r->first.buf, r->plen) == 0 &&
+              key_less(k, klen, r->first.buf, r->first.len);
+    leveldb_iter_destroy(it);
+    return err ? ldb_read_key_error(st, err, r->first.buf, r->plen) : CHAT_OK;
+}
+
+/* Adds the member count of the runs' group, lowered by the members the
+ * batch drops there, to the batch. */
+static chat_err flush_count(struct expiry_step *x)
+{
+    chat_err rc = x->in_group ? ldb_member_count_drop(x->st, x->group, x->dropped, x->wb) : CHAT_OK;
+    x->dropped = 0;
+    return rc;
+}
+
+/* The run has ended: when the step deleted each of its cursors and no
+ * other one is left, its member goes too, in the same batch. */
+static chat_err finish_run(struct expiry_step *x, const struct run *r)
+{
+    const char *p = r->first.buf + 1, *end = r->first.buf + r->plen, *g = NULL, *m = NULL;
+    size_t glen = 0, mlen = 0;
+    bool before = false, dropped = false;
+    chat_err rc = CHAT_OK;
+
+    if (!x->drop || !r->all_gone) {
+        return CHAT_OK;
+    }
+    if (r->resumed && ((rc = cursor_before(x->st, r, &before)) != CHAT_OK || before)) {
+        return rc;
+    }
+    if (!next_part(&p, end, &g, &glen) || !next_part(&p, end, &m, &mlen)) {
+        return CHAT_OK; /* member_prefix parsed it: not reached */
+    }
+    if (!x->in_group || strlen(x->group) != glen || memcmp(x->group, g, glen) != 0) {
+        if ((rc = flush_count(x)) != CHAT_OK) {
+            return rc;
+        }
+        memcpy(x->group, g, glen);
+        x->group[glen] = '\0';
+        x->in_group = true;
+    }
+    memcpy(x->member, m, mlen);
+    x->member[mlen] = '\0';
+    rc = ldb_member_drop_add(x->st, x->group, x->member, x->wb, &dropped);
+    if (rc == CHAT_OK && dropped) {
+        x->dropped++;
+        x->members++;
+    }
+    return rc;
+}
+
+/* Whether the key at the iterator (not looked at yet) continues run r. */
+static bool run_goes_on(leveldb_iterator_t *it, const struct run *r)
+{
+    size_t klen = 0;
+    const char *k = leveldb_iter_valid(it) ? leveldb_iter_key(it, &klen) : NULL;
+    return k && klen >= r->plen && memcmp(k, r->first.buf, r->plen) == 0;
+}
+
+chat_err ldb_expire_devices(chat_store *cs, int64_t older_than_ms, bool drop_members,
+                            size_t max_keys, char *resume, size_t resume_cap, chat_expired *out,
+                            bool *done)
 {
     ldb *st = ldb_of(cs);
     key start, last;
@@ -247,6 +363,7 @@ chat_err ldb_expire_devices(chat_store *cs, int64_t older_than_ms, size_t max_ke
     bool finished = false;
     char *err = NULL;
     chat_err rc = CHAT_OK;
+    struct run run = {0};
 
     /* At least CHAT_STORE_RESUME_MAX (chat_store.c checked it), which holds
      * any key (ldb_keys.h). */
@@ -263,6 +380,14 @@ chat_err ldb_expire_devices(chat_store *cs, int64_t older_than_ms, size_t max_ke
     last = start;
     int64_t now = store_now_ms(cs);
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    struct expiry_step *x = calloc(1, sizeof(*x));
+    if (!x) {
+        leveldb_writebatch_destroy(wb);
+        return CHAT_ENOMEM;
+    }
+    x->st = st;
+    x->drop = drop_members;
+    x->wb = wb;
     leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
     leveldb_iter_seek(it, start.buf, start.len);
     if (rlen > 0 && !(err = iter_error(it)) && leveldb_iter_valid(it)) {
@@ -272,7 +397,7 @@ chat_err ldb_expire_devices(chat_store *cs, int64_t older_than_ms, size_t max_ke
             leveldb_iter_next(it);
         }
     }
-    while (!err && !(err = iter_error(it))) {
+    while (rc == CHAT_OK && !err && !(err = iter_error(it))) {
         size_t klen = 0, vlen = 0;
         const char *kb = leveldb_iter_valid(it) ? leveldb_iter_key(it, &klen) : NULL;
         if (!kb || klen < 1 || kb[0] != TAG_CURSOR) {
@@ -282,6 +407,21 @@ chat_err ldb_expire_devices(chat_store *cs, int64_t older_than_ms, size_t max_ke
         if (visited == max_keys || klen > sizeof(last.buf)) {
             break;
         }
+        size_t plen = member_prefix(kb, klen);
+        if (run.active && (plen != run.plen || memcmp(kb, run.first.buf, plen) != 0)) {
+            run.active = false;
+            if ((rc = finish_run(x, &run)) != CHAT_OK) {
+                break;
+            }
+        }
+        if (!run.active && plen > 0) {
+            run.active = true;
+            run.all_gone = true;
+            run.plen = plen;
+            run.resumed = visited == 0 && rlen >= plen && memcmp(start.buf, kb, plen) == 0;
+            memcpy(run.first.buf, kb, klen);
+            run.first.len = klen;
+        }
         const char *v = leveldb_iter_value(it, &vlen);
         if (vlen == 8) {
             /* Written before last-use stamps: counts as used now, so that
@@ -290,28 +430,43 @@ chat_err ldb_expire_devices(chat_store *cs, int64_t older_than_ms, size_t max_ke
             memcpy(val, v, 8);
             put_u64(val + 8, (uint64_t)now);
             leveldb_writebatch_put(wb, kb, klen, val, sizeof(val));
+            run.all_gone = false;
         } else if (vlen != 16 || (int64_t)get_u64(v + 8) < older_than_ms) {
             /* Stale, or unreadable: a device that comes back starts where
-             * the member's most advanced device was ('X' stays). */
+             * the member's most advanced device was ('X' stays, unless the
+             * member goes with it). */
             leveldb_writebatch_delete(wb, kb, klen);
             gone++;
+        } else {
+            run.all_gone = false;
         }
         memcpy(last.buf, kb, klen);
         last.len = klen;
         visited++;
         leveldb_iter_next(it);
     }
+    /* A run the step's bound cut off goes on in the next step, which
+     * decides for its member. */
+    if (rc == CHAT_OK && !err && run.active && (finished || !run_goes_on(it, &run))) {
+        rc = finish_run(x, &run);
+    }
+    if (rc == CHAT_OK && !err) {
+        rc = flush_count(x);
+    }
     leveldb_iter_destroy(it);
     if (err) {
         rc = ldb_read_key_error(st, err, last.buf, last.len);
-    } else if (visited > 0) {
+    } else if (rc == CHAT_OK && visited > 0) {
         rc = ldb_write_batch(st, wb, st->wopt_lazy, &last);
     }
     leveldb_writebatch_destroy(wb);
+    size_t members = x->members;
+    free(x);
     if (rc != CHAT_OK) {
         return rc;
     }
-    *removed = gone;
+    out->devices = gone;
+    out->members = members;
     *done = finished;
     if (finished) {
         resume[0] = resume[1] = 0;

@@ -38,7 +38,11 @@ store_cursor_touch_fn ldb_cursor_touch;
 store_cursor_start_fn ldb_cursor_start;
 
 /* One iterator over the 'C' records from the resume key, which is the
- * last key it looked at. */
+ * last key it looked at. A member's cursors in a group come together in
+ * key order ('C' g m d): when a step has deleted every one of them it met,
+ * and none is left before them (from an earlier step) nor after them (the
+ * step met the next member's), the member goes in the step's batch
+ * (ldb_member_drop_add, and 'N' once per group). */
 store_expire_devices_fn ldb_expire_devices;
 
 #endif

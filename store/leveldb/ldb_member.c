@@ -94,10 +94,11 @@ chat_err ldb_member_count(chat_store *cs, const char *group, uint64_t *count)
     return ldb_get_u64(ldb_of(cs), &kn, count, &found);
 }
 
-/* Adds to wb the group's member count moved by one (up, or down): a put,
- * or the record's deletion when no member is left, so that a group nobody
- * belongs to keeps no count. */
-static chat_err count_step(ldb *st, const char *group, bool up, leveldb_writebatch_t *wb)
+/* Adds to wb the group's member count moved up by one, or down by `down`:
+ * a put, or the record's deletion when no member is left, so that a group
+ * nobody belongs to keeps no count. */
+static chat_err count_move(ldb *st, const char *group, bool up, uint64_t down,
+                           leveldb_writebatch_t *wb)
 {
     key kn;
     uint64_t n = 0;
@@ -106,11 +107,55 @@ static chat_err count_step(ldb *st, const char *group, bool up, leveldb_writebat
     if (rc != CHAT_OK) {
         return rc;
     }
-    n = up ? n + 1 : (n > 0 ? n - 1 : 0);
+    n = up ? n + 1 : (n > down ? n - down : 0);
     if (n == 0) {
         leveldb_writebatch_delete(wb, kn.buf, kn.len);
     } else {
         ldb_batch_put(wb, &kn, n);
+    }
+    return CHAT_OK;
+}
+
+static chat_err count_step(ldb *st, const char *group, bool up, leveldb_writebatch_t *wb)
+{
+    return count_move(st, group, up, 1, wb);
+}
+
+chat_err ldb_member_count_drop(ldb *st, const char *group, uint64_t n, leveldb_writebatch_t *wb)
+{
+    return n ? count_move(st, group, false, n, wb) : CHAT_OK;
+}
+
+chat_err ldb_member_drop_add(ldb *st, const char *group, const char *member,
+                             leveldb_writebatch_t *wb, bool *dropped)
+{
+    key kj, kg, kx, kr;
+    rec r;
+    bool found = false, live = false;
+    *dropped = false;
+    join_keys(&kj, &kg, group, member);
+    max_key(&kx, group, member);
+    read_key(&kr, group, member);
+    if (kj.overflow || kg.overflow || kx.overflow || kr.overflow) {
+        return CHAT_EINVAL;
+    }
+    chat_err rc = ldb_get_rec(st, &kj, &r, &found);
+    if (rc == CHAT_OK && found) {
+        rc = ldb_membership_live(st, group, strlen(group), &r, &live);
+    }
+    if (rc != CHAT_OK || (found && !live)) {
+        /* A membership a deletion under way has done away with: that
+         * deletion's walk removes it with its records. */
+        return rc;
+    }
+    /* No membership: cursors left behind without one (deletable-keys);
+     * their maximum goes with the last of them. */
+    leveldb_writebatch_delete(wb, kx.buf, kx.len);
+    if (found) {
+        leveldb_writebatch_delete(wb, kj.buf, kj.len);
+        leveldb_writebatch_delete(wb, kg.buf, kg.len);
+        leveldb_writebatch_delete(wb, kr.buf, kr.len);
+        *dropped = true;
     }
     return CHAT_OK;
 }

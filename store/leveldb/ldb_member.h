@@ -13,6 +13,20 @@
  * deletion began do. */
 chat_err ldb_membership_live(ldb *st, const char *group, size_t glen, const rec *r, bool *live);
 
+/* Adds to wb what removes member from group when its last device cursor
+ * goes (device expiry): 'J', 'G', 'X' and 'R' of a membership that counts,
+ * *dropped then set; the caller deletes the cursors and moves 'N' down by
+ * the members it dropped (ldb_member_count_drop), once per group and
+ * batch, since 'N' is read from the cache, which a batch changes only once
+ * it is written. A membership a deletion under way has done away with is
+ * left to that deletion; without a membership, only a leftover 'X' goes. */
+chat_err ldb_member_drop_add(ldb *st, const char *group, const char *member,
+                             leveldb_writebatch_t *wb, bool *dropped);
+
+/* Adds to wb group's member count ('N') lowered by n (nothing when n is 0;
+ * the record goes when no member is left). */
+chat_err ldb_member_count_drop(ldb *st, const char *group, uint64_t n, leveldb_writebatch_t *wb);
+
 /* The ops below (store_backend.h) keep the contracts of the chat_store.h
  * functions of the same names; each comment says how this backend does it. */
 

@@ -72,7 +72,8 @@
  *                      before 'X' computes it once from the cursors).
  *                      [ldb_cursor]
  *   member-pairs       'J' g m exists if and only if 'G' m g exists.
- *                      [ldb_member, ldb_delete]
+ *                      [ldb_member, ldb_delete, ldb_cursor (device expiry
+ *                      drops a member with its last cursor)]
  *   write-latch        The first WRITE error wins: after a failed write (or
  *                      a failed background sync) every write is refused
  *                      with CHAT_EIO until the store is reopened, since
@@ -88,8 +89,15 @@
  *                      its 'K' reverse (written in the message's batch,
  *                      deleted with the message); an 'I' without one
  *                      (stores from before 'K') counts only while its id is
- *                      at least first, and a group deletion removes it.
- *                      [ldb_log, ldb_trim, ldb_delete]
+ *                      at least first, and a group deletion removes it. A
+ *                      member's records ('J', 'G', 'R', 'X', its 'C' and
+ *                      its part of 'N') go when it leaves, with its group,
+ *                      and, where the caller's groups are open, with its
+ *                      last device cursor (device expiry, which deletes
+ *                      'C' records unused for a period): a member that
+ *                      joined by using a group always has a device.
+ *                      [ldb_log, ldb_trim, ldb_delete, ldb_member,
+ *                      ldb_cursor]
  *   incarnation-first  A new incarnation is on disk before the first write
  *                      that could reuse an id: chat_store_open syncs it
  *                      with this run's marker before it returns, and only a
@@ -98,9 +106,10 @@
  *   read-markers       'R' g m exists if and only if m is a member of g
  *                      whose membership counts, and 'N' g is the number of
  *                      them: both are written in the batches that add and
- *                      remove members; a group deletion's first batch drops
- *                      'N' (no earlier membership counts from then on) and
- *                      its walk the old 'R' records. A read marker never
+ *                      remove members (device expiry's included); a group
+ *                      deletion's first batch drops 'N' (no earlier
+ *                      membership counts from then on) and its walk the old
+ *                      'R' records. A read marker never
  *                      moves back and never exceeds head; it moves in the
  *                      batch that moves the reading device's cursor to it
  *                      (read-forward). [ldb_member, ldb_delete, ldb_read]

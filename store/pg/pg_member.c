@@ -143,29 +143,37 @@ static void resume_put(char *resume, const char *const parts[3])
     resume[1] = (char)((at - 2) & 0xff);
 }
 
-chat_err pg_expire_devices(chat_store *cs, int64_t older_than_ms, size_t max_keys, char *resume,
-                           size_t resume_cap, size_t *removed, bool *done)
+chat_err pg_expire_devices(chat_store *cs, int64_t older_than_ms, bool drop_members,
+                           size_t max_keys, char *resume, size_t resume_cap, chat_expired *out,
+                           bool *done)
 {
     char parts[3][CHAT_STORE_MAX_NAME + 1];
     char b1[24], b2[24];
     chat_err rc;
     (void)resume_cap; /* at least CHAT_STORE_RESUME_MAX: three names fit */
     bool from = resume_get(resume, parts);
-    const char *p[5] = {pg_i64s(b1, older_than_ms), pg_u64(b2, max_keys), from ? parts[0] : NULL,
-                        from ? parts[1] : NULL, from ? parts[2] : NULL};
+    const char *p[6] = {pg_i64s(b1, older_than_ms),      pg_u64(b2, max_keys),
+                        drop_members ? "true" : "false", from ? parts[0] : NULL,
+                        from ? parts[1] : NULL,          from ? parts[2] : NULL};
     PGresult *res = pg_call(pg_of(cs), PG_STMT_EXPIRE, p, NULL, "expiring devices", &rc);
     if (!res) {
         return rc;
     }
-    *removed = (size_t)pg_i64(res, 0, 0);
-    *done = pg_i64(res, 0, 1) != 0;
+    out->devices = (size_t)pg_i64(res, 0, 0);
+    out->members = (size_t)pg_i64(res, 0, 1);
+    *done = pg_i64(res, 0, 2) != 0;
     if (*done) {
         resume[0] = resume[1] = 0;
-    } else if (!PQgetisnull(res, 0, 2)) {
-        const char *last[3] = {PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 4)};
+    } else if (!PQgetisnull(res, 0, 3)) {
+        const char *last[3] = {PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 4), PQgetvalue(res, 0, 5)};
         resume_put(resume, last);
     }
     PQclear(res);
+    if (out->members > 0) {
+        /* Our own cache forgets at once; the others when the notification
+         * arrives. */
+        atomic_fetch_add(&pg_of(cs)->member_gen, 1);
+    }
     return CHAT_OK;
 }
 

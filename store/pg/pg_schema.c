@@ -172,6 +172,9 @@ const char *const pg_schema_sql[] = {
     "      AND used / 86400000 <> now_ms / 86400000;\n"
     "    RETURN;\n"
     "  END IF;\n"
+    /* the membership row's lock orders this against device expiry taking
+     * the member's last cursor and the member (chat_expire_devices) */
+    "  PERFORM 1 FROM chat_members WHERE grp = g AND member = m FOR SHARE;\n"
     "  j := chat_member_joined(g, m);\n"
     "  IF j IS NULL THEN ok := false; cur := 0; RETURN; END IF;\n"
     "  SELECT acked INTO best FROM chat_cursor_max WHERE grp = g AND member = m;\n"
@@ -183,23 +186,49 @@ const char *const pg_schema_sql[] = {
     "  ok := true;\n"
     "END $$;\n",
 
-    /* Device expiry in bounded steps, in key order from (rg, rm, rd). */
-    "CREATE OR REPLACE FUNCTION chat_expire(older bigint, maxk bigint, rg text, rm text,\n"
-    "    rd text, OUT removed bigint, OUT done boolean, OUT lg text, OUT lm text, OUT ld text)\n"
-    "LANGUAGE plpgsql AS $$\n"
-    "DECLARE r record; n bigint := 0;\n"
+    /* Device expiry in bounded steps, in key order from (rg, rm, rd); with
+     * dm (drop members), a member whose last cursor goes goes with it, in
+     * this transaction. Its membership row is locked before the look for
+     * other cursors: chat_cursor_start, making a device's first cursor on
+     * another broker, locks it too, so one of the two waits for the other
+     * and sees what it did. (chat_expire, the function older brokers
+     * call, had no dm: a database keeps it for them.) */
+    "CREATE OR REPLACE FUNCTION chat_expire_devices(older bigint, maxk bigint, dm boolean,\n"
+    "    rg text, rm text, rd text, OUT removed bigint, OUT members bigint, OUT done boolean,\n"
+    "    OUT lg text, OUT lm text, OUT ld text) LANGUAGE plpgsql AS $$\n"
+    "DECLARE r record; n bigint := 0; k bigint;\n"
     "BEGIN\n"
-    "  removed := 0;\n"
+    "  removed := 0; members := 0;\n"
     "  FOR r IN SELECT grp, member, device, used FROM chat_cursors\n"
     "      WHERE rg IS NULL OR (grp, member, device) > (rg, rm, rd)\n"
     "      ORDER BY grp, member, device LIMIT maxk LOOP\n"
     "    n := n + 1;\n"
-    "    IF r.used < older THEN\n"
-    "      DELETE FROM chat_cursors WHERE grp = r.grp AND member = r.member\n"
-    "        AND device = r.device;\n"
-    "      removed := removed + 1;\n"
-    "    END IF;\n"
     "    lg := r.grp; lm := r.member; ld := r.device;\n"
+    "    CONTINUE WHEN r.used >= older;\n"
+    /* the membership row before the cursor, as chat_read_advance locks
+     * them: the other order could deadlock with a read */
+    "    IF dm THEN\n"
+    "      PERFORM 1 FROM chat_members WHERE grp = r.grp AND member = r.member FOR UPDATE;\n"
+    "    END IF;\n"
+    /* a use stamped meanwhile by another broker keeps the cursor */
+    "    DELETE FROM chat_cursors WHERE grp = r.grp AND member = r.member\n"
+    "      AND device = r.device AND used < older;\n"
+    "    GET DIAGNOSTICS k = ROW_COUNT;\n"
+    "    removed := removed + k;\n"
+    "    CONTINUE WHEN k = 0 OR NOT dm;\n"
+    "    CONTINUE WHEN EXISTS (SELECT 1 FROM chat_cursors WHERE grp = r.grp\n"
+    "      AND member = r.member);\n"
+    /* only a membership that counts: one a deletion under way has done
+     * away with is that deletion's to remove */
+    "    IF chat_member_joined(r.grp, r.member) IS NOT NULL THEN\n"
+    "      DELETE FROM chat_members WHERE grp = r.grp AND member = r.member;\n"
+    "      members := members + 1;\n"
+    "      PERFORM pg_notify('" PG_CHANNEL_INVAL "', r.grp);\n"
+    "      DELETE FROM chat_cursor_max WHERE grp = r.grp AND member = r.member;\n"
+    "    ELSIF NOT EXISTS (SELECT 1 FROM chat_members WHERE grp = r.grp\n"
+    "        AND member = r.member) THEN\n"
+    "      DELETE FROM chat_cursor_max WHERE grp = r.grp AND member = r.member;\n"
+    "    END IF;\n"
     "  END LOOP;\n"
     "  done := n < maxk;\n"
     "END $$;\n",
@@ -468,8 +497,10 @@ const struct pg_statement pg_statements[PG_STMT_COUNT] = {
                               "UPDATE chat_cursors SET used = $4 WHERE grp = $1 AND member = $2 "
                               "AND device = $3 AND used / 86400000 <> $4::bigint / 86400000",
                               4},
-    [PG_STMT_EXPIRE] = {"chat_expire",
-                        "SELECT removed, done, lg, lm, ld FROM chat_expire($1, $2, $3, $4, $5)", 5},
+    [PG_STMT_EXPIRE] = {"chat_expire_devices",
+                        "SELECT removed, members, done, lg, lm, ld FROM chat_expire_devices($1, "
+                        "$2, $3, $4, $5, $6)",
+                        6},
     [PG_STMT_MEMBER_ADD] = {"chat_member_add", "SELECT chat_member_add($1, $2)", 2},
     [PG_STMT_MEMBER_GET] = {"chat_member_get", "SELECT chat_member_joined($1, $2)", 2},
     [PG_STMT_MEMBER_REMOVE] = {"chat_member_remove", "SELECT chat_member_remove($1, $2)", 2},

@@ -8,9 +8,23 @@
  * a bad line N left its group half-written (its head, members, the
  * messages before N), and the corrected input was then refused: "group is
  * in the store already". The input is read from stdin again when it is a
- * file, else from a copy spooled in a temporary file by the first pass. */
+ * file, else from a copy spooled in a temporary file by the first pass.
+ *
+ * Every line is held to what the broker itself would have stored (issue
+ * 21, item 9), with the protocol's own code (proto/): a line is UTF-8 and
+ * strict JSON; a group's name passes chat_proto_group_error, members pass
+ * chat_proto_member_error and devices chat_proto_device_error; an envelope
+ * has the plugin's shape (chat_proto_envelope_error) with the id of its
+ * line and the group of its lines; joined and acked are at most the
+ * group's head, a member comes once and a cursor's member is on a member
+ * line before it. The envelope is stored as its line holds it, byte for
+ * byte (the store fills in the same id and time): reading it into cJSON
+ * and printing it again would change a \u0000 or a long number in it. */
 #include "tool_import.h"
 #include "tool_store.h"
+
+#include "chat_proto.h"
+#include "chat_proto_envelope.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -23,6 +37,14 @@
 struct pending_member {
     char *member;
     uint64_t joined;
+    unsigned long line;
+};
+
+/* Dry: a cursor line's member, checked against the group's member lines
+ * at the group's end. */
+struct seen_cursor {
+    char *member;
+    unsigned long line;
 };
 
 /* A (sender, cid) of the group being checked, with the line it is on. */
@@ -38,6 +60,9 @@ struct import {
     size_t ngroups, groups_cap;
     struct seen_cid *cids; /* dry: of the group being checked */
     size_t ncids, cids_cap;
+    struct seen_cursor *curs; /* dry: of the group being checked */
+    size_t ncurs, curs_cap;
+    const char *text, *text_end;         /* the line being read */
     char group[CHAT_STORE_MAX_NAME + 1]; /* "" before the first group line */
     uint64_t head;                       /* of the group being imported */
     uint64_t line_head;                  /* what its group line says the head is */
@@ -52,35 +77,47 @@ static int64_t import_clock(void *ctx)
     return ((struct import *)ctx)->used;
 }
 
-/* An exported envelope as a template for chat_store_append: the bytes
- * around its id (which leads it, as the plugin writes every envelope) and
- * around its "ts" value. False when it has no such shape. */
-static bool split_envelope(const char *text, chat_envelope *tpl)
-{
-    static const char lead[] = "{\"id\":", ts_key[] = ",\"ts\":";
-    const char *p = text + sizeof(lead) - 1, *t;
-    if (strncmp(text, lead, sizeof(lead) - 1) != 0) {
-        return false;
-    }
-    tpl->head = text;
-    tpl->head_len = sizeof(lead) - 1;
-    p += strspn(p, "0123456789");
-    if (!(t = strstr(p, ts_key))) {
-        return false;
-    }
-    t += sizeof(ts_key) - 1;
-    tpl->mid = p;
-    tpl->mid_len = (size_t)(t - p);
-    t += strspn(t, "0123456789");
-    tpl->tail = t;
-    tpl->tail_len = strlen(t);
-    return true;
-}
-
 static int bad_line(struct import *im, const char *why)
 {
     fprintf(stderr, "mqchat-store: import: line %lu: %s\n", im->line, why);
     return EXIT_FAIL;
+}
+
+/* bad_line with a reason and what it is about: "<what>: <why>". */
+static int bad_line2(struct import *im, const char *what, const char *why)
+{
+    fprintf(stderr, "mqchat-store: import: line %lu: %s: %s\n", im->line, what, why);
+    return EXIT_FAIL;
+}
+
+/* Room for a name read from a line: one byte more than the longest the
+ * rules take, so that one too long is told as such. */
+#define NAME_BUF (CHAT_PROTO_NAME_MAX + 2)
+
+/* The string member key of the line, decoded into buf (NAME_BUF bytes):
+ * true, with its length in *n (NAME_BUF when it does not fit, which the
+ * name rules refuse as too long; a \u0000 stays a NUL inside, which they
+ * refuse too). False when the line has no such member, or not a string:
+ * read with the protocol's scanner, not cJSON, which would end the string
+ * at a \u0000. */
+static bool line_str(const struct import *im, const char *key, char *buf, size_t *n)
+{
+    const char *vend = NULL;
+    const char *v = chat_proto_json_member(im->text, im->text_end, key, &vend);
+    if (!v || *v != '"') {
+        return false;
+    }
+    *n = chat_proto_json_unescape(v, vend, buf, NAME_BUF);
+    if (*n == SIZE_MAX) {
+        /* too long, or a lone surrogate: either way not a name */
+        *n = (size_t)(vend - v) >= NAME_BUF ? NAME_BUF : 0;
+        buf[0] = '\0';
+        if (*n == 0) {
+            memcpy(buf, "\xff", 2); /* the rules say "not valid UTF-8" */
+            *n = 1;
+        }
+    }
+    return true;
 }
 
 static bool json_u64(const cJSON *o, const char *name, uint64_t *out)
@@ -191,6 +228,81 @@ static int check_cids(struct import *im)
     return status;
 }
 
+static void cursors_clear(struct import *im)
+{
+    for (size_t i = 0; i < im->ncurs; i++) {
+        free(im->curs[i].member);
+    }
+    im->ncurs = 0;
+}
+
+/* Dry: remembers the member of the cursor on this line. */
+static int note_cursor(struct import *im, const char *member)
+{
+    if (im->ncurs == im->curs_cap) {
+        size_t cap = im->curs_cap ? 2 * im->curs_cap : 64;
+        struct seen_cursor *n = realloc(im->curs, cap * sizeof(*n));
+        if (!n) {
+            return bad_line(im, "out of memory");
+        }
+        im->curs = n;
+        im->curs_cap = cap;
+    }
+    if (!(im->curs[im->ncurs].member = strdup(member))) {
+        return bad_line(im, "out of memory");
+    }
+    im->curs[im->ncurs++].line = im->line;
+    return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    const struct pending_member *x = a, *y = b;
+    int c = strcmp(x->member, y->member);
+    return c ? c : (x->line > y->line) - (x->line < y->line);
+}
+
+/* Dry, at the end of a group: no member twice (the broker keeps one
+ * membership per member), and the member of every cursor on a member line
+ * before the cursor's (the broker keeps cursors of members only). Sorts
+ * the members by name: the second pass sorts them again, by joined. */
+static int check_members(struct import *im)
+{
+    if (im->n > 1) {
+        qsort(im->members, im->n, sizeof(*im->members), by_name);
+    }
+    for (size_t i = 1; i < im->n; i++) {
+        if (!strcmp(im->members[i - 1].member, im->members[i].member)) {
+            fprintf(stderr,
+                    "mqchat-store: import: line %lu: group %s: member %s is on line %lu "
+                    "already\n",
+                    im->members[i].line, im->group, im->members[i].member, im->members[i - 1].line);
+            return EXIT_FAIL;
+        }
+    }
+    for (size_t i = 0; i < im->ncurs; i++) {
+        struct pending_member key = {im->curs[i].member, 0, 0};
+        size_t lo = 0, hi = im->n;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (strcmp(im->members[mid].member, key.member) < 0) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if (lo == im->n || strcmp(im->members[lo].member, key.member) != 0 ||
+            im->members[lo].line > im->curs[i].line) {
+            fprintf(stderr,
+                    "mqchat-store: import: line %lu: group %s: a cursor of %s, who is on no "
+                    "member line before it\n",
+                    im->curs[i].line, im->group, key.member);
+            return EXIT_FAIL;
+        }
+    }
+    return 0;
+}
+
 /* The end of a group's lines: whoever joined after its last message. */
 static int end_group(struct import *im)
 {
@@ -206,10 +318,14 @@ static int end_group(struct import *im)
         status = EXIT_FAIL;
     } else if (im->dry) {
         status = check_cids(im);
+        if (status == 0) {
+            status = check_members(im);
+        }
     } else if (im->group[0]) {
         rc = add_members(im, UINT64_MAX);
     }
     members_clear(im);
+    cursors_clear(im);
     return rc != CHAT_OK ? tool_store_failed(im->st, "adding members", rc) : status;
 }
 
@@ -239,161 +355,200 @@ static int note_group(struct import *im, const char *g)
     return 0;
 }
 
-/* Whether each of the n names fits the store's keys (NULL ones are not
- * there). */
-static bool names_fit(size_t n, const char *const *names)
+/* A group line: the group's name by the protocol's rule, head and first. */
+static int group_line(struct import *im, const cJSON *o)
 {
-    for (size_t i = 0; i < n; i++) {
-        if (names[i] && strlen(names[i]) > CHAT_STORE_MAX_NAME) {
-            return false;
-        }
+    char g[NAME_BUF];
+    size_t glen = 0;
+    uint64_t head = 0, first = 1, now = 0;
+    const char *why = NULL;
+    chat_err rc = CHAT_OK;
+    if (!line_str(im, "group", g, &glen) || !json_u64(o, "head", &head) ||
+        !json_u64(o, "first", &first) || first == 0 || first > head + 1) {
+        return bad_line(im, "a group line needs group, head and first (1 <= first <= head + 1)");
     }
-    return true;
+    if ((why = chat_proto_group_error(g, glen)) != NULL) {
+        return bad_line2(im, "group", why);
+    }
+    int status = end_group(im);
+    if (status != 0 || (im->dry && (status = note_group(im, g)) != 0)) {
+        return status;
+    }
+    if ((rc = chat_store_head(im->st, g, &now)) != CHAT_OK) {
+        return tool_store_failed(im->st, "reading the group", rc);
+    }
+    if (now != 0) {
+        fprintf(stderr, "mqchat-store: import: group %s is in the store already\n", g);
+        return EXIT_FAIL;
+    }
+    memcpy(im->group, g, glen + 1); /* at most CHAT_PROTO_GROUP_MAX bytes: checked */
+    if (!im->dry && (rc = chat_store_group_init(im->st, g, first - 1)) != CHAT_OK) {
+        return tool_store_failed(im->st, "starting the group", rc);
+    }
+    im->head = first - 1;
+    im->line_head = head;
+    return 0;
 }
 
-/* CHAT_STORE_MAX_NAME's value, which chat_store.h writes 1024u. */
-#define NAME_TOO_LONG "a name is longer than the store takes (1024 bytes)"
-_Static_assert(CHAT_STORE_MAX_NAME == 1024, "NAME_TOO_LONG names the limit");
+/* A member line: a member name by the protocol's rule, joined at most
+ * the group's head. */
+static int member_line(struct import *im, const cJSON *o)
+{
+    char m[NAME_BUF];
+    size_t mlen = 0;
+    uint64_t joined = 0;
+    const char *why = NULL;
+    if (!line_str(im, "member", m, &mlen) || !json_u64(o, "joined", &joined)) {
+        return bad_line(im, "a member line needs member and joined");
+    }
+    if ((why = chat_proto_member_error(m, mlen)) != NULL) {
+        return bad_line2(im, "member", why);
+    }
+    if (joined > im->line_head) {
+        return bad_line(im, "a member's joined is above the group's head");
+    }
+    if (im->n == im->cap) {
+        size_t cap = im->cap ? 2 * im->cap : 64;
+        struct pending_member *n = realloc(im->members, cap * sizeof(*n));
+        if (!n) {
+            return bad_line(im, "out of memory");
+        }
+        im->members = n;
+        im->cap = cap;
+    }
+    if (!(im->members[im->n].member = strdup(m))) {
+        return bad_line(im, "out of memory");
+    }
+    im->members[im->n].line = im->line;
+    im->members[im->n++].joined = joined;
+    return 0;
+}
+
+/* A message line: the envelope as the plugin writes it, with the line's id
+ * and the group of its lines, stored as the line holds it. */
+static int message_line(struct import *im, const cJSON *o)
+{
+    uint64_t id = 0;
+    const char *vend = NULL;
+    const char *env = chat_proto_json_member(im->text, im->text_end, "envelope", &vend);
+    chat_proto_envelope e;
+    const char *why = NULL;
+    chat_appended ap;
+    chat_err rc = CHAT_OK;
+
+    if (!json_u64(o, "id", &id) || !env || *env != '{') {
+        return bad_line(im, "a message line needs id and an envelope object");
+    }
+    if (id != im->head + 1) {
+        return bad_line(im, "message ids must follow each other from first");
+    }
+    if ((why = chat_proto_envelope_error(env, (size_t)(vend - env), &e)) != NULL) {
+        char what[32];
+        snprintf(what, sizeof(what), e.field ? "envelope \"%.8s\"" : "envelope", e.field);
+        return bad_line2(im, what, why);
+    }
+    if (e.id != id) {
+        return bad_line(im, "the envelope's id is not its line's");
+    }
+    if (strcmp(e.group, im->group) != 0) {
+        return bad_line(im, "the envelope's group is not the group of its lines");
+    }
+    if (im->dry) {
+        im->head = id;
+        return e.has_cid ? note_cid(im, e.from, e.cid) : 0;
+    }
+    if ((rc = add_members(im, im->head)) != CHAT_OK) {
+        return tool_store_failed(im->st, "adding members", rc);
+    }
+    /* The store fills in the id (head + 1, which is this one) and its
+     * clock's time, the envelope's own, between the bytes around them. */
+    chat_envelope tpl = {env,
+                         e.id_at,
+                         env + e.id_at + e.id_len,
+                         e.ts_at - (e.id_at + e.id_len),
+                         env + e.ts_at + e.ts_len,
+                         (size_t)(vend - env) - (e.ts_at + e.ts_len)};
+    im->used = (int64_t)e.ts;
+    chat_store_set_clock(im->st, import_clock, im);
+    rc = chat_store_append(im->st, im->group, e.from, e.has_cid ? e.cid : NULL, &tpl, false, &ap);
+    chat_store_set_clock(im->st, NULL, NULL);
+    free(ap.env);
+    if (rc != CHAT_OK) {
+        return tool_store_failed(im->st, "appending a message", rc);
+    }
+    if (ap.duplicate || ap.id != id) {
+        return bad_line(im, "a message repeats an earlier cid, or its id does not follow");
+    }
+    im->head = id;
+    return 0;
+}
+
+/* A cursor line: a member and a device by the protocol's rules, acked at
+ * most the group's head, the member on a member line before it. */
+static int cursor_line(struct import *im, const cJSON *o)
+{
+    char m[NAME_BUF], d[NAME_BUF];
+    size_t mlen = 0, dlen = 0;
+    uint64_t acked = 0, used = 0;
+    const char *why = NULL;
+    chat_err rc = CHAT_OK;
+    if (!line_str(im, "member", m, &mlen) || !line_str(im, "device", d, &dlen) ||
+        !json_u64(o, "acked", &acked) || !json_u64(o, "used", &used)) {
+        return bad_line(im, "a cursor line needs member, device, acked and used");
+    }
+    if ((why = chat_proto_member_error(m, mlen)) != NULL) {
+        return bad_line2(im, "member", why);
+    }
+    if ((why = chat_proto_device_error(d, dlen)) != NULL) {
+        return bad_line2(im, "device", why);
+    }
+    if (acked > im->line_head) {
+        return bad_line(im, "a cursor's acked is above the group's head");
+    }
+    if (im->dry) {
+        return note_cursor(im, m);
+    }
+    if ((rc = add_members(im, UINT64_MAX)) != CHAT_OK) {
+        return tool_store_failed(im->st, "adding members", rc);
+    }
+    /* The cursor keeps its last use: the store stamps it with its clock. */
+    im->used = (int64_t)used;
+    chat_store_set_clock(im->st, import_clock, im);
+    rc = chat_store_cursor_advance(im->st, im->group, m, d, acked, NULL);
+    chat_store_set_clock(im->st, NULL, NULL);
+    if (rc != CHAT_OK) {
+        return tool_store_failed(im->st, "writing a cursor", rc);
+    }
+    return 0;
+}
+
+/* The kinds of line (the "type" of export's lines): a kind that a later
+ * version adds (a recalled message's tombstone, an edited version) is one
+ * line here and its reader. */
+static const struct line_kind {
+    const char *type;
+    int (*read)(struct import *im, const cJSON *o);
+} line_kinds[] = {
+    {"group", group_line},
+    {"member", member_line},
+    {"message", message_line},
+    {"cursor", cursor_line},
+};
 
 static int import_line(struct import *im, const cJSON *o)
 {
     const char *type = json_str(o, "type");
-    chat_err rc = CHAT_OK;
     if (!type) {
         return bad_line(im, "no \"type\"");
     }
-    if (!strcmp(type, "group")) {
-        const char *g = json_str(o, "group");
-        uint64_t head = 0, first = 1, now = 0;
-        if (!g || !g[0] || strlen(g) > CHAT_STORE_MAX_NAME || !json_u64(o, "head", &head) ||
-            !json_u64(o, "first", &first) || first == 0 || first > head + 1) {
-            return bad_line(im,
-                            "a group line needs group, head and first (1 <= first <= head + 1)");
+    for (size_t i = 0; i < sizeof(line_kinds) / sizeof(line_kinds[0]); i++) {
+        if (strcmp(type, line_kinds[i].type) != 0) {
+            continue;
         }
-        int status = end_group(im);
-        if (status != 0 || (im->dry && (status = note_group(im, g)) != 0)) {
-            return status;
+        if (i > 0 && !im->group[0]) {
+            return bad_line(im, "a group line must come first");
         }
-        if ((rc = chat_store_head(im->st, g, &now)) != CHAT_OK) {
-            return tool_store_failed(im->st, "reading the group", rc);
-        }
-        if (now != 0) {
-            fprintf(stderr, "mqchat-store: import: group %s is in the store already\n", g);
-            return EXIT_FAIL;
-        }
-        snprintf(im->group, sizeof(im->group), "%s", g);
-        if (!im->dry && (rc = chat_store_group_init(im->st, g, first - 1)) != CHAT_OK) {
-            return tool_store_failed(im->st, "starting the group", rc);
-        }
-        im->head = first - 1;
-        im->line_head = head;
-        return 0;
-    }
-    if (!im->group[0]) {
-        return bad_line(im, "a group line must come first");
-    }
-    if (!strcmp(type, "member")) {
-        const char *m = json_str(o, "member");
-        uint64_t joined = 0;
-        if (!m || !m[0] || !json_u64(o, "joined", &joined)) {
-            return bad_line(im, "a member line needs member and joined");
-        }
-        if (!names_fit(1, &m)) {
-            return bad_line(im, NAME_TOO_LONG);
-        }
-        if (im->n == im->cap) {
-            size_t cap = im->cap ? 2 * im->cap : 64;
-            struct pending_member *n = realloc(im->members, cap * sizeof(*n));
-            if (!n) {
-                return bad_line(im, "out of memory");
-            }
-            im->members = n;
-            im->cap = cap;
-        }
-        if (!(im->members[im->n].member = strdup(m))) {
-            return bad_line(im, "out of memory");
-        }
-        im->members[im->n++].joined = joined;
-        return 0;
-    }
-    if (!strcmp(type, "message")) {
-        uint64_t id = 0;
-        const cJSON *env = cJSON_GetObjectItemCaseSensitive(o, "envelope");
-        if (!json_u64(o, "id", &id) || !cJSON_IsObject(env)) {
-            return bad_line(im, "a message line needs id and an envelope object");
-        }
-        if (id != im->head + 1) {
-            return bad_line(im, "message ids must follow each other from first");
-        }
-        char *text = cJSON_PrintUnformatted(env);
-        const char *from = json_str(env, "from");
-        const char *cid = json_str(env, "cid");
-        const char *names[] = {from, cid};
-        uint64_t ts = 0;
-        chat_envelope tpl;
-        chat_appended ap;
-        if (!text) {
-            return bad_line(im, "out of memory");
-        }
-        if (!json_u64(env, "ts", &ts) || !split_envelope(text, &tpl)) {
-            cJSON_free(text);
-            return bad_line(im, "an envelope must begin {\"id\":...} and hold \"ts\"");
-        }
-        if (!names_fit(2, names)) {
-            cJSON_free(text);
-            return bad_line(im, NAME_TOO_LONG);
-        }
-        if (im->dry) {
-            cJSON_free(text);
-            im->head = id;
-            return cid ? note_cid(im, from ? from : "", cid) : 0;
-        }
-        if ((rc = add_members(im, im->head)) != CHAT_OK) {
-            cJSON_free(text);
-            return tool_store_failed(im->st, "adding members", rc);
-        }
-        /* The store fills in the id (head + 1, which is this one) and its
-         * clock's time: the envelope's own. */
-        im->used = (int64_t)ts;
-        chat_store_set_clock(im->st, import_clock, im);
-        rc = chat_store_append(im->st, im->group, from ? from : "", cid, &tpl, false, &ap);
-        chat_store_set_clock(im->st, NULL, NULL);
-        cJSON_free(text);
-        free(ap.env);
-        if (rc != CHAT_OK) {
-            return tool_store_failed(im->st, "appending a message", rc);
-        }
-        if (ap.duplicate || ap.id != id) {
-            return bad_line(im, "a message repeats an earlier cid, or its id does not follow");
-        }
-        im->head = id;
-        return 0;
-    }
-    if (!strcmp(type, "cursor")) {
-        const char *m = json_str(o, "member"), *d = json_str(o, "device");
-        uint64_t acked = 0, used = 0;
-        const char *names[] = {m, d};
-        if (!m || !d || !json_u64(o, "acked", &acked) || !json_u64(o, "used", &used)) {
-            return bad_line(im, "a cursor line needs member, device, acked and used");
-        }
-        if (!names_fit(2, names)) {
-            return bad_line(im, NAME_TOO_LONG);
-        }
-        if (im->dry) {
-            return 0;
-        }
-        if ((rc = add_members(im, UINT64_MAX)) != CHAT_OK) {
-            return tool_store_failed(im->st, "adding members", rc);
-        }
-        /* The cursor keeps its last use: the store stamps it with its clock. */
-        im->used = (int64_t)used;
-        chat_store_set_clock(im->st, import_clock, im);
-        rc = chat_store_cursor_advance(im->st, im->group, m, d, acked, NULL);
-        chat_store_set_clock(im->st, NULL, NULL);
-        if (rc != CHAT_OK) {
-            return tool_store_failed(im->st, "writing a cursor", rc);
-        }
-        return 0;
+        return line_kinds[i].read(im, o);
     }
     return bad_line(im, "unknown type");
 }
@@ -424,8 +579,24 @@ static int import_pass(struct import *im, FILE *in, FILE *spool)
         if (n == 0) {
             continue;
         }
+        /* What the broker writes, and what the scanners below cJSON need. */
+        if (!chat_proto_utf8_valid(line, (size_t)n)) {
+            status = bad_line(im, "not valid UTF-8");
+            break;
+        }
+        if (!chat_proto_json_valid(line, (size_t)n)) {
+            status = bad_line(im, "not strict JSON");
+            break;
+        }
+        im->text = line;
+        im->text_end = line + n;
+        /* Strict JSON that cJSON does not read: a \u escape of no
+         * character (a lone surrogate), or deeper than cJSON nests. */
         cJSON *o = cJSON_ParseWithLength(line, (size_t)n);
-        status = cJSON_IsObject(o) ? import_line(im, o) : bad_line(im, "not a JSON object");
+        status = cJSON_IsObject(o) ? import_line(im, o)
+                 : o               ? bad_line(im, "not a JSON object")
+                                   : bad_line(im, "a \\u escape that is no character (a lone "
+                                                                "surrogate), or nesting deeper than 1000");
         cJSON_Delete(o);
     }
     if (status == 0 && ferror(in)) {
@@ -438,6 +609,7 @@ static int import_pass(struct import *im, FILE *in, FILE *spool)
     }
     members_clear(im);
     cids_clear(im);
+    cursors_clear(im);
     free(line);
     return status;
 }
@@ -491,6 +663,7 @@ int tool_import(const char *path)
     }
     free(im.groups);
     free(im.cids);
+    free(im.curs);
     free(im.members);
     if (spool) {
         (void)fclose(spool); /* a temporary file, gone with it */

@@ -7,9 +7,11 @@
 #ifndef TOOL_IMPORT_H
 #define TOOL_IMPORT_H
 
-/* Imports stdin into the store at path (the backend of tool_store.h).
+/* Imports stdin into the store at path (the backend of tool_store.h), all
+ * of it or nothing: a line the broker would never have stored (the
+ * protocol's rules, proto/: see tool_import.c) refuses the whole input.
  * Returns the exit status: 0, or EXIT_FAIL with why on stderr (a bad line
- * names its number). */
+ * names its number and the reason). */
 int tool_import(const char *path);
 
 #endif

@@ -11,6 +11,11 @@
  *   tool      mqchat-store's errors: a path without a store (only import
  *             makes one), export of a group that is not there, an import
  *             that fails at a line writes nothing and can be run again
+ *   tool_import_validates  issue 21, item 9: import refuses what the broker
+ *             never would store, one bad line per rule, each with its line
+ *             number and reason, writing nothing; a good export (a \u0000
+ *             and a 30-digit number in it, a group named ~room) comes back
+ *             byte for byte, but for the new store's incarnation
  *
  * With CHAT_TEST_PG_PORT (scripts/test's pg stage) the broker's store is
  * PostgreSQL and every case runs against it, mqchat-store with --store
@@ -371,11 +376,238 @@ static void case_tool(void)
     ts_broker_destroy(b);
 }
 
+/* ===========================================================================
+ * tool_import_validates
+ * ========================================================================= */
+
+/* The group every bad case starts from: a line each of its kinds, all of
+ * them good; a case puts its bad line in place of one (at, 1-based), or
+ * after them (at 6). */
+static const char *const base_lines[5] = {
+    "{\"type\":\"group\",\"group\":\"g9\",\"head\":2,\"first\":1,\"incarnation\":\"x\"}",
+    "{\"type\":\"member\",\"member\":\"alice\",\"joined\":0}",
+    "{\"type\":\"message\",\"id\":1,\"envelope\":{\"id\":1,\"group\":\"g9\",\"from\":"
+    "\"alice\",\"ts\":1000,\"body\":\"hi\"}}",
+    "{\"type\":\"message\",\"id\":2,\"envelope\":{\"id\":2,\"group\":\"g9\",\"from\":"
+    "\"alice\",\"ts\":1001,\"cid\":\"c1\",\"body\":\"ho\"}}",
+    "{\"type\":\"cursor\",\"member\":\"alice\",\"device\":\"phone\",\"acked\":2,\"used\":"
+    "1000}",
+};
+
+/* A message line of g9 with id 2 around an envelope's text after its id. */
+#define MSG2(rest) "{\"type\":\"message\",\"id\":2,\"envelope\":{\"id\":2," rest "}}"
+
+/* One rule each: where the bad line goes, the line, what stderr says. */
+struct bad_line_case {
+    int at;
+    const char *line;
+    const char *why;
+};
+
+static const struct bad_line_case bad_lines[] = {
+    /* the group's name, by the plugin's own rule */
+    {1, "{\"type\":\"group\",\"group\":\"a/b\",\"head\":2,\"first\":1}",
+     "group: group name contains one of / + # $"},
+    {1, "{\"type\":\"group\",\"group\":\"a+b\",\"head\":2,\"first\":1}",
+     "group: group name contains one of / + # $"},
+    {1, "{\"type\":\"group\",\"group\":\"a#b\",\"head\":2,\"first\":1}",
+     "group: group name contains one of / + # $"},
+    {1, "{\"type\":\"group\",\"group\":\"$g\",\"head\":2,\"first\":1}",
+     "group: group name contains one of / + # $"},
+    {1, "{\"type\":\"group\",\"group\":\"a\\u0001b\",\"head\":2,\"first\":1}",
+     "group: group name contains a control character"},
+    {1, "{\"type\":\"group\",\"group\":\"g\\u0000\",\"head\":2,\"first\":1}",
+     "group: group name contains a control character"},
+    {1, "{\"type\":\"group\",\"group\":\"\\ud800g\",\"head\":2,\"first\":1}",
+     "a \\u escape that is no character (a lone surrogate)"},
+    {1, "{\"type\":\"group\",\"group\":\"\",\"head\":2,\"first\":1}", "group: group name is empty"},
+    /* members */
+    {2, "{\"type\":\"member\",\"member\":\"\",\"joined\":0}", "member: member name is empty"},
+    {2, "{\"type\":\"member\",\"member\":\"al\\nice\",\"joined\":0}",
+     "member: member name contains a control character"},
+    {2, "{\"type\":\"member\",\"member\":\"alice\\u0000\",\"joined\":0}",
+     "member: member name contains a control character"},
+    {2, "{\"type\":\"member\",\"member\":\"alice\",\"joined\":3}",
+     "a member's joined is above the group's head"},
+    {6, "{\"type\":\"member\",\"member\":\"alice\",\"joined\":1}",
+     "group g9: member alice is on line"},
+    /* envelopes: the plugin's shape, the line's id and the lines' group */
+    {4, MSG2("\"group\":\"g8\",\"from\":\"alice\",\"ts\":1001"),
+     "the envelope's group is not the group of its lines"},
+    {4,
+     "{\"type\":\"message\",\"id\":2,\"envelope\":{\"id\":3,\"group\":\"g9\",\"from\":"
+     "\"alice\",\"ts\":1}}",
+     "the envelope's id is not its line's"},
+    {4, MSG2("\"group\":\"g9/x\",\"from\":\"alice\",\"ts\":1001"),
+     "envelope \"group\": group name contains one of / + # $"},
+    {4, MSG2("\"group\":\"g9\",\"from\":\"al\\u0007ice\",\"ts\":1001"),
+     "envelope \"from\": member name contains a control character"},
+    {4, MSG2("\"group\":\"g9\",\"from\":\"\",\"ts\":1001"),
+     "envelope \"from\": member name is empty"},
+    {4, MSG2("\"group\":\"g9\",\"ts\":1001"),
+     "envelope \"from\": envelope has no \"from\" after its group"},
+    {4, MSG2("\"group\":\"g9\",\"from\":7,\"ts\":1001"),
+     "envelope \"from\": envelope \"from\" must be a string"},
+    {4, MSG2("\"group\":\"g9\",\"from\":\"alice\",\"ts\":-5"),
+     "envelope \"ts\": envelope ts must be an integer from 0 to 9007199254740991"},
+    {4, MSG2("\"group\":\"g9\",\"from\":\"alice\",\"ts\":1.5"),
+     "envelope \"ts\": envelope ts must be an integer from 0 to 9007199254740991"},
+    {4, MSG2("\"group\":\"g9\",\"from\":\"alice\""),
+     "envelope \"ts\": envelope has no \"ts\" after its sender"},
+    {4,
+     "{\"type\":\"message\",\"id\":2,\"envelope\":{\"group\":\"g9\",\"id\":2,\"from\":"
+     "\"alice\",\"ts\":1}}",
+     "envelope \"id\": envelope does not begin with {\"id\":"},
+    {4, MSG2("\"group\":\"g9\",\"from\":\"alice\",\"ts\":1001,\"id\":9"),
+     "envelope \"id\": envelope has the key \"id\" more than once"},
+    {4, MSG2("\"group\":\"g9\",\"from\":\"alice\",\"ts\":1001,\"\\u0066rom\":\"bob\""),
+     "envelope \"from\": envelope has the key \"from\" more than once"},
+    {4, MSG2("\"group\":\"g9\",\"from\":\"alice\",\"ts\":1001,\"cid\":\"a\",\"cid\":\"b\""),
+     "envelope \"cid\": envelope has the key \"cid\" more than once"},
+    {4, MSG2("\"group\":\"g9\",\"from\":\"alice\",\"ts\":1001,\"cid\":7"),
+     "envelope \"cid\": cid must be a string of 1 to 64 bytes"},
+    {4, MSG2("\"group\":\"g9\",\"from\":\"alice\",\"ts\":1001,\"cid\":\"\""),
+     "envelope \"cid\": cid must be a string of 1 to 64 bytes"},
+    {4, MSG2("\"group\":\"g9\",\"from\":\"alice\",\"ts\":1001,\"n\":01"), "not strict JSON"},
+    /* cursors */
+    {5,
+     "{\"type\":\"cursor\",\"member\":\"alice\",\"device\":\"ph\\tone\",\"acked\":2,"
+     "\"used\":1}",
+     "device: device name contains a control character"},
+    {5, "{\"type\":\"cursor\",\"member\":\"alice\",\"device\":\"\",\"acked\":2,\"used\":1}",
+     "device: device name is empty"},
+    {5,
+     "{\"type\":\"cursor\",\"member\":\"alice\",\"device\":\"phone\",\"acked\":3,"
+     "\"used\":1}",
+     "a cursor's acked is above the group's head"},
+    {5, "{\"type\":\"cursor\",\"member\":\"bob\",\"device\":\"phone\",\"acked\":2,\"used\":1}",
+     "group g9: a cursor of bob, who is on no member line before it"},
+};
+
+/* Writes good (a whole export) then g9's lines, bad (not NULL) in place of
+ * line at (or after the five: at 6), to path. */
+static void write_case(const char *path, const char *good, int at, const char *bad)
+{
+    size_t cap = strlen(good) + (bad ? strlen(bad) : 0) + 2048;
+    char *all = malloc(cap);
+    ASSERT(all);
+    size_t n = (size_t)snprintf(all, cap, "%s", good);
+    for (int i = 1; i <= 6; i++) {
+        const char *line = i == at && bad ? bad : i <= 5 ? base_lines[i - 1] : NULL;
+        if (line) {
+            n += (size_t)snprintf(all + n, cap - n, "%s\n", line);
+        }
+    }
+    ts_write_file(path, all, n);
+    free(all);
+}
+
+/* A name of n bytes of c, as a JSON string's text. */
+static char *long_name(char c, size_t n)
+{
+    char *s = malloc(n + 1);
+    ASSERT(s);
+    memset(s, c, n);
+    s[n] = '\0';
+    return s;
+}
+
+/* Imports path into copy: refused (exit 1), stderr saying "line N: why",
+ * and neither group of it in copy. */
+static void expect_refused(const char *copy, const char *path, const char *err, int line,
+                           const char *why)
+{
+    char want[600];
+    ASSERTF(ops_store_tool_err("import", copy, NULL, path, NULL, err) == 1,
+            "an import with a bad line %d (%s) was not refused", line, why);
+    snprintf(want, sizeof want, "line %d: %s", line, why);
+    expect_in_file(err, want);
+    ASSERT(ops_store_tool("export", copy, "room1", NULL, NULL) == 1);
+    ASSERT(ops_store_tool("export", copy, "g9", NULL, NULL) == 1);
+}
+
+static void case_tool_import_validates(void)
+{
+    ts_broker *b = ts_broker_start(NULL);
+    harness_client *alice = harness_client_connect(b, "alice", NULL);
+    char good[600], in[600], err[600], copy[600], out[600], bad[2400];
+
+    /* What a client can make the broker store: a \u0000 and a number of
+     * 30 digits kept as sent, a cid; and a group whose name begins with ~,
+     * which the protocol's rule allows and the broker stores. */
+    harness_client_subscribe(alice, "chat/room1", 1);
+    harness_client_publish(alice, "chat/room1", "{\"body\":\"a\\u0000b\",\"cid\":\"c\\u0000d\"}",
+                           1);
+    harness_client_publish(alice, "chat/room1", "{\"n\":123456789012345678901234567890}", 1);
+    harness_client_publish(alice, "chat/room1", "plain text", 1);
+    harness_client_publish(alice, "chat/~room", "tilde", 1);
+    harness_ack(alice, "room1", 3, 1);
+    harness_expect_store(alice, "~room", 1);
+    harness_client_disconnect(alice);
+    ts_broker_stop(b);
+    snprintf(good, sizeof good, "%s/good.jsonl", ts_broker_dir(b));
+    snprintf(in, sizeof in, "%s/in.jsonl", ts_broker_dir(b));
+    snprintf(err, sizeof err, "%s/err", ts_broker_dir(b));
+    snprintf(out, sizeof out, "%s/out", ts_broker_dir(b));
+    snprintf(copy, sizeof copy, "%s/copy", ts_broker_dir(b));
+    ASSERT(ops_broker_store_tool(b, "export", "room1", NULL, good) == 0);
+    char *exported = ts_read_file(good, NULL);
+    int lines = 0;
+    for (const char *p = exported; (p = strchr(p, '\n')) != NULL; p++) {
+        lines++;
+    }
+    ASSERTF(strstr(exported, "a\\u0000b") && strstr(exported, "123456789012345678901234567890"),
+            "the export lost what the broker stored: %s", exported);
+
+    /* One bad line per rule, after a good group: the whole input refused
+     * at that line, nothing of either group written. */
+    for (size_t i = 0; i < sizeof bad_lines / sizeof bad_lines[0]; i++) {
+        write_case(in, exported, bad_lines[i].at, bad_lines[i].line);
+        expect_refused(copy, in, err, lines + bad_lines[i].at, bad_lines[i].why);
+    }
+    /* names too long: a group of 1,000 bytes, a member of 1,025 */
+    char *name = long_name('g', 1000);
+    snprintf(bad, sizeof bad, "{\"type\":\"group\",\"group\":\"%s\",\"head\":2,\"first\":1}", name);
+    write_case(in, exported, 1, bad);
+    expect_refused(copy, in, err, lines + 1, "group: group name is longer than 128 bytes");
+    free(name);
+    name = long_name('m', 1025);
+    snprintf(bad, sizeof bad, "{\"type\":\"member\",\"member\":\"%s\",\"joined\":0}", name);
+    write_case(in, exported, 2, bad);
+    expect_refused(copy, in, err, lines + 2, "member: member name is longer than 1024 bytes");
+    free(name);
+    /* raw bytes that are not UTF-8 */
+    write_case(in, exported, 2, "{\"type\":\"member\",\"member\":\"al\xffice\",\"joined\":0}");
+    expect_refused(copy, in, err, lines + 2, "not valid UTF-8");
+    ts_log("%zu bad lines refused, each at its line, nothing written",
+           sizeof bad_lines / sizeof bad_lines[0] + 3);
+
+    /* The good input goes in; the broker's group comes back byte for byte
+     * (the envelopes as stored, not printed again), and the group ~room. */
+    write_case(in, exported, 0, NULL);
+    ASSERT(ops_store_tool_err("import", copy, NULL, in, NULL, err) == 0);
+    ASSERT(ops_store_tool("export", copy, "room1", NULL, out) == 0);
+    /* (the group line's incarnation is the new store's) */
+    char *again = ts_read_file(out, NULL);
+    ASSERTF(strcmp(strchr(again, '\n'), strchr(exported, '\n')) == 0,
+            "export after import:\n%s\nbefore:\n%s", again, exported);
+    free(again);
+    ASSERT(ops_store_tool("export", copy, "g9", NULL, NULL) == 0);
+    ASSERT(ops_broker_store_tool(b, "export", "~room", NULL, good) == 0);
+    snprintf(copy, sizeof copy, "%s/copy2", ts_broker_dir(b));
+    ASSERT(ops_store_tool("import", copy, NULL, good, NULL) == 0);
+    ASSERT(ops_store_tool("check", copy, NULL, NULL, out) == 0);
+    expect_in_file(out, "1 groups checked, 0 problems");
+    free(exported);
+    ts_broker_destroy(b);
+}
+
 static const ts_case cases[] = {
     {"backup", case_backup},
     {"backup_live", case_backup_live},
     {"offline", case_offline},
     {"tool", case_tool},
+    {"tool_import_validates", case_tool_import_validates},
 };
 
 int main(int argc, char **argv)

@@ -11,6 +11,12 @@
  *
  *   sync_no_cursors    counting unread from new client ids writes no keys
  *   corrupt_log        a damaged write-ahead log stops the store, not the messages
+ *
+ * and of issue 21 (safe in someone else's broker, round 2):
+ *
+ *   anonymous_members_expire  8. in open groups a member goes with its last
+ *                                device (device expiry); a device online is
+ *                                in use; closed groups keep their members
  */
 #include "integ_sec.h"
 #include "integ_disk.h"
@@ -320,6 +326,125 @@ static void case_corrupt_log(void)
  * main
  * ========================================================================= */
 
+/* ===========================================================================
+ * Issue 21, 8. Members of anonymous devices are not kept for ever
+ * ========================================================================= */
+
+#define DAY_S 86400L
+
+/* Waits (at most 10 s) until the broker's log holds needle. */
+static void wait_log(const ts_broker *b, const char *needle)
+{
+    for (int i = 0; i < 500 && ts_broker_log_count(b, needle) == 0; i++) {
+        ts_sleep_ms(20);
+    }
+    ASSERTF(ts_broker_log_count(b, needle) > 0, "the broker did not log \"%s\" in 10 s", needle);
+}
+
+/* The members of group as `receipts` answers c: their number, and whether
+ * one of them is named (or, when names_verified, "~"-named) after id. */
+static int64_t receipts_members(harness_client *c, const char *group, const char *id, bool *listed)
+{
+    char req[160];
+    snprintf(req, sizeof req, "{\"commands\":[{\"command\":\"receipts\",\"group\":\"%s\"}]}",
+             group);
+    cJSON *resp = harness_request(c, req, WAIT_MS);
+    const cJSON *e = harness_response_only(resp);
+    harness_expect_ok(e, "receipts", group);
+    const cJSON *reads = cJSON_GetObjectItemCaseSensitive(e, "reads");
+    int64_t n = harness_json_int(e, "members");
+    const cJSON *r;
+    *listed = false;
+    cJSON_ArrayForEach(r, reads)
+    {
+        *listed = *listed || strstr(r->string, id) != NULL;
+    }
+    ASSERTF(cJSON_GetArraySize(reads) == n, "receipts lists %d members of %lld",
+            cJSON_GetArraySize(reads), (long long)n);
+    cJSON_Delete(resp);
+    return n;
+}
+
+static void case_anonymous_members_expire(void)
+{
+    /* Open groups on a broker without usernames (the tests' default):
+     * every client id that uses room1 becomes a member. */
+    ts_broker *b = ts_broker_start(NULL);
+    /* Closed groups need usernames the broker verifies: a password_file
+     * with old-1 (its name as password). */
+    ts_broker_conf closed_conf = {.users = (const char *const[]){"old-1", NULL}};
+    ts_broker *closed = ts_broker_start_conf(&closed_conf);
+    harness_client *old = harness_client_connect(b, "old-1", NULL);
+    harness_client *sensor = harness_client_connect(b, "sensor-1", NULL);
+    harness_client *idle = harness_client_connect(b, "idle-1", NULL);
+    harness_client *c;
+    bool listed = false;
+
+    harness_client_subscribe(old, "chat/room1", 1);
+    harness_client_publish(old, "chat/room1", "one", 1);
+    harness_ack(old, "room1", 1, 1);
+    /* publishing joins too: a sensor that never subscribes */
+    harness_client_publish(sensor, "chat/room1", "21.5", 1);
+    harness_client_subscribe(idle, "chat/room1", 1);
+    ASSERT(receipts_members(idle, "room1", "sensor-1", &listed) == 3 && listed);
+    harness_client_disconnect(old);
+    harness_client_disconnect(sensor);
+    harness_client_disconnect(idle);
+    ts_broker_stop(b);
+    c = harness_client_connect(closed, "old-1", "old-1");
+    harness_client_subscribe(c, "chat/room1", 1);
+    harness_client_disconnect(c);
+    ts_broker_stop(closed);
+
+    /* 60 days on, without catch-ups: idle-1 subscribes (with replay false
+     * that marks nothing) and stays, idle. Being online is a use: the
+     * plugin marks it used. */
+    ts_broker_shift_clock(b, 60 * DAY_S);
+    ts_broker_set_opts(b, (const char *const[]){"replay false", NULL});
+    ts_broker_restart(b);
+    idle = harness_client_connect(b, "idle-1", NULL);
+    harness_client_subscribe(idle, "chat/room1", 1);
+    wait_log(b, "devices online in a group marked used");
+    harness_client_disconnect(idle);
+    ts_broker_stop(b);
+
+    /* 91 days after the first run: the sweep takes old-1 and sensor-1,
+     * their cursors and their memberships; idle-1, used on day 60, stays. */
+    ts_broker_shift_clock(b, 91 * DAY_S);
+    ts_broker_set_opts(b, NULL);
+    ts_broker_restart(b);
+    wait_log(b, "dropped 2 device cursors and 2 members (open groups");
+    idle = harness_client_connect(b, "idle-1", NULL);
+    ASSERT(receipts_members(idle, "room1", "idle-1", &listed) == 1 && listed);
+
+    /* old-1 comes back and joins again by subscribing: a new member, from
+     * the head on (nothing of its old membership is left), live again. */
+    old = harness_client_connect(b, "old-1", NULL);
+    harness_client_subscribe(old, "chat/room1", 1);
+    ASSERT(receipts_members(idle, "room1", "old-1", &listed) == 2 && listed);
+    harness_client_publish(idle, "chat/room1", "three", 1);
+    harness_msg *m = harness_client_receive(old, WAIT_MS);
+    ASSERTF(m && strstr(m->payload, "\"id\":3,") != NULL, "old-1 got %s",
+            m ? m->payload : "nothing");
+    harness_msg_free(m);
+    harness_client_disconnect(old);
+    harness_client_disconnect(idle);
+
+    /* Closed groups: an admin put the members there; the sweep drops the
+     * cursor and keeps the member. */
+    ts_broker_shift_clock(closed, 91 * DAY_S);
+    ts_broker_set_opts(closed, (const char *const[]){"open_groups false", NULL});
+    ts_broker_restart(closed);
+    wait_log(closed, "dropped 1 device cursors and 0 members (closed groups");
+    c = harness_client_connect(closed, "old-1", "old-1");
+    ASSERT(receipts_members(c, "room1", "old-1", &listed) == 1 && listed);
+    harness_client_disconnect(c);
+    ts_log("open groups: 2 of 3 members went with their devices, one online stayed; closed "
+           "groups kept theirs");
+    ts_broker_destroy(closed);
+    ts_broker_destroy(b);
+}
+
 static const ts_case cases[] = {
     {"bad_block", case_bad_block},
     {"cid_expiry", case_cid_expiry},
@@ -327,6 +452,7 @@ static const ts_case cases[] = {
     {"incarnation", case_incarnation},
     {"sync_no_cursors", case_sync_no_cursors},
     {"corrupt_log", case_corrupt_log},
+    {"anonymous_members_expire", case_anonymous_members_expire},
 };
 
 int main(int argc, char **argv)

@@ -1,6 +1,7 @@
 /* Unit tests of cursors and devices (leveldb/ldb_cursor): advances, starts,
  * maximum cursors, last-use stamps and expiry.
  * One table of named cases, each on a fresh store (store_fixture.h). */
+#include "store_expiry_cases.h"
 #include "store_fixture.h"
 
 #include <stdio.h>
@@ -294,25 +295,14 @@ static void test_i8b_cursor_touch_once_a_day(void **state)
     assert_used(fx->st, "g", "alice", "d1", 12, now);
 }
 
-/* Expires with max_keys per call until done; returns the calls made and
- * adds the removals to *removed. */
+/* Expires with max_keys per call until done, members kept (closed groups);
+ * returns the calls made and puts the removals in *removed. */
 static int expire_all(chat_store *st, int64_t older_than, size_t max_keys, size_t *removed)
 {
-    char resume[CHAT_STORE_RESUME_MAX];
-    bool done = false;
-    int calls = 0;
-
-    resume[0] = resume[1] = 0;
-    *removed = 0;
-    while (!done && calls < 10000) {
-        size_t n = SIZE_MAX;
-        ASSERT_OK(
-            chat_store_expire_devices(st, older_than, max_keys, resume, sizeof(resume), &n, &done));
-        assert_true(n <= max_keys);
-        *removed += n;
-        calls++;
-    }
-    assert_true(done);
+    chat_expired sum;
+    int calls = expiry_walk(st, older_than, false, max_keys, &sum);
+    assert_int_equal(sum.members, 0);
+    *removed = sum.devices;
     return calls;
 }
 
@@ -343,10 +333,11 @@ static void test_i8b_expire_devices_bounded(void **state)
     }
     now = 1000 * DAY_MS;
 
+    chat_expired gone;
     assert_int_equal(
-        chat_store_expire_devices(fx->st, now, 0, resume, sizeof(resume), &removed, &done),
+        chat_store_expire_devices(fx->st, now, false, 0, resume, sizeof(resume), &gone, &done),
         CHAT_EINVAL);
-    assert_int_equal(chat_store_expire_devices(fx->st, now, 4, resume, 16, &removed, &done),
+    assert_int_equal(chat_store_expire_devices(fx->st, now, true, 4, resume, 16, &gone, &done),
                      CHAT_EINVAL);
 
     /* 30 cursors, 4 looked at per call: 8 calls, 18 stale ones gone */
@@ -457,6 +448,70 @@ static void test_i8b_old_cursor_values(void **state)
 }
 
 /* ------------------------------------------------------------------------
+ * Issue 21, item 8: a member goes with its last device in open groups
+ * --------------------------------------------------------------------- */
+
+/* Keys of member in EXPIRY_GROUP, of every kind a membership writes: 'J',
+ * 'C', 'X', 'R' (its name bare) and 'G' (member first). */
+static size_t member_keys(struct fixture *fx, const char *member)
+{
+    char p[256];
+    size_t n = group_keys(fx, 'J', EXPIRY_GROUP, member) +
+               group_keys(fx, 'C', EXPIRY_GROUP, member) +
+               group_keys(fx, 'X', EXPIRY_GROUP, member);
+    size_t len = raw_prefix(p, sizeof(p), 'R', EXPIRY_GROUP, NULL);
+    memcpy(p + len, member, strlen(member));
+    n += raw_count(fx, p, len + strlen(member));
+    len = raw_prefix(p, sizeof(p), 'G', member, NULL);
+    memcpy(p + len, EXPIRY_GROUP, strlen(EXPIRY_GROUP));
+    return n + raw_count(fx, p, len + strlen(EXPIRY_GROUP));
+}
+
+/* Each bound per call: a member's cursors split over several calls (1, 2)
+ * must give what one call gives. */
+static void members_expire(struct fixture *fx, size_t max_keys)
+{
+    expiry_case_members(fx->st, max_keys, true);
+    /* nothing of carol's is left; bob has its new membership's records
+     * ('J', 'G', 'R', and the cursor b0 with its 'X') */
+    assert_int_equal(member_keys(fx, "carol"), 0);
+    assert_int_equal(member_keys(fx, "bob"), 5);
+    assert_int_equal(group_keys(fx, 'N', EXPIRY_GROUP, NULL), 1);
+    struct problems pr = {0};
+    uint64_t groups = 0, problems = 0;
+    ASSERT_OK(chat_store_check(fx->st, collect_problem, &pr, &groups, &problems));
+    assert_int_equal(problems, 0);
+}
+
+static void test_i21_8_members_expire_1(void **state)
+{
+    members_expire(*state, 1);
+}
+
+static void test_i21_8_members_expire_2(void **state)
+{
+    members_expire(*state, 2);
+}
+
+static void test_i21_8_members_expire_256(void **state)
+{
+    members_expire(*state, 256);
+}
+
+static void test_i21_8_closed_groups_keep_members(void **state)
+{
+    struct fixture *fx = *state;
+    expiry_case_members(fx->st, 3, false);
+    assert_int_equal(member_keys(fx, "carol"), 4); /* 'J', 'G', 'R', 'X' */
+}
+
+static void test_i21_8_member_of_group_being_deleted(void **state)
+{
+    struct fixture *fx = *state;
+    expiry_case_deleting(fx->st);
+}
+
+/* ------------------------------------------------------------------------
  * Table
  * --------------------------------------------------------------------- */
 
@@ -475,6 +530,11 @@ int main(void)
         CASE(test_i8b_expire_devices_bounded),
         CASE(test_i8b_new_device_reads_one_record),
         CASE(test_i8b_old_cursor_values),
+        CASE(test_i21_8_members_expire_1),
+        CASE(test_i21_8_members_expire_2),
+        CASE(test_i21_8_members_expire_256),
+        CASE(test_i21_8_closed_groups_keep_members),
+        CASE(test_i21_8_member_of_group_being_deleted),
     };
 
     return cmocka_run_group_tests_name("store_cursor", tests, NULL, NULL);

@@ -4,13 +4,16 @@
  * for an import, the check of a whole database (clean, and with rows
  * changed behind the store's back), a backup (a LevelDB store of the live
  * state, a deletion under way left out, read markers and member counts
- * carried), a compaction, a close while a backup runs, and read markers and
- * member counts (protocol v1.1) as the LevelDB backend keeps them.
+ * carried), a compaction, a close while a backup runs, read markers and
+ * member counts (protocol v1.1) as the LevelDB backend keeps them, and
+ * device expiry with members (issue 21, item 8: the cases the LevelDB
+ * backend runs, store_expiry_cases.c).
  *
  * They need a PostgreSQL cluster: CHAT_TEST_PG_PORT names one on
  * 127.0.0.1 (scripts/test's pg stage makes it); without it the test exits
  * 77, which ctest counts as skipped. Each case gets a new database of its
  * own (tests/pg/pgcluster.sh createdb). One table of named cases. */
+#include "store_expiry_cases.h"
 #include "store_fixture.h"
 #include "util.h"
 
@@ -460,6 +463,33 @@ static void test_read_markers(void **state)
     assert_int_equal(id, 1);
 }
 
+/* Issue 21, item 8: device expiry takes a member with its last device in
+ * open groups, in the transaction of that last cursor; the cases the
+ * LevelDB backend runs too (store_expiry_cases.c). */
+static void test_i21_8_members_expire(void **state)
+{
+    struct pgfx *fx = *state;
+    expiry_case_members(fx->st, 2, true);
+}
+
+static void test_i21_8_members_expire_one_step(void **state)
+{
+    struct pgfx *fx = *state;
+    expiry_case_members(fx->st, 256, true);
+}
+
+static void test_i21_8_closed_groups_keep_members(void **state)
+{
+    struct pgfx *fx = *state;
+    expiry_case_members(fx->st, 3, false);
+}
+
+static void test_i21_8_member_of_group_being_deleted(void **state)
+{
+    struct pgfx *fx = *state;
+    expiry_case_deleting(fx->st);
+}
+
 static void test_close_during_backup(void **state)
 {
     struct pgfx *fx = *state;
@@ -490,6 +520,10 @@ int main(void)
         PGCASE(test_backup_and_compact),
         PGCASE(test_close_during_backup),
         PGCASE(test_read_markers),
+        PGCASE(test_i21_8_members_expire),
+        PGCASE(test_i21_8_members_expire_one_step),
+        PGCASE(test_i21_8_closed_groups_keep_members),
+        PGCASE(test_i21_8_member_of_group_being_deleted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
