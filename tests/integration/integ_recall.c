@@ -22,8 +22,14 @@
  *   kill9     the broker killed with SIGKILL while it changes messages,
  *             again and again: every changed message has exactly one
  *             message carrying its change, and none other
+ *   export    mqchat-store export and import carry tombstones (with their
+ *             cid, still taken) and edited versions; an import whose
+ *             changes do not pair up is refused
  */
 #include "harness.h"
+#include "integ_ops.h"
+/* Both name their wait; integ_sec.h's (5 s) is the one used here. */
+#undef WAIT_MS
 #include "integ_sec.h"
 
 #include <stdio.h>
@@ -707,6 +713,92 @@ static void case_kill9(void)
     ts_broker_destroy(b);
 }
 
+/* Copies the file in to out with the first occurrence of from replaced by
+ * to (which must be there). */
+static void rewrite(const char *in, const char *out, const char *from, const char *to)
+{
+    char *text = ts_read_file(in, NULL);
+    char *at = strstr(text, from);
+    ASSERTF(at != NULL, "%s is not in the export", from);
+    size_t len = strlen(text) - strlen(from) + strlen(to);
+    char *res = malloc(len + 1);
+    ASSERT(res != NULL);
+    snprintf(res, len + 1, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+    ts_write_file(out, res, len);
+    free(res);
+    free(text);
+}
+
+static void case_export(void)
+{
+    ts_broker *b = ts_broker_start(NULL);
+    harness_client *alice = member(b, "alice-phone", "alice");
+    harness_client_subscribe(alice, TOPIC, 1);
+    for (int i = 1; i <= 4; i++) {
+        char p[64];
+        snprintf(p, sizeof(p), "{\"cid\":\"a-%d\",\"body\":\"v1 of %d\"}", i, i);
+        ASSERT(send_msg(alice, p) == i);
+    }
+    ASSERT(recall_ok(alice, 1) == 5);
+    ASSERT(edit_ok(alice, 2, "v2 of 2") == 6);
+    ASSERT(edit_ok(alice, 2, "v3 of 2") == 7);
+    ASSERT(edit_ok(alice, 3, "v2 of 3") == 8);
+    ASSERT(recall_ok(alice, 3) == 9);
+    harness_client_disconnect(alice);
+    ts_broker_stop(b);
+
+    char in[512], copy[512], out[512], bad[512], err[512];
+    snprintf(in, sizeof in, "%s/room1.jsonl", ts_broker_dir(b));
+    snprintf(copy, sizeof copy, "%s/copy", ts_broker_dir(b));
+    snprintf(out, sizeof out, "%s/room1-copy.jsonl", ts_broker_dir(b));
+    snprintf(bad, sizeof bad, "%s/bad.jsonl", ts_broker_dir(b));
+    snprintf(err, sizeof err, "%s/import.err", ts_broker_dir(b));
+    ASSERT(ops_broker_store_tool(b, "export", GROUP, NULL, in) == 0);
+    char *a = ts_read_file(in, NULL);
+    ASSERTF(strstr(a, "v1 of") == NULL || strstr(a, "v1 of 4") != NULL, "%s", a);
+    ASSERTF(strstr(a, "\"v1 of 1\"") == NULL && strstr(a, "\"v2 of 3\"\"") == NULL,
+            "the export holds what was recalled: %s", a);
+    ASSERTF(strstr(a, "{\"type\":\"message\",\"id\":1,\"cid\":\"a-1\",\"envelope\":{\"id\":1,") &&
+                strstr(a, "{\"type\":\"message\",\"id\":3,\"cid\":\"a-3\",\"envelope\":"),
+            "a tombstone's line carries its cid: %s", a);
+    free(a);
+    /* import, export again: the same lines, the tombstones' cids kept. */
+    ASSERT(ops_store_tool("import", copy, NULL, in, NULL) == 0);
+    ASSERT(ops_store_tool("export", copy, GROUP, NULL, out) == 0);
+    a = ts_read_file(in, NULL);
+    char *c = ts_read_file(out, NULL);
+    ASSERT(strcmp(strchr(a, '\n'), strchr(c, '\n')) == 0);
+    free(a);
+    free(c);
+    ASSERT(ops_store_tool("check", copy, NULL, NULL, NULL) == 0);
+
+    /* Changes that do not pair up are refused, and nothing is written. */
+    static const struct {
+        const char *from, *to, *why;
+    } forged[] = {
+        /* the recall of 1 made a plain message: 1 recalled by nobody */
+        {"\"recall\":1}", "\"body\":\"x\"}", "is recalled, but no later message carries"},
+        /* a recall of 4, which holds its first version */
+        {"\"recall\":1}", "\"recall\":4}", "holds its first version"},
+        /* a tombstone that still holds a body */
+        {"\"recalled\":true}", "\"recalled\":true,\"body\":\"v1 of 1\"}", "alone"},
+        /* a recall of a later message */
+        {"\"recall\":1}", "\"recall\":7}", "names an earlier message id"},
+    };
+    for (size_t i = 0; i < sizeof(forged) / sizeof(forged[0]); i++) {
+        char dest[600];
+        snprintf(dest, sizeof dest, "%s/forged%zu", ts_broker_dir(b), i);
+        rewrite(in, bad, forged[i].from, forged[i].to);
+        ASSERTF(ops_store_tool_err("import", dest, NULL, bad, NULL, err) == 1,
+                "forgery %zu imported", i);
+        char *e = ts_read_file(err, NULL);
+        ASSERTF(strstr(e, forged[i].why) != NULL, "forgery %zu: %s", i, e);
+        free(e);
+        ASSERT(ops_store_tool("export", dest, GROUP, NULL, NULL) == 1); /* no group */
+    }
+    ts_broker_destroy(b);
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -714,7 +806,7 @@ int main(int argc, char **argv)
         void (*run)(void);
     } cases[] = {{"online", case_online},   {"offline", case_offline}, {"catching", case_catching},
                  {"trimmed", case_trimmed}, {"cid", case_cid},         {"rights", case_rights},
-                 {"window", case_window},   {"kill9", case_kill9}};
+                 {"window", case_window},   {"kill9", case_kill9},     {"export", case_export}};
     char name[64];
     for (size_t i = 0; argc > 1 && i < sizeof(cases) / sizeof(cases[0]); i++) {
         if (!strcmp(argv[1], cases[i].name)) {
@@ -724,6 +816,7 @@ int main(int argc, char **argv)
             return 0;
         }
     }
-    fprintf(stderr, "usage: %s online|offline|catching|trimmed|cid|rights|window|kill9\n", argv[0]);
+    fprintf(stderr, "usage: %s online|offline|catching|trimmed|cid|rights|window|kill9|export\n",
+            argv[0]);
     return 2;
 }
