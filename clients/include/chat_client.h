@@ -16,10 +16,12 @@
  * resending after a reconnect (the plugin drops the duplicate).
  * chat_client_read marks a group read up to an id for the member (on all
  * its devices), coalesced like acks, and the read markers and presence the
- * plugin pushes for listened groups come as events (protocol v1.1). fetch,
- * history, unread, join, leave, receipts and presence are plain blocking
- * calls with results; chat_client_request sends any other command (the
- * admin commands).
+ * plugin pushes for listened groups come as events (protocol v1.1).
+ * Recalls and edits (v1.2) are applied to what the library hands over and
+ * reported to an optional callback (chat_client_set_change). fetch,
+ * history, unread, join, leave, recall, edit, receipts and presence are
+ * plain blocking calls with results; chat_client_request sends any other
+ * command (the admin commands).
  * Both MQTT 3.1.1 and MQTT 5 work; docs/client.md has a complete example.
  *
  * Conventions: functions that can fail return a chat_client_err and put
@@ -44,7 +46,7 @@
  * the dispatcher, one at a time; they may call chat_client_send,
  * chat_client_send_json, chat_client_listen and chat_client_read, but not
  * the blocking calls (connect, flush, disconnect, fetch, history, unread,
- * join, leave, receipts, presence, request), which
+ * join, leave, recall, edit, receipts, presence, request), which
  * return CHAT_CLIENT_ERR_INVAL there rather than deadlock. A slow callback
  * delays later messages, never the connection. chat_client_destroy must not
  * be called from a callback, nor while another thread is inside a call on
