@@ -246,6 +246,15 @@ chat_client_err chat_client_set_commit(chat_client *c, chat_client_commit_fn *fn
     return CHAT_CLIENT_OK;
 }
 
+chat_client_err chat_client_set_change(chat_client *c, chat_client_change_fn *fn)
+{
+    if (c == NULL)
+        return chat_api_report(CHAT_CLIENT_ERR_INVAL, "client is NULL");
+    /* As on_commit: read by the dispatcher after the queue's lock. */
+    c->delivery.cfg.on_change = fn;
+    return CHAT_CLIENT_OK;
+}
+
 chat_client_err chat_client_connect(chat_client *c, int timeout_ms)
 {
     return run_simple(c, CALL_CONNECT, timeout_ms);

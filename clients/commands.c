@@ -311,6 +311,84 @@ chat_client_err chat_client_leave(chat_client *c, const char *group, const char 
 }
 
 /* ===========================================================================
+ * recall and edit (protocol v1.2)
+ * ========================================================================= */
+
+/* Runs the change command in o (begun) and reads "by" into *by. */
+static chat_client_err change(chat_client *c, const char *command, const char *group, chat_obj *o,
+                              uint64_t *by)
+{
+    cJSON *entry = NULL;
+    uint64_t m = 0;
+    chat_client_err err = request(c, command, group, o, &entry);
+
+    if (err != CHAT_CLIENT_OK)
+        return err;
+    if (!chat_json_u64(cJSON_GetObjectItemCaseSensitive(entry, "by"), 1, &m)) {
+        cJSON_Delete(entry);
+        return chat_api_report(CHAT_CLIENT_ERR_PROTOCOL, "%s answer without by", command);
+    }
+    if (by != NULL)
+        *by = m;
+    cJSON_Delete(entry);
+    return CHAT_CLIENT_OK;
+}
+
+chat_client_err chat_client_recall(chat_client *c, const char *group, uint64_t id, uint64_t *by)
+{
+    chat_client_err err = chat_api_check_group(c, group);
+    chat_obj o = {0};
+
+    if (err != CHAT_CLIENT_OK)
+        return err;
+    if (id == 0)
+        return chat_api_report(CHAT_CLIENT_ERR_INVAL, "id is 0");
+    command_begin(&o, "recall", group);
+    chat_obj_u64(&o, "id", id);
+    return change(c, "recall", group, &o, by);
+}
+
+chat_client_err chat_client_edit(chat_client *c, const char *group, uint64_t id, const char *body,
+                                 const char *fields_json, uint64_t *by)
+{
+    chat_client_err err = chat_api_check_group(c, group);
+    chat_obj o = {0};
+    cJSON *fields = NULL;
+
+    if (err != CHAT_CLIENT_OK)
+        return err;
+    if (id == 0 || body == NULL)
+        return chat_api_report(CHAT_CLIENT_ERR_INVAL, "id is 0 or body is NULL");
+    if (fields_json != NULL) {
+        fields = cJSON_Parse(fields_json);
+        if (!cJSON_IsObject(fields)) {
+            cJSON_Delete(fields);
+            return chat_api_report(CHAT_CLIENT_ERR_INVAL, "fields_json is not a JSON object");
+        }
+    }
+    command_begin(&o, "edit", group);
+    chat_obj_u64(&o, "id", id);
+    chat_obj_str(&o, "body", body);
+    for (const cJSON *f = fields != NULL ? fields->child : NULL; f != NULL; f = f->next) {
+        /* The command's own keys and body stay ours. */
+        if (strcmp(f->string, "body") == 0 || strcmp(f->string, "command") == 0 ||
+            strcmp(f->string, "group") == 0 || strcmp(f->string, "id") == 0 ||
+            strcmp(f->string, "correlationData") == 0)
+            continue;
+        char *v = cJSON_PrintUnformatted(f);
+        if (v == NULL) {
+            cJSON_Delete(fields);
+            free(chat_obj_end(&o));
+            return chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL);
+        }
+        chat_obj_raw(&o, f->string, v);
+        cJSON_free(v);
+    }
+    cJSON_Delete(fields);
+    return change(c, "edit", group, &o, by);
+}
+
+/* ===========================================================================
  * receipts and presence: every page of a list of members
  * ========================================================================= */
 

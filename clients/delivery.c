@@ -189,12 +189,32 @@ void chat_delivery_record(chat_delivery *d, struct chat_group *g, uint64_t id)
         d->state_due = chat_now_ms() + STATE_FLUSH_MS;
 }
 
+/* The change M (env) carries, to on_change (change-before-carrier). */
+static void tell_change(chat_delivery *d, const struct chat_env *env)
+{
+    chat_client_change ch;
+
+    if (d->cfg.on_change == NULL || (env->m.recall == 0 && env->m.edit == 0))
+        return;
+    memset(&ch, 0, sizeof ch);
+    ch.type = env->m.recall != 0 ? CHAT_CLIENT_RECALLED : CHAT_CLIENT_EDITED;
+    ch.group = env->m.group;
+    ch.id = env->m.recall != 0 ? env->m.recall : env->m.edit;
+    ch.by = env->m.id;
+    ch.member = env->m.from;
+    ch.ts = env->m.ts;
+    ch.body = env->m.recall != 0 ? NULL : env->m.body;
+    ch.json = env->m.json;
+    d->cfg.on_change(d->cfg.arg, &ch);
+}
+
 void chat_delivery_ready(chat_delivery *d, struct chat_group *g)
 {
     uint64_t id;
     struct chat_env *env;
 
     while (!d->halted && !d->closing && (env = chat_seq_pop(&g->seq, &id)) != NULL) {
+        tell_change(d, env);
         bool taken = d->cfg.on_message == NULL || d->cfg.on_message(d->cfg.arg, &env->m);
 
         if (!taken) {
@@ -214,6 +234,22 @@ void chat_delivery_ready(chat_delivery *d, struct chat_group *g)
     }
 }
 
+/* When env carries a change (v1.2) of a message g still holds (not shown
+ * yet: behind a gap), that message becomes its new version now, so that
+ * on_message never shows what the change replaced (change-before-carrier).
+ * A change that does not apply, or memory that runs out, leaves it: the
+ * change still reaches on_change when its turn comes. */
+static void apply_to_held(struct chat_group *g, const struct chat_env *env)
+{
+    uint64_t n = env->m.recall != 0 ? env->m.recall : env->m.edit;
+    struct chat_env *held, *nv;
+
+    if (n == 0 || n >= env->m.id || (held = chat_seq_held(&g->seq, n)) == NULL)
+        return;
+    if (chat_env_apply(held, env, &nv) == CHAT_ENV_OK)
+        chat_seq_replace(&g->seq, n, nv);
+}
+
 /* Offers one envelope of g (env, taken) to g's sequencer. */
 static void offer(chat_delivery *d, struct chat_group *g, struct chat_env *env)
 {
@@ -230,6 +266,7 @@ static void offer(chat_delivery *d, struct chat_group *g, struct chat_env *env)
         g->progress_ms = chat_now_ms(); /* a gap may open: its clock starts now */
     if (id > g->head)
         g->head = id;
+    apply_to_held(g, env);
     if (chat_seq_offer(&g->seq, id, env) == CHAT_SEQ_DROPPED)
         chat_notify_error(d->cfg.notify, g->name,
                           "message %" PRIu64 " dropped for now: %zu held ahead of a gap", id,

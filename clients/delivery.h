@@ -22,6 +22,11 @@
  *      replay page's first - 1): until then everything is held, nothing shown.
  *   halt-stops: Once on_message refused a message, nothing more is shown
  *      (halted).
+ *   change-before-carrier: on_change gets a change (protocol v1.2) right
+ *      before on_message gets the message M that carries it, and a change
+ *      whose message N is still held when M arrives is applied to N first
+ *      (chat_env_apply): on_message never shows a version that a change it
+ *      has already been offered replaced.
  *
  * Threading: the dispatcher thread only.
  */
@@ -50,6 +55,7 @@ struct chat_delivery_cfg {
     const char *prefix; /* the topic prefix */
     chat_client_message_fn *on_message;
     chat_client_commit_fn *on_commit; /* or NULL; set before the first connect */
+    chat_client_change_fn *on_change; /* or NULL; set before the first connect */
     void *arg;
     size_t ack_every;
     int ack_interval_ms;

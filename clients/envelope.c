@@ -5,6 +5,7 @@
 #include "envelope.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,7 +114,10 @@ struct fields {
     uint64_t id;
     int64_t ts;
     struct field group, from, body, cid;
-    bool blanks; /* the text may hold blanks between tokens: compact() it */
+    uint64_t recall, edit; /* v1.2: the id this message recalls or edits, 0 none */
+    bool recalled;         /* v1.2: a tombstone */
+    int64_t edited;        /* v1.2: the time of its latest edit, 0 none */
+    bool blanks;           /* the text may hold blanks between tokens: compact() it */
 };
 
 /* Copies the strict JSON text s[0..len) to out without the blanks between
@@ -179,6 +183,10 @@ static chat_env_verdict build(const char *text, size_t len, const struct fields 
     e->m.from = f->from.s != NULL ? put_field(&o, &f->from) : "";
     e->m.body = put_field(&o, &f->body);
     e->m.cid = put_field(&o, &f->cid);
+    e->m.recall = f->recall;
+    e->m.edit = f->edit;
+    e->m.recalled = f->recalled;
+    e->m.edited = f->edited;
     *out = e;
     return CHAT_ENV_OK;
 }
@@ -224,7 +232,7 @@ static const char *scan(const char *s, const char *end, struct fields *f, bool *
 {
     const char *p = s;
     bool seen_id = false, seen_ts = false, seen_group = false, seen_from = false, seen_body = false,
-         seen_cid = false;
+         seen_cid = false, seen_change = false;
     struct member m;
 
     memset(f, 0, sizeof *f);
@@ -266,6 +274,26 @@ static const char *scan(const char *s, const char *end, struct fields *f, bool *
             seen_cid = true;
             if (!plain_string(&m, &f->cid))
                 return NULL;
+        } else if (key_is(&m, "recall", 6) || key_is(&m, "edit", 4) || key_is(&m, "edited", 6) ||
+                   key_is(&m, "recalled", 8)) {
+            /* The plugin writes one of them, once: anything else is read
+             * the tree's way. */
+            uint64_t v = 0;
+            if (seen_change)
+                return NULL;
+            seen_change = true;
+            bool edited = key_is(&m, "edited", 6);
+            if (key_is(&m, "recalled", 8)) {
+                f->recalled = m.val_len == 4 && memcmp(m.val, "true", 4) == 0;
+            } else if (!plain_u64(m.val, m.val_len, edited ? 0 : 1, &v)) {
+                return NULL;
+            } else if (edited) {
+                f->edited = (int64_t)v;
+            } else if (key_is(&m, "recall", 6)) {
+                f->recall = v;
+            } else {
+                f->edit = v;
+            }
         }
     }
     *is_env = f->id >= 1 && f->group.s != NULL;
@@ -301,6 +329,10 @@ static chat_env_verdict read_tree(const char *s, size_t len, struct chat_env **o
         f.from = str_field(env, "from");
         f.body = str_field(env, "body");
         f.cid = str_field(env, "cid");
+        f.recall = m.recall;
+        f.edit = m.edit;
+        f.recalled = m.recalled;
+        f.edited = m.edited;
         v = build(s, len, &f, out);
     }
     cJSON_Delete(env);
@@ -568,4 +600,74 @@ void chat_spans_free(struct chat_span *spans, size_t n)
         free(spans[i].elems);
     }
     free(spans);
+}
+
+/* ---------------------------------------------------------------------------
+ * Changes (protocol v1.2)
+ * ------------------------------------------------------------------------- */
+
+/* Copies field key of from to to, if from has it; false when out of
+ * memory. */
+static bool copy_field(cJSON *to, const cJSON *from, const char *key)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(from, key);
+    cJSON *d;
+
+    if (f == NULL)
+        return true;
+    if ((d = cJSON_Duplicate(f, true)) == NULL)
+        return false;
+    return cJSON_AddItemToObject(to, key, d);
+}
+
+static bool plugin_field(const char *key)
+{
+    static const char *const keys[] = {"id",     "group", "from",     "ts",    "cid",
+                                       "recall", "edit",  "recalled", "edited"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (strcmp(key, keys[i]) == 0)
+            return true;
+    return false;
+}
+
+chat_env_verdict chat_env_apply(const struct chat_env *n, const struct chat_env *m,
+                                struct chat_env **out)
+{
+    cJSON *old = NULL, *chg = NULL, *nw = NULL;
+    chat_env_verdict v = CHAT_ENV_NOMEM;
+    char ts[24];
+
+    *out = NULL;
+    if ((m->m.recall != n->m.id && m->m.edit != n->m.id) || n->m.recalled ||
+        (m->m.edit != 0 && (n->m.edited > m->m.ts || strcmp(n->m.from, m->m.from) != 0)))
+        return CHAT_ENV_INVALID;
+    old = cJSON_Parse(n->m.json);
+    chg = cJSON_Parse(m->m.json);
+    nw = cJSON_CreateObject();
+    if (old == NULL || chg == NULL || nw == NULL || !copy_field(nw, old, "id") ||
+        !copy_field(nw, old, "group") || !copy_field(nw, old, "from") || !copy_field(nw, old, "ts"))
+        goto done;
+    if (m->m.recall != 0) {
+        if (cJSON_AddTrueToObject(nw, "recalled") == NULL)
+            goto done;
+    } else {
+        if (!copy_field(nw, old, "cid"))
+            goto done;
+        for (const cJSON *f = chg->child; f != NULL; f = f->next) {
+            if (f->string == NULL || plugin_field(f->string))
+                continue;
+            if (!copy_field(nw, chg, f->string))
+                goto done;
+        }
+        snprintf(ts, sizeof ts, "%lld", (long long)m->m.ts);
+        if (cJSON_AddRawToObject(nw, "edited", ts) == NULL)
+            goto done;
+    }
+    v = chat_env_from_item(nw, out);
+
+done:
+    cJSON_Delete(old);
+    cJSON_Delete(chg);
+    cJSON_Delete(nw);
+    return v;
 }

@@ -48,6 +48,17 @@ chat_env_verdict chat_env_read(const char *s, size_t len, struct chat_env **out)
  * tree already (answers to the application's own fetch, lenient JSON). */
 chat_env_verdict chat_env_from_item(const cJSON *item, struct chat_env **out);
 
+/* Recall and edit (protocol v1.2): the version of n that the change m (a
+ * message whose recall or edit names n) makes of it, as the plugin writes
+ * it: a recall's tombstone (n's id, group, from, ts and "recalled": true),
+ * or an edit's fields in place of n's but id, group, from, ts and cid, with
+ * "edited": m's ts. On CHAT_ENV_OK *out is a new chat_env (free());
+ * CHAT_ENV_INVALID when the change does not apply: it names another
+ * message, n is recalled, or (an edit) n's own edit is later or n has
+ * another sender (only a sender edits). */
+chat_env_verdict chat_env_apply(const struct chat_env *n, const struct chat_env *m,
+                                struct chat_env **out);
+
 /* One element of a "messages" array, read where it is in the payload. */
 struct chat_span_elem {
     const char *text; /* the element's bytes in the payload */

@@ -45,6 +45,8 @@ static const char *usage_text =
     "       mqchat [options] who <group>              who of the group is online\n"
     "       mqchat [options] receipts <group> [id]    who read up to which message (\"read by\n"
     "                                                 k of n\" for #id, default the newest)\n"
+    "       mqchat [options] recall <group> <id>      take back your message #id\n"
+    "       mqchat [options] edit <group> <id> <text>...  replace the text of your message #id\n"
     "       mqchat [options] admin groups             (admins) every group: head, first, members\n"
     "       mqchat [options] admin members <group>    (admins) members, read markers, devices\n"
     "       mqchat [options] admin stats              (admins) the plugin's figures\n"
@@ -325,6 +327,14 @@ static void check_command(const struct opts *o)
             die_usage("usage: mqchat receipts <group> [id]");
         if (o->nargs == 2)
             (void)parse_long("receipts: id", o->args[1], 1, LONG_MAX);
+    } else if (strcmp(cmd, "recall") == 0 || strcmp(cmd, "edit") == 0) {
+        bool recall = cmd[0] == 'r';
+        if (recall ? o->nargs != 2 : o->nargs < 3)
+            die_usage(recall ? "usage: mqchat recall <group> <id>"
+                             : "usage: mqchat edit <group> <id> <text>...");
+        (void)parse_long(recall ? "recall: id" : "edit: id", o->args[1], 1, LONG_MAX);
+        check_group(o->args[0]);
+        return;
     } else if (strcmp(cmd, "unread") == 0) {
         if (o->nargs != 0)
             die_usage("usage: mqchat unread");
@@ -427,8 +437,11 @@ int main(int argc, char **argv)
     }
     /* listen buffers stdout: the library asks for it to go out before the
      * state file says those lines were shown. */
-    if (listen)
+    if (listen) {
         (void)chat_client_set_commit(c, mqchat_on_commit);
+        /* Recalls and edits show as such (mqchat_on_change). */
+        (void)chat_client_set_change(c, mqchat_on_change);
+    }
     status = mqchat_run(m, c, &o, &sigs, wait_ms);
     chat_client_destroy(c);
     mqchat_destroy(m);

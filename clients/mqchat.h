@@ -51,6 +51,7 @@ void mqchat_destroy(struct mqchat *m);
 bool mqchat_on_message(void *arg, const chat_client_message *m);
 void mqchat_on_event(void *arg, const chat_client_event *ev);
 bool mqchat_on_commit(void *arg);
+void mqchat_on_change(void *arg, const chat_client_change *ch);
 
 /* Prints why a library call failed and returns the exit status for it
  * (mqchat_status.c). */

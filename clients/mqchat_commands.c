@@ -149,52 +149,120 @@ static const unsigned char *plain_text(const unsigned char *p, const unsigned ch
     return p;
 }
 
-/* Prints one message as "[group #id] from: body" (or its JSON). Control
- * characters from other people never reach the terminal raw. Returns false
- * when stdout failed. */
+/* Appends "#<id>". */
+static void line_id(struct line *l, uint64_t v)
+{
+    char num[24];
+    size_t k = sizeof num;
+    unsigned long long id = (unsigned long long)v;
+
+    do
+        num[--k] = (char)('0' + id % 10);
+    while ((id /= 10) != 0);
+    line_put(l, "#", 1);
+    line_put(l, num + k, sizeof num - k);
+}
+
+/* Appends text from another person: control characters never reach the
+ * terminal raw, and a line break indents the next line. */
+static void line_text(struct line *l, const char *text)
+{
+    const unsigned char *p = (const unsigned char *)text, *end = p + strlen(text);
+    while (p < end) {
+        const unsigned char *run = p;
+        p = plain_text(p, end);
+        line_put(l, run, (size_t)(p - run));
+        if (p == end)
+            break;
+        if (*p == '\n')
+            line_put(l, "\n    ", 5);
+        else
+            line_put(l, "?", 1);
+        p++;
+    }
+}
+
+/* Writes l and a newline to stdout, whose lock the caller holds. */
+static bool line_out(struct line *l)
+{
+    line_put(l, "\n", 1);
+    (void)fwrite(l->buf, 1, l->n, stdout);
+    funlockfile(stdout);
+    return !ferror(stdout);
+}
+
+/* Starts a line "[group #id] " under stdout's lock: whole lines, so that a
+ * flush from the main thread falls between messages. */
+static void line_begin(struct line *l, const char *group, uint64_t id)
+{
+    l->n = 0;
+    flockfile(stdout);
+    line_put(l, "[", 1);
+    line_str(l, group);
+    line_put(l, " ", 1);
+    line_id(l, id);
+    line_put(l, "] ", 2);
+}
+
+/* Prints one message as "[group #id] from: body" (or its JSON), and what
+ * recall and edit (v1.2) made of it: "[room1 #9] alice: (recalled)",
+ * "[room1 #10] alice: text (edited)", and the messages that carry them as
+ * "[room1 #12] alice recalled #9" and "[room1 #13] alice edited #10: text".
+ * Returns false when stdout failed. */
 static bool print_message(const chat_client_message *m, bool json)
 {
     const char *text = m->body != NULL ? m->body : m->json;
     struct line l;
-    char num[24];
-    size_t k = sizeof num;
-    unsigned long long id = (unsigned long long)m->id;
 
-    l.n = 0;
-    /* Whole lines under stdout's lock: a flush from the main thread falls
-     * between messages. */
-    flockfile(stdout);
     if (json) {
+        l.n = 0;
+        flockfile(stdout);
         line_str(&l, m->json);
-    } else {
-        do
-            num[--k] = (char)('0' + id % 10);
-        while ((id /= 10) != 0);
-        line_put(&l, "[", 1);
-        line_str(&l, m->group);
-        line_put(&l, " #", 2);
-        line_put(&l, num + k, sizeof num - k);
-        line_put(&l, "] ", 2);
-        line_str(&l, m->from);
-        line_put(&l, ": ", 2);
-        const unsigned char *p = (const unsigned char *)text, *end = p + strlen(text);
-        while (p < end) {
-            const unsigned char *run = p;
-            p = plain_text(p, end);
-            line_put(&l, run, (size_t)(p - run));
-            if (p == end)
-                break;
-            if (*p == '\n')
-                line_put(&l, "\n    ", 5);
-            else
-                line_put(&l, "?", 1);
-            p++;
-        }
+        return line_out(&l);
     }
-    line_put(&l, "\n", 1);
-    (void)fwrite(l.buf, 1, l.n, stdout);
-    funlockfile(stdout);
-    return !ferror(stdout);
+    line_begin(&l, m->group, m->id);
+    line_str(&l, m->from);
+    if (m->recall != 0 || m->edit != 0) {
+        line_str(&l, m->recall != 0 ? " recalled " : " edited ");
+        line_id(&l, m->recall != 0 ? m->recall : m->edit);
+        if (m->edit != 0) {
+            line_put(&l, ": ", 2);
+            line_text(&l, text);
+        }
+        return line_out(&l);
+    }
+    line_put(&l, ": ", 2);
+    if (m->recalled) {
+        line_str(&l, "(recalled)");
+    } else {
+        line_text(&l, text);
+        if (m->edited != 0)
+            line_str(&l, " (edited)");
+    }
+    return line_out(&l);
+}
+
+/* A change as listen shows it, when it comes: "[room1 #12] alice recalled
+ * #9", or #10 again in its new version, "[room1 #10] alice: text (edited)"
+ * (a terminal cannot change a line already printed). Returns false when
+ * stdout failed. */
+static bool print_change(const chat_client_change *ch)
+{
+    struct line l;
+
+    if (ch->type == CHAT_CLIENT_RECALLED) {
+        line_begin(&l, ch->group, ch->by);
+        line_str(&l, ch->member);
+        line_str(&l, " recalled ");
+        line_id(&l, ch->id);
+        return line_out(&l);
+    }
+    line_begin(&l, ch->group, ch->id);
+    line_str(&l, ch->member);
+    line_put(&l, ": ", 2);
+    line_text(&l, ch->body != NULL ? ch->body : ch->json);
+    line_str(&l, " (edited)");
+    return line_out(&l);
 }
 
 /* Marks the read waiting, if any; m->read_mu held. */
@@ -255,10 +323,27 @@ bool mqchat_on_commit(void *arg)
     return false;
 }
 
+/* listen: a recall or edit is printed as it comes (print_change), just
+ * before its message reaches mqchat_on_message, which then prints nothing
+ * more for it (but counts it, and marks it read, as any message). */
+void mqchat_on_change(void *arg, const chat_client_change *ch)
+{
+    struct mqchat *m = arg;
+
+    if (m->json || (m->count > 0 && atomic_load(&m->printed) >= m->count))
+        return; /* --json prints the message itself */
+    atomic_store(&m->unflushed, true);
+    if (!print_change(ch)) {
+        fprintf(stderr, "mqchat: cannot write to stdout: %s\n", strerror(errno));
+        stop_main(m, EXIT_UNREACHABLE);
+    }
+}
+
 bool mqchat_on_message(void *arg, const chat_client_message *msg)
 {
     struct mqchat *m = arg;
     int64_t now;
+    bool shown_as_change = !m->json && (msg->recall != 0 || msg->edit != 0);
 
     if (m->count > 0 && atomic_load(&m->printed) >= m->count)
         return false; /* -C reached: leave the rest unshown */
@@ -268,7 +353,8 @@ bool mqchat_on_message(void *arg, const chat_client_message *msg)
         return false;
     atomic_store(&m->unflushed, true);
     now = now_ms();
-    if (!print_message(msg, m->json) || (now - m->flushed_ms >= FLUSH_MS && !flush_stdout(m))) {
+    if ((!shown_as_change && !print_message(msg, m->json)) ||
+        (now - m->flushed_ms >= FLUSH_MS && !flush_stdout(m))) {
         fprintf(stderr, "mqchat: cannot write to stdout: %s\n", strerror(errno));
         stop_main(m, EXIT_UNREACHABLE);
         return false;
@@ -603,6 +689,37 @@ static int cmd_membership(chat_client *c, const struct opts *o, bool join)
     return fflush(stdout) == 0 ? 0 : EXIT_UNREACHABLE;
 }
 
+/* recall and edit of one's own message (v1.2). */
+static int cmd_change(chat_client *c, const struct opts *o, bool recall)
+{
+    uint64_t id = (uint64_t)strtoull(o->args[1], NULL, 10), by = 0;
+    char *text = NULL;
+    chat_client_err err;
+
+    if (recall) {
+        err = chat_client_recall(c, o->args[0], id, &by);
+    } else {
+        /* The words after the id, joined by spaces, as send does. */
+        size_t len = 1;
+        for (int i = 2; i < o->nargs; i++)
+            len += strlen(o->args[i]) + 1;
+        if ((text = calloc(1, len)) == NULL)
+            return mqchat_failed("edit", CHAT_CLIENT_ERR_NOMEM);
+        for (int i = 2; i < o->nargs; i++) {
+            if (i > 2)
+                strcat(text, " ");
+            strcat(text, o->args[i]);
+        }
+        err = chat_client_edit(c, o->args[0], id, text, NULL, &by);
+        free(text);
+    }
+    if (err != CHAT_CLIENT_OK)
+        return mqchat_failed(recall ? "recall" : "edit", err);
+    printf("%s %s #%llu (#%llu)\n", recall ? "recalled" : "edited", o->args[0],
+           (unsigned long long)id, (unsigned long long)by);
+    return fflush(stdout) == 0 ? 0 : EXIT_UNREACHABLE;
+}
+
 /* who: the members online now. */
 static int cmd_who(chat_client *c, const struct opts *o)
 {
@@ -720,6 +837,8 @@ int mqchat_run(struct mqchat *m, chat_client *c, const struct opts *o, sigset_t 
         status = cmd_receipts(c, o);
     } else if (strcmp(o->command, "admin") == 0) {
         status = mqchat_admin(c, o, wait_ms);
+    } else if (strcmp(o->command, "recall") == 0 || strcmp(o->command, "edit") == 0) {
+        status = cmd_change(c, o, o->command[0] == 'r');
     } else {
         status = cmd_membership(c, o, strcmp(o->command, "join") == 0);
     }

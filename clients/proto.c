@@ -45,6 +45,16 @@ bool chat_envelope_view(const cJSON *env, const char *json, chat_client_message 
     m->body = str_field(env, "body");
     m->cid = str_field(env, "cid");
     m->json = json;
+    /* v1.2: a change, or a changed message (what the plugin writes; a value
+     * of another shape reads as absent). */
+    uint64_t v = 0;
+    if (chat_json_u64(cJSON_GetObjectItemCaseSensitive(env, "recall"), 1, &v))
+        m->recall = v;
+    if (chat_json_u64(cJSON_GetObjectItemCaseSensitive(env, "edit"), 1, &v))
+        m->edit = v;
+    if (chat_json_u64(cJSON_GetObjectItemCaseSensitive(env, "edited"), 0, &v))
+        m->edited = (int64_t)v;
+    m->recalled = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(env, "recalled"));
     return true;
 }
 
@@ -114,6 +124,12 @@ void chat_obj_u64(chat_obj *o, const char *key, uint64_t value)
 
     put_key(o, key);
     put(o, num, (size_t)n);
+}
+
+void chat_obj_raw(chat_obj *o, const char *key, const char *json)
+{
+    put_key(o, key);
+    put(o, json, strlen(json));
 }
 
 void chat_obj_bool(chat_obj *o, const char *key, bool value)

@@ -39,6 +39,9 @@ typedef struct chat_obj {
 void chat_obj_str(chat_obj *o, const char *key, const char *value);
 void chat_obj_u64(chat_obj *o, const char *key, uint64_t value);
 void chat_obj_bool(chat_obj *o, const char *key, bool value);
+/* ... or "key": json, a JSON value's text as it is (the caller's valid
+ * JSON, e.g. cJSON's print of a value). */
+void chat_obj_raw(chat_obj *o, const char *key, const char *json);
 
 /* Closes the object and returns its text (heap memory, freed with free()),
  * or NULL when out of memory; o is empty again either way. */

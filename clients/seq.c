@@ -140,6 +140,22 @@ void chat_seq_skip_to(chat_seq *s, uint64_t id)
     drop_front(s, lower_bound(s, id + 1));
 }
 
+void *chat_seq_held(const chat_seq *s, uint64_t id)
+{
+    size_t i = lower_bound(s, id);
+
+    return i < s->n && s->held[i].id == id ? s->held[i].item : NULL;
+}
+
+void chat_seq_replace(chat_seq *s, uint64_t id, void *item)
+{
+    size_t i = lower_bound(s, id);
+
+    assert(i < s->n && s->held[i].id == id);
+    s->free_item(s->held[i].item);
+    s->held[i].item = item;
+}
+
 uint64_t chat_seq_first_held(const chat_seq *s)
 {
     return s->n ? s->held[0].id : 0;

@@ -68,6 +68,14 @@ void chat_seq_set_base(chat_seq *s, uint64_t base);
  * in between are skipped (retention removed them). Requires known. */
 void chat_seq_skip_to(chat_seq *s, uint64_t id);
 
+/* The held item of id, or NULL when id is not held. The item stays s's;
+ * chat_seq_replace swaps it for another. */
+void *chat_seq_held(const chat_seq *s, uint64_t id);
+
+/* Replaces the held item of id (which must be held) by item, freeing the
+ * old one. */
+void chat_seq_replace(chat_seq *s, uint64_t id, void *item);
+
 /* Lowest held id, 0 if none. */
 uint64_t chat_seq_first_held(const chat_seq *s);
 

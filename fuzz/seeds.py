@@ -217,6 +217,15 @@ control = [
     req(cmd("members", group=g)), req(cmd("members", group=g, after='"alice"', limit=1)),
     req(cmd("members")), req(cmd("stats")), req(cmd("delete", group='"room2"')),
     req(cmd("delete")), req(cmd("compact")), req(cmd("backup")),
+    # recall and edit (v1.2)
+    req(cmd("recall", group=g, id=1)), req(cmd("recall", group=g)), req(cmd("recall", id=1)),
+    req(cmd("recall", group=g, id=0)), req(cmd("recall", group=g, id=9007199254740991)),
+    req(cmd("edit", group=g, id=1, body='"fixed"')), req(cmd("edit", group=g, id=1)),
+    req(cmd("edit", group=g, id=1, body='"a"', x="[1,{}]", cid='"c"', recalled="true")),
+    req(cmd("edit", group=g, id=1, body='"a"', body2='"b"')),
+    req(cmd("edit", group=g, id=1, body="null", correlationData='"e-1"')),
+    req(cmd("recall", group=g, id=1), cmd("recall", group=g, id=1), cmd("edit", group=g, id=2,
+                                                                        body='"x"')),
     req(*[cmd("history", group=g, limit=1)] * 50),
     req(*[cmd("fetch", group=g, after=0)] * 20),
 ]
@@ -287,7 +296,8 @@ good_options = ["page_size 7", "db_path /var/lib/mosquitto/chat\ntopic_prefix te
                 "pg_conninfo dbname=chat\nstore leveldb",
                 "retention_count 9223372036854775807\nretention_days 1000000",
                 "page_bytes 268369920\nmax_payload 44000000\nreplay_window 64\n"
-                "replay_timeout 86400\npage_qos 2", "topic_prefix " + "p" * 128]
+                "replay_timeout 86400\npage_qos 2", "topic_prefix " + "p" * 128,
+                "recall_seconds 0\nedit_seconds 31536000"]
 for i, o in enumerate(bad_options + good_options):
     write("config", bytes([i % 32]) + o.encode())
     write("config", bytes([(i * 7) % 32]) + o.encode())

@@ -247,6 +247,27 @@ struct chat_decision chat_access_decide(struct chat_plugin *pl, struct mosquitto
         return chat_verdict_read(pl, client, group, true) == CHAT_BV_DENY ? refuse(d, BROKER_DENIES)
                                                                           : d;
 
+    case CHAT_DO_CHANGE:
+        /* A change is a message to the group, sent by request: the member
+         * must still be let read the group (its history) and write to it,
+         * which the broker's own write check cannot ask of a request on
+         * $CONTROL. An unknown write verdict fails closed. */
+        if (!member) {
+            return refuse(d, NOT_MEMBER);
+        }
+        if ((why = read_right(pl, client, group, true)) != NULL) {
+            return refuse(d, why);
+        }
+        switch (chat_verdict_write(pl, client, group)) {
+        case CHAT_BV_ALLOW:
+            return d;
+        case CHAT_BV_DENY:
+            return refuse(d, "the broker does not let you write to this group");
+        default:
+            return refuse(d, "recall and edit are unavailable: this broker cannot tell "
+                             "mosquitto-chat whether you may write to the group");
+        }
+
     case CHAT_DO_ONLINE:
         if (!member) {
             return refuse(d, NOT_MEMBER);

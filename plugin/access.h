@@ -149,6 +149,12 @@ void chat_verdict_free(struct chat_plugin *pl);
 enum chat_bv chat_verdict_read(struct chat_plugin *pl, struct mosquitto *client, const char *group,
                                bool fresh);
 
+/* The broker's write verdict for client on <prefix>/<group>, asked now: a
+ * recall or an edit publishes a message to the group by request, where the
+ * broker's own write check never sees it. */
+enum chat_bv chat_verdict_write(struct chat_plugin *pl, struct mosquitto *client,
+                                const char *group);
+
 /* The broker's access configuration may have changed (a reload, a
  * dynamic-security command): every remembered verdict is asked again. */
 void chat_verdict_changed(struct chat_plugin *pl);
@@ -198,6 +204,7 @@ enum chat_action {
     CHAT_DO_JOIN,       /* a `join` request for oneself (the caller adds the member) */
     CHAT_DO_SYNC,       /* `sync`: the client's groups (group NULL; each line asks HISTORY) */
     CHAT_DO_ADMIN,      /* an admin command (group may be NULL) */
+    CHAT_DO_CHANGE,     /* recall or edit one's own message (v1.2): a new message by request */
     CHAT_ACTIONS
 };
 

@@ -151,6 +151,8 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
     cfg->acl_mode = CHAT_ACL_AUTO;
     cfg->receipt_interval = 1000;
     cfg->device_expiry_days = 90;
+    cfg->recall_seconds = 120;
+    cfg->edit_seconds = 900;
 
     for (int i = 0; i < count && rc == MOSQ_ERR_SUCCESS; i++) {
         const char *k = opts[i].key;
@@ -223,6 +225,11 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
             rc = parse_uint(val, 0, 1000000, &cfg->device_expiry_days)
                      ? 0
                      : bad(k, val, "a number of days, 0 for never");
+        } else if (!strcmp(k, "recall_seconds") || !strcmp(k, "edit_seconds")) {
+            /* A year at most: a window that long is as good as none. */
+            rc = parse_uint(val, 0, 31536000, &v)
+                     ? (*(k[0] == 'r' ? &cfg->recall_seconds : &cfg->edit_seconds) = (unsigned)v, 0)
+                     : bad(k, val, "seconds, from 0 (off) to 31536000");
         } else if (!strcmp(k, "backup_dir")) {
             rc = val[0] == '/' ? set_string(&cfg->backup_dir, val)
                                : bad(k, val, "an absolute directory path");
@@ -295,8 +302,8 @@ void chat_config_log(const struct chat_config *c, const char *where)
         "replay_window %u, replay_timeout %u, max_payload %zu, fsync %s, write_buffer_mb %u, "
         "replay %s, "
         "open_groups %s, admins \"%s\", retention_count %llu, retention_days %llu, "
-        "device_expiry_days %llu, backup_dir %s, figures under $SYS every %d s (sys_interval; 0: "
-        "none)",
+        "device_expiry_days %llu, recall_seconds %u, edit_seconds %u, backup_dir %s, figures "
+        "under $SYS every %d s (sys_interval; 0: none)",
         where, c->topic_prefix, acls[c->acl_mode <= CHAT_ACL_DEFER ? c->acl_mode : 0],
         c->read_check == CHAT_READ_MEMBERS ? "members" : "broker",
         c->tilde_names ? "~<client id>" : "<client id>", c->page_size, c->page_bytes, c->page_qos,
@@ -304,6 +311,6 @@ void chat_config_log(const struct chat_config *c, const char *where)
         fsyncs[c->fsync <= CHAT_SYNC_ALWAYS ? c->fsync : 0], c->write_buffer_mb,
         c->replay ? "true" : "false", c->open_groups ? "true" : "false", admins,
         (unsigned long long)c->retention_count, (unsigned long long)c->retention_days,
-        (unsigned long long)c->device_expiry_days,
+        (unsigned long long)c->device_expiry_days, c->recall_seconds, c->edit_seconds,
         c->backup_dir ? c->backup_dir : "(none: backups refused)", c->sys_interval);
 }

@@ -1,7 +1,7 @@
 /* control.c: requests on $CONTROL/chat/v1 ({"commands":[...]}) and the
  * responses published to the one client concerned: a request's checks and
  * bounds, and the dispatch of its commands to control_member.c,
- * control_sync.c and admin.c (see control.h). */
+ * control_change.c, control_sync.c and admin.c (see control.h). */
 #include "control.h"
 #include "reply.h"
 
@@ -63,6 +63,8 @@ static void dispatch(struct chat_control_req *r, const cJSON *c)
         chat_control_page(r, c, false);
     } else if (!strcmp(r->cmd, "read")) {
         chat_control_read(r, c);
+    } else if (!strcmp(r->cmd, "recall") || !strcmp(r->cmd, "edit")) {
+        chat_control_change(r, c, r->cmd[0] == 'r');
     } else if (!strcmp(r->cmd, "receipts") || !strcmp(r->cmd, "presence")) {
         chat_control_list(r, c, r->cmd[0] == 'r');
     } else if (chat_admin_is_command(r->cmd)) {

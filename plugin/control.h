@@ -1,7 +1,9 @@
-/* control.h: private to the requests on $CONTROL/chat/v1, four files,
+/* control.h: private to the requests on $CONTROL/chat/v1, five files,
  * each calling only those listed after it:
  *   control.c         a request: its checks and bounds, the dispatch of its
  *                     commands (admin ones to admin.c), and the answer
+ *   control_change.c  recall and edit: a stored message changed, and the
+ *                     message that carries the change
  *   control_sync.c    sync, fetch and history: where a device stands and
  *                     the pages it reads
  *   control_member.c  join, leave, ack, read, and the receipts and presence
@@ -74,5 +76,10 @@ void chat_control_list(struct chat_control_req *r, const cJSON *c, bool receipts
  * end). Both stop within r->work_max and r->cap. */
 void chat_control_sync(struct chat_control_req *r, const cJSON *c);
 void chat_control_page(struct chat_control_req *r, const cJSON *c, bool forward);
+
+/* control_change.c: recall (recall set) or edit of a message of a group,
+ * with the answer {"recalled"|"edited": N, "by": M}; the new message M is
+ * published to the group's subscribers through the broker. */
+void chat_control_change(struct chat_control_req *r, const cJSON *c, bool recall);
 
 #endif

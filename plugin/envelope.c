@@ -9,11 +9,16 @@
 #include <string.h>
 #include <strings.h>
 
-/* Fields the plugin owns: whatever a client puts there is overwritten. */
+/* Fields the plugin owns: whatever a client puts there is overwritten, or
+ * (those of a recall or an edit, protocol v1.2) dropped, so that no publish
+ * passes for a change the recall and edit commands alone make. */
 static bool reserved(const char *name)
 {
-    return name && (!strcmp(name, "id") || !strcmp(name, "group") || !strcmp(name, "from") ||
-                    !strcmp(name, "ts"));
+    return name &&
+           (!strcmp(name, "id") || !strcmp(name, "group") || !strcmp(name, "from") ||
+            !strcmp(name, "ts") || !strcmp(name, CHAT_PROTO_FIELD_RECALL) ||
+            !strcmp(name, CHAT_PROTO_FIELD_EDIT) || !strcmp(name, CHAT_PROTO_FIELD_RECALLED) ||
+            !strcmp(name, CHAT_PROTO_FIELD_EDITED));
 }
 
 /* The reason to refuse an object that holds one of the plugin's keys, or
@@ -190,12 +195,22 @@ static bool has_u_escape(const char *text, size_t len)
     return false;
 }
 
-/* The reserved key (0..4: id group from ts cid) that key[0..len) is, or -1. */
+/* The reserved key that key[0..len) is, or -1: 0..4 id group from ts cid,
+ * then the fields of a change (5..8), which are dropped like 0..3. */
+#define RESERVED_KEYS 9
 static int reserved_index(const char *key, size_t len)
 {
-    static const char *const keys[] = {"id", "group", "from", "ts", "cid"};
-    static const unsigned char lens[] = {2, 5, 4, 2, 3};
-    for (int k = 0; k < 5; k++) {
+    static const char *const keys[RESERVED_KEYS] = {"id",
+                                                    "group",
+                                                    "from",
+                                                    "ts",
+                                                    "cid",
+                                                    CHAT_PROTO_FIELD_RECALL,
+                                                    CHAT_PROTO_FIELD_EDIT,
+                                                    CHAT_PROTO_FIELD_RECALLED,
+                                                    CHAT_PROTO_FIELD_EDITED};
+    static const unsigned char lens[RESERVED_KEYS] = {2, 5, 4, 2, 3, 6, 4, 8, 6};
+    for (int k = 0; k < RESERVED_KEYS; k++) {
         if (len == lens[k] && !memcmp(key, keys[k], len)) {
             return k;
         }
@@ -221,7 +236,7 @@ static enum splice_result splice(const char *text, size_t len, bool check, uint6
     const char *end = text + len;
     const char *cid_at = NULL;
     size_t cid_len = 0;
-    unsigned seen[5] = {0};
+    unsigned seen[RESERVED_KEYS] = {0};
     size_t cap = 96 + 6 * (strlen(group) + strlen(from)) + len;
     char *buf = malloc(cap);
     if (!buf) {
@@ -532,4 +547,166 @@ char *chat_payload_cid(const void *payload, size_t len, size_t max_len)
     }
     cJSON_Delete(in);
     return cid;
+}
+
+/* ------------------------------------------------------------------------
+ * Changes (protocol v1.2): recall and edit
+ * --------------------------------------------------------------------- */
+
+const char *chat_envelope_facts(const char *env, size_t len, struct chat_envelope_facts *f)
+{
+    const char *why = NULL;
+    memset(f, 0, sizeof(*f));
+    cJSON *o = cJSON_ParseWithLength(env, len);
+    const cJSON *from = cJSON_GetObjectItemCaseSensitive(o, "from");
+    const cJSON *ts = cJSON_GetObjectItemCaseSensitive(o, "ts");
+    const cJSON *cid = cJSON_GetObjectItemCaseSensitive(o, "cid");
+    if (!cJSON_IsObject(o) || !cJSON_IsString(from) || !cJSON_IsNumber(ts) ||
+        strlen(from->valuestring) >= sizeof(f->from) ||
+        (cid && (!cJSON_IsString(cid) || strlen(cid->valuestring) > CHAT_CID_MAX))) {
+        why = "the stored message is not an envelope of this plugin";
+        goto done;
+    }
+    strcpy(f->from, from->valuestring);
+    f->ts = (int64_t)ts->valuedouble;
+    if (cid) {
+        strcpy(f->cid, cid->valuestring);
+        f->has_cid = true;
+    }
+    f->recalled = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, CHAT_PROTO_FIELD_RECALLED));
+    f->change = cJSON_GetObjectItemCaseSensitive(o, CHAT_PROTO_FIELD_RECALL) != NULL ||
+                cJSON_GetObjectItemCaseSensitive(o, CHAT_PROTO_FIELD_EDIT) != NULL;
+
+done:
+    cJSON_Delete(o);
+    return why;
+}
+
+/* The keys of an edit command that are not fields of the message: the
+ * command's own, and those the plugin owns (reserved). */
+static bool not_a_field(const char *name)
+{
+    return !name || reserved(name) || !strcmp(name, "cid") || !strcmp(name, "command") ||
+           !strcmp(name, "correlationData");
+}
+
+/* Appends ,"key":value for every field of an edit command c to b, with
+ * numbers as exact_numbers prints them. Returns NULL or why not. */
+static const char *put_fields(sbuf *b, const cJSON *c, size_t max)
+{
+    const char *why = NULL;
+    cJSON *dup = cJSON_Duplicate(c, true);
+    size_t start = b->len, n = 0;
+    if (!dup || !exact_numbers(dup)) {
+        cJSON_Delete(dup);
+        return "out of memory";
+    }
+    for (const cJSON *it = dup->child; it && !why; it = it->next) {
+        if (not_a_field(it->string)) {
+            continue;
+        }
+        /* One key twice would read differently in different readers. */
+        for (const cJSON *prev = dup->child; prev != it; prev = prev->next) {
+            if (prev->string && !strcmp(prev->string, it->string)) {
+                why = "edit has a field more than once";
+            }
+        }
+        char *v = cJSON_PrintUnformatted(it);
+        if (!v) {
+            why = "out of memory";
+            break;
+        }
+        sbuf_add(b, ",", 1);
+        sbuf_json_str(b, it->string);
+        sbuf_add(b, ":", 1);
+        sbuf_puts(b, v);
+        cJSON_free(v);
+        n++;
+        if (b->len - start > max) {
+            why = "edit is larger than max_payload";
+        }
+    }
+    cJSON_Delete(dup);
+    return why ? why : n == 0 ? "edit has no new fields" : NULL;
+}
+
+const char *chat_envelope_change(const struct chat_envelope_facts *f, const char *group,
+                                 const char *by, uint64_t id, const struct cJSON *fields,
+                                 size_t max, chat_change *ch, char **buf)
+{
+    sbuf b = {0};
+    size_t at[6]; /* where each part starts; the last is the end */
+    const char *why = NULL;
+
+    *buf = NULL;
+    /* N's new version: its own fields, then (edit) the new ones and the
+     * time, or (recall) the tombstone's mark alone. */
+    at[0] = 0;
+    sbuf_puts(&b, "{\"id\":");
+    sbuf_u64(&b, id);
+    sbuf_puts(&b, ",\"group\":");
+    sbuf_json_str(&b, group);
+    sbuf_puts(&b, ",\"from\":");
+    sbuf_json_str(&b, f->from);
+    sbuf_puts(&b, ",\"ts\":");
+    char num[24];
+    snprintf(num, sizeof(num), "%lld", (long long)f->ts);
+    sbuf_puts(&b, num);
+    if (!fields) {
+        sbuf_puts(&b, ",\"" CHAT_PROTO_FIELD_RECALLED "\":true}");
+    } else {
+        if (f->has_cid) {
+            sbuf_puts(&b, ",\"cid\":");
+            sbuf_json_str(&b, f->cid);
+        }
+        if ((why = put_fields(&b, fields, max)) != NULL) {
+            goto fail;
+        }
+        sbuf_puts(&b, ",\"" CHAT_PROTO_FIELD_EDITED "\":");
+    }
+    at[1] = b.len;
+    if (fields) {
+        sbuf_puts(&b, "}");
+    }
+    /* M: the plugin's fields with the store's two holes (id, ts), then
+     * what it changes. */
+    at[2] = b.len;
+    sbuf_puts(&b, "{\"id\":");
+    at[3] = b.len;
+    sbuf_puts(&b, ",\"group\":");
+    sbuf_json_str(&b, group);
+    sbuf_puts(&b, ",\"from\":");
+    sbuf_json_str(&b, by);
+    sbuf_puts(&b, ",\"ts\":");
+    at[4] = b.len;
+    sbuf_puts(&b, fields ? ",\"" CHAT_PROTO_FIELD_EDIT "\":" : ",\"" CHAT_PROTO_FIELD_RECALL "\":");
+    sbuf_u64(&b, id);
+    if (fields && (why = put_fields(&b, fields, max)) != NULL) {
+        goto fail;
+    }
+    sbuf_puts(&b, "}");
+    at[5] = b.len;
+    size_t len = 0;
+    char *p = sbuf_take(&b, &len);
+    if (!p) {
+        return "out of memory";
+    }
+    ch->id = id;
+    ch->before = p;
+    ch->before_len = at[1];
+    ch->stamp = fields != NULL;
+    ch->after = p + at[1];
+    ch->after_len = at[2] - at[1];
+    ch->msg.head = p + at[2];
+    ch->msg.head_len = at[3] - at[2];
+    ch->msg.mid = p + at[3];
+    ch->msg.mid_len = at[4] - at[3];
+    ch->msg.tail = p + at[4];
+    ch->msg.tail_len = at[5] - at[4];
+    *buf = p;
+    return NULL;
+
+fail:
+    sbuf_free(&b);
+    return why;
 }

@@ -144,6 +144,8 @@ struct chat_config {
      * passes for a user. Set by broker.c from the broker's configuration. */
     bool tilde_names;
     uint64_t device_expiry_days; /* 0: never */
+    unsigned recall_seconds;     /* a sender's recall within this (0: none); admins any time */
+    unsigned edit_seconds;       /* a sender's edit within this (0: none) */
     char *backup_dir;            /* NULL: backups refused */
     int sys_interval;            /* the broker's (chat_broker_conf), for stats.c */
 };
@@ -263,6 +265,34 @@ void chat_envelope_build_way(enum chat_envelope_way way, const void *payload, si
  * string cid, malloc'd (caller frees), else NULL. For error entries of
  * publishes refused before their envelope was built. */
 char *chat_payload_cid(const void *payload, size_t len, size_t max_len);
+
+/* What the checks of a recall or an edit (control_change.c) read from a
+ * stored envelope. */
+struct chat_envelope_facts {
+    char from[CHAT_MEMBER_BUF]; /* its sender */
+    int64_t ts;                 /* when it was stored */
+    char cid[CHAT_CID_MAX + 1]; /* its cid, when has_cid */
+    bool has_cid;
+    bool recalled; /* it is a tombstone ("recalled": true) */
+    bool change;   /* it carries a recall or an edit */
+};
+
+/* Reads them from the envelope env (len bytes). Returns NULL, or the
+ * reason when env is not an envelope this plugin wrote. */
+const char *chat_envelope_facts(const char *env, size_t len, struct chat_envelope_facts *f);
+
+/* The texts of a change of message id of group (whose facts are f) made by
+ * member by, as chat_store_change takes them (ch's parts; the caller sets
+ * ch->expect): with fields NULL a recall (N's tombstone, and M with
+ * "recall": id), else an edit to the fields of the edit command fields,
+ * but for the command's own and the plugin's (N's new version with them
+ * and "edited": <M's ts>, and M with "edit": id and them), at most max
+ * bytes of them. Returns NULL with every part in *buf (mosquitto_malloc'd:
+ * the caller frees it with mosquitto_free), or the reason. */
+struct cJSON;
+const char *chat_envelope_change(const struct chat_envelope_facts *f, const char *group,
+                                 const char *by, uint64_t id, const struct cJSON *fields,
+                                 size_t max, chat_change *ch, char **buf);
 
 /* Parses a cumulative ack (or read) payload (decimal digits only). */
 bool chat_ack_parse(const void *payload, size_t len, uint64_t *id);
@@ -491,7 +521,6 @@ int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev);
  * tick */
 
 /* One admin command being answered: what control.c hands admin.c. */
-struct cJSON;
 struct chat_admin_req {
     struct chat_plugin *pl;
     struct mosquitto *client;

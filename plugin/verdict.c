@@ -112,6 +112,23 @@ static enum chat_bv ask(struct chat_plugin *pl, struct mosquitto *client, const 
     return CHAT_BV_ALLOW;
 }
 
+enum chat_bv chat_verdict_write(struct chat_plugin *pl, struct mosquitto *client, const char *group)
+{
+    if (chat_broker_alone(pl, client)) {
+        return CHAT_BV_ALLOW; /* our own answer is the broker's */
+    }
+    char topic[CHAT_GROUP_MAX + 256];
+    int rc = MOSQ_ERR_ACL_DENIED;
+    snprintf(topic, sizeof(topic), "%s/%s", pl->cfg.topic_prefix, group);
+    pl->verdicts->probing = true;
+    bool asked = chat_broker_ask(pl, client, topic, MOSQ_ACL_WRITE, &rc);
+    pl->verdicts->probing = false;
+    if (!asked && !chat_broker_emulate(pl, client, topic, MOSQ_ACL_WRITE, &rc)) {
+        return CHAT_BV_UNKNOWN;
+    }
+    return rc == MOSQ_ERR_SUCCESS ? CHAT_BV_ALLOW : CHAT_BV_DENY;
+}
+
 enum chat_bv chat_verdict_read(struct chat_plugin *pl, struct mosquitto *client, const char *group,
                                bool fresh)
 {

@@ -35,6 +35,25 @@
 #define CHAT_PROTO_REQUEST_MAX (1u << 20) /* bytes in one request */
 #define CHAT_PROTO_LIST_MAX 1000          /* receipts, presence: entries per answer */
 
+/* v1.2, recall and edit: the fields the plugin writes in a changed message
+ * N and in the message M that carries the change. They are the plugin's
+ * alone: a publish that holds them has them dropped, as id, group, from
+ * and ts are overwritten. */
+#define CHAT_PROTO_FIELD_RECALL "recall"     /* M: the id it recalls */
+#define CHAT_PROTO_FIELD_EDIT "edit"         /* M: the id it edits */
+#define CHAT_PROTO_FIELD_RECALLED "recalled" /* N: true, its tombstone */
+#define CHAT_PROTO_FIELD_EDITED "edited"     /* N: the time of its latest edit (M's ts) */
+
+/* The errors of the recall and edit commands (besides the group errors of
+ * history and the field errors every command has). */
+#define CHAT_PROTO_ERR_NO_MESSAGE "no such message"
+#define CHAT_PROTO_ERR_RECALL_SENDER "only its sender may recall this message"
+#define CHAT_PROTO_ERR_EDIT_SENDER "only its sender may edit this message"
+#define CHAT_PROTO_ERR_RECALL_LATE "too late to recall"
+#define CHAT_PROTO_ERR_EDIT_LATE "too late to edit"
+#define CHAT_PROTO_ERR_RECALLED "already recalled"
+#define CHAT_PROTO_ERR_CHANGE_FINAL "a recall or edit cannot be changed"
+
 /* The largest integer a JSON number carries exactly through a double, and
  * so the largest id, cursor or limit of the protocol: 2^53 - 1. */
 #define CHAT_PROTO_JSON_INT_MAX 9007199254740991ull

@@ -100,9 +100,7 @@ static const char *take_name(const char **p, const char *end, const struct name_
     return why;
 }
 
-/* A "cid": a string of 1 to CHAT_PROTO_CID_MAX bytes, as the plugin
- * indexes it. */
-static const char *check_cid(const char *v, const char *vend, chat_proto_envelope *out)
+const char *chat_proto_cid_read(const char *v, const char *vend, char cid[CHAT_PROTO_CID_MAX + 1])
 {
     static const char *const bad = "cid must be a string of 1 to 64 bytes";
     char buf[NAME_BUF];
@@ -116,15 +114,64 @@ static const char *check_cid(const char *v, const char *vend, chat_proto_envelop
     }
     for (size_t i = 0; i < n; i++) {
         if (buf[i] == '\0') {
-            memcpy(out->cid + at, NUL_STAND_IN, 3);
+            memcpy(cid + at, NUL_STAND_IN, 3);
             at += 3;
         } else {
-            out->cid[at++] = buf[i];
+            cid[at++] = buf[i];
         }
     }
-    out->cid[at] = '\0';
-    out->has_cid = true;
+    cid[at] = '\0';
     return NULL;
+}
+
+/* A "cid": a string of 1 to CHAT_PROTO_CID_MAX bytes, as the plugin
+ * indexes it. */
+static const char *check_cid(const char *v, const char *vend, chat_proto_envelope *out)
+{
+    const char *why = chat_proto_cid_read(v, vend, out->cid);
+    out->has_cid = why == NULL;
+    return why;
+}
+
+/* Plain digits in [v, vend), as the plugin prints ids and times. */
+static bool plain_int(const char *v, const char *vend, uint64_t *x)
+{
+    const char *p = v;
+    return take_int(&p, vend + 1, x) && p == vend;
+}
+
+/* A tombstone's mark (protocol v1.2, recall): true. */
+static const char *check_recalled(const char *v, const char *vend, chat_proto_envelope *out)
+{
+    if ((size_t)(vend - v) != 4 || memcmp(v, "true", 4) != 0) {
+        return "recalled must be true";
+    }
+    out->recalled = true;
+    return NULL;
+}
+
+/* An edited version's time (v1.2, edit): ms, as "ts". */
+static const char *check_edited(const char *v, const char *vend, chat_proto_envelope *out)
+{
+    return plain_int(v, vend, &out->edited)
+               ? NULL
+               : "edited must be an integer from 0 to 9007199254740991";
+}
+
+/* The id a recall or an edit names: an earlier message, checked against
+ * the envelope's own id once it is read (chat_proto_envelope_error). */
+static const char *check_recall(const char *v, const char *vend, chat_proto_envelope *out)
+{
+    return plain_int(v, vend, &out->recall) && out->recall > 0
+               ? NULL
+               : "recall must be an integer from 1 to 9007199254740991";
+}
+
+static const char *check_edit(const char *v, const char *vend, chat_proto_envelope *out)
+{
+    return plain_int(v, vend, &out->edit) && out->edit > 0
+               ? NULL
+               : "edit must be an integer from 1 to 9007199254740991";
 }
 
 /* The keys of the plugin's own four fields, which come once, first. */
@@ -146,6 +193,10 @@ static const struct later_field {
     const char *(*check)(const char *v, const char *vend, chat_proto_envelope *out);
 } later_fields[] = {
     {"cid", "envelope has the key \"cid\" more than once", check_cid},
+    {"recalled", "envelope has the key \"recalled\" more than once", check_recalled},
+    {"edited", "envelope has the key \"edited\" more than once", check_edited},
+    {"recall", "envelope has the key \"recall\" more than once", check_recall},
+    {"edit", "envelope has the key \"edit\" more than once", check_edit},
 };
 
 #define LATER_FIELDS (sizeof(later_fields) / sizeof(later_fields[0]))
@@ -229,5 +280,12 @@ const char *chat_proto_envelope_error(const char *text, size_t len, chat_proto_e
     }
     out->ts_len = (size_t)(p - text) - out->ts_at;
     out->field = NULL;
-    return check_later(p, end, out);
+    if ((why = check_later(p, end, out)) != NULL) {
+        return why;
+    }
+    if ((out->recall && out->recall >= out->id) || (out->edit && out->edit >= out->id)) {
+        out->field = out->recall ? "recall" : "edit";
+        return "a recall or an edit names an earlier message id";
+    }
+    return NULL;
 }

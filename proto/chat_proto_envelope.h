@@ -34,8 +34,13 @@ typedef struct chat_proto_envelope {
     char from[CHAT_PROTO_NAME_MAX + 1];   /* decoded */
     char cid[CHAT_PROTO_CID_MAX + 1];     /* decoded as the plugin indexes it; "" without */
     bool has_cid;
+    /* The fields of a change (protocol v1.2; 0 or false without): */
+    bool recalled;     /* "recalled": true, a tombstone */
+    uint64_t edited;   /* "edited": when its last edit was made (ms) */
+    uint64_t recall;   /* "recall": the id this message recalls */
+    uint64_t edit;     /* "edit": the id this message edits */
     const char *field; /* after a refusal: the field at fault ("id", "group", "from",
-                          "ts", "cid"), or NULL when it is the whole envelope */
+                          "ts", "cid", a change's), or NULL when it is the whole envelope */
 } chat_proto_envelope;
 
 /* NULL when text[0..len) is an envelope the plugin could have stored: UTF-8,
@@ -44,9 +49,16 @@ typedef struct chat_proto_envelope {
  * valid member name) and "ts" (plain digits), in that order and without
  * blanks, as the plugin writes them; after them no key of those four again,
  * and "cid" at most once, a string of 1 to CHAT_PROTO_CID_MAX bytes (a
- * \u0000 in it counts, and is indexed, as the plugin's U+FDD0 stand-in).
+ * \u0000 in it counts, and is indexed, as the plugin's U+FDD0 stand-in);
+ * the fields of a change (v1.2: "recalled" true, "edited" a time,
+ * "recall" and "edit" an id below the envelope's own) at most once each.
  * *out is filled as far as the check got. Otherwise the reason, e.g.
  * "group name contains one of / + # $", with out->field naming the field. */
 const char *chat_proto_envelope_error(const char *text, size_t len, chat_proto_envelope *out);
+
+/* A cid's JSON string at v (up to vend) as the plugin indexes it: 1 to
+ * CHAT_PROTO_CID_MAX bytes, a \u0000 as the U+FDD0 stand-in. NULL, or
+ * the reason. */
+const char *chat_proto_cid_read(const char *v, const char *vend, char cid[CHAT_PROTO_CID_MAX + 1]);
 
 #endif

@@ -99,6 +99,40 @@ chat_err store_envelope_fill(const chat_envelope *env, uint64_t id, int64_t ts, 
     return CHAT_OK;
 }
 
+chat_err store_version_fill(const chat_change *ch, int64_t ts, char **out, size_t *len)
+{
+    char nts[24];
+    size_t lts = 0;
+    if (ch->stamp) {
+        lts = ts < 0 ? 1 + decimal(nts + 1, 0 - (uint64_t)ts) : decimal(nts, (uint64_t)ts);
+        if (ts < 0) {
+            nts[0] = '-';
+        }
+    }
+    size_t n = ch->before_len + (ch->stamp ? lts + ch->after_len : 0);
+    char *p = malloc(n + 1);
+    if (!p) {
+        return CHAT_ENOMEM;
+    }
+    char *o = p;
+    if (ch->before_len) {
+        memcpy(o, ch->before, ch->before_len);
+        o += ch->before_len;
+    }
+    if (ch->stamp) {
+        memcpy(o, nts, lts);
+        o += lts;
+        if (ch->after_len) {
+            memcpy(o, ch->after, ch->after_len);
+            o += ch->after_len;
+        }
+    }
+    *o = '\0';
+    *out = p;
+    *len = n;
+    return CHAT_OK;
+}
+
 chat_err store_unsupported(chat_store *st, const char *what)
 {
     snprintf(st->last_err, sizeof(st->last_err), "%s is not offered by the %s store", what,

@@ -71,6 +71,14 @@ typedef chat_err store_cid_find_fn(chat_store *st, const char *group, const char
                                    const char *cid, uint64_t *id, bool *found);
 typedef chat_err store_get_fn(chat_store *st, const char *group, uint64_t id, chat_msg *msg,
                               bool *found);
+/* change: group, from, ch, out and applied are not NULL, ch's parts are
+ * not NULL unless their length is 0, ch->id is not 0; *out is zeroed and
+ * *applied false. cid_of: cid and found are not NULL, *cid is NULL and
+ * *found false. */
+typedef chat_err store_change_fn(chat_store *st, const char *group, const char *from,
+                                 const chat_change *ch, chat_appended *out, bool *applied);
+typedef chat_err store_cid_of_fn(chat_store *st, const char *group, uint64_t id, char **cid,
+                                 bool *found);
 typedef chat_err store_scan_fn(chat_store *st, const char *group, uint64_t from_id, bool forward,
                                size_t max_count, size_t max_bytes, chat_msg_fn fn, void *ctx,
                                bool *more);
@@ -158,6 +166,8 @@ typedef struct chat_store_ops {
     store_append_fn *append;
     store_cid_find_fn *cid_find;
     store_get_fn *get;
+    store_change_fn *change;
+    store_cid_of_fn *cid_of;
     store_scan_fn *scan;
     store_trim_fn *trim;
     store_groups_fn *groups;
@@ -217,6 +227,12 @@ chat_err store_unsupported(chat_store *st, const char *what);
  * NUL-terminated, into out->env (malloc'd) and out->len; CHAT_ENOMEM when
  * memory runs out. */
 chat_err store_envelope_fill(const chat_envelope *env, uint64_t id, int64_t ts, chat_appended *out);
+
+/* The new version of a changed message, as chat_change says (ch->before,
+ * then when ch->stamp the time ts in decimal and ch->after), into *out
+ * (malloc'd, NUL-terminated, for the caller to free) and *len;
+ * CHAT_ENOMEM when memory runs out. */
+chat_err store_version_fill(const chat_change *ch, int64_t ts, char **out, size_t *len);
 
 /* A malloc'd copy of the len bytes at p with a NUL after them (the
  * envelopes a read or a duplicate append hands out), for the caller to

@@ -58,6 +58,54 @@ chat_err chat_store_cid_find(chat_store *st, const char *group, const char *from
     return st->ops->cid_find(st, group, from, cid, id, found);
 }
 
+chat_err chat_store_change(chat_store *st, const char *group, const char *from,
+                           const chat_change *ch, chat_appended *out, bool *applied)
+{
+    if (!out || !applied) {
+        return CHAT_EINVAL;
+    }
+    memset(out, 0, sizeof(*out));
+    *applied = false;
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    if (!group || !from || !ch || ch->id == 0 || (!ch->expect && ch->expect_len) ||
+        (!ch->before && ch->before_len) || (!ch->after && ch->after_len) ||
+        (!ch->msg.head && ch->msg.head_len) || (!ch->msg.mid && ch->msg.mid_len) ||
+        (!ch->msg.tail && ch->msg.tail_len)) {
+        return CHAT_EINVAL;
+    }
+    chat_err rc = st->ops->change(st, group, from, ch, out, applied);
+    if (rc != CHAT_OK || !*applied) {
+        free(out->env);
+        out->env = NULL;
+        *applied = *applied && rc == CHAT_OK;
+    }
+    return rc;
+}
+
+chat_err chat_store_cid_of(chat_store *st, const char *group, uint64_t id, char **cid, bool *found)
+{
+    if (!cid || !found) {
+        return CHAT_EINVAL;
+    }
+    *cid = NULL;
+    *found = false;
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    if (!group) {
+        return CHAT_EINVAL;
+    }
+    chat_err rc = st->ops->cid_of(st, group, id, cid, found);
+    if (rc != CHAT_OK) {
+        free(*cid);
+        *cid = NULL;
+        *found = false;
+    }
+    return rc;
+}
+
 chat_err chat_store_get(chat_store *st, const char *group, uint64_t id, chat_msg *msg, bool *found)
 {
     if (!st) {

@@ -368,6 +368,20 @@ def main():
                 time.sleep(0.1)
         log("who and receipts printed what the README shows")
 
+    def b_change(i, cmds):
+        for _, c in cmds:
+            c, comment = split_comment(c)
+            out, _ = e.run(c, P)
+            if comment and comment not in out.splitlines():
+                fail("%s printed\n%s\nwithout the line the README shows: %s" % (c, out, comment))
+        shown = ["[team #3] alice recalled #1", "[team #2] alice: lunch at one? (edited)"]
+        for s in shown:
+            in_text(prose_before(i), "`%s`" % s, "what bob's listener shows")
+        e.wait_file("bob-listen", lambda t: t.count("\n") >= 4, "bob's mqchat listen")
+        got = e.read("bob-listen").splitlines()[2:]
+        expect_lines(got, shown, "bob's mqchat listen after the recall and the edit")
+        log("bob's listener showed the recall and the edit the README shows")
+
     def b_unread(i, cmds):
         stop(state["listen"])  # "Stop him (Ctrl-C)"
         for _, c in cmds:
@@ -377,18 +391,18 @@ def main():
                 fail("%s printed\n%s\nwithout the line the README shows: %s" % (c, out, comment))
         # "Start bob's listener again": what the text says of it
         text = prose_after(i)
-        in_text(text, "`mqchat: team: caught up at #452 (450 messages, 5 pages)`", "the catch-up")
-        in_text(text, "`[team #3] alice:\nmissed 1`".replace("\n", " "), "the first line")
+        in_text(text, "`mqchat: team: caught up at #454 (450 messages, 5 pages)`", "the catch-up")
+        in_text(text, "`[team #5] alice:\nmissed 1`".replace("\n", " "), "the first line")
         p = e.start(state["listen_cmd"], P, "bob-listen2")
-        e.wait_file("bob-listen2", lambda t: "[team #452] alice: missed 450\n" in t,
+        e.wait_file("bob-listen2", lambda t: "[team #454] alice: missed 450\n" in t,
                     "bob's second listen")
         stop(p)
         out, err = e.read("bob-listen2"), e.read("bob-listen2", "err")
-        if not out.startswith("[team #3] alice: missed 1\n") or out.count("\n") != 450:
+        if not out.startswith("[team #5] alice: missed 1\n") or out.count("\n") != 450:
             fail("bob's second listen printed %d lines from %r" % (out.count("\n"), out[:40]))
-        if "mqchat: team: caught up at #452 (450 messages, 5 pages)" not in err:
+        if "mqchat: team: caught up at #454 (450 messages, 5 pages)" not in err:
             fail("bob's second listen said:\n%s" % err)
-        log("450 unread, then caught up in 5 pages from #3, nothing twice")
+        log("450 unread, then caught up in 5 pages from #5, nothing twice")
 
     def b_package(i, cmds):
         log("skipped: building and installing the package (the package stage)")
@@ -464,6 +478,7 @@ def main():
         (r"^build/clients/mqchat -u bob listen team$", b_listen),
         (r"^build/clients/mqchat -u alice send team 'hello bob'$", b_send),
         (r"^build/clients/mqchat -u alice who team", b_who),
+        (r"^build/clients/mqchat -u alice recall team 1 ", b_change),
         (r"^seq -f 'missed %g' 450", b_unread),
         (r"^cmake -S \. -B build", b_package),
         (r"^mosquitto_sub -h 127.0.0.1 -i bob -q 1 -t chat/room1 -v$", b_see_it),

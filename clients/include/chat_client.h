@@ -16,10 +16,12 @@
  * resending after a reconnect (the plugin drops the duplicate).
  * chat_client_read marks a group read up to an id for the member (on all
  * its devices), coalesced like acks, and the read markers and presence the
- * plugin pushes for listened groups come as events (protocol v1.1). fetch,
- * history, unread, join, leave, receipts and presence are plain blocking
- * calls with results; chat_client_request sends any other command (the
- * admin commands).
+ * plugin pushes for listened groups come as events (protocol v1.1).
+ * Recalls and edits (v1.2) are applied to what the library hands over and
+ * reported to an optional callback (chat_client_set_change). fetch,
+ * history, unread, join, leave, recall, edit, receipts and presence are
+ * plain blocking calls with results; chat_client_request sends any other
+ * command (the admin commands).
  * Both MQTT 3.1.1 and MQTT 5 work; docs/client.md has a complete example.
  *
  * Conventions: functions that can fail return a chat_client_err and put
@@ -44,7 +46,7 @@
  * the dispatcher, one at a time; they may call chat_client_send,
  * chat_client_send_json, chat_client_listen and chat_client_read, but not
  * the blocking calls (connect, flush, disconnect, fetch, history, unread,
- * join, leave, receipts, presence, request), which
+ * join, leave, recall, edit, receipts, presence, request), which
  * return CHAT_CLIENT_ERR_INVAL there rather than deadlock. A slow callback
  * delays later messages, never the connection. chat_client_destroy must not
  * be called from a callback, nor while another thread is inside a call on
@@ -108,6 +110,15 @@ typedef struct chat_client_message {
     const char *json;  /* the whole envelope as compact JSON, NUL-terminated: its
                           text as the plugin sent it, blanks between tokens left
                           out (string escapes stay as sent) */
+    /* Recall and edit (protocol v1.2). A message either is one that was
+     * changed (its current version: recalled or edited) or carries a change
+     * of an earlier one (recall or edit set), or neither. */
+    uint64_t recall; /* this message recalls message `recall` of the group; 0: it does not */
+    uint64_t edit;   /* this message edits message `edit`: its fields are the new ones; 0:
+                        it does not */
+    bool recalled;   /* this message was recalled: what is left is its tombstone (id, group,
+                        from, ts), body NULL */
+    int64_t edited;  /* this message was edited, last at this time (ms); 0: never */
 } chat_client_message;
 
 /* Called exactly once per id of every listened group, in id order per group,
@@ -155,6 +166,47 @@ typedef struct chat_client_event {
 
 /* Called on the dispatcher thread for each event. */
 typedef void chat_client_event_fn(void *arg, const chat_client_event *ev);
+
+/* Recall and edit (protocol v1.2): a change of a message already sent. A
+ * change is itself a message of the group, M, with the next id, that
+ * recalls or edits an earlier message N; N's stored copy is then its new
+ * version. The library hands the application every id in order as ever,
+ * and:
+ *   - calls on_change (chat_client_set_change) with the change just before
+ *     it hands M to on_message (whose recall or edit field names N), so that
+ *     an application updates what it shows of N; N always came first, or
+ *     lies before where this device's delivery began, or was removed by
+ *     retention: an application that does not hold N ignores the change;
+ *   - applies a change to N when N has not reached on_message yet (held
+ *     behind a gap when M arrives): on_message then gets N's new version;
+ *   - never applies a change to a recalled N, nor an edit to an N whose
+ *     `edited` is later than the edit's time: a catch-up brings N's latest
+ *     version, then the older changes that led to it. An application that
+ *     holds N applies the same rule (on_change's ts against the `edited`
+ *     of the N it holds), as docs/client.md shows.
+ * A message in a fetch or history page is its current version already. */
+typedef enum chat_client_change_type {
+    CHAT_CLIENT_RECALLED = 1, /* N was recalled: show it as gone ("Message recalled") */
+    CHAT_CLIENT_EDITED        /* N was edited: show its new fields */
+} chat_client_change_type;
+
+typedef struct chat_client_change {
+    chat_client_change_type type;
+    const char *group;  /* the group */
+    uint64_t id;        /* N, the message changed */
+    uint64_t by;        /* M, the message that carries the change */
+    const char *member; /* who changed it: N's sender, or (a recall) an admin */
+    int64_t ts;         /* when (M's ts; an edit's "edited") */
+    const char *body;   /* EDITED: N's new body if a string, else NULL */
+    const char *json;   /* M's envelope; EDITED: its fields but id, group, from, ts and edit
+                           are N's new ones */
+} chat_client_change;
+
+/* Called on the dispatcher thread, in id order with on_message, as above;
+ * the change and its strings live only during the call. Like on_message,
+ * it may be called again for the same change when the process restarts
+ * before M was recorded as shown. */
+typedef void chat_client_change_fn(void *arg, const chat_client_change *ch);
 
 /* Called on the dispatcher thread, with the options' arg, just before the
  * library records ids as shown in the state file (which comes before their
@@ -213,6 +265,11 @@ chat_client_err chat_client_create(const chat_client_options *opts, chat_client 
  * the dispatcher reads it without a lock. Returns CHAT_CLIENT_ERR_INVAL when
  * c is NULL. */
 chat_client_err chat_client_set_commit(chat_client *c, chat_client_commit_fn *fn);
+
+/* Sets the change hook (chat_client_change_fn; NULL: none), called with
+ * the options' arg. Call it as chat_client_set_commit, after create and
+ * before listen and connect. Returns CHAT_CLIENT_ERR_INVAL when c is NULL. */
+chat_client_err chat_client_set_change(chat_client *c, chat_client_change_fn *fn);
 
 /* Disconnects if connected (as chat_client_disconnect with a short
  * deadline), stops the dispatcher and frees c. Messages still in the outbox
@@ -342,6 +399,21 @@ chat_client_err chat_client_join(chat_client *c, const char *group, const char *
 
 /* Leaves group (or, for an admin, removes member; NULL: oneself). */
 chat_client_err chat_client_leave(chat_client *c, const char *group, const char *member);
+
+/* Recalls message id of group (protocol v1.2): the sender within the
+ * plugin's recall_seconds, an admin at any time. *by (may be NULL) gets the
+ * id of the message that carries the recall. A refusal is
+ * CHAT_CLIENT_ERR_REFUSED with the plugin's reason (`too late to recall`,
+ * `only its sender may recall this message`, `already recalled`, `no such
+ * message` ...). */
+chat_client_err chat_client_recall(chat_client *c, const char *group, uint64_t id, uint64_t *by);
+
+/* Edits message id of group: its fields become body (UTF-8 text) and, when
+ * fields_json is not NULL, the fields of that JSON object (its own "body",
+ * if any, giving way to body), as the sender within the plugin's
+ * edit_seconds. *by as for chat_client_recall. */
+chat_client_err chat_client_edit(chat_client *c, const char *group, uint64_t id, const char *body,
+                                 const char *fields_json, uint64_t *by);
 
 /* One member's read marker. */
 typedef struct chat_client_read_marker {

@@ -75,6 +75,16 @@
  *                   never exceeds head, and moves in the same write that
  *                   moves the reading device's cursor to it,
  *                   or in the write of a message its member sent.
+ *   change-atomic   A change (chat_store_change) rewrites message N and
+ *                   stores the message M that carries it in one write: a
+ *                   changed N is always followed by its M, and an M never
+ *                   names an N that still holds its earlier version.
+ *   one-copy        A message has one stored copy, its current version:
+ *                   every read (pages, lookups, retention, deletion,
+ *                   backups, checks) sees that one, never an earlier.
+ *   cid-reserved    A message's cid stays taken while the message is kept,
+ *                   whatever its version: a retry is answered with the
+ *                   current version, never stored again.
  */
 #ifndef CHAT_STORE_H
 #define CHAT_STORE_H
@@ -331,6 +341,49 @@ chat_err chat_store_append(chat_store *st, const char *group, const char *from, 
  * false and a retry is a new message. */
 chat_err chat_store_cid_find(chat_store *st, const char *group, const char *from, const char *cid,
                              uint64_t *id, bool *found);
+
+/* A change of a stored message (protocol v1.2: recall and edit), as
+ * chat_store_change takes it: message id (N) gets a new version, and a new
+ * message (M) carries the change. The store knows no JSON: the caller
+ * builds both texts, and the store fills in what only it can pick, M's id
+ * and the time of the change. */
+typedef struct chat_change {
+    uint64_t id;        /* N: the message rewritten */
+    const char *expect; /* N's bytes as the caller read them (chat_store_get): the */
+    size_t expect_len;  /* change is made only while N still holds exactly these */
+    const char *before; /* N's new version: these bytes, */
+    size_t before_len;
+    bool stamp;        /* then, when set, the change's time (M's ts) in decimal */
+    const char *after; /* and these bytes (an edit's "edited":<ts>; a recall's */
+    size_t after_len;  /* tombstone has no time of its own: stamp false) */
+    chat_envelope msg; /* M, as chat_store_append takes it: the store fills in
+                          its id (head + 1) and its time */
+} chat_change;
+
+/* Rewrites message ch->id of group with its new version and stores the
+ * message ch->msg (sent by from, without a cid) under the next id, both in
+ * one write (invariant change-atomic: after a crash at any point, both or
+ * neither). *applied is false, and nothing is written, when N is no longer
+ * stored (never was, retention or a deletion removed it: below first) or
+ * no longer holds ch->expect (another broker changed it meanwhile, on a
+ * shared backend): the caller reads it again and decides anew. Otherwise
+ * out is as chat_store_append's for M (never a duplicate): its id, its
+ * time, which is also the one put in N's version when ch->stamp, and its
+ * envelope (the caller frees out->env).
+ *
+ * N keeps its key, its cid index entries and their reverse: a change adds
+ * no record but M (invariant one-copy: whatever reads N, retention and
+ * deletion included, finds only its current version), and a publish that
+ * retries N's cid is still a duplicate, answered with N's current version
+ * (cid-reserved). */
+chat_err chat_store_change(chat_store *st, const char *group, const char *from,
+                           const chat_change *ch, chat_appended *out, bool *applied);
+
+/* The cid message id of group was stored with (a copy to free() in *cid),
+ * *found false when the message is not kept or had none. For an export
+ * of a recalled message, whose version no longer names its cid but whose
+ * cid stays reserved (see chat_store_change). */
+chat_err chat_store_cid_of(chat_store *st, const char *group, uint64_t id, char **cid, bool *found);
 
 /* Reads one message (ids below first are not found). On success with
  * *found, *msg holds a heap copy: free msg->data with free(). */

@@ -12,7 +12,8 @@
  *                                             is the highest of this, first - 1 and the
  *                                             group's newest 'M' id (dense-ids)
  *   'F' g            -> first (8)             lowest id still kept (retention)
- *   'M' g id         -> envelope bytes        one copy per message
+ *   'M' g id         -> envelope bytes        one copy per message: its current version
+ *                                             (a recall or an edit rewrites it, one-copy)
  *   'C' g m d        -> cursor (8) used (8)   last id device d of member m acked, and
  *                                             when the device was last used (ms; older
  *                                             stores: the cursor alone, used = 0)
@@ -44,11 +45,12 @@
  * bare so that a member's groups, and a group's members, come out in byte
  * order of their names.
  *
- * Invariants, by name. dense-ids, kept-range, cursor-forward and the
- * read-forward part of read-markers are the promises of chat_store.h, here
- * in terms of the keys; the others are this backend's own (member-pairs and
- * deletable-keys are how its keys stay consistent, write-latch and
- * incarnation-first how it deals with its files). The modules that keep
+ * Invariants, by name. dense-ids, kept-range, cursor-forward, the
+ * read-forward part of read-markers, change-atomic, one-copy and
+ * cid-reserved are the promises of chat_store.h, here in terms of the
+ * keys; the others are this backend's own (member-pairs and deletable-keys
+ * are how its keys stay consistent, write-latch and incarnation-first how
+ * it deals with its files). The modules that keep
  * each one are named in brackets. (PostgreSQL keeps the promises in
  * transactions, dense-ids by the group's counter row lock, and has no
  * files of its own to deal with: see docs/postgresql.md.)
@@ -113,8 +115,22 @@
  *                      moves back and never exceeds head; it moves in the
  *                      batch that moves the reading device's cursor to it
  *                      (read-forward). [ldb_member, ldb_delete, ldb_read]
+ *   change-atomic      A change of message N (recall, edit) puts N's new
+ *                      version over 'M' g N and M, the message that carries
+ *                      it, under 'M' g head + 1 in one batch: both or
+ *                      neither after a crash. [ldb_change]
+ *   one-copy           A change adds no key but M's: N keeps its one 'M'
+ *                      record (rewritten), its 'I' and 'K' keys, so every
+ *                      read, retention and a deletion see only the current
+ *                      version, and deletable-keys holds as for any
+ *                      message. [ldb_change]
+ *   cid-reserved       N's 'I' entry stays while N is kept, whatever its
+ *                      version: a retry of its cid is a duplicate answered
+ *                      with the current version (ldb_append reads 'M' g N
+ *                      through the entry). [ldb_change, ldb_log]
  */
 #include "ldb_store.h"
+#include "ldb_change.h"
 #include "ldb_cidf.h"
 #include "ldb_cursor.h"
 #include "ldb_damage.h"
@@ -302,6 +318,8 @@ static const chat_store_ops ldb_ops = {
     .append = ldb_append,
     .cid_find = ldb_cid_find,
     .get = ldb_get,
+    .change = ldb_change,
+    .cid_of = ldb_cid_of,
     .scan = ldb_scan,
     .trim = ldb_trim,
     .groups = ldb_groups,

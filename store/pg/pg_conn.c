@@ -148,13 +148,14 @@ PGresult *pg_run(PGconn *conn, enum pg_stmt stmt, const char *const *params, con
                  int timeout_ms, char *err, size_t cap, bool *lost, bool *data)
 {
     const struct pg_statement *s = &pg_statements[stmt];
-    int fmts[8] = {0}, lengths[8] = {0};
+    /* As many as the statement with the most parameters takes (chat_change's). */
+    int fmts[PG_PARAMS_MAX] = {0}, lengths[PG_PARAMS_MAX] = {0};
     char state[6];
     pg_await_end end;
     *lost = false;
     *data = false;
     err[0] = '\0';
-    for (int i = 0; lens && i < s->nparams && i < 8; i++) {
+    for (int i = 0; lens && i < s->nparams && i < PG_PARAMS_MAX; i++) {
         fmts[i] = lens[i] >= 0;
         lengths[i] = lens[i] >= 0 ? lens[i] : 0;
     }

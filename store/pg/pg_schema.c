@@ -124,6 +124,34 @@ const char *const pg_schema_sql[] = {
     "  PERFORM pg_notify('" PG_CHANNEL_MSG "', o::text || '/' || nid::text || '/' || g);\n"
     "END $$;\n",
 
+    /* A change of message n (protocol v1.2, recall and edit): under the
+     * group's row lock, as every append, trim and deletion of the group
+     * takes it, n is compared with the version the caller decided on (x),
+     * rewritten in place (its sender and cid stay: the cid stays taken)
+     * and the message carrying the change stored under head + 1, all in
+     * this one transaction (change-atomic). ok false: n is gone (below
+     * first) or was changed meanwhile, and nothing is written. */
+    "CREATE OR REPLACE FUNCTION chat_change(g text, s text, n bigint, x bytea, vh bytea,\n"
+    "    st boolean, vt bytea, o bigint, h bytea, m bytea, t bytea, OUT nid bigint,\n"
+    "    OUT nts bigint, OUT ok boolean) LANGUAGE plpgsql AS $$\n"
+    "DECLARE now_ms bigint := floor(extract(epoch FROM clock_timestamp()) * 1000);\n"
+    "  f bigint; cur bytea;\n"
+    "BEGIN\n"
+    "  ok := false; nid := 0; nts := 0;\n"
+    "  SELECT first INTO f FROM chat_groups WHERE grp = g FOR UPDATE;\n"
+    "  IF NOT FOUND OR n < f THEN RETURN; END IF;\n"
+    "  SELECT mm.env INTO cur FROM chat_messages mm WHERE mm.grp = g AND mm.id = n;\n"
+    "  IF NOT FOUND OR cur <> x THEN RETURN; END IF;\n"
+    "  UPDATE chat_groups SET head = head + 1, last_ts = greatest(last_ts, now_ms)\n"
+    "    WHERE grp = g RETURNING head, last_ts INTO nid, nts;\n"
+    "  UPDATE chat_messages SET env = CASE WHEN st THEN vh || convert_to(nts::text, 'UTF8')\n"
+    "    || vt ELSE vh END WHERE grp = g AND id = n;\n"
+    "  INSERT INTO chat_messages VALUES (g, nid, s, NULL, o, h || convert_to(nid::text, 'UTF8')\n"
+    "    || m || convert_to(nts::text, 'UTF8') || t);\n"
+    "  ok := true;\n"
+    "  PERFORM pg_notify('" PG_CHANNEL_MSG "', o::text || '/' || nid::text || '/' || g);\n"
+    "END $$;\n",
+
     "CREATE OR REPLACE FUNCTION chat_trim(g text, b bigint, maxk bigint) RETURNS bigint\n"
     "LANGUAGE plpgsql AS $$\n"
     "DECLARE h bigint; f bigint; stop bigint;\n"
@@ -564,6 +592,14 @@ const struct pg_statement pg_statements[PG_STMT_COUNT] = {
                        "mm.gen = gg.del_gen) AND ($2::text IS NULL OR mm.member > $2::text) "
                        "ORDER BY mm.member LIMIT $3 + 1",
                        3},
+    [PG_STMT_CHANGE] = {"chat_change",
+                        "SELECT nid, nts, ok FROM chat_change($1, $2, $3, $4, $5, $6, $7, $8, "
+                        "$9, $10, $11)",
+                        11},
+    [PG_STMT_CID_OF] = {"chat_cid_of",
+                        "SELECT cid FROM chat_messages WHERE grp = $1 AND id = $2 AND id >= "
+                        "coalesce((SELECT first FROM chat_groups WHERE grp = $1), 1)",
+                        2},
     [PG_STMT_FOLLOW_FETCH] = {"chat_follow_fetch",
                               "SELECT id, env FROM chat_messages WHERE grp = $1 AND id > $2 AND "
                               "id <= $3 AND origin <> $4 ORDER BY id LIMIT 500",

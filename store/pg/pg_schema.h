@@ -53,6 +53,8 @@ enum pg_stmt {
     PG_STMT_READ_ADVANCE,
     PG_STMT_READ_GET,
     PG_STMT_READS,
+    PG_STMT_CHANGE,
+    PG_STMT_CID_OF,
     PG_STMT_COUNT
 };
 
@@ -65,6 +67,9 @@ struct pg_statement {
 };
 
 extern const struct pg_statement pg_statements[PG_STMT_COUNT];
+
+/* The most parameters a statement takes (pg_run's arrays). */
+#define PG_PARAMS_MAX 12
 
 /* The whole schema: tables, indexes and functions, idempotent (IF NOT
  * EXISTS, CREATE OR REPLACE), run in one transaction under an advisory

@@ -6,6 +6,7 @@
 #include "pg_job.h"
 #include "store_job.h"
 #include "pg_log.h"
+#include "pg_change.h"
 #include "pg_member.h"
 #include "pg_read.h"
 #include "pg_watch.h"
@@ -99,6 +100,8 @@ static const chat_store_ops pg_ops = {
     .append = pg_append,
     .cid_find = pg_cid_find,
     .get = pg_get,
+    .change = pg_change,
+    .cid_of = pg_cid_of,
     .scan = pg_scan,
     .trim = pg_trim,
     .groups = pg_groups,

@@ -25,11 +25,15 @@
  * Export format, one JSON object per line (docs/protocol.md, "Operating"):
  *   {"type":"group","group":g,"head":h,"first":f,"incarnation":i}
  *   {"type":"member","member":m,"joined":j}          every member
- *   {"type":"message","id":n,"envelope":{...}}       ids first..head
+ *   {"type":"message","id":n,"envelope":{...}}       ids first..head; a
+ *                          recalled message's tombstone with "cid":c before
+ *                          "envelope" when it was stored with one
  *   {"type":"cursor","member":m,"device":d,"acked":a,"used":ms}
  * Import takes the same lines (several groups one after another), into
  * groups the target store does not have yet; ids, memberships, cursors and
- * cids come out as they were exported. */
+ * cids come out as they were exported, and the changes of messages
+ * (recalls and edits: tombstones, edited versions and the messages that
+ * carry them) are checked to pair up (tool_import.c). */
 #include "chat_store.h"
 #include "tool_import.h"
 #include "tool_store.h"
@@ -116,14 +120,40 @@ static int put_member(void *ctx, const char *member, uint64_t joined)
     return 0;
 }
 
-static int put_message(void *ctx, uint64_t id, const char *data, size_t len)
+/* Whether an envelope is a recalled message's tombstone (protocol v1.2),
+ * which no longer names its cid. */
+static bool is_tombstone(const char *data, size_t len)
 {
-    uint64_t *last = ctx;
-    printf("{\"type\":\"message\",\"id\":%" PRIu64 ",\"envelope\":", id);
-    (void)fwrite(data, 1, len, stdout); /* ferror(stdout) is checked at the end */
+    bool yes = false;
+    if (strstr(data, "\"recalled\"")) {
+        cJSON *o = cJSON_ParseWithLength(data, len);
+        yes = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "recalled"));
+        cJSON_Delete(o);
+    }
+    return yes;
+}
+
+/* One message line. A tombstone's cid, which stays taken while the
+ * message is kept (cid-reserved), goes on the line beside the envelope, so
+ * that an import keeps it taken too. */
+static chat_err put_message(chat_store *st, const char *group, const chat_msg *m)
+{
+    char *cid = NULL;
+    bool found = false;
+    chat_err rc = CHAT_OK;
+    if (is_tombstone(m->data, m->len)) {
+        rc = chat_store_cid_of(st, group, m->id, &cid, &found);
+    }
+    printf("{\"type\":\"message\",\"id\":%" PRIu64, m->id);
+    if (found) {
+        fputs(",\"cid\":", stdout);
+        put_json_string(cid);
+    }
+    fputs(",\"envelope\":", stdout);
+    (void)fwrite(m->data, 1, m->len, stdout); /* ferror(stdout) is checked at the end */
     fputs("}\n", stdout);
-    *last = id;
-    return 0;
+    free(cid);
+    return rc;
 }
 
 struct device_walk {
@@ -218,14 +248,20 @@ static int cmd_export(const char *path, const char *group)
         }
     }
     after = first > 0 ? first - 1 : 0;
+    /* A page at a time, each written after its read: a tombstone's line
+     * asks the store for its cid, which a scan's callback may not. */
     while (rc == CHAT_OK && more) {
-        uint64_t last = after;
-        rc = chat_store_scan_forward(st, group, after, PAGE, SIZE_MAX / 2, put_message, &last,
-                                     &more);
-        if (last == after) {
+        chat_page *page = NULL;
+        rc = chat_store_read_forward(st, group, after, PAGE, SIZE_MAX / 2, &page);
+        if (rc != CHAT_OK) {
             break;
         }
-        after = last;
+        for (size_t i = 0; rc == CHAT_OK && i < page->count; i++) {
+            rc = put_message(st, group, &page->msgs[i]);
+            after = page->msgs[i].id;
+        }
+        more = rc == CHAT_OK && page->more && page->count > 0;
+        chat_page_destroy(page);
     }
     for (size_t i = 0; rc == CHAT_OK && i < members.n; i++) {
         struct device_walk w = {members.names[i]};

@@ -53,6 +53,21 @@ struct seen_cid {
     unsigned long line;
 };
 
+/* A change of a message (protocol v1.2) seen in the group being checked:
+ * a message that holds a new version, or one that carries a change. */
+enum change_kind {
+    CHANGE_RECALLED = 1, /* the message is a tombstone */
+    CHANGE_EDITED,       /* the message is an edited version */
+    CHANGE_RECALL,       /* a message recalls id */
+    CHANGE_EDIT          /* a message edits id */
+};
+
+struct change_note {
+    uint64_t id; /* the message changed */
+    enum change_kind kind;
+    unsigned long line;
+};
+
 struct import {
     chat_store *st;
     bool dry;      /* the first pass: check only */
@@ -62,6 +77,9 @@ struct import {
     size_t ncids, cids_cap;
     struct seen_cursor *curs; /* dry: of the group being checked */
     size_t ncurs, curs_cap;
+    struct change_note *changes; /* dry: of the group being checked */
+    size_t nchanges, changes_cap;
+    uint64_t first;                      /* of the group being checked */
     const char *text, *text_end;         /* the line being read */
     char group[CHAT_STORE_MAX_NAME + 1]; /* "" before the first group line */
     uint64_t head;                       /* of the group being imported */
@@ -303,6 +321,126 @@ static int check_members(struct import *im)
     return 0;
 }
 
+/* Dry: remembers a change seen on this line. */
+static int note_change(struct import *im, uint64_t id, enum change_kind kind)
+{
+    if (im->nchanges == im->changes_cap) {
+        size_t cap = im->changes_cap ? 2 * im->changes_cap : 64;
+        struct change_note *n = realloc(im->changes, cap * sizeof(*n));
+        if (!n) {
+            return bad_line(im, "out of memory");
+        }
+        im->changes = n;
+        im->changes_cap = cap;
+    }
+    im->changes[im->nchanges++] = (struct change_note){id, kind, im->line};
+    return 0;
+}
+
+static int by_change(const void *a, const void *b)
+{
+    const struct change_note *x = a, *y = b;
+    if (x->id != y->id) {
+        return x->id < y->id ? -1 : 1;
+    }
+    return (int)x->kind - (int)y->kind;
+}
+
+/* Dry, at the end of a group: every change pairs up as the store writes
+ * them (change-atomic): a tombstone is recalled by exactly one later
+ * message, an edited version edited by at least one and recalled by none,
+ * and a message that names a change finds it made (unless retention
+ * removed the message, below first). An import of anything else would
+ * show clients a change that never happened, or hide one. Every problem
+ * is reported. */
+static int check_changes(struct import *im)
+{
+    int status = 0;
+    if (im->nchanges > 1) {
+        qsort(im->changes, im->nchanges, sizeof(*im->changes), by_change);
+    }
+    for (size_t i = 0; i < im->nchanges;) {
+        uint64_t id = im->changes[i].id;
+        unsigned n[5] = {0};
+        unsigned long at[5] = {0};
+        for (; i < im->nchanges && im->changes[i].id == id; i++) {
+            n[im->changes[i].kind]++;
+            at[im->changes[i].kind] = im->changes[i].line;
+        }
+        const char *why = NULL;
+        unsigned long line = 0;
+        if (n[CHANGE_RECALLED] && n[CHANGE_RECALL] != 1) {
+            why = n[CHANGE_RECALL] ? "is recalled by more than one message"
+                                   : "is recalled, but no later message carries the recall";
+            line = at[CHANGE_RECALLED];
+        } else if (n[CHANGE_EDITED] && (n[CHANGE_RECALL] || !n[CHANGE_EDIT])) {
+            why = n[CHANGE_RECALL] ? "is recalled by a later message but holds an edited version"
+                                   : "is edited, but no later message carries the edit";
+            line = at[CHANGE_EDITED];
+        } else if (!n[CHANGE_RECALLED] && !n[CHANGE_EDITED] && id >= im->first) {
+            why = "is named by a recall or an edit but holds its first version";
+            line = n[CHANGE_RECALL] ? at[CHANGE_RECALL] : at[CHANGE_EDIT];
+        }
+        if (why) {
+            fprintf(stderr, "mqchat-store: import: line %lu: group %s: message %" PRIu64 " %s\n",
+                    line, im->group, id, why);
+            status = EXIT_FAIL;
+        }
+    }
+    im->nchanges = 0;
+    return status;
+}
+
+/* The change fields of a message line's envelope env (id on the line),
+ * checked to have the shapes the plugin writes (chat_proto_envelope_error
+ * checked each field's own shape); line_cid: the line has a "cid" of its
+ * own (a tombstone's). Dry: notes them for check_changes. Returns the exit
+ * status. */
+static int check_change_fields(struct import *im, const cJSON *env, uint64_t id, bool line_cid)
+{
+    const cJSON *recalled = cJSON_GetObjectItemCaseSensitive(env, "recalled");
+    const cJSON *edited = cJSON_GetObjectItemCaseSensitive(env, "edited");
+    const cJSON *recall = cJSON_GetObjectItemCaseSensitive(env, "recall");
+    const cJSON *edit = cJSON_GetObjectItemCaseSensitive(env, "edit");
+    const cJSON *cid = cJSON_GetObjectItemCaseSensitive(env, "cid");
+    int fields = cJSON_GetArraySize(env), marks = !!recalled + !!edited + !!recall + !!edit;
+    uint64_t n = 0;
+
+    if (marks > 1) {
+        return bad_line(im, "an envelope is at most one of: recalled, edited, a recall, an edit");
+    }
+    if (line_cid && !recalled) {
+        return bad_line(im, "only a recalled message's line has a cid of its own");
+    }
+    if (recalled) {
+        /* A tombstone: id, group, from, ts and the mark, nothing else. */
+        if (!cJSON_IsTrue(recalled) || fields != 5 ||
+            !cJSON_GetObjectItemCaseSensitive(env, "group") ||
+            !cJSON_GetObjectItemCaseSensitive(env, "from")) {
+            return bad_line(im, "a recalled message holds id, group, from, ts and "
+                                "\"recalled\":true alone");
+        }
+        return im->dry ? note_change(im, id, CHANGE_RECALLED) : 0;
+    }
+    if (edited) {
+        if (!json_u64(env, "edited", &n)) {
+            return bad_line(im, "\"edited\" must be a time in ms");
+        }
+        return im->dry ? note_change(im, id, CHANGE_EDITED) : 0;
+    }
+    if (recall || edit) {
+        if (!json_u64(env, recall ? "recall" : "edit", &n) || n == 0 || n >= id) {
+            return bad_line(im, "a recall or an edit names an earlier message id");
+        }
+        if (cid || (recall && fields != 5)) {
+            return bad_line(im, recall ? "a recall holds id, group, from, ts and \"recall\" alone"
+                                       : "an edit has no cid");
+        }
+        return im->dry ? note_change(im, n, recall ? CHANGE_RECALL : CHANGE_EDIT) : 0;
+    }
+    return 0;
+}
+
 /* The end of a group's lines: whoever joined after its last message. */
 static int end_group(struct import *im)
 {
@@ -320,6 +458,9 @@ static int end_group(struct import *im)
         status = check_cids(im);
         if (status == 0) {
             status = check_members(im);
+        }
+        if (status == 0) {
+            status = check_changes(im);
         }
     } else if (im->group[0]) {
         rc = add_members(im, UINT64_MAX);
@@ -387,6 +528,7 @@ static int group_line(struct import *im, const cJSON *o)
     }
     im->head = first - 1;
     im->line_head = head;
+    im->first = first;
     return 0;
 }
 
@@ -452,6 +594,24 @@ static int message_line(struct import *im, const cJSON *o)
     }
     if (strcmp(e.group, im->group) != 0) {
         return bad_line(im, "the envelope's group is not the group of its lines");
+    }
+    /* A tombstone's cid is on its line (its envelope holds none): still
+     * taken (cid-reserved), so it is indexed again. */
+    const char *cend = NULL;
+    const char *line_cid = chat_proto_json_member(im->text, im->text_end, "cid", &cend);
+    if (line_cid) {
+        if (e.has_cid) {
+            return bad_line(im, "only a recalled message's line has a cid of its own");
+        }
+        if ((why = chat_proto_cid_read(line_cid, cend, e.cid)) != NULL) {
+            return bad_line2(im, "cid", why);
+        }
+        e.has_cid = true;
+    }
+    int status = check_change_fields(im, cJSON_GetObjectItemCaseSensitive(o, "envelope"), id,
+                                     line_cid != NULL);
+    if (status != 0) {
+        return status;
     }
     if (im->dry) {
         im->head = id;
@@ -610,6 +770,7 @@ static int import_pass(struct import *im, FILE *in, FILE *spool)
     members_clear(im);
     cids_clear(im);
     cursors_clear(im);
+    im->nchanges = 0;
     free(line);
     return status;
 }
@@ -664,6 +825,7 @@ int tool_import(const char *path)
     free(im.groups);
     free(im.cids);
     free(im.curs);
+    free(im.changes);
     free(im.members);
     if (spool) {
         (void)fclose(spool); /* a temporary file, gone with it */

@@ -31,7 +31,8 @@ for case in "page_size 0" "page_size 100001" "page_size 12x" "page_bytes 10" \
             "max_payload -1" "fsync sometimes" "replay yes" "open_groups 1" \
             "topic_prefix a/b" "topic_prefix chat+" "retention_count -5" \
             "retention_days x" "acl maybe" "no_such_option 1" "page_bytes 268435456" \
-            "max_payload 50000000" "write_buffer_mb 0" "read_check sometimes" "verify_store maybe" "store mysql" "store postgresql"; do
+            "max_payload 50000000" "write_buffer_mb 0" "read_check sometimes" "verify_store maybe" "store mysql" "store postgresql" \
+            "recall_seconds -1" "edit_seconds 31536001" "recall_seconds 2m"; do
   set -- $case
   try "$1" "$2"
   rc=$?

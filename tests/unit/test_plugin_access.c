@@ -61,9 +61,12 @@ enum who {
 
 static const char *const where_names[] = {"alone", "behind-allow", "behind-deny", "behind-blind"};
 static const char *const who_names[] = {"admin", "named", "anonymous"};
-static const char *const action_names[] = {"send",    "subscribe", "deliver",    "history",
-                                           "inspect", "mark",      "mark-topic", "list",
-                                           "online",  "push",      "join",       "admin"};
+/* In the order of enum chat_action. */
+static const char *const action_names[] = {"send", "subscribe",  "deliver", "history", "inspect",
+                                           "mark", "mark-topic", "list",    "online",  "push",
+                                           "join", "sync",       "admin",   "change"};
+_Static_assert(sizeof(action_names) / sizeof(action_names[0]) == CHAT_ACTIONS,
+               "a name for every action");
 
 /* The rules of docs/protocol.md ("Membership and access"), restated on
  * their own: what the table expects. */
@@ -127,6 +130,11 @@ static struct expect oracle(enum where w, bool verified_broker, bool open, enum 
         break;
     case CHAT_DO_MARK:
         e.allow = member && !bv_deny;
+        break;
+    case CHAT_DO_CHANGE:
+        /* read and write rights, asked; a blind broker fails closed, as
+         * read_check members says nothing of writing */
+        e.allow = member && bv_allow;
         break;
     case CHAT_DO_MARK_TOPIC:
         /* Published to the topic behind other checkers, it passed the

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "json_check.h"
 #include "plugin.h"
 #include "plugin_stubs.h"
@@ -153,6 +155,13 @@ static void test_objects(void **state)
         {"{\"a\":1,\"a\":2}", ",\"a\":1,\"a\":2}", NULL},
         {"{\"n\":{\"a\":1,  \"b\" :2}}", ",\"n\":{\"a\":1,  \"b\" :2}}", NULL},
         {"{\"body\":\"x\\u0000y\"}", ",\"body\":\"x\\u0000y\"}", NULL},
+        /* The fields of a change (v1.2) are the plugin's: dropped, so no
+         * publish passes for a recall or an edit; a key twice goes the
+         * tree's way, which drops both. */
+        {"{\"body\":\"b\",\"recall\":1,\"edit\":2,\"recalled\":true,\"edited\":5}",
+         ",\"body\":\"b\"}", NULL},
+        {"{\"recall\":1,\"recall\":2,\"body\":\"b\"}", ",\"body\":\"b\"}", NULL},
+        {"{\"recalls\":1,\"Edit\":2}", ",\"recalls\":1,\"Edit\":2}", NULL},
         {"{\"s\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\"}",
          ",\"s\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\"}", NULL},
     };
@@ -460,6 +469,94 @@ static void test_payload_cid(void **state)
     }
 }
 
+/* The facts of a stored envelope, and the texts of a recall and of an
+ * edit built from them: N's new version and M's template, each strict
+ * JSON once the store fills in the holes. */
+static char *filled(const chat_envelope *e, uint64_t id, int64_t ts)
+{
+    char *out = malloc(e->head_len + e->mid_len + e->tail_len + 64);
+    assert_non_null(out);
+    snprintf(out, e->head_len + e->mid_len + e->tail_len + 64, "%.*s%llu%.*s%lld%.*s",
+             (int)e->head_len, e->head, (unsigned long long)id, (int)e->mid_len, e->mid,
+             (long long)ts, (int)e->tail_len, e->tail);
+    return out;
+}
+
+static void test_change(void **state)
+{
+    static const char n[] = HEAD ",\"cid\":\"a-1\",\"body\":\"helo\",\"pic\":[1]}";
+    struct chat_envelope_facts f;
+    chat_change ch = {0};
+    char *buf = NULL, *m = NULL;
+    (void)state;
+
+    assert_null(chat_envelope_facts(n, strlen(n), &f));
+    assert_string_equal(f.from, FROM);
+    assert_int_equal(f.ts, TS);
+    assert_true(f.has_cid);
+    assert_string_equal(f.cid, "a-1");
+    assert_false(f.recalled);
+    assert_false(f.change);
+    assert_non_null(chat_envelope_facts("{\"id\":1}", 8, &f));
+    assert_non_null(chat_envelope_facts("not json", 8, &f));
+    static const char tomb[] =
+        "{\"id\":7,\"group\":\"g\",\"from\":\"a\",\"ts\":1,\"recalled\":true}";
+    assert_null(chat_envelope_facts(tomb, strlen(tomb), &f));
+    assert_true(f.recalled);
+    static const char carrier[] = "{\"id\":8,\"group\":\"g\",\"from\":\"a\",\"ts\":1,\"edit\":3}";
+    assert_null(chat_envelope_facts(carrier, strlen(carrier), &f));
+    assert_true(f.change);
+
+    /* A recall by bob: the tombstone keeps id, group, from and ts alone. */
+    assert_null(chat_envelope_facts(n, strlen(n), &f));
+    assert_null(chat_envelope_change(&f, GROUP, "bob", ID, NULL, 100, &ch, &buf));
+    assert_false(ch.stamp);
+    assert_int_equal(ch.id, ID);
+    assert_memory_equal(ch.before, HEAD ",\"recalled\":true}", ch.before_len);
+    assert_int_equal(ch.before_len, strlen(HEAD ",\"recalled\":true}"));
+    m = filled(&ch.msg, 9, 1764448950000);
+    assert_string_equal(
+        m, "{\"id\":9,\"group\":\"room1\",\"from\":\"bob\",\"ts\":1764448950000,\"recall\":7}");
+    free(m);
+    mosquitto_free(buf);
+
+    /* An edit: the command's fields but its own and the plugin's replace
+     * N's; N keeps its cid; numbers keep their value. */
+    cJSON *c = cJSON_Parse("{\"command\":\"edit\",\"group\":\"room1\",\"id\":7,"
+                           "\"correlationData\":\"x\",\"body\":\"hello\",\"n\":9007199254740993,"
+                           "\"cid\":\"forged\",\"from\":\"mallory\",\"recalled\":true}");
+    assert_non_null(c);
+    assert_null(chat_envelope_change(&f, GROUP, FROM, ID, c, 100, &ch, &buf));
+    assert_true(ch.stamp);
+    char version[256];
+    snprintf(version, sizeof(version), "%.*s%lld%.*s", (int)ch.before_len, ch.before,
+             1764448950000LL, (int)ch.after_len, ch.after);
+    assert_string_equal(version, HEAD ",\"cid\":\"a-1\",\"body\":\"hello\",\"n\":9007199254740992,"
+                                      "\"edited\":1764448950000}");
+    m = filled(&ch.msg, 9, 1764448950000);
+    assert_string_equal(m, "{\"id\":9,\"group\":\"room1\",\"from\":\"alice\",\"ts\":1764448950000,"
+                           "\"edit\":7,\"body\":\"hello\",\"n\":9007199254740992}");
+    char *canon = json_canon(m, strlen(m));
+    assert_non_null(canon);
+    free(canon);
+    free(m);
+    mosquitto_free(buf);
+    buf = NULL;
+    /* Bounds: more than max bytes of fields, a field twice, none at all. */
+    assert_string_equal(chat_envelope_change(&f, GROUP, FROM, ID, c, 10, &ch, &buf),
+                        "edit is larger than max_payload");
+    assert_null(buf);
+    cJSON_Delete(c);
+    c = cJSON_Parse("{\"body\":\"a\",\"body\":\"b\"}");
+    assert_string_equal(chat_envelope_change(&f, GROUP, FROM, ID, c, 100, &ch, &buf),
+                        "edit has a field more than once");
+    cJSON_Delete(c);
+    c = cJSON_Parse("{\"command\":\"edit\",\"id\":7}");
+    assert_string_equal(chat_envelope_change(&f, GROUP, FROM, ID, c, 100, &ch, &buf),
+                        "edit has no new fields");
+    cJSON_Delete(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -467,6 +564,7 @@ int main(void)
         cmocka_unit_test(test_refused),     cmocka_unit_test(test_escaped_keys),
         cmocka_unit_test(test_equivalent),  cmocka_unit_test(test_ack_parse),
         cmocka_unit_test(test_payload_cid), cmocka_unit_test(test_fast_way),
+        cmocka_unit_test(test_change),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

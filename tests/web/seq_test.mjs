@@ -31,6 +31,20 @@ const ids = (list) => Array.from(list, (m) => m.id);
 const range = (a, b) => Array.from({ length: b - a + 1 }, (_, i) => a + i);
 
 const cases = {
+  /* v1.2: a recall or an edit replaces a held or shown message in place. */
+  update_in_place() {
+    const g = new GroupLog(0);
+    for (const id of [1, 2, 4]) g.add(msg(id));
+    assert.equal(g.update(2, (m) => ({ id: m.id, recalled: true })), 'shown');
+    assert.equal(g.find(2).recalled, true);
+    assert.equal(g.update(4, (m) => ({ id: m.id, body: 'new' })), 'held');
+    assert.equal(g.update(9, () => ({ id: 9 })), null);
+    assert.equal(g.update(1, () => null), null, 'a change that does not apply');
+    assert.deepEqual(ids(g.add(msg(3))), [3, 4]);
+    assert.equal(g.find(4).body, 'new');
+    assert.deepEqual(ids(g.msgs), [1, 2, 3, 4]);
+  },
+
   in_order() {
     const g = new GroupLog(0);
     const out = [];

@@ -20,7 +20,10 @@
 //   4. a broker with a password_file: refused without a password and with a
 //      wrong one, the form says so; with the right one the page works, and
 //      the tab is still the same device (MQTT client id) as at first;
-//   5. a link that names another broker (?broker=): the form says it will
+//   5. recall and edit (v1.2) from the menu on one's own bubbles: the other
+//      member's page changes the bubbles in place, and shows the same when
+//      opened again (run before 4, on the first broker);
+//   6. a link that names another broker (?broker=): the form says it will
 //      not go there and signs in to the broker that served the page, which
 //      gets the password; the other gets no connection, until the
 //      operator names it in config.json next to the page.
@@ -33,8 +36,8 @@
 //
 // This file starts the broker and the browser and runs the cases in order;
 // web_broker.mjs runs the broker and mqchat, web_page.mjs opens pages and
-// waits on what they show, web_cases_chat.mjs holds cases 1 and 2 and
-// web_cases_more.mjs cases 3 and 4.
+// waits on what they show, web_cases_chat.mjs holds cases 1 and 2,
+// web_cases_more.mjs cases 3, 4 and 6, web_cases_recall.mjs case 5.
 //
 // CHAT_BROKER_PRELOAD, when set, becomes the broker's LD_PRELOAD (an
 // AddressSanitizer plugin in an uninstrumented broker). Every wait is
@@ -48,6 +51,7 @@ import path from 'node:path';
 import { Broker, brokerVersion, log } from './web_broker.mjs';
 import { catchUp300, twoPeopleChat } from './web_cases_chat.mjs';
 import { brokerLink, password, screenshots } from './web_cases_more.mjs';
+import { recallAndEdit } from './web_cases_recall.mjs';
 import { pageErrors } from './web_page.mjs';
 
 const WATCHDOG_MS = 170_000;
@@ -110,6 +114,7 @@ async function main() {
     const s = await twoPeopleChat(browser, broker);
     await catchUp300(browser, broker, opts, s);
     await screenshots(browser, broker, opts, s.a);
+    await recallAndEdit(browser, broker, opts);
     await broker.stop();
     const pwDir = path.join(dir, 'password');
     fs.mkdirSync(pwDir);

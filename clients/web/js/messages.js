@@ -2,7 +2,8 @@
  * catch-up (a history page before the cursor for context, fetch pages from
  * the cursor, then the subscribe), the forward pages (fetch, replay) and live
  * messages put in order by the group's GroupLog (seq.js), a gap left open
- * GAP_MS fetched, and the history pages of a scroll-up. */
+ * GAP_MS fetched, the history pages of a scroll-up, and recall and edit
+ * (v1.2): the commands, and each change applied to the message it names. */
 (function (root) {
   'use strict';
   const MqChat = root.MqChat;
@@ -97,7 +98,10 @@
         shown = shown.concat(g.log.skipTo(e.first));
         this.emit('notice', { group: g.name, text: 'Older messages were removed by retention.' });
       }
-      for (const m of msgs) shown = shown.concat(g.log.add(m));
+      for (const m of msgs) {
+        this.applyChange(g, m);
+        shown = shown.concat(g.log.add(m));
+      }
       this.shown(g, shown);
       return msgs.length;
     },
@@ -109,7 +113,32 @@
         this.changed();
         return;
       }
+      this.applyChange(g, m);
       this.shown(g, g.log.add(m));
+    },
+
+    /* v1.2: m, just arrived, recalls or edits a message the page holds:
+     * that message becomes its new version now, in place, whether it is
+     * shown (its bubble changes: 'changed') or still held behind a gap. */
+    applyChange(g, m) {
+      const ch = P.changeOf(m);
+      if (!ch) return;
+      if (g.log.update(ch.id, (n) => P.applyChange(n, m)) === 'shown') {
+        this.emit('changed', { group: g.name, id: ch.id });
+      }
+      if (g.last && g.last.id === ch.id) g.last = g.log.find(ch.id) || g.last;
+    },
+
+    /* Recall (v1.2) of one's own message id in group; the message that
+     * carries it comes back like any message and changes the bubble.
+     * Rejects with the plugin's reason (too late, not the sender ...). */
+    recall(group, id) {
+      return this.command({ command: 'recall', group: group, id: id });
+    },
+
+    /* Edit (v1.2) of one's own message id: its new text. */
+    edit(group, id, body) {
+      return this.command({ command: 'edit', group: group, id: id, body: body });
     },
 
     shown(g, list) {

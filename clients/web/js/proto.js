@@ -77,13 +77,51 @@
     return m;
   }
 
+  /* The fields the plugin writes (v1.2 adds those of recall and edit). */
+  const PLUGIN_KEYS = ['id', 'group', 'from', 'ts', 'cid', 'recall', 'edit', 'recalled', 'edited'];
+
+  /* v1.2: the change a message carries, {kind: 'recall'|'edit', id}, or
+   * null for a message that carries none. */
+  function changeOf(m) {
+    for (const kind of ['recall', 'edit']) {
+      const n = m[kind];
+      if (Number.isSafeInteger(n) && n > 0 && n < m.id) return { kind: kind, id: n };
+    }
+    return null;
+  }
+
+  /* The version of n that the change m makes of it (docs/protocol.md,
+   * Recall and edit): a recall's tombstone, or an edit's fields in place of
+   * n's but id, group, from, ts and cid, with "edited": m's ts. null when
+   * it does not apply: nothing applies to a recalled message, an edit only
+   * when it is not older than n's own and comes from n's sender. */
+  function applyChange(n, m) {
+    const ch = changeOf(m);
+    if (!ch || ch.id !== n.id || n.recalled === true) return null;
+    const keep = ch.kind === 'recall' ? ['id', 'group', 'from', 'ts'] : ['id', 'group', 'from', 'ts', 'cid'];
+    const out = {};
+    for (const k of keep) if (k in n) out[k] = n[k];
+    if (ch.kind === 'recall') {
+      out.recalled = true;
+      return out;
+    }
+    if (m.from !== n.from || (typeof n.edited === 'number' && n.edited > m.ts)) return null;
+    for (const k of Object.keys(m)) if (!PLUGIN_KEYS.includes(k)) out[k] = m[k];
+    out.edited = m.ts;
+    return out;
+  }
+
   /* The text to show for a message: its body, or the fields a client put
-   * there beside the plugin's own when there is no string body. */
+   * there beside the plugin's own when there is no string body; for what
+   * recall and edit (v1.2) made, what a preview says of them. */
   function bodyText(m) {
+    if (m.recalled === true) return 'Message recalled';
+    const ch = changeOf(m);
+    if (ch && ch.kind === 'recall') return 'recalled a message';
     if (typeof m.body === 'string') return m.body;
     const rest = {};
     for (const k of Object.keys(m)) {
-      if (!['id', 'group', 'from', 'ts', 'cid'].includes(k)) rest[k] = m[k];
+      if (!PLUGIN_KEYS.includes(k)) rest[k] = m[k];
     }
     return JSON.stringify(rest);
   }
@@ -114,6 +152,8 @@
     topicGroup,
     decode,
     envelope,
+    changeOf,
+    applyChange,
     bodyText,
     request,
     outgoing,

@@ -7,6 +7,8 @@
  *      retention removed, which skipTo and a truncated history step over).
  *   2. held holds only ids above hi + 1; an id is never both shown and held.
  *   3. lo and hi only move outwards: lo down (history), hi up (forward).
+ * A recall or an edit (protocol v1.2) replaces a message in place (update):
+ * its id and place stay.
  * No DOM, no network: tests/web/seq_test.mjs runs it under Node. */
 (function (root) {
   'use strict';
@@ -75,6 +77,36 @@
       this.lo = lo;
       this.msgs = older.concat(this.msgs);
       return older;
+    }
+
+    /* The message of id, shown or held, or undefined. */
+    find(id) {
+      if (this.held.has(id)) return this.held.get(id);
+      let lo = 0;
+      let hi = this.msgs.length - 1;
+      while (lo <= hi) {
+        const mid = (lo + hi) >> 1;
+        const x = this.msgs[mid].id;
+        if (x === id) return this.msgs[mid];
+        if (x < id) lo = mid + 1;
+        else hi = mid - 1;
+      }
+      return undefined;
+    }
+
+    /* Replaces the message of id (shown or held) by f(it) unless f returns
+     * null: a recall or an edit (v1.2). Returns 'shown' or 'held' when it
+     * replaced one, else null. Ids and order stay as they are. */
+    update(id, f) {
+      const old = this.find(id);
+      const m = old && f(old);
+      if (!m) return null;
+      if (this.held.has(id)) {
+        this.held.set(id, m);
+        return 'held';
+      }
+      this.msgs[this.msgs.indexOf(old)] = m;
+      return 'shown';
     }
 
     get heldCount() {

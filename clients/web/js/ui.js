@@ -1,7 +1,9 @@
 /* ui.js: renders a Chat (chat.js) into index.html's elements: the group list
  * with unread counts, the open group's messages with "read by k of n" under
  * one's own, who is online, the outbox, the connection state; and turns the
- * composer and the join form into calls on the Chat.
+ * composer and the join form into calls on the Chat. Recalls and edits
+ * (v1.2) change a bubble in place ("Message recalled", "edited"), and one's
+ * own bubbles have a menu to recall or edit them.
  * Message text only ever reaches the page through textContent. */
 (function (root) {
   'use strict';
@@ -88,6 +90,7 @@
       this.last = null; /* last message rendered in the log */
       this.below = 0; /* messages appended while scrolled up */
       this.anchorNew = false; /* the first unread message is still to be shown */
+      this.editing = null; /* {group, id}: the composer edits that message (v1.2) */
       this.listeners = [];
       this.bind();
       const me = this.$('me-avatar');
@@ -138,6 +141,7 @@
         if (a) a.dataset.acked = String(e.detail.id);
       });
       this.on(c, 'receipts', (e) => e.detail.group === c.openName && this.renderReceipts());
+      this.on(c, 'changed', (e) => e.detail.group === c.openName && this.renderChanged(e.detail.id));
       this.on(c, 'presence', (e) => e.detail.group === c.openName && this.renderPresence());
 
       this.on(this.$('composer'), 'submit', (e) => {
@@ -148,8 +152,13 @@
         if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
           e.preventDefault();
           this.sendDraft();
+        } else if (e.key === 'Escape' && this.editing) {
+          e.preventDefault();
+          this.stopEditing();
         }
       });
+      /* The menu on one's own messages (v1.2): recall, edit. */
+      this.on(this.log, 'click', (e) => this.onLogClick(e));
       this.on(this.input, 'input', () => this.fitInput());
       this.on(this.scroller, 'scroll', () => this.onScroll());
       this.on(this.$('jump'), 'click', () => {
@@ -357,6 +366,7 @@
     renderOpen() {
       const c = this.chat;
       const name = c.openName;
+      if (this.editing && this.editing.group !== name) this.stopEditing();
       this.renderHeader();
       this.below = 0;
       this.$('jump').hidden = true;
@@ -404,6 +414,9 @@
     }
 
     addNode(parent, m, g) {
+      /* A message that carries a recall or an edit (v1.2) has no bubble of
+       * its own: it changes the bubble of the message it names. */
+      if (P.changeOf(m)) return;
       const prev = this.last;
       const sameDay = prev && dayKey(prev.ts) === dayKey(m.ts);
       if (!sameDay) {
@@ -434,11 +447,19 @@
       b.style.setProperty('--hue', hue(m.from));
       if (!mine && !cont) b.append(el('div', 'from', m.from));
       else b.append(el('span', 'sr-only', (mine ? 'You' : m.from) + ': '));
-      const body = el('div', 'body' + (typeof m.body === 'string' ? '' : ' json'));
+      const recalled = m.recalled === true;
+      const body = el('div', 'body' + (recalled ? ' recalled' : typeof m.body === 'string' ? '' : ' json'));
       fillText(body, P.bodyText(m));
       const t = el('time', 'time', m.ts ? clock.format(new Date(m.ts)) : '');
       if (m.ts) t.dateTime = new Date(m.ts).toISOString();
-      b.append(body, t);
+      b.append(body);
+      if (!recalled && typeof m.edited === 'number') {
+        const ed = el('span', 'edited', 'edited');
+        ed.title = 'Edited ' + clock.format(new Date(m.edited));
+        b.append(ed);
+      }
+      b.append(t);
+      if (mine && !recalled) b.append(this.menuButton(m));
       if (mine) {
         const g = this.chat.groups.get(this.chat.openName);
         const r = el('div', 'receipts', this.receiptText(g, m.id));
@@ -448,6 +469,108 @@
       }
       row.append(b);
       return row;
+    }
+
+    /* -------------------------------------------- recall and edit (v1.2) */
+
+    menuButton(m) {
+      const btn = el('button', 'msg-menu-btn', '\u22ef');
+      btn.type = 'button';
+      btn.dataset.id = String(m.id);
+      btn.setAttribute('aria-label', 'Message actions');
+      btn.setAttribute('aria-haspopup', 'menu');
+      btn.setAttribute('aria-expanded', 'false');
+      return btn;
+    }
+
+    /* The bubble of id shows its new version (a recall or an edit came). */
+    renderChanged(id) {
+      const g = this.chat.groups.get(this.chat.openName);
+      const row = this.log.querySelector(`.msg[data-id="${id}"]`);
+      const m = g && g.log && g.log.find(id);
+      if (!row || !m) return;
+      if (this.editing && this.editing.id === id && m.recalled === true) this.stopEditing();
+      row.replaceWith(this.messageNode(m, row.classList.contains('cont')));
+    }
+
+    closeMenu() {
+      const open = this.log.querySelector('.msg-menu');
+      if (!open) return;
+      const btn = open.parentElement.querySelector('.msg-menu-btn');
+      if (btn) btn.setAttribute('aria-expanded', 'false');
+      open.remove();
+    }
+
+    onLogClick(e) {
+      const item = e.target.closest('.msg-menu button[data-action]');
+      if (item) {
+        const id = Number(item.closest('.msg-menu').dataset.id);
+        const action = item.dataset.action;
+        this.closeMenu();
+        if (action === 'edit') this.startEditing(id);
+        else this.recallMessage(id);
+        return;
+      }
+      const btn = e.target.closest('.msg-menu-btn');
+      const wasOpen = btn && btn.getAttribute('aria-expanded') === 'true';
+      this.closeMenu();
+      if (!btn || wasOpen) return;
+      const menu = el('div', 'msg-menu');
+      menu.setAttribute('role', 'menu');
+      menu.dataset.id = btn.dataset.id;
+      for (const [action, label] of [['edit', 'Edit'], ['recall', 'Recall']]) {
+        const b = el('button', '', label);
+        b.type = 'button';
+        b.dataset.action = action;
+        b.setAttribute('role', 'menuitem');
+        menu.append(b);
+      }
+      btn.setAttribute('aria-expanded', 'true');
+      btn.parentElement.append(menu);
+      menu.querySelector('button').focus();
+    }
+
+    async recallMessage(id) {
+      const c = this.chat;
+      try {
+        await c.recall(c.openName, id);
+      } catch (err) {
+        this.notice('Cannot recall this message: ' + err.message, true);
+      }
+    }
+
+    /* The composer edits message id: its text in the box, Enter saves,
+     * Escape gives up. */
+    startEditing(id) {
+      const c = this.chat;
+      const g = c.groups.get(c.openName);
+      const m = g && g.log && g.log.find(id);
+      if (!m || m.recalled === true) return;
+      this.editing = { group: c.openName, id: id };
+      this.input.value = typeof m.body === 'string' ? m.body : '';
+      this.$('composer').classList.add('editing');
+      this.$('composer-hint').textContent = 'Editing your message · Enter to save · Escape to cancel';
+      this.fitInput();
+      this.input.focus();
+    }
+
+    stopEditing() {
+      this.editing = null;
+      this.input.value = '';
+      this.$('composer').classList.remove('editing');
+      this.$('composer-hint').textContent = 'Enter to send · Shift+Enter for a new line';
+      this.fitInput();
+    }
+
+    async saveEdit(text) {
+      const c = this.chat;
+      const { group, id } = this.editing;
+      this.stopEditing();
+      try {
+        await c.edit(group, id, text);
+      } catch (err) {
+        this.notice('Cannot edit this message: ' + err.message, true);
+      }
     }
 
     /* A group opened with unread messages shows the first of them at the
@@ -546,6 +669,11 @@
       if (!c.openName || text.trim() === '') return;
       if (P.byteLength(text) > 60000) {
         this.notice('This message is too long to send.', true);
+        return;
+      }
+      if (this.editing) {
+        if (this.editing.group === c.openName) this.saveEdit(text.replace(/\s+$/, ''));
+        else this.stopEditing();
         return;
       }
       c.send(c.openName, text.replace(/\s+$/, ''));

@@ -186,6 +186,55 @@ static void open_groups(void)
     ts_log("open groups: send, join, history, unread, listen, send -l, leave");
 }
 
+/* recall and edit (v1.2): the commands, and how listen and history show
+ * them. */
+static void recall_edit(void)
+{
+    ts_broker *b = ts_broker_start(NULL);
+    char port[16], state[512], out[512], err[512];
+
+    snprintf(port, sizeof port, "%d", ts_broker_port(b));
+    ct_path(state, sizeof state, "bob-recall.state");
+    run(0, "-p", port, "-u", "bob", "join", "room");
+    run(0, "-p", port, "-u", "alice", "send", "room", "hello");
+    run(0, "-p", port, "-u", "alice", "send", "room", "tpyo");
+    run(0, "-p", port, "-u", "alice", "send", "room", "third");
+    run(0, "-p", port, "-u", "bob", "--state", state, "-W", "20", "-C", "3", "listen", "room");
+    CHECK(strcmp(g_stdout, "[room #1] alice: hello\n[room #2] alice: tpyo\n"
+                           "[room #3] alice: third\n") == 0,
+          "listen:\n%s", g_stdout);
+    /* bob listens again (live, or catching up: the same lines) while alice
+     * recalls #1 and edits #2; bob may not. */
+    char *argv[] = {
+        (char *)MQCHAT_BIN, "-p",   port, "-u", "bob", "--state", state, "-W", "20", "-C", "2",
+        "listen",           "room", NULL};
+    pid_t pid = ts_spawn(argv, NULL, NULL, ct_path(out, sizeof out, "recall.out"),
+                         ct_path(err, sizeof err, "recall.err"));
+    run(0, "-p", port, "-u", "alice", "recall", "room", "1");
+    expect_out("recalled room #1 (#4)");
+    run(0, "-p", port, "-u", "alice", "edit", "room", "2", "typo", "fixed");
+    expect_out("edited room #2 (#5)");
+    run(3, "-p", port, "-u", "bob", "recall", "room", "3");
+    expect_err("only its sender may recall this message");
+    run(3, "-p", port, "-u", "alice", "edit", "room", "1", "back");
+    expect_err("already recalled");
+    run(2, "-p", port, "-u", "alice", "recall", "room", "x");
+    int status = ts_wait(pid, 20000);
+    free(g_stdout);
+    g_stdout = ts_read_file(out, NULL);
+    CHECK(status == 0 && g_stdout != NULL &&
+              strcmp(g_stdout,
+                     "[room #4] alice recalled #1\n[room #2] alice: typo fixed (edited)\n") == 0,
+          "listen during the changes (status %d):\n%s", status, g_stdout ? g_stdout : "");
+    run(0, "-p", port, "-u", "bob", "history", "room", "-n", "5");
+    CHECK(strcmp(g_stdout, "[room #1] alice: (recalled)\n[room #2] alice: typo fixed (edited)\n"
+                           "[room #3] alice: third\n[room #4] alice recalled #1\n"
+                           "[room #5] alice edited #2: typo fixed\n") == 0,
+          "history:\n%s", g_stdout);
+    ts_broker_destroy(b);
+    ts_log("recall and edit: the commands, listen and history");
+}
+
 static void refusals(void)
 {
     const char *opts[] = {"open_groups false", "admins admin", NULL};
@@ -227,6 +276,7 @@ int main(void)
     usage_errors();
     unreachable();
     open_groups();
+    recall_edit();
     refusals();
     free(g_stdout);
     free(g_stderr);

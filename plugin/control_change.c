@@ -1,0 +1,217 @@
+/* control_change.c: recall and edit (protocol v1.2), the commands that
+ * change a stored message N: the checks (who, which message, how late),
+ * the one store write that rewrites N and stores the message M carrying
+ * the change (chat_store_change), and M's live delivery through the broker
+ * (see control.h).
+ *
+ * What a change is, for everything after the store: M is a message like
+ * any other, with the next id. It reaches the group's subscribers live
+ * (published through the broker, so that each delivery passes the read
+ * check of chat.c as a publish's does), devices catching up or fetching in
+ * id order, and it counts in unread (sync's head - acked) and is covered
+ * by read markers like any id: ids stay dense and a read marker stays one
+ * number. It never notifies: push notifications are for new messages (see
+ * changed_no_push). */
+#include "access.h"
+#include "control.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* How often a change is decided again when the message changed between the
+ * read and the write (only a store that other brokers write can do that). */
+#define CHANGE_ATTEMPTS 3
+
+/* What one recall or edit is about. */
+struct change_req {
+    struct chat_control_req *r;
+    bool recall;                      /* else an edit */
+    bool admin;                       /* the caller is an admin (recall: any message, any time) */
+    uint64_t id;                      /* N */
+    const cJSON *fields;              /* edit: the command, whose fields are N's new ones */
+    chat_appended ap;                 /* M, once stored */
+    struct chat_envelope_facts facts; /* N's, as last read */
+};
+
+/* Who may change messages of group (the one access policy, access.h): a
+ * member whom the broker lets read and write the group (CHAT_DO_CHANGE),
+ * or, for a recall, an admin (a verified username), who need not be a
+ * member (moderation). Returns NULL or the reason. */
+static const char *may_change(struct change_req *q, const char *group)
+{
+    struct chat_control_req *r = q->r;
+    q->admin = chat_access_decide(r->pl, r->client, NULL, CHAT_DO_ADMIN).verdict == CHAT_ALLOW;
+    if (q->admin && q->recall) {
+        return NULL;
+    }
+    return chat_access_decide(r->pl, r->client, group, CHAT_DO_CHANGE).why;
+}
+
+/* Whether a change of N (facts f) by r->member may be made now: NULL, or
+ * the protocol's reason. */
+static const char *may_change_message(const struct change_req *q)
+{
+    const struct chat_envelope_facts *f = &q->facts;
+    const struct chat_config *cfg = &q->r->pl->cfg;
+    if (f->recalled) {
+        return CHAT_PROTO_ERR_RECALLED;
+    }
+    if (f->change) {
+        return CHAT_PROTO_ERR_CHANGE_FINAL;
+    }
+    bool sender = strcmp(f->from, q->r->member) == 0;
+    if (!sender && !(q->recall && q->admin)) {
+        return q->recall ? CHAT_PROTO_ERR_RECALL_SENDER : CHAT_PROTO_ERR_EDIT_SENDER;
+    }
+    /* Admins recall at any time (moderation); the window is the sender's. */
+    if (q->recall && q->admin) {
+        return NULL;
+    }
+    /* 0 turns it off; a clock behind the store's (another broker's, the
+     * database's) makes a message younger, never too late. */
+    uint64_t window_ms = 1000ull * (q->recall ? cfg->recall_seconds : cfg->edit_seconds);
+    int64_t age = chat_now_ms() - q->facts.ts;
+    if (window_ms == 0 || (age > 0 && (uint64_t)age > window_ms)) {
+        return q->recall ? CHAT_PROTO_ERR_RECALL_LATE : CHAT_PROTO_ERR_EDIT_LATE;
+    }
+    return NULL;
+}
+
+/* Reads N, decides, and makes the change in one store write; again when N
+ * changed in between (CHANGE_ATTEMPTS). Returns NULL with q->ap holding M,
+ * or the reason (a store error logged). */
+static const char *change_message(struct change_req *q, const char *group)
+{
+    struct chat_control_req *r = q->r;
+    chat_store *st = r->pl->store;
+
+    for (int attempt = 0; attempt < CHANGE_ATTEMPTS; attempt++) {
+        chat_msg n = {0};
+        bool found = false, applied = false;
+        char *buf = NULL;
+        chat_change ch = {0};
+        r->work++;
+        chat_err rc = chat_store_get(st, group, q->id, &n, &found);
+        if (rc != CHAT_OK) {
+            chat_log_store_error(r->pl, rc, "%s of message %llu of %s by %s", r->cmd,
+                                 (unsigned long long)q->id, group, r->device);
+            return "storage error";
+        }
+        /* Never stored, or gone with retention or a deletion. */
+        if (!found) {
+            return CHAT_PROTO_ERR_NO_MESSAGE;
+        }
+        const char *why = chat_envelope_facts(n.data, n.len, &q->facts);
+        if (why) {
+            mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: message %llu of %s: %s",
+                                 (unsigned long long)q->id, group, why);
+        }
+        if (!why) {
+            why = may_change_message(q);
+        }
+        if (!why) {
+            why = chat_envelope_change(&q->facts, group, r->member, q->id,
+                                       q->recall ? NULL : q->fields, r->pl->cfg.max_payload, &ch,
+                                       &buf);
+        }
+        if (why) {
+            free(n.data);
+            return why;
+        }
+        ch.expect = n.data;
+        ch.expect_len = n.len;
+        rc = chat_store_change(st, group, r->member, &ch, &q->ap, &applied);
+        free(n.data);
+        mosquitto_free(buf);
+        if (rc != CHAT_OK) {
+            chat_log_store_error(r->pl, rc, "%s of message %llu of %s by %s", r->cmd,
+                                 (unsigned long long)q->id, group, r->device);
+            return "storage error";
+        }
+        if (applied) {
+            return NULL;
+        }
+    }
+    return "the message changed meanwhile: try again";
+}
+
+/* Push notifications (plugin/push*.c, protocol v1.2) wake offline members
+ * for new messages; a change is not one, so M is never handed to them (the
+ * append path calls chat_push_stored for a publish; this path does not).
+ * The hook where push could withdraw what it still holds for N (a recall
+ * within push_delay of N) once it offers that. */
+static void changed_no_push(struct chat_plugin *pl, const char *group, uint64_t n, uint64_t m,
+                            bool recall)
+{
+    (void)pl, (void)group, (void)n, (void)m, (void)recall;
+}
+
+/* M is stored: the same afterwards as for a publish (figures, the batch
+ * sync without ticks, retention_count), then its live delivery. */
+static void after_change(struct change_req *q, const char *group)
+{
+    struct chat_plugin *pl = q->r->pl;
+    char topic[CHAT_GROUP_MAX + 256];
+    chat_err err;
+
+    pl->stats.stored++;
+    if (pl->cfg.fsync == CHAT_SYNC_BATCH && !chat_tick_seen(pl) && !chat_store_shared(pl->store) &&
+        (err = chat_store_sync(pl->store)) != CHAT_OK) {
+        /* Stored; only its durability is in doubt, as the log says. */
+        chat_log_store_error(pl, err, "sync after a %s in %s", q->r->cmd, group);
+    }
+    /* Published through the broker (to no client in particular), so that
+     * every subscriber's delivery passes chat.c's read check: a stored
+     * envelope (the cache below answers it), to a member. QoS 1, as the
+     * relay of other brokers' messages: each subscriber gets at most its
+     * own. A failure loses nothing: M is stored, and catch-up brings it. */
+    snprintf(topic, sizeof(topic), "%s/%s", pl->cfg.topic_prefix, group);
+    int rc = mosquitto_broker_publish_copy(NULL, topic, (int)q->ap.len, q->ap.env, 1, false, NULL);
+    if (rc != MOSQ_ERR_SUCCESS) {
+        mosquitto_log_printf(MOSQ_LOG_WARNING,
+                             "mosquitto-chat: cannot publish message %llu of %s live: error %d",
+                             (unsigned long long)q->ap.id, group, rc);
+    }
+    chat_envelope_cache_put(pl, group, q->ap.id, q->ap.env, q->ap.len);
+    q->ap.env = NULL;
+    changed_no_push(pl, group, q->id, q->ap.id, q->recall);
+    chat_retention_count(pl, group, q->ap.id);
+    bool moderated = q->admin && strcmp(q->facts.from, q->r->member) != 0;
+    mosquitto_log_printf(moderated ? MOSQ_LOG_NOTICE : MOSQ_LOG_DEBUG,
+                         "mosquitto-chat: %s %s message %llu of %s (sent by %s): message %llu",
+                         q->r->member, q->recall ? "recalled" : "edited", (unsigned long long)q->id,
+                         group, q->facts.from, (unsigned long long)q->ap.id);
+}
+
+void chat_control_change(struct chat_control_req *r, const cJSON *c, bool recall)
+{
+    char group[CHAT_GROUP_MAX + 1];
+    struct change_req q = {.r = r, .recall = recall, .fields = c};
+    bool has_id = false;
+    const char *why = NULL;
+
+    if (!chat_control_group_field(r, c, group) ||
+        !chat_control_int_field(r, c, "id", 1, &has_id, &q.id)) {
+        return;
+    }
+    if (!has_id) {
+        chat_control_fail(r, "id is missing");
+        return;
+    }
+    if (!recall && !cJSON_GetObjectItemCaseSensitive(c, "body")) {
+        chat_control_fail(r, "body is missing");
+        return;
+    }
+    if ((why = may_change(&q, group)) != NULL || (why = change_message(&q, group)) != NULL) {
+        chat_control_fail(r, why);
+        return;
+    }
+    chat_control_entry_start(r);
+    sbuf_puts(r->out, recall ? ",\"recalled\":" : ",\"edited\":");
+    sbuf_u64(r->out, q.id);
+    sbuf_puts(r->out, ",\"by\":");
+    sbuf_u64(r->out, q.ap.id);
+    sbuf_add(r->out, "}", 1);
+    after_change(&q, group);
+}
