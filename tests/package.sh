@@ -76,7 +76,7 @@ cmake --build "$BUILD" --target package >"$WORK/cpack.log" 2>&1 || die "the pack
 [ -f "$deb" ] || die "no $deb"
 dpkg-deb -f "$deb" Depends >"$WORK/depends.out"
 grep -q 'mosquitto (>= 2.0)' "$WORK/depends.out" || die "Depends lacks mosquitto (>= 2.0)"
-for lib in libc6 libleveldb1d libcjson1 libpaho-mqtt1.3; do # from dpkg-shlibdeps
+for lib in libc6 libleveldb1d libcjson1 libpaho-mqtt1.3 libcurl4 libssl3; do # from dpkg-shlibdeps
   grep -q "$lib" "$WORK/depends.out" || die "Depends lacks $lib: $(cat "$WORK/depends.out")"
 done
 dpkg-deb --ctrl-tarfile "$deb" | tar -xOf - ./conffiles | grep -qx "$SNIPPET" ||
