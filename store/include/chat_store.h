@@ -54,6 +54,9 @@
  *                                             from its join on; m bare, so that a group's
  *                                             members come out in name order
  *   'N' g            -> count (8)             members of g (no record: none)
+ *   'P' m d          -> created (8) reg       the push registration of device d of
+ *                                             member m (invariant 9): bytes the store
+ *                                             does not read, and when it was made (ms)
  *   '#' "deletions"  -> gen (8)               the last deletion's generation
  *   '#' "groups"     -> count (8)             the number of 'H' records (groups)
  *   '#' "incarnation"-> 32 hex digits         see chat_store_incarnation
@@ -115,6 +118,13 @@
  *      the old 'R' records. A read marker never moves back and never
  *      exceeds head; it moves in the batch that moves the reading device's
  *      cursor to it. [ldb_member, ldb_delete, ldb_read]
+ *   9. Push registrations go with their member: 'P' m d exists only while
+ *      m has a membership that counts, but for the moments a race between
+ *      brokers on PostgreSQL leaves one behind (chat_store_push_expire
+ *      finds it). The batch that removes m's last such membership (leave,
+ *      a group deletion's walk) deletes m's registrations too, and a put
+ *      for a member of no group writes nothing. [ldb_push, ldb_member,
+ *      ldb_delete]
  */
 #ifndef CHAT_STORE_H
 #define CHAT_STORE_H
@@ -555,6 +565,76 @@ chat_err chat_store_reads(chat_store *st, const char *group, const char *after, 
  * chat_store_cursor_get may show old values until the call that deletes
  * them; every other reading already ignores them. */
 chat_err chat_store_group_delete(chat_store *st, const char *group, size_t max_keys, bool *done);
+
+/* Push registrations (protocol v1.2): where a device of a member can be
+ * woken while it has no connection. The store keeps each as bytes it does
+ * not read (the plugin's encoding), at most CHAT_STORE_PUSH_MAX of them,
+ * one per (member, device), with the time it was made; invariant 9 ties
+ * them to the member's memberships, chat_store_push_expire to the
+ * device's cursors. */
+#define CHAT_STORE_PUSH_MAX 4096u
+
+/* What chat_store_push_put did. */
+typedef enum chat_push_put {
+    CHAT_PUSH_STORED = 0, /* written, replacing the device's registration if it had one */
+    CHAT_PUSH_FULL,       /* nothing written: the member's other devices hold max already */
+    CHAT_PUSH_NO_GROUP    /* nothing written: the member belongs to no group */
+} chat_push_put;
+
+/* Stores reg (len bytes, 1..CHAT_STORE_PUSH_MAX) as the registration of
+ * device of member, made at created_ms, in place of the device's own; at
+ * most max_per_member devices of one member keep a registration (max 0:
+ * CHAT_EINVAL). *result says what was done; only CHAT_PUSH_STORED wrote. */
+chat_err chat_store_push_put(chat_store *st, const char *member, const char *device,
+                             const void *reg, size_t len, int64_t created_ms, size_t max_per_member,
+                             chat_push_put *result);
+
+/* The registration of device of member: on CHAT_OK with *found, *reg is
+ * heap memory (free()) of *len bytes with a NUL after them, and
+ * *created_ms (may be NULL) when it was made. */
+chat_err chat_store_push_get(chat_store *st, const char *member, const char *device, char **reg,
+                             size_t *len, int64_t *created_ms, bool *found);
+
+/* Removes the registration of device of member; when if_reg is not NULL,
+ * only if it is still exactly those if_len bytes (a failed endpoint must
+ * not take a newer registration of the device with it). *removed (may be
+ * NULL) says whether one was deleted. */
+chat_err chat_store_push_remove(chat_store *st, const char *member, const char *device,
+                                const void *if_reg, size_t if_len, bool *removed);
+
+/* Calls fn(ctx, device, reg, len, created_ms) for every registration of
+ * member (at most the max_per_member of the puts), in key order; the bytes
+ * are valid during the call; fn stops the walk as Callbacks at the top
+ * says. */
+typedef int (*chat_push_fn)(void *ctx, const char *device, const char *reg, size_t len,
+                            int64_t created_ms);
+chat_err chat_store_push_list(chat_store *st, const char *member, chat_push_fn fn, void *ctx);
+
+/* The members of group that have registrations, for the notifications of
+ * a message: looks at up to max members (max 0: CHAT_EINVAL) in byte order
+ * of their names after `after` (NULL or "": from the first), memberships
+ * that count only, and calls fn(ctx, member, seen, device, reg, len) for
+ * each registration of each of them, where seen is the member's highest
+ * cursor in group or, when higher, the id at which it joined (so the head
+ * less seen is what `sync` counts unread for a new device). *last
+ * (last_cap >= CHAT_STORE_MAX_NAME + 1 bytes) receives the last member
+ * looked at, to pass as `after` next time; *done is set when no member
+ * follows it. fn stops the walk as Callbacks at the top says (then *done
+ * is false and *last is the last member whose registrations fn had
+ * all). */
+typedef int (*chat_push_member_fn)(void *ctx, const char *member, uint64_t seen, const char *device,
+                                   const char *reg, size_t len);
+chat_err chat_store_push_members(chat_store *st, const char *group, const char *after, size_t max,
+                                 chat_push_member_fn fn, void *ctx, char *last, size_t last_cap,
+                                 bool *done);
+
+/* Registrations that outlived their device, in bounded steps like
+ * chat_store_expire_devices (the same resume buffer and rules): deletes
+ * each registration made before older_than_ms whose device has no cursor
+ * in any group (device expiry dropped them, or the member left: invariant
+ * 9's leftovers), looking at no more than max_keys registrations. */
+chat_err chat_store_push_expire(chat_store *st, int64_t older_than_ms, size_t max_keys,
+                                char *resume, size_t resume_cap, size_t *removed, bool *done);
 
 /* Messages other processes store. With a backend that several brokers
  * share (PostgreSQL), a message another broker stored reaches this one as

@@ -1,6 +1,7 @@
 /* ldb_member: memberships (see ldb_member.h). */
 #include "ldb_member.h"
 #include "ldb_log.h"
+#include "ldb_push.h"
 
 #include <string.h>
 
@@ -189,6 +190,11 @@ chat_err ldb_member_remove(chat_store *cs, const char *group, const char *member
     }
     if (rc == CHAT_OK && live) {
         rc = count_step(st, group, false, wb);
+    }
+    /* Leaving the last group takes the member's push registrations along
+     * (invariant 9). */
+    if (rc == CHAT_OK) {
+        rc = ldb_push_orphans_add(st, member, strlen(member), group, wb);
     }
     if (rc == CHAT_OK) {
         rc = ldb_write_batch(st, wb, st->wopt_lazy, &kj);

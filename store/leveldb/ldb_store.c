@@ -11,6 +11,7 @@
 #include "store_job.h"
 #include "ldb_log.h"
 #include "ldb_member.h"
+#include "ldb_push.h"
 #include "ldb_read.h"
 #include "ldb_run.h"
 #include "ldb_syncer.h"
@@ -206,6 +207,12 @@ static const chat_store_ops ldb_ops = {
     .read_advance = ldb_read_advance,
     .read_get = ldb_read_get,
     .reads = ldb_reads,
+    .push_put = ldb_push_put,
+    .push_get = ldb_push_get,
+    .push_remove = ldb_push_remove,
+    .push_list = ldb_push_list,
+    .push_members = ldb_push_members,
+    .push_expire = ldb_push_expire,
     .group_members = ldb_group_members,
     .member_devices = ldb_member_devices,
     .deletions = ldb_deletions,
