@@ -1,6 +1,7 @@
 /* chat.c: publishes, acks and access checks on the chat topics
  * (<prefix>/<group>, <prefix>/<group>/ack and <prefix>/<group>/read). */
 #include "plugin.h"
+#include "push.h"
 #include "reply.h"
 
 #include <stdio.h>
@@ -117,6 +118,7 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         }
         pl->stats.stored++;
         chat_retention_count(pl, group, ap.id);
+        chat_push_stored(pl, group, ap.id, from);
     }
     if (set_payload(ev, ap.env, ap.len) != MOSQ_ERR_SUCCESS) {
         /* Stored but not deliverable now: receivers get it by catch-up. */

@@ -1,5 +1,6 @@
 /* plugin.c: the three Mosquitto plugin entry points and event dispatch. */
 #include "plugin.h"
+#include "push.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,7 @@ static int on_disconnect(int event, void *event_data, void *userdata)
     if (id) {
         chat_replay_stop(userdata, id, NULL);
         chat_presence_disconnected(userdata, id);
+        chat_push_disconnected(userdata, id);
         chat_peer_disconnected(userdata, ev->client);
     }
     chat_chores_without_ticks(userdata);
@@ -113,6 +115,7 @@ static void plugin_free(struct chat_plugin *pl)
         return;
     }
     chat_chores_report(pl);
+    chat_push_free(pl); /* first: its thread stops before anything it was given goes */
     chat_replay_free_all(pl);
     chat_presence_free(pl);
     chat_relay_free(pl);
@@ -169,6 +172,10 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
                              "mosquitto-chat: per_listener_settings true: until the broker sends "
                              "a tick (2.0.11 sends none), timeouts and retention run from client "
                              "events and fsync batch syncs every message");
+    }
+    rc = chat_push_init(pl, options, option_count);
+    if (rc != MOSQ_ERR_SUCCESS) {
+        goto fail;
     }
     rc = MOSQ_ERR_NOMEM;
     if (!chat_peers_init(pl) || !chat_replay_init(pl) || !chat_presence_init(pl)) {

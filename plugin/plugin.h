@@ -19,6 +19,9 @@
  *   relay.c      other brokers' messages to local subscribers (shared store)
  *   receipts.c   read markers: the read topic and command, receipts
  *   replay.c     catch-up pages with a window of pages in flight
+ *   push.c       push notifications to devices that are not connected
+ *                (push.h: its files, push_cmd.c, push_reg.c, push_send.c,
+ *                push_url.c, push_crypto.c)
  *   presence.c   who is online: the events and the command (presence.h:
  *                its state, shared with presence_push.c, the coalesced
  *                reads/presence pushes, and presence_state.c)
@@ -168,6 +171,7 @@ struct chat_plugin {
     bool deletions_loaded;          /* those a previous run left were queued */
     bool job_running;               /* a store job (backup, compact) is being watched */
     struct chat_presence *presence; /* presence.h */
+    struct chat_push *push;         /* push.h; NULL while push is off */
     int64_t tick_us;                /* chores.c: when the last tick began (monotonic µs) ... */
     int64_t tick_max_us;            /* ... the longest tick so far (wall, and CPU) ... */
     int64_t tick_cpu_max_us;
@@ -317,6 +321,10 @@ void chat_presence_left(struct chat_plugin *pl, const char *member, const char *
 
 /* The group was deleted: nothing of it is pushed any more. */
 void chat_presence_forget_group(struct chat_plugin *pl, const char *group);
+
+/* Whether one of member's devices is online in group (push.c: nobody
+ * online is woken instead). */
+bool chat_presence_online(struct chat_plugin *pl, const char *group, const char *member);
 
 /* member's read marker in group moved to read: the next push says so. */
 void chat_presence_read(struct chat_plugin *pl, const char *group, const char *member,
