@@ -369,6 +369,7 @@ char *push_note_matrix(const struct push_note *n, bool with_text, const struct p
     }
     ok = ok && cJSON_AddStringToObject(note, "event_id", event) &&
          cJSON_AddStringToObject(note, "room_id", n->group) &&
+         cJSON_AddStringToObject(note, "room_name", n->group) &&
          cJSON_AddStringToObject(note, "type", "m.room.message") &&
          cJSON_AddStringToObject(note, "sender", n->from) &&
          cJSON_AddStringToObject(note, "prio", "high") &&

@@ -104,7 +104,8 @@ struct push_note {
 char *push_note_json(const struct push_note *n, bool with_text, bool who, size_t max, size_t *len);
 
 /* The Matrix Push Gateway API v1 notify body for reg:
- * {"notification":{"event_id":"<group>/<id>","room_id":<group>,"type":
+ * {"notification":{"event_id":"<group>/<id>","room_id":<group>,
+ * "room_name":<group>,"type":
  * "m.room.message","sender":<from>,"prio":"high","counts":{"unread":N},
  * "devices":[{"app_id","pushkey"}][,"content":{"msgtype":"m.text",
  * "body"}]}}, as push_note_json. */
