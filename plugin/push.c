@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define QUEUE_MAX 4096u        /* jobs the sender holds at most */
+#define QUEUE_MAX 16384u       /* jobs the sender holds at most */
 #define GROUPS_MAX 100000u     /* groups with notifications to decide */
 #define MARKS_MAX 200000u      /* (member, group) notified within the interval */
 #define WALK_SLICE 128u        /* members per store call of a walk */
@@ -25,10 +25,6 @@
 #define SWEEP_BUDGET_US 1000
 #define DROP_LOG_EVERY_MS 10000
 #define OPTION_PREFIX "push_"
-
-/* A notification body's bound: what fits one encrypted UnifiedPush
- * message (PUSH_BODY_MAX with the coding's overhead). */
-#define NOTE_MAX (PUSH_BODY_MAX - PUSH_CRYPTO_OVERHEAD)
 
 static int64_t mono_us(void)
 {
@@ -334,7 +330,7 @@ int chat_push_init(struct chat_plugin *pl, struct mosquitto_opt *opts, int count
     }
     ps->groups = chat_hmap_create();
     ps->marks = chat_hmap_create();
-    ps->sender = push_sender_create(QUEUE_MAX, err, sizeof(err));
+    ps->sender = push_sender_create(QUEUE_MAX, &ps->opts, err, sizeof(err));
     if (!ps->groups || !ps->marks || !ps->sender) {
         mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: push cannot start: %s",
                              ps->sender ? "out of memory" : err);
@@ -773,69 +769,24 @@ static bool decide(struct chat_plugin *pl, struct pwalk *w, const char *member, 
 }
 
 /* The job that posts w->note to one registration (bytes reg) of member's
- * device, or NULL when there is nothing to post (a webhook the operator
- * removed, a note too large). */
-static struct push_job *make_job(struct chat_push *ps, const struct push_note *note,
-                                 const char *member, const char *device, const char *bytes,
-                                 size_t len)
+ * device; the sender thread reads the registration and builds the request.
+ * NULL when out of memory. */
+static struct push_job *make_job(const struct push_note *note, const char *member,
+                                 const char *device, const char *bytes, size_t len)
 {
-    struct push_reg reg;
-    struct push_job *job = NULL;
-    bool loopback = false;
-    const char *url = NULL;
-    size_t body_len = 0, lean_len = 0;
-
-    if (!push_reg_decode(bytes, len, &reg) ||
-        !(url = push_reg_target(&reg, &ps->opts, &loopback))) {
+    struct push_job *job = calloc(1, sizeof(*job));
+    if (!job || !(job->group = strdup(note->group)) || !(job->from = strdup(note->from)) ||
+        (note->text && !(job->text = strdup(note->text))) || !(job->member = strdup(member)) ||
+        !(job->device = strdup(device)) || !(job->reg = malloc(len))) {
+        push_job_free(job);
         return NULL;
     }
-    struct push_note n = *note;
-    n.member = member;
-    n.device = device;
-    job = calloc(1, sizeof(*job));
-    if (!job || !(job->url = strdup(url)) || !(job->member = strdup(member)) ||
-        !(job->device = strdup(device)) || !(job->reg = malloc(len))) {
-        goto fail;
-    }
+    job->kind = PUSH_JOB_NOTIFY;
+    job->id = note->id;
+    job->unread = note->unread;
     memcpy(job->reg, bytes, len);
     job->reg_len = len;
-    job->loopback = loopback;
-    job->kind = PUSH_JOB_NOTIFY;
-    if (reg.kind == PUSH_KIND_MATRIX) {
-        job->body = push_note_matrix(&n, ps->opts.body, &reg, NOTE_MAX, &body_len);
-        job->lean =
-            ps->opts.body && n.text ? push_note_matrix(&n, false, &reg, NOTE_MAX, &lean_len) : NULL;
-        job->pushkey = strdup(reg.pushkey);
-        if (!job->pushkey) {
-            goto fail;
-        }
-    } else {
-        bool who = reg.kind == PUSH_KIND_WEBHOOK;
-        job->body = push_note_json(&n, ps->opts.body, who, NOTE_MAX, &body_len);
-        job->lean =
-            ps->opts.body && n.text ? push_note_json(&n, false, who, NOTE_MAX, &lean_len) : NULL;
-        if (reg.kind == PUSH_KIND_UNIFIEDPUSH && reg.encrypted) {
-            job->encrypt = true;
-            memcpy(job->p256dh, reg.p256dh, PUSH_KEY_LEN);
-            memcpy(job->auth, reg.auth, PUSH_AUTH_LEN);
-        }
-    }
-    if (!job->body && job->lean) {
-        /* too large with its text: without */
-        job->body = job->lean;
-        body_len = lean_len;
-        job->lean = NULL;
-    }
-    if (!job->body) {
-        goto fail;
-    }
-    job->body_len = body_len;
-    job->lean_len = lean_len;
     return job;
-
-fail:
-    push_job_free(job);
-    return NULL;
 }
 
 struct walk_ctx {
@@ -862,9 +813,11 @@ static int walk_member(void *ctx, const char *member, uint64_t seen, const char 
         w->notify = decide(wc->pl, w, member, seen);
     }
     if (w->notify) {
-        struct push_job *job = make_job(ps, &w->note, member, device, reg, len);
+        struct push_job *job = make_job(&w->note, member, device, reg, len);
         if (job) {
             push_sender_submit(ps->sender, job);
+        } else {
+            push_sender_count_dropped(ps->sender);
         }
     }
     return 0;

@@ -9,9 +9,10 @@
  *                 results, the walks that find whom to notify, the sweep
  *   push_cmd.c    the push command and its answers (held while a
  *                 UnifiedPush endpoint is checked)
+ *   push_send.c   the sender thread (push_send.h): it also reads each
+ *                 registration and builds its request
  *   push_reg.c    a registration: the command's fields, checks, stored
  *                 form, and the notification bodies of each kind
- *   push_send.c   the sender thread (push_send.h)
  *   push_url.c, push_crypto.c   URL rules and RFC 8291 (their headers)
  * Its state (struct chat_push) is private (push_priv.h); struct
  * chat_plugin holds a pointer to it, NULL-safe: with push_allow empty the

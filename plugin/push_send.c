@@ -16,6 +16,10 @@
 #include <time.h>
 
 #define ORIGIN_MAX 300 /* "scheme://host:port", host at most 255 */
+
+/* A notification body's bound: what fits one encrypted UnifiedPush
+ * message (PUSH_BODY_MAX with the coding's overhead). */
+#define NOTE_MAX (PUSH_BODY_MAX - PUSH_CRYPTO_OVERHEAD)
 #define POLL_MAX_MS 1000
 
 /* One transfer in flight. */
@@ -38,6 +42,7 @@ struct push_sender {
     bool started;
     pthread_mutex_t lock;
     CURLM *multi;
+    const struct push_opts *opts;
     /* Under lock: */
     bool stop;
     struct push_job *in_head, *in_tail; /* submitted, not yet taken by the thread */
@@ -60,7 +65,11 @@ void push_job_free(struct push_job *job)
     if (!job) {
         return;
     }
+    free(job->group);
+    free(job->from);
+    free(job->text);
     free(job->url);
+    free(job->origin);
     free(job->body);
     free(job->lean);
     free(job->pushkey);
@@ -157,6 +166,66 @@ static void wait_append(push_sender *s, struct push_job *job)
         s->wait_head = job;
     }
     s->wait_tail = job;
+}
+
+/* ===========================================================================
+ * A notification's request, made on this thread
+ * ========================================================================= */
+
+/* Fills job's URL and body from its registration and note; false (why
+ * set) when there is nothing to post: a registration this code cannot
+ * read, a webhook the operator removed, a note too large. */
+static bool prepare(const push_sender *s, struct push_job *job, const char **why)
+{
+    struct push_reg reg;
+    bool loopback = false;
+    const char *url = NULL;
+    struct push_note n = {job->group, job->id,     job->from,  job->unread,
+                          job->text,  job->member, job->device};
+
+    if (!push_reg_decode(job->reg, job->reg_len, &reg)) {
+        *why = "a registration this code cannot read";
+        return false;
+    }
+    if (!(url = push_reg_target(&reg, s->opts, &loopback))) {
+        *why = "its webhook is no longer configured";
+        return false;
+    }
+    if (!(job->url = strdup(url))) {
+        *why = "out of memory";
+        return false;
+    }
+    job->loopback = loopback;
+    bool text = s->opts->body && n.text;
+    if (reg.kind == PUSH_KIND_MATRIX) {
+        job->body = push_note_matrix(&n, text, &reg, NOTE_MAX, &job->body_len);
+        job->lean = text ? push_note_matrix(&n, false, &reg, NOTE_MAX, &job->lean_len) : NULL;
+        job->pushkey = strdup(reg.pushkey);
+        if (!job->pushkey) {
+            *why = "out of memory";
+            return false;
+        }
+    } else {
+        bool who = reg.kind == PUSH_KIND_WEBHOOK;
+        job->body = push_note_json(&n, text, who, NOTE_MAX, &job->body_len);
+        job->lean = text ? push_note_json(&n, false, who, NOTE_MAX, &job->lean_len) : NULL;
+        if (reg.kind == PUSH_KIND_UNIFIEDPUSH && reg.encrypted) {
+            job->encrypt = true;
+            memcpy(job->p256dh, reg.p256dh, PUSH_KEY_LEN);
+            memcpy(job->auth, reg.auth, PUSH_AUTH_LEN);
+        }
+    }
+    if (!job->body && job->lean) {
+        /* too large with its text: without */
+        job->body = job->lean;
+        job->body_len = job->lean_len;
+        job->lean = NULL;
+    }
+    if (!job->body) {
+        *why = "the notification does not fit";
+        return false;
+    }
+    return true;
 }
 
 /* ===========================================================================
@@ -265,7 +334,7 @@ static struct transfer *transfer_start(push_sender *s, struct push_job *job, con
     }
     t->job = job;
     t->retry_after = -1;
-    push_url_origin(job->url, t->origin, sizeof(t->origin));
+    snprintf(t->origin, sizeof(t->origin), "%s", job->origin);
     t->easy = curl_easy_init();
     if (!t->easy) {
         *why = "libcurl refused a transfer";
@@ -312,9 +381,7 @@ static struct transfer *transfer_start(push_sender *s, struct push_job *job, con
             goto fail;
         }
         snprintf(type, sizeof(type), "Content-Type: %s",
-                 job->encrypt        ? "application/octet-stream"
-                 : job->content_type ? job->content_type
-                                     : "application/json");
+                 job->encrypt ? "application/octet-stream" : "application/json");
         /* RFC 8030: keep it a day at the push service, and wake the device
          * now (a chat message is for a person). */
         ok = ok && add_header(t, type) && add_header(t, "TTL: 86400") &&
@@ -469,7 +536,6 @@ static int64_t start_due(push_sender *s)
     struct push_job *prev = NULL, *job = s->wait_head;
     while (job) {
         struct push_job *following = job->next;
-        char origin[ORIGIN_MAX];
         if (job->not_before_ms > now) {
             next = job->not_before_ms - now < next ? job->not_before_ms - now : next;
             prev = job;
@@ -479,8 +545,7 @@ static int64_t start_due(push_sender *s)
         if (s->nxfer == PUSH_INFLIGHT) {
             break;
         }
-        push_url_origin(job->url, origin, sizeof(origin));
-        if (origin_count(s, origin) >= PUSH_PER_ORIGIN) {
+        if (origin_count(s, job->origin) >= PUSH_PER_ORIGIN) {
             prev = job;
             job = following;
             continue;
@@ -546,7 +611,15 @@ static void *run(void *arg)
         }
         while (in) {
             struct push_job *next = in->next;
-            wait_append(s, in);
+            const char *why = "out of memory";
+            char origin[ORIGIN_MAX];
+            if ((in->kind == PUSH_JOB_NOTIFY && !in->url && !prepare(s, in, &why)) ||
+                (push_url_origin(in->url, origin, sizeof(origin)),
+                 !(in->origin = strdup(origin)))) {
+                finish(s, in, false, false, 0, why);
+            } else {
+                wait_append(s, in);
+            }
             in = next;
         }
         int running = 0;
@@ -567,7 +640,8 @@ static void *run(void *arg)
  * The broker's side
  * ========================================================================= */
 
-push_sender *push_sender_create(size_t queue_max, char *err, size_t cap)
+push_sender *push_sender_create(size_t queue_max, const struct push_opts *opts, char *err,
+                                size_t cap)
 {
     push_sender *s = calloc(1, sizeof(*s));
     if (!s) {
@@ -575,6 +649,7 @@ push_sender *push_sender_create(size_t queue_max, char *err, size_t cap)
         return NULL;
     }
     s->queue_max = queue_max;
+    s->opts = opts;
     s->seed = (unsigned)time(NULL) ^ (unsigned)(uintptr_t)s;
     pthread_mutex_init(&s->lock, NULL);
     s->multi = curl_multi_init();

@@ -16,7 +16,9 @@
  * Bounds: at most queue_max jobs held (queued, waiting to retry, or in
  * flight): a submit beyond is refused and counted dropped. At most
  * PUSH_INFLIGHT transfers at once, PUSH_PER_ORIGIN to one origin (so one
- * gateway that hangs holds a few slots, not all), each of at most
+ * gateway that hangs holds a quarter of the slots, not all, while the one
+ * push server most devices use gets enough at once: 32 requests of 50 ms
+ * round trip are 640 notifications a second), each of at most
  * PUSH_TIMEOUT_MS (discovery: PUSH_DISCOVER_TIMEOUT_MS), a request body of
  * at most PUSH_BODY_MAX bytes and an answer (headers and body) of at most
  * PUSH_ANSWER_MAX. No redirects, http and https only, no proxy from the
@@ -43,9 +45,10 @@
 #include <stdint.h>
 
 #include "push_crypto.h"
+#include "push_reg.h"
 
-#define PUSH_INFLIGHT 16
-#define PUSH_PER_ORIGIN 4
+#define PUSH_INFLIGHT 128
+#define PUSH_PER_ORIGIN 32
 #define PUSH_TIMEOUT_MS 10000
 #define PUSH_CONNECT_TIMEOUT_MS 5000
 #define PUSH_DISCOVER_TIMEOUT_MS 5000
@@ -60,26 +63,33 @@ enum push_job_kind {
 };
 
 /* One job. The caller fills what its kind needs, every string malloc'd
- * (push_job_free frees them), and hands it to push_sender_submit. */
+ * (push_job_free frees them), and hands it to push_sender_submit. A
+ * notification comes as its note and the registration's stored bytes: the
+ * sender thread reads the registration and builds the request (URL, body,
+ * encryption), so that the broker's thread only copies a few strings. */
 struct push_job {
     enum push_job_kind kind;
+    /* NOTIFY, from the broker's thread: */
+    char *group, *from, *text; /* the note (text: push_body, or NULL) */
+    uint64_t id, unread;
+    /* Who the result concerns: */
+    char *member, *device;
+    char *reg; /* the registration's stored bytes (NOTIFY; and to remove only that one) */
+    size_t reg_len;
+    uint64_t token; /* DISCOVER: the caller's id of the pending registration */
+    /* DISCOVER from the broker's thread; NOTIFY made by the sender: */
     char *url;     /* normal form (push_url_normalize) */
     bool loopback; /* url names a loopback address: connecting there is allowed */
-    char *body;    /* the notification (plaintext); NOTIFY only */
+    /* The sender's own: the request (NOTIFY) */
+    char *body; /* the notification (plaintext) */
     size_t body_len;
     char *lean; /* the same without the message's text, for a 413; NULL: none */
     size_t lean_len;
-    const char *content_type; /* static; NULL: application/json */
-    bool encrypt;             /* RFC 8291 with the two keys below */
+    bool encrypt; /* RFC 8291 with the two keys below */
     uint8_t p256dh[PUSH_KEY_LEN];
     uint8_t auth[PUSH_AUTH_LEN];
     char *pushkey; /* Matrix: the pushkey to look for in "rejected"; NULL: not Matrix */
-    /* Who the result concerns: */
-    char *member, *device;
-    char *reg; /* the registration's stored bytes, to remove only that one */
-    size_t reg_len;
-    uint64_t token; /* DISCOVER: the caller's id of the pending registration */
-    /* The sender's own: */
+    char *origin;  /* of url (push_url_origin), made once */
     int attempts;
     int64_t not_before_ms;
     bool use_lean;
@@ -110,10 +120,13 @@ struct push_send_stats {
 
 typedef struct push_sender push_sender;
 
-/* Starts the thread, holding at most queue_max jobs. NULL on failure (no
- * memory, no thread, libcurl refused), with why in err (cap bytes).
- * curl_global_init must have run (the plugin's init does it). */
-push_sender *push_sender_create(size_t queue_max, char *err, size_t cap);
+/* Starts the thread, holding at most queue_max jobs, building requests
+ * with opts (webhooks, push_body), which must not change or go while the
+ * sender runs. NULL on failure (no memory, no thread, libcurl refused), with
+ * why in err (cap bytes). curl_global_init must have run (the plugin's init
+ * does it). */
+push_sender *push_sender_create(size_t queue_max, const struct push_opts *opts, char *err,
+                                size_t cap);
 
 /* Stops the thread (transfers in flight are cut) and frees every job and
  * result left. Accepts NULL. */
