@@ -55,12 +55,11 @@ static int bad(const char *name, const char *value, const char *expected)
     return MOSQ_ERR_INVAL;
 }
 
+static void words_free(char **list);
+
 static void opts_free(struct push_opts *o)
 {
-    for (char **a = o->allow; a && *a; a++) {
-        free(*a);
-    }
-    free(o->allow);
+    words_free(o->allow);
     for (size_t i = 0; i < o->nhooks; i++) {
         free(o->hooks[i].name);
         free(o->hooks[i].url);
@@ -69,42 +68,46 @@ static void opts_free(struct push_opts *o)
     memset(o, 0, sizeof(*o));
 }
 
-/* Splits value at blanks into a NULL-terminated list of copies. */
+static void words_free(char **list)
+{
+    for (char **w = list; w && *w; w++) {
+        free(*w);
+    }
+    free(list);
+}
+
+/* Splits value at blanks into a NULL-terminated list of copies; NULL when
+ * out of memory. */
 static char **words(const char *value)
 {
     size_t n = 0, cap = 4;
-    char **list = calloc(cap + 1, sizeof(*list));
+    char **list = calloc(cap + 1, sizeof(char *));
     const char *p = value;
-    while (list && *p) {
-        while (*p == ' ' || *p == '\t') {
-            p++;
-        }
+    if (!list) {
+        return NULL;
+    }
+    for (;;) {
+        p += strspn(p, " \t");
         size_t len = strcspn(p, " \t");
         if (len == 0) {
-            break;
+            return list;
         }
         if (n == cap) {
-            char **more = realloc(list, (2 * cap + 1) * sizeof(*list));
+            char **more = realloc(list, (2 * cap + 1) * sizeof(char *));
             if (!more) {
-                break;
+                words_free(list);
+                return NULL;
             }
             list = more;
             cap *= 2;
         }
         if (!(list[n] = strndup(p, len))) {
-            break;
+            words_free(list);
+            return NULL;
         }
         list[++n] = NULL;
         p += len;
     }
-    if (list && *p) { /* out of memory part way */
-        for (size_t i = 0; i < n; i++) {
-            free(list[i]);
-        }
-        free(list);
-        return NULL;
-    }
-    return list;
 }
 
 static int parse_allow(struct push_opts *o, const char *value)
@@ -122,16 +125,14 @@ static int parse_allow(struct push_opts *o, const char *value)
                                  "mosquitto-chat: invalid value \"%s\" for plugin_opt_push_allow: "
                                  "%s",
                                  *w, why);
-            for (char **f = list; *f; f++) {
-                free(*f);
-            }
-            free(list);
+            words_free(list);
             return MOSQ_ERR_INVAL;
         }
         /* The normal form, so that the comparison with an endpoint's is
          * exact. */
         char *copy = strdup(norm);
         if (!copy) {
+            words_free(list);
             return MOSQ_ERR_NOMEM;
         }
         free(*w);
@@ -141,10 +142,7 @@ static int parse_allow(struct push_opts *o, const char *value)
         free(list);
         list = NULL; /* empty: push off */
     }
-    for (char **a = o->allow; a && *a; a++) {
-        free(*a);
-    }
-    free(o->allow);
+    words_free(o->allow);
     o->allow = list;
     return MOSQ_ERR_SUCCESS;
 }
@@ -189,10 +187,7 @@ static int parse_webhooks(struct push_opts *o, const char *value)
             rc = MOSQ_ERR_NOMEM;
         }
     }
-    for (size_t i = 0; i < n; i++) {
-        free(list[i]);
-    }
-    free(list);
+    words_free(list);
     /* replace what an earlier line set */
     for (size_t i = 0; i < o->nhooks; i++) {
         free(o->hooks[i].name);
@@ -403,7 +398,7 @@ static bool heap_push(struct chat_push *ps, struct pgroup *g)
 {
     if (ps->nheap == ps->heap_cap) {
         size_t cap = ps->heap_cap ? 2 * ps->heap_cap : 64;
-        struct pgroup **h = realloc(ps->heap, cap * sizeof(*h));
+        struct pgroup **h = realloc(ps->heap, cap * sizeof(struct pgroup *));
         if (!h) {
             return false;
         }
@@ -512,11 +507,13 @@ void chat_push_stored(struct chat_plugin *pl, const char *group, uint64_t id, co
  * Marks: (member, group) notified within push_interval (invariant 2)
  * ========================================================================= */
 
+/* Writes member, a NUL and group (with its NUL, not part of the key) to
+ * buf; returns the key's length. */
 static size_t mark_key(char *buf, const char *member, const char *group)
 {
     size_t m = strlen(member), g = strlen(group);
     memcpy(buf, member, m + 1);
-    memcpy(buf + m + 1, group, g);
+    memcpy(buf + m + 1, group, g + 1);
     return m + 1 + g;
 }
 
@@ -674,7 +671,7 @@ static bool decide(struct chat_plugin *pl, struct pwalk *w, const char *member, 
 {
     struct chat_push *ps = pl->push;
     const char *group = w->g->name;
-    char key[2 * CHAT_STORE_MAX_NAME + 2];
+    char key[2 * CHAT_STORE_MAX_NAME + 3];
     size_t klen = mark_key(key, member, group);
     struct pmark *mark = chat_hmap_get(ps->marks, key, klen);
     int64_t now = mono_ms();

@@ -130,7 +130,7 @@ static bool derive(const uint8_t *secret, const uint8_t *auth, const uint8_t *ua
     static const char key_label[] = "WebPush: info";
     static const char cek_label[] = "Content-Encoding: aes128gcm";
     static const char nonce_label[] = "Content-Encoding: nonce";
-    uint8_t info[sizeof(key_label) + 2 * PUSH_KEY_LEN]; /* the label with its NUL */
+    uint8_t info[sizeof(key_label) + (size_t)2 * PUSH_KEY_LEN]; /* the label with its NUL */
     uint8_t prk_key[SHA256_LEN], ikm[SHA256_LEN], prk[SHA256_LEN];
 
     memcpy(info, key_label, sizeof(key_label));
@@ -160,7 +160,8 @@ static bool seal(const uint8_t *cek, const uint8_t *nonce, const void *plain, si
               EVP_EncryptInit_ex(ctx, NULL, NULL, cek, nonce) == 1 &&
               (len == 0 || EVP_EncryptUpdate(ctx, out, &n, plain, (int)len) == 1) &&
               EVP_EncryptUpdate(ctx, out + n, &m, &delimiter, 1) == 1 &&
-              EVP_EncryptFinal_ex(ctx, out + n + m, &f) == 1 && (size_t)(n + m + f) == len + 1 &&
+              EVP_EncryptFinal_ex(ctx, out + n + m, &f) == 1 &&
+              (size_t)n + (size_t)m + (size_t)f == len + 1 &&
               EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, TAG_LEN, out + len + 1) == 1;
     EVP_CIPHER_CTX_free(ctx);
     return ok;
