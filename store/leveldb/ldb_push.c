@@ -238,43 +238,52 @@ chat_err ldb_push_list(chat_store *cs, const char *member, chat_push_fn fn, void
 }
 
 /* One member's registrations handed to the caller of push_members, with
- * seen worked out at the first. */
-struct member_regs {
-    const char *group, *member;
-    uint64_t joined, seen;
-    bool have_seen;
-    size_t plen;
-    chat_push_member_fn fn;
-    void *ctx;
-    bool stopped;
-};
-
-static chat_err visit_member_reg(ldb *st, void *ctx, const char *k, size_t klen, const char *v,
-                                 size_t vlen, bool *stop)
+ * seen worked out at the first; one iterator serves every member of a
+ * call (a seek per member, not an iterator). Returns the read error, with
+ * *stopped set when fn stopped the walk. */
+static chat_err member_regs(ldb *st, leveldb_iterator_t *it, const char *group, const char *member,
+                            uint64_t joined, chat_push_member_fn fn, void *ctx, bool *stopped)
 {
-    struct member_regs *w = ctx;
-    const char *p = k + w->plen, *d = NULL;
-    size_t dlen = 0;
-    char device[MAX_PART + 1];
-    if (!next_part(&p, k + klen, &d, &dlen) || p != k + klen || vlen <= CREATED_LEN) {
-        return ldb_corrupt_key(st, k, klen, vlen);
+    key prefix;
+    uint64_t seen = 0;
+    bool have_seen = false;
+    char *err = NULL;
+    chat_err rc = CHAT_OK;
+
+    push_key(&prefix, member, NULL);
+    if (prefix.overflow) {
+        return CHAT_EINVAL;
     }
-    if (!w->have_seen) {
-        uint64_t best = 0;
-        bool found = false;
-        chat_err rc = ldb_cursor_max(&st->base, w->group, w->member, &best, &found);
-        if (rc != CHAT_OK) {
-            return rc;
+    leveldb_iter_seek(it, prefix.buf, prefix.len);
+    while (rc == CHAT_OK && !*stopped && !(err = iter_error(it)) && leveldb_iter_valid(it)) {
+        size_t klen = 0, vlen = 0;
+        const char *kb = leveldb_iter_key(it, &klen);
+        if (klen <= prefix.len || memcmp(kb, prefix.buf, prefix.len) != 0) {
+            break;
         }
-        w->seen = found && best > w->joined ? best : w->joined;
-        w->have_seen = true;
+        const char *v = leveldb_iter_value(it, &vlen);
+        const char *p = kb + prefix.len, *d = NULL;
+        size_t dlen = 0;
+        char device[MAX_PART + 1];
+        if (!next_part(&p, kb + klen, &d, &dlen) || p != kb + klen || vlen <= CREATED_LEN) {
+            rc = ldb_corrupt_key(st, kb, klen, vlen);
+            break;
+        }
+        if (!have_seen) {
+            uint64_t best = 0;
+            bool found = false;
+            rc = ldb_cursor_max(&st->base, group, member, &best, &found);
+            seen = found && best > joined ? best : joined;
+            have_seen = true;
+        }
+        if (rc == CHAT_OK) {
+            memcpy(device, d, dlen);
+            device[dlen] = '\0';
+            *stopped = fn(ctx, member, seen, device, v + CREATED_LEN, vlen - CREATED_LEN) != 0;
+            leveldb_iter_next(it);
+        }
     }
-    memcpy(device, d, dlen);
-    device[dlen] = '\0';
-    w->stopped =
-        w->fn(w->ctx, w->member, w->seen, device, v + CREATED_LEN, vlen - CREATED_LEN) != 0;
-    *stop = w->stopped;
-    return CHAT_OK;
+    return err ? ldb_read_key_error(st, err, prefix.buf, prefix.len) : rc;
 }
 
 chat_err ldb_push_members(chat_store *cs, const char *group, const char *after, size_t max,
@@ -282,7 +291,7 @@ chat_err ldb_push_members(chat_store *cs, const char *group, const char *after, 
                           bool *done)
 {
     ldb *st = ldb_of(cs);
-    key prefix, start, regs;
+    key prefix, start;
     char name[MAX_PART + 1];
     size_t looked = 0;
     char *err = NULL;
@@ -302,6 +311,7 @@ chat_err ldb_push_members(chat_store *cs, const char *group, const char *after, 
     /* Members in name order, as the 'R' records keep them (invariant 8),
      * so that the walk goes on after the last one whatever joined since. */
     leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
+    leveldb_iterator_t *regs = leveldb_create_iterator(st->db, st->ropt);
     leveldb_iter_seek(it, start.buf, start.len);
     bool end = true;
     while (rc == CHAT_OK && !(err = iter_error(it)) && leveldb_iter_valid(it)) {
@@ -332,20 +342,18 @@ chat_err ldb_push_members(chat_store *cs, const char *group, const char *after, 
          * ldb_reads does. */
         rc = ldb_member_get(cs, group, name, &joined, &live);
         if (rc == CHAT_OK && live) {
-            push_key(&regs, name, NULL);
-            struct member_regs w = {group, name, joined, 0, false, regs.len, fn, ctx, false};
-            rc = regs.overflow ? CHAT_EINVAL : ldb_walk(st, &regs, visit_member_reg, &w);
-            if (rc == CHAT_OK && w.stopped) {
-                stopped = true;
-                end = false;
-                break;
-            }
+            rc = member_regs(st, regs, group, name, joined, fn, ctx, &stopped);
+        }
+        if (stopped) {
+            end = false;
+            break;
         }
         if (rc == CHAT_OK) {
             memcpy(last, name, n + 1);
         }
         leveldb_iter_next(it);
     }
+    leveldb_iter_destroy(regs);
     leveldb_iter_destroy(it);
     if (err) {
         return ldb_read_key_error(st, err, prefix.buf, prefix.len);

@@ -33,8 +33,8 @@ store_push_remove_fn ldb_push_remove;
 store_push_list_fn ldb_push_list;
 
 /* An iterator over the group's 'R' records (members in name order), and
- * for each member that counts an iterator over its 'P' records; seen from
- * 'J' and 'X' through the cache. */
+ * a second one sought to each counting member's 'P' records; seen from 'J'
+ * and 'X' through the cache. */
 store_push_members_fn ldb_push_members;
 
 /* An iterator over the 'P' records from the resume key and, for each one
