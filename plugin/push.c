@@ -3,6 +3,7 @@
  * results, the walks that decide whom to notify, the sweep of
  * registrations whose device is gone. The design note and invariants are
  * in push_priv.h. */
+#include "push_lib.h"
 #include "push_priv.h"
 #include "reply.h"
 
@@ -303,9 +304,23 @@ static void push_destroy(struct chat_push *ps)
 
 int chat_push_init(struct chat_plugin *pl, struct mosquitto_opt *opts, int count)
 {
-    struct chat_push *ps = calloc(1, sizeof(*ps));
+    struct chat_push *ps = NULL;
     char err[160];
-    if (!ps) {
+    const char *why = NULL;
+    bool configured = false;
+    for (int i = 0; i < count && !configured; i++) {
+        configured = chat_push_is_option(opts[i].key);
+    }
+    if (!configured) {
+        return MOSQ_ERR_SUCCESS; /* off, and libcurl never loaded */
+    }
+    /* The options' URLs are read with libcurl's parser. */
+    if (!push_lib_load(&why)) {
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: push notifications need libcurl: %s",
+                             why);
+        return MOSQ_ERR_UNKNOWN;
+    }
+    if (!(ps = calloc(1, sizeof(*ps)))) {
         return MOSQ_ERR_NOMEM;
     }
     int rc = parse_options(&ps->opts, opts, count);

@@ -14,6 +14,7 @@
  *   push_reg.c    a registration: the command's fields, checks, stored
  *                 form, and the notification bodies of each kind
  *   push_url.c, push_crypto.c   URL rules and RFC 8291 (their headers)
+ *   push_lib.c    libcurl, loaded at run time (push_lib.h)
  * Its state (struct chat_push) is private (push_priv.h); struct
  * chat_plugin holds a pointer to it, NULL-safe: with push_allow empty the
  * module is off and every function here returns at once.

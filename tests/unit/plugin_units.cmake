@@ -17,6 +17,6 @@ if(NOT TARGET chat_plugin_units)
   # libmosquitto: the real MQTT 5 property functions and topic checks, as
   # the plugin itself links them.
   find_package(Threads REQUIRED)
-  target_link_libraries(chat_plugin_units PUBLIC chat_store ${CJSON_LIB} ${MOSQ_LIB} ${CURL_LIB}
-                        ${CRYPTO_LIB} Threads::Threads m ${CMAKE_DL_LIBS})
+  target_link_libraries(chat_plugin_units PUBLIC chat_store ${CJSON_LIB} ${MOSQ_LIB} ${CRYPTO_LIB}
+                        Threads::Threads m ${CMAKE_DL_LIBS})
 endif()
