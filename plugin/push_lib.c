@@ -109,6 +109,27 @@ static bool ready(void)
     return loaded;
 }
 
+/* The argument of an option, by its type, taken from ap and passed on. */
+static CURLcode set_long(CURL *curl, CURLoption option, va_list *ap)
+{
+    return lib.curl_easy_setopt(curl, option, va_arg(*ap, long));
+}
+
+static CURLcode set_pointer(CURL *curl, CURLoption option, va_list *ap)
+{
+    return lib.curl_easy_setopt(curl, option, va_arg(*ap, void *));
+}
+
+static CURLcode set_function(CURL *curl, CURLoption option, va_list *ap)
+{
+    return lib.curl_easy_setopt(curl, option, va_arg(*ap, void (*)(void)));
+}
+
+static CURLcode set_off(CURL *curl, CURLoption option, va_list *ap)
+{
+    return lib.curl_easy_setopt(curl, option, va_arg(*ap, curl_off_t));
+}
+
 CURLcode curl_easy_setopt(CURL *curl, CURLoption option, ...)
 {
     va_list ap;
@@ -117,17 +138,17 @@ CURLcode curl_easy_setopt(CURL *curl, CURLoption option, ...)
         return rc;
     }
     va_start(ap, option);
-    /* An option's number says the type of its argument (curl.h, CURLOPT). */
+    /* An option's number says the type of its argument (curl.h, CURLOPT):
+     * longs, then pointers (objects, strings, lists), functions, curl_off_t,
+     * and blobs (pointers). */
     if (option < CURLOPTTYPE_OBJECTPOINT) {
-        rc = lib.curl_easy_setopt(curl, option, va_arg(ap, long));
-    } else if (option < CURLOPTTYPE_FUNCTIONPOINT) {
-        rc = lib.curl_easy_setopt(curl, option, va_arg(ap, void *));
-    } else if (option < CURLOPTTYPE_OFF_T) {
-        rc = lib.curl_easy_setopt(curl, option, va_arg(ap, void (*)(void)));
-    } else if (option < CURLOPTTYPE_BLOB) {
-        rc = lib.curl_easy_setopt(curl, option, va_arg(ap, curl_off_t));
+        rc = set_long(curl, option, &ap);
+    } else if (option >= CURLOPTTYPE_FUNCTIONPOINT && option < CURLOPTTYPE_OFF_T) {
+        rc = set_function(curl, option, &ap);
+    } else if (option >= CURLOPTTYPE_OFF_T && option < CURLOPTTYPE_BLOB) {
+        rc = set_off(curl, option, &ap);
     } else {
-        rc = lib.curl_easy_setopt(curl, option, va_arg(ap, void *));
+        rc = set_pointer(curl, option, &ap);
     }
     va_end(ap);
     return rc;
