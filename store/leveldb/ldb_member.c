@@ -192,7 +192,7 @@ chat_err ldb_member_remove(chat_store *cs, const char *group, const char *member
         rc = count_step(st, group, false, wb);
     }
     /* Leaving the last group takes the member's push registrations along
-     * (invariant 9). */
+     * (push-with-member). */
     if (rc == CHAT_OK) {
         rc = ldb_push_orphans_add(st, member, strlen(member), group, wb);
     }

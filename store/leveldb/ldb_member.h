@@ -1,6 +1,6 @@
 /* ldb_member: memberships in the LevelDB backend ('J' and 'G' records,
- * invariant 4), with their generations while a group is being deleted, and
- * the member count ('N', invariant 8); a membership starts with its read
+ * invariant member-pairs), with their generations while a group is being deleted, and
+ * the member count ('N', invariant read-markers); a membership starts with its read
  * marker ('R') and ends with it and its cursors. Private to store/leveldb.
  */
 #ifndef LDB_MEMBER_H
@@ -20,14 +20,14 @@ chat_err ldb_membership_live(ldb *st, const char *group, size_t glen, const rec 
  * says the group is being deleted. */
 store_member_get_fn ldb_member_get;
 
-/* 'J', 'G', 'R' (0) and 'N' in one batch (invariants 4 and 8), with a
+/* 'J', 'G', 'R' (0) and 'N' in one batch (invariants member-pairs and read-markers), with a
  * deletion's generation and without the old cursors while the group is
  * being deleted. */
 store_member_add_fn ldb_member_add;
 
 /* 'J', 'G', every 'C' of the member in group, its 'X' and 'R', 'N'
  * when the membership counted, and its 'P' records when this was its last
- * group (invariant 9), in one batch. */
+ * group (push-with-member), in one batch. */
 store_member_remove_fn ldb_member_remove;
 
 /* An iterator over the member's 'G' records, in group-name order. */

@@ -9,7 +9,7 @@
 #define CREATED_LEN 8 /* the value starts with when it was made */
 
 /* ------------------------------------------------------------------------
- * Whether a member still belongs to a group (invariant 9)
+ * Whether a member still belongs to a group (push-with-member)
  * --------------------------------------------------------------------- */
 
 struct other_group {

@@ -1,5 +1,5 @@
 /* ldb_push: push registrations in the LevelDB backend ('P' records,
- * invariant 9): put, get, remove, the walks over a member's registrations
+ * push-with-member): put, get, remove, the walks over a member's registrations
  * and over the registered members of a group, the sweep of registrations
  * whose device is gone, and what ldb_member and ldb_delete call when a
  * member leaves its last group. Private to store/leveldb.
@@ -11,7 +11,7 @@
 
 /* Adds to wb the deletion of every registration of member (the mlen bytes
  * at m) when it has no membership that counts but in except_group (whose
- * membership wb removes): what keeps invariant 9 in the batches that end
+ * membership wb removes): what keeps push-with-member in the batches that end
  * memberships. */
 chat_err ldb_push_orphans_add(ldb *st, const char *m, size_t mlen, const char *except_group,
                               leveldb_writebatch_t *wb);

@@ -1,5 +1,5 @@
 /* pg_push: push registrations in the PostgreSQL backend (chat_push,
- * invariant 9 kept by chat_member_remove and chat_group_delete). Private
+ * push-with-member kept by chat_member_remove and chat_group_delete). Private
  * to store/pg. Each op is one statement of pg_schema, one round trip; a
  * group's registered members come a page of members at a time, with what
  * each has seen, in that one statement. */

@@ -1,5 +1,5 @@
 /* store_push_cases: the cases of push registrations (chat_store_push_*,
- * invariant 9) on an open store of any backend, so that the LevelDB tests
+ * push-with-member) on an open store of any backend, so that the LevelDB tests
  * (test_store_push) and the PostgreSQL ones (test_store_pg) check the same
  * contract. Each case takes a fresh, empty store and fails the running
  * cmocka case on the first difference. */

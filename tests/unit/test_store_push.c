@@ -1,5 +1,5 @@
 /* Unit tests of push registrations in the LevelDB backend (leveldb/ldb_push,
- * and what ldb_member and ldb_delete keep of invariant 9): the cases of
+ * and what ldb_member and ldb_delete keep of push-with-member): the cases of
  * store_push_cases.c, each on a fresh store, and the raw keys they leave. */
 #include "store_fixture.h"
 #include "store_push_cases.h"
