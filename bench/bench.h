@@ -7,6 +7,7 @@
  *   bench_catchup.c   catchup, appcatchup: a device taking what it missed
  *   bench_receipts.c  receipts: every member reading every message
  *   bench_presence.c  presence: thousands online, on raw sockets
+ *   bench_push.c      push: offline members with push registrations, a sink
  *   bench_payload.c   the payloads published, and the scans that read them
  *   bench_measure.c   CPU times and quantiles
  *   bench_client.c    many libmosquitto clients on one thread (bench_client.h)
@@ -17,7 +18,8 @@
  * exit status (0 measured, 1 failed, 2 bad usage).
  *
  * Threading: one thread, but for the client library's own in appcatchup
- * --via lib; every loop is bounded in count or time; only 127.0.0.1 is contacted. */
+ * --via lib and push's sink thread; every loop is bounded in count or time; only 127.0.0.1 is
+ * contacted. */
 #ifndef BENCH_H
 #define BENCH_H
 
@@ -59,6 +61,11 @@ struct opts {
     uint64_t seq;        /* fill: n of the first message is seq + 1 */
     unsigned online;     /* presence: raw connections online */
     unsigned readers;    /* presence: how many of them read every message */
+    unsigned registered; /* push: members offline with a registration */
+    unsigned groups;     /* push: groups each of them is in */
+    int sink_port;       /* push: the loopback push sink's port */
+    bool hang;           /* push: the sink never answers a notification */
+    bool push_on;        /* push: register the members (the broker has push_allow) */
 };
 
 /* ---------------------------------------------------------------------------
@@ -77,6 +84,7 @@ int cmd_catchup(const struct opts *o);
 int cmd_appcatchup(const struct opts *o);
 int cmd_receipts(const struct opts *o);
 int cmd_presence(const struct opts *o);
+int cmd_push(const struct opts *o);
 
 /* ---------------------------------------------------------------------------
  * bench_payload.c

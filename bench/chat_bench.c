@@ -16,6 +16,8 @@
  *                                            every member reads (or acks) every message
  *   chat_bench presence --port P --online N --readers K --rate R
  *                                            N raw connections online in one group
+ *   chat_bench push --port P --pid PID --registered N --groups G --sink-port S --push 0|1
+ *                   [--hang 1] [--rate R]   N offline members notified through a sink
  *
  * The same commands drive plain Mosquitto and Mosquitto with the plugin:
  * both see the same topic (chat/<group>) and the same JSON payloads of about
@@ -49,7 +51,8 @@ static void usage(void)
         "  --port P --pub-port P --pid PID --group G --mode chat|session --client ID --prefix P\n"
         "  --members M --devices K --window W --rate R --warm-ms T --dur-ms T\n"
         "  --timeout-ms T --idle-ms T --count N --first N --seq N --max-busy CORES\n"
-        "  --online N --readers K --via lib|mqchat --state FILE --mqchat PATH\n");
+        "  --online N --readers K --via lib|mqchat --state FILE --mqchat PATH\n"
+        "  --registered N --groups G --sink-port S --push 0|1 --hang 0|1\n");
 }
 
 static bool parse_u64(const char *s, uint64_t *v)
@@ -146,6 +149,16 @@ static bool parse_opts(int argc, char **argv, struct opts *o)
             o->online = (unsigned)u;
         } else if (!strcmp(name, "--readers") && u <= 60000) {
             o->readers = (unsigned)u;
+        } else if (!strcmp(name, "--registered") && u >= 1 && u <= 100000) {
+            o->registered = (unsigned)u;
+        } else if (!strcmp(name, "--groups") && u >= 1 && u <= 100) {
+            o->groups = (unsigned)u;
+        } else if (!strcmp(name, "--sink-port") && u > 0 && u < 65536) {
+            o->sink_port = (int)u;
+        } else if (!strcmp(name, "--hang") && u <= 1) {
+            o->hang = u == 1;
+        } else if (!strcmp(name, "--push") && u <= 1) {
+            o->push_on = u == 1;
         } else {
             fprintf(stderr, "chat_bench: unknown option or value out of range: %s %s\n", name, val);
             return false;
@@ -207,6 +220,8 @@ int main(int argc, char **argv)
         rc = cmd_receipts(&o);
     } else if (!strcmp(argv[1], "presence")) {
         rc = cmd_presence(&o);
+    } else if (!strcmp(argv[1], "push")) {
+        rc = cmd_push(&o);
     } else {
         usage();
     }

@@ -1,7 +1,8 @@
 /* commands.c: the blocking requests of the public API (fetch, history,
- * unread, join, leave, receipts, presence, and any other command through
- * chat_client_request): each writes one command, runs it through the
- * dispatcher (api.c) and turns the plugin's answer into results. */
+ * unread, join, leave, receipts, presence, the push registration, and any
+ * other command through chat_client_request): each writes one command,
+ * runs it through the dispatcher (api.c) and turns the plugin's answer into
+ * results. */
 #include "chat_client.h"
 
 #include <stdio.h>
@@ -650,4 +651,96 @@ chat_client_err chat_client_request(chat_client *c, const char *command_json, ch
 void chat_client_free(void *p)
 {
     free(p);
+}
+
+/* ===========================================================================
+ * push: this device's registration (protocol v1.2)
+ * ========================================================================= */
+
+/* Adds field name when value is set; true when it is (required) or may
+ * be absent. */
+static bool push_field(chat_obj *o, const char *name, const char *value, bool required)
+{
+    if (value != NULL)
+        chat_obj_str(o, name, value);
+    return value != NULL || !required;
+}
+
+chat_client_err chat_client_push_register(chat_client *c, const chat_client_push *reg)
+{
+    chat_obj o = {0};
+    cJSON *entry = NULL;
+    bool ok = false;
+
+    if (reg == NULL || reg->kind == NULL)
+        return chat_api_report(CHAT_CLIENT_ERR_INVAL, "reg and its kind are required");
+    command_begin(&o, "push", NULL);
+    chat_obj_str(&o, "kind", reg->kind);
+    if (strcmp(reg->kind, "unifiedpush") == 0) {
+        ok = push_field(&o, "endpoint", reg->endpoint, true) &&
+             (reg->p256dh == NULL) == (reg->auth == NULL) &&
+             push_field(&o, "p256dh", reg->p256dh, false) &&
+             push_field(&o, "auth", reg->auth, false);
+    } else if (strcmp(reg->kind, "matrix") == 0) {
+        ok = push_field(&o, "url", reg->url, true) && push_field(&o, "app_id", reg->app_id, true) &&
+             push_field(&o, "pushkey", reg->pushkey, true);
+    } else if (strcmp(reg->kind, "webhook") == 0) {
+        ok = push_field(&o, "name", reg->name, true);
+    }
+    if (!ok) {
+        free(chat_obj_end(&o));
+        return chat_api_report(CHAT_CLIENT_ERR_INVAL,
+                               "kind unifiedpush needs endpoint (and p256dh with auth, or "
+                               "neither), matrix url, app_id and pushkey, webhook name");
+    }
+    chat_client_err err = request(c, "push", NULL, &o, &entry);
+    if (err == CHAT_CLIENT_OK &&
+        !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(entry, "registered")))
+        err = chat_api_report(CHAT_CLIENT_ERR_PROTOCOL, "push answer without registered");
+    cJSON_Delete(entry);
+    return err;
+}
+
+chat_client_err chat_client_push_remove(chat_client *c)
+{
+    chat_obj o = {0};
+    cJSON *entry = NULL;
+    command_begin(&o, "push", NULL);
+    chat_obj_str(&o, "kind", "none");
+    chat_client_err err = request(c, "push", NULL, &o, &entry);
+    cJSON_Delete(entry);
+    return err;
+}
+
+chat_client_err chat_client_push_status(chat_client *c, bool *registered, char **answer_json)
+{
+    chat_obj o = {0};
+    cJSON *entry = NULL;
+
+    if (registered == NULL)
+        return chat_api_report(CHAT_CLIENT_ERR_INVAL, "registered is NULL");
+    if (answer_json != NULL)
+        *answer_json = NULL;
+    command_begin(&o, "push", NULL);
+    chat_client_err err = request(c, "push", NULL, &o, &entry);
+    if (err != CHAT_CLIENT_OK)
+        return err;
+    const cJSON *reg = cJSON_GetObjectItemCaseSensitive(entry, "registered");
+    if (!cJSON_IsBool(reg)) {
+        cJSON_Delete(entry);
+        return chat_api_report(CHAT_CLIENT_ERR_PROTOCOL, "push answer without registered");
+    }
+    *registered = cJSON_IsTrue(reg);
+    if (answer_json != NULL) {
+        cJSON_DeleteItemFromObjectCaseSensitive(entry, "correlationData");
+        char *text = cJSON_PrintUnformatted(entry);
+        *answer_json = text != NULL ? strdup(text) : NULL;
+        cJSON_free(text);
+        if (*answer_json == NULL) {
+            cJSON_Delete(entry);
+            return chat_api_report(CHAT_CLIENT_ERR_NOMEM, NULL);
+        }
+    }
+    cJSON_Delete(entry);
+    return CHAT_CLIENT_OK;
 }

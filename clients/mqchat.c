@@ -47,6 +47,12 @@ static const char *usage_text =
     "                                                 k of n\" for #id, default the newest)\n"
     "       mqchat [options] recall <group> <id>      take back your message #id\n"
     "       mqchat [options] edit <group> <id> <text>...  replace the text of your message #id\n"
+    "       mqchat [options] push register unifiedpush <endpoint> [<p256dh> <auth>]\n"
+    "       mqchat [options] push register matrix <url> <app_id> <pushkey>\n"
+    "       mqchat [options] push register webhook <name>\n"
+    "                                                 wake this device (-i) by push while it\n"
+    "                                                 has no connection\n"
+    "       mqchat [options] push remove|status       this device's push registration\n"
     "       mqchat [options] admin groups             (admins) every group: head, first, members\n"
     "       mqchat [options] admin members <group>    (admins) members, read markers, devices\n"
     "       mqchat [options] admin stats              (admins) the plugin's figures\n"
@@ -60,7 +66,7 @@ static const char *usage_text =
     "  -u <username>  MQTT username: your name in the chat (without it, the client id is)\n"
     "  -P <password>  MQTT password\n"
     "  -i <id>        MQTT client id, i.e. the device (default mqchat-<user>-<hostname>;\n"
-    "                 with -u, commands other than listen add -<pid>)\n"
+    "                 with -u, commands other than listen and push add -<pid>)\n"
     "  -V <version>   MQTT version: 311 (default) or 5 (also mqttv311, mqttv5)\n"
     "  -q <qos>       QoS of sent messages: 1 (default) or 2\n"
     "  -k <seconds>   keep-alive (default 30)\n"
@@ -338,6 +344,19 @@ static void check_command(const struct opts *o)
     } else if (strcmp(cmd, "unread") == 0) {
         if (o->nargs != 0)
             die_usage("usage: mqchat unread");
+    } else if (strcmp(cmd, "push") == 0) {
+        const char *sub = o->nargs > 0 ? o->args[0] : "";
+        const char *kind = o->nargs > 1 ? o->args[1] : "";
+        bool ok = ((strcmp(sub, "remove") == 0 || strcmp(sub, "status") == 0) && o->nargs == 1) ||
+                  (strcmp(sub, "register") == 0 &&
+                   ((strcmp(kind, "unifiedpush") == 0 && (o->nargs == 3 || o->nargs == 5)) ||
+                    (strcmp(kind, "matrix") == 0 && o->nargs == 5) ||
+                    (strcmp(kind, "webhook") == 0 && o->nargs == 3)));
+        if (!ok)
+            die_usage("usage: mqchat push register unifiedpush <endpoint> [<p256dh> <auth>] | "
+                      "push register matrix <url> <app_id> <pushkey> | push register webhook "
+                      "<name> | push remove | push status");
+        return;
     } else if (strcmp(cmd, "admin") == 0) {
         const char *sub = o->nargs > 0 ? o->args[0] : "";
         bool with_group = strcmp(sub, "members") == 0 || strcmp(sub, "delete") == 0;
@@ -377,12 +396,14 @@ int main(int argc, char **argv)
     check_command(&o);
     listen = strcmp(o.command, "listen") == 0;
     wait_ms = (listen || o.wait_s == 0 ? DEFAULT_WAIT_S : o.wait_s) * 1000;
+    /* push is about one device: the one listen runs as, not a new one */
+    bool device = listen || strcmp(o.command, "push") == 0;
     if (o.client_id != NULL) {
         if (strlen(o.client_id) >= sizeof client_id)
             die_usage("-i: a client id of at most %zu bytes, please", sizeof client_id - 1);
         snprintf(client_id, sizeof client_id, "%s", o.client_id);
     } else {
-        default_client_id(&o, listen, client_id, sizeof client_id);
+        default_client_id(&o, device, client_id, sizeof client_id);
     }
     if ((m = mqchat_create(&o, listen, client_id)) == NULL)
         return mqchat_failed("cannot start", CHAT_CLIENT_ERR_NOMEM);

@@ -2,6 +2,7 @@
  * the library's callbacks tell the main thread (see mqchat.h). */
 #include "mqchat.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -430,6 +431,10 @@ void mqchat_on_event(void *arg, const chat_client_event *ev)
         break;
     case CHAT_CLIENT_EV_READ:
         break; /* mqchat receipts shows them on demand */
+    case CHAT_CLIENT_EV_PUSH_DROPPED:
+        fprintf(stderr, "mqchat: this device's push registration was dropped: %s\n",
+                ev->reason ? ev->reason : "?");
+        break;
     }
 }
 
@@ -781,6 +786,61 @@ static int cmd_receipts(chat_client *c, const struct opts *o)
     return fflush(stdout) == 0 ? 0 : EXIT_UNREACHABLE;
 }
 
+/* push register|remove|status: this device's push registration. */
+static int cmd_push(const struct mqchat *m, chat_client *c, const struct opts *o)
+{
+    const char *sub = o->args[0];
+    chat_client_err err = CHAT_CLIENT_OK;
+
+    if (strcmp(sub, "register") == 0) {
+        chat_client_push reg = {.kind = o->args[1]};
+        if (strcmp(reg.kind, "unifiedpush") == 0) {
+            reg.endpoint = o->args[2];
+            reg.p256dh = o->nargs == 5 ? o->args[3] : NULL;
+            reg.auth = o->nargs == 5 ? o->args[4] : NULL;
+        } else if (strcmp(reg.kind, "matrix") == 0) {
+            reg.url = o->args[2];
+            reg.app_id = o->args[3];
+            reg.pushkey = o->args[4];
+        } else {
+            reg.name = o->args[2];
+        }
+        if ((err = chat_client_push_register(c, &reg)) != CHAT_CLIENT_OK)
+            return mqchat_failed("push register", err);
+        printf("%s: registered for %s push\n", m->client_id, reg.kind);
+    } else if (strcmp(sub, "remove") == 0) {
+        if ((err = chat_client_push_remove(c)) != CHAT_CLIENT_OK)
+            return mqchat_failed("push remove", err);
+        printf("%s: no push registration\n", m->client_id);
+    } else {
+        bool registered = false;
+        char *answer = NULL;
+        if ((err = chat_client_push_status(c, &registered, &answer)) != CHAT_CLIENT_OK)
+            return mqchat_failed("push status", err);
+        if (m->json) {
+            printf("%s\n", answer);
+        } else if (!registered) {
+            printf("%s: no push registration\n", m->client_id);
+        } else {
+            cJSON *e = cJSON_Parse(answer);
+            const cJSON *kind = cJSON_GetObjectItemCaseSensitive(e, "kind");
+            static const char *const fields[] = {"endpoint", "url", "app_id", "pushkey", "name"};
+            printf("%s: %s", m->client_id, cJSON_IsString(kind) ? kind->valuestring : "?");
+            for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+                const cJSON *f = cJSON_GetObjectItemCaseSensitive(e, fields[i]);
+                if (cJSON_IsString(f))
+                    printf(" %s=%s", fields[i], f->valuestring);
+            }
+            if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "encrypted")))
+                printf(" (encrypted)");
+            putchar('\n');
+            cJSON_Delete(e);
+        }
+        chat_client_free(answer);
+    }
+    return fflush(stdout) == 0 ? 0 : EXIT_UNREACHABLE;
+}
+
 struct mqchat *mqchat_create(const struct opts *o, bool listen, const char *client_id)
 {
     struct mqchat *m = calloc(1, sizeof *m);
@@ -839,6 +899,8 @@ int mqchat_run(struct mqchat *m, chat_client *c, const struct opts *o, sigset_t 
         status = mqchat_admin(c, o, wait_ms);
     } else if (strcmp(o->command, "recall") == 0 || strcmp(o->command, "edit") == 0) {
         status = cmd_change(c, o, o->command[0] == 'r');
+    } else if (strcmp(o->command, "push") == 0) {
+        status = cmd_push(m, c, o);
     } else {
         status = cmd_membership(c, o, strcmp(o->command, "join") == 0);
     }

@@ -300,6 +300,16 @@ static void handle_entry(const chat_responses *rs, const struct event *ev, const
         chat_receipts_push(rs->receipts, entry);
     } else if (strcmp(command, "publish") == 0) {
         stored_before(rs, entry);
+    } else if (strcmp(command, "push") == 0) {
+        /* the plugin dropped this device's registration (protocol v1.2) */
+        const cJSON *why = cJSON_GetObjectItemCaseSensitive(entry, "dropped");
+        if (cJSON_IsString(why)) {
+            chat_client_event e;
+            memset(&e, 0, sizeof e);
+            e.type = CHAT_CLIENT_EV_PUSH_DROPPED;
+            e.reason = why->valuestring;
+            chat_notify_event(rs->notify, &e);
+        }
     }
     /* Anything else answers nothing we asked. */
 }

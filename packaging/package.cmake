@@ -36,9 +36,9 @@ ships mqchat, a command-line client, with the client library.")
 # with the 2.0 plugin API, which no library dependency expresses.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "mosquitto (>= 2.0)")
-# plugin_opt_store postgresql loads libpq5 at run time (dpkg-shlibdeps cannot
-# see a dlopen).
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libpq5")
+# plugin_opt_store postgresql loads libpq5 at run time, and push notifications
+# (plugin_opt_push_allow) load libcurl4 (dpkg-shlibdeps cannot see a dlopen).
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libpq5, libcurl4")
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     ${PROJECT_SOURCE_DIR}/packaging/deb/conffiles

@@ -281,6 +281,16 @@ struct chat_decision chat_access_decide(struct chat_plugin *pl, struct mosquitto
     }
 }
 
+const char *chat_access_wake(const struct chat_plugin *pl)
+{
+    if (chat_broker_all_alone(pl) || pl->cfg.read_check == CHAT_READ_MEMBERS) {
+        return NULL;
+    }
+    return "push notifications are off on this broker: behind its own access checks "
+           "mosquitto-chat cannot ask whether a member who is not connected may read a group "
+           "(see plugin_opt_read_check)";
+}
+
 const char *chat_access_list(struct chat_plugin *pl, struct mosquitto *client, const char *group,
                              uint64_t *members)
 {

@@ -92,6 +92,9 @@ void chat_broker_set_current(struct chat_plugin *pl, int listener);
  * is then the broker's. */
 bool chat_broker_alone(struct chat_plugin *pl, const struct mosquitto *client);
 
+/* Whether every listener's clients meet no other checker after ours. */
+bool chat_broker_all_alone(const struct chat_plugin *pl);
+
 /* Whether the broker verified the client's username (its listener checks
  * usernames). Where the broker does not say which listener a client came
  * through, only if every listener does. */
@@ -228,6 +231,15 @@ struct chat_decision {
  * "storage error"). group is a checked name (NULL for CHAT_DO_ADMIN). */
 struct chat_decision chat_access_decide(struct chat_plugin *pl, struct mosquitto *client,
                                         const char *group, enum chat_action action);
+
+/* Whether the plugin may wake members who are not connected (push
+ * notifications, v1.2: who wrote, how many unread, with push_body what):
+ * NULL where its own answer is the broker's on every listener, or where
+ * plugin_opt_read_check members says every member may read its groups;
+ * else the reason. Behind other checkers the broker can be asked only
+ * about a connected client, so a member whose read right was taken away
+ * would otherwise be told of what it may not read. */
+const char *chat_access_wake(const struct chat_plugin *pl);
 
 /* What a list of group's members (receipts, presence) asks: the decision
  * CHAT_DO_LIST, then *members receives their count. Returns NULL, or the

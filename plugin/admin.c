@@ -15,6 +15,7 @@
  * backup, and the tick, are in admin_jobs.c (see admin.h). */
 #include "access.h"
 #include "admin.h"
+#include "push.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -313,6 +314,14 @@ static void cmd_members(const struct chat_admin_req *r, const cJSON *c)
         sbuf_add(r->out, "]", 1);
         if (!all) {
             sbuf_puts(r->out, ",\"devices_capped\":true");
+        }
+        /* its devices' push registrations (at most 16, of all its groups) */
+        rc = chat_push_list_json(pl, l.name[i], r->out);
+        if (rc != CHAT_OK) {
+            r->out->len = mark;
+            names_free(&l);
+            chat_admin_storage_ok(r, group, rc);
+            return;
         }
         sbuf_add(r->out, "}", 1);
         last = l.name[i];

@@ -381,6 +381,17 @@ static struct listener_view view_of(struct chat_plugin *pl, const struct mosquit
     return all;
 }
 
+bool chat_broker_all_alone(const struct chat_plugin *pl)
+{
+    const struct chat_broker *b = pl->broker;
+    for (size_t k = 0; k < b->conf->n_listeners; k++) {
+        if (!b->view[k].alone) {
+            return false;
+        }
+    }
+    return b->conf->n_listeners > 0 || pl->cfg.acl_mode == CHAT_ACL_ALLOW;
+}
+
 bool chat_broker_alone(struct chat_plugin *pl, const struct mosquitto *client)
 {
     int i;

@@ -1,6 +1,7 @@
 /* chat.c: publishes, acks and access checks on the chat topics
  * (<prefix>/<group>, <prefix>/<group>/ack and <prefix>/<group>/read). */
 #include "access.h"
+#include "push.h"
 #include "reply.h"
 
 #include <stdio.h>
@@ -107,6 +108,7 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         pl->stats.stored++;
         chat_retention_count(pl, group, ap.id);
         chat_fanout_stored(pl, group, ap.id, ev->qos);
+        chat_push_stored(pl, group, ap.id, from);
         /* The sender's marker moved (ap.read) but is not pushed: pushed, it
          * would cost every subscribed device a push per group and interval
          * wherever anyone sends, readers or not (integ_load's 200 devices

@@ -1,6 +1,7 @@
 /* config.c: plugin_opt_* options, read once in mosquitto_plugin_init. A bad
  * value stops the broker at start with a log line naming the option. */
 #include "plugin.h"
+#include "push.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -244,6 +245,8 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
                 {"auto", CHAT_ACL_AUTO}, {"allow", CHAT_ACL_ALLOW}, {"defer", CHAT_ACL_DEFER}};
             rc = parse_choice(val, c, 3, &choice) ? (cfg->acl_mode = (enum chat_acl_mode)choice, 0)
                                                   : bad(k, val, "auto, allow or defer");
+        } else if (chat_push_is_option(k)) {
+            /* push.c reads its own (chat_push_init) */
         } else {
             mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: unknown option plugin_opt_%s", k);
             rc = MOSQ_ERR_INVAL;

@@ -1,8 +1,9 @@
 /* control.c: requests on $CONTROL/chat/v1 ({"commands":[...]}) and the
  * responses published to the one client concerned: a request's checks and
  * bounds, and the dispatch of its commands to control_member.c,
- * control_change.c, control_sync.c and admin.c (see control.h). */
+ * control_change.c, control_sync.c, admin.c and push.h (see control.h). */
 #include "control.h"
+#include "push.h"
 #include "reply.h"
 
 #include <cjson/cJSON.h>
@@ -67,6 +68,10 @@ static void dispatch(struct chat_control_req *r, const cJSON *c)
         chat_control_change(r, c, r->cmd[0] == 'r');
     } else if (!strcmp(r->cmd, "receipts") || !strcmp(r->cmd, "presence")) {
         chat_control_list(r, c, r->cmd[0] == 'r');
+    } else if (!strcmp(r->cmd, "push")) {
+        struct chat_push_req pr = {r->pl,   r->client, r->member, r->device,
+                                   r->corr, r->out,    &r->hold};
+        chat_push_command(&pr, c);
     } else if (chat_admin_is_command(r->cmd)) {
         struct chat_admin_req ar = {r->pl,  r->client, r->device,   r->cmd, r->corr,
                                     r->out, &r->work,  r->work_max, r->cap};
@@ -182,7 +187,13 @@ done:
     /* Parsing costs the broker's thread as much as answering: the request's
      * bytes draw on the budget too. */
     chat_budget_spend(pl, device, out.len + ev->payloadlen + corr_len);
-    chat_reply_send(pl, device, reply_topic, corr, corr_len, &out);
+    if (r.hold) {
+        /* a UnifiedPush endpoint is being checked: the answer goes out
+         * from the tick, with its entry in place */
+        chat_push_hold(pl, device, reply_topic, corr, corr_len, &out);
+    } else {
+        chat_reply_send(pl, device, reply_topic, corr, corr_len, &out);
+    }
     free(reply_topic);
     free(corr);
     free(text);

@@ -34,6 +34,7 @@ struct chat_control_req {
     size_t work;       /* store records visited by the request so far */
     size_t work_max;   /* ... at most (MAX_WORK in control.c) */
     size_t cap;        /* bytes the whole answer may take (chat_answer_cap) */
+    bool hold;         /* a push registration holds the answer (push.h) */
 };
 
 /* control_entry.c */

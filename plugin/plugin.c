@@ -10,6 +10,7 @@
  * identical options (or none), registering the same callbacks with its own
  * userdata, a struct chat_instance that says which listener it serves. */
 #include "access.h"
+#include "push.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +143,15 @@ static int on_tick(int event, void *event_data, void *userdata)
     return leave(pl, MOSQ_ERR_SUCCESS);
 }
 
+/* Push configured where nobody may be woken: said at start and reload. */
+static void log_wake(struct chat_plugin *pl)
+{
+    const char *why = pl->push ? chat_access_wake(pl) : NULL;
+    if (why) {
+        mosquitto_log_printf(MOSQ_LOG_WARNING, "mosquitto-chat: %s", why);
+    }
+}
+
 /* A client went away (how): it is offline for presence, its catch-up
  * stops, and the peer table keeps what its session keeps. */
 static void client_gone(struct chat_plugin *pl, struct mosquitto *client, enum chat_gone how)
@@ -150,6 +160,7 @@ static void client_gone(struct chat_plugin *pl, struct mosquitto *client, enum c
     if (id) {
         chat_replay_stop(pl, id, NULL);
         chat_presence_disconnected(pl, id);
+        chat_push_disconnected(pl, id);
         chat_verdict_forget_client(pl, id);
         chat_broker_forget_client(pl, id);
         chat_peer_disconnected(pl, client, how);
@@ -213,6 +224,7 @@ static int on_reload(int event, void *event_data, void *userdata)
     (void)event;
     (void)event_data;
     chat_broker_reload(pl);
+    log_wake(pl);
     pl->cfg.sys_interval = chat_broker_sys_interval(pl);
     chat_verdict_changed(pl);
     return leave(pl, g_reload_go_on);
@@ -297,6 +309,9 @@ bool chat_states_init(struct chat_plugin *pl)
 
 void chat_states_free(struct chat_plugin *pl)
 {
+    /* Push first: its sender thread stops before anything it was given
+     * goes (chat_push_init, which reads the options, made it). */
+    chat_push_free(pl);
     /* The callers first (a catch-up stops before the peers go), the
      * health last: freeing may still log a store error. */
     chat_admin_free(pl);
@@ -400,6 +415,10 @@ static struct chat_plugin *plugin_make(struct mosquitto_opt *options, int option
         goto fail;
     }
     chat_clock_init();
+    *rc = chat_push_init(pl, options, option_count);
+    if (*rc != MOSQ_ERR_SUCCESS) {
+        goto fail;
+    }
     *rc = MOSQ_ERR_NOMEM;
     if (!chat_states_init(pl)) {
         goto fail;
@@ -412,6 +431,7 @@ static struct chat_plugin *plugin_make(struct mosquitto_opt *options, int option
         *rc = MOSQ_ERR_INVAL;
         goto fail;
     }
+    log_wake(pl);
     if (chat_broker_per_listener(pl)) {
         /* Mosquitto 2.0.11 never sends plugins a tick with
          * per_listener_settings true (src/plugin.c, fixed in later 2.0.x):

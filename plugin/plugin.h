@@ -20,6 +20,9 @@
  *   expiry.c          dropping device cursors unused for device_expiry_days
  *   receipts.c        read markers: the read topic and command, receipts
  *   replay.c          catch-up pages with a window of pages in flight
+ *   push.c            push notifications to devices that are not connected
+ *                     (push.h: its files, push_cmd.c, push_send.c,
+ *                     push_reg.c, push_url.c, push_crypto.c, push_lib.c)
  *   relay.c           other brokers' messages to local subscribers (shared
  *                     store)
  *   presence.c        who is online: the events and the command
@@ -167,6 +170,7 @@ struct chat_relay;
 struct chat_retention;
 struct chat_expiry;
 struct chat_admin;
+struct chat_push;
 
 struct chat_plugin {
     mosquitto_plugin_id_t *pid;
@@ -187,6 +191,7 @@ struct chat_plugin {
     struct chat_retention *retention;      /* retention.c */
     struct chat_expiry *expiry;            /* expiry.c */
     struct chat_admin *admin;              /* admin_jobs.c */
+    struct chat_push *push;                /* push.h; NULL while push is off */
 };
 
 /* What a topic under the prefix names. */
@@ -385,6 +390,10 @@ void chat_presence_left(struct chat_plugin *pl, const char *member, const char *
 
 /* The group was deleted: nothing of it is pushed any more. */
 void chat_presence_forget_group(struct chat_plugin *pl, const char *group);
+
+/* Whether one of member's devices is online in group (push.c: nobody
+ * online is woken instead). */
+bool chat_presence_online(struct chat_plugin *pl, const char *group, const char *member);
 
 /* member's read marker in group is read (after a read of one of its
  * devices): the next push says so, unless a push said it already. */

@@ -214,6 +214,13 @@ void chat_presence_forget_group(struct chat_plugin *pl, const char *group)
     free(ds);
 }
 
+bool chat_presence_online(struct chat_plugin *pl, const char *group, const char *member)
+{
+    struct pres_group *g = pres_group_find(pl->presence, group);
+    struct pres_member *m = g ? pres_member_get(g, member, false) : NULL;
+    return m && m->devices > 0;
+}
+
 void chat_presence_read(struct chat_plugin *pl, const char *group, const char *member,
                         uint64_t read)
 {

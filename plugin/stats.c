@@ -10,6 +10,7 @@
 #include "stats.h"
 
 #include "plugin.h"
+#include "push.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -125,6 +126,12 @@ void chat_stats_tick(struct chat_plugin *pl, time_t now)
     for (size_t i = 0; i < FIGURES; i++) {
         publish(f[i].name, f[i].value, pl->cfg.sys_interval);
     }
+    const char *names[CHAT_PUSH_FIGURES];
+    uint64_t values[CHAT_PUSH_FIGURES];
+    size_t n = chat_push_figures(pl, names, values);
+    for (size_t i = 0; i < n; i++) {
+        publish(names[i], values[i], pl->cfg.sys_interval);
+    }
 }
 
 void chat_stats_json(struct chat_plugin *pl, sbuf *b)
@@ -138,5 +145,14 @@ void chat_stats_json(struct chat_plugin *pl, sbuf *b)
         sbuf_json_str(b, f[i].name);
         sbuf_add(b, ":", 1);
         sbuf_u64(b, f[i].value);
+    }
+    const char *names[CHAT_PUSH_FIGURES];
+    uint64_t values[CHAT_PUSH_FIGURES];
+    size_t n = chat_push_figures(pl, names, values);
+    for (size_t i = 0; i < n; i++) {
+        sbuf_add(b, ",", 1);
+        sbuf_json_str(b, names[i]);
+        sbuf_add(b, ":", 1);
+        sbuf_u64(b, values[i]);
     }
 }

@@ -1,9 +1,10 @@
 /* tick.c: the plugin's periodic work (fsync batch, replay timeouts,
  * retention, figures, device expiry, deletions, other brokers' messages, the
- * reads/presence pushes), from the broker's tick, or from client events while
- * the broker sends no tick (Mosquitto 2.0.11 with per_listener_settings
- * true). It keeps the longest tick, for the log. */
+ * reads/presence pushes, push notifications), from the broker's tick, or
+ * from client events while the broker sends no tick (Mosquitto 2.0.11 with
+ * per_listener_settings true). It keeps the longest tick, for the log. */
 #include "plugin.h"
+#include "push.h"
 
 #include <stdlib.h>
 
@@ -62,6 +63,7 @@ static void run(struct chat_plugin *pl)
     chat_expiry_tick(pl, now);
     chat_admin_tick(pl);
     chat_presence_tick(pl, chat_now_ms());
+    chat_push_tick(pl, chat_now_ms());
     /* Wall time counts the time the machine gave others too; the thread's
      * CPU time is the tick's own work. */
     int64_t took = clock_us(CLOCK_MONOTONIC) - start;

@@ -54,6 +54,13 @@
 #define CHAT_PROTO_ERR_RECALLED "already recalled"
 #define CHAT_PROTO_ERR_CHANGE_FINAL "a recall or edit cannot be changed"
 
+/* Push registrations (v1.2): the bounds of the push command's fields. */
+#define CHAT_PROTO_PUSH_URL_MAX 1000u    /* bytes of an endpoint or gateway URL */
+#define CHAT_PROTO_PUSH_APP_ID_MAX 64u   /* Matrix: bytes of an app_id */
+#define CHAT_PROTO_PUSH_PUSHKEY_MAX 512u /* Matrix: bytes of a pushkey */
+#define CHAT_PROTO_PUSH_WEBHOOK_MAX 64u  /* bytes of a webhook's name */
+#define CHAT_PROTO_PUSH_DEVICES_MAX 16u  /* devices of one member with a registration */
+
 /* The largest integer a JSON number carries exactly through a double, and
  * so the largest id, cursor or limit of the protocol: 2^53 - 1. */
 #define CHAT_PROTO_JSON_INT_MAX 9007199254740991ull

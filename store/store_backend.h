@@ -132,6 +132,26 @@ typedef chat_err store_read_get_fn(chat_store *st, const char *group, const char
 typedef chat_err store_reads_fn(chat_store *st, const char *group, const char *after, size_t max,
                                 chat_read_fn fn, void *ctx, bool *more);
 
+/* Push registrations. push_put: member, device and reg are not NULL, len
+ * is 1..CHAT_STORE_PUSH_MAX, max_per_member is not 0, *result is
+ * CHAT_PUSH_NO_GROUP. push_get: *found is false, *reg NULL. push_remove:
+ * *removed is false. push_list, push_members: fn is not NULL; push_members:
+ * max is not 0, last_cap at least CHAT_STORE_MAX_NAME + 1, last is "" and
+ * *done false. push_expire: as expire_devices. */
+typedef chat_err store_push_put_fn(chat_store *st, const char *member, const char *device,
+                                   const void *reg, size_t len, int64_t created_ms,
+                                   size_t max_per_member, chat_push_put *result);
+typedef chat_err store_push_get_fn(chat_store *st, const char *member, const char *device,
+                                   char **reg, size_t *len, int64_t *created_ms, bool *found);
+typedef chat_err store_push_remove_fn(chat_store *st, const char *member, const char *device,
+                                      const void *if_reg, size_t if_len, bool *removed);
+typedef chat_err store_push_list_fn(chat_store *st, const char *member, chat_push_fn fn, void *ctx);
+typedef chat_err store_push_members_fn(chat_store *st, const char *group, const char *after,
+                                       size_t max, chat_push_member_fn fn, void *ctx, char *last,
+                                       size_t last_cap, bool *done);
+typedef chat_err store_push_expire_fn(chat_store *st, int64_t older_than_ms, size_t max_keys,
+                                      char *resume, size_t resume_cap, size_t *removed, bool *done);
+
 /* Operations (chat_store.h, "Operations"). group_members, member_devices:
  * fn is not NULL, max is not 0, *done is false. deletions, check: fn is not
  * NULL; check: *groups and *problems are 0. job_start: kind is a known
@@ -186,6 +206,12 @@ typedef struct chat_store_ops {
     store_read_advance_fn *read_advance;
     store_read_get_fn *read_get;
     store_reads_fn *reads;
+    store_push_put_fn *push_put;
+    store_push_get_fn *push_get;
+    store_push_remove_fn *push_remove;
+    store_push_list_fn *push_list;
+    store_push_members_fn *push_members;
+    store_push_expire_fn *push_expire;
     store_group_members_fn *group_members;
     store_member_devices_fn *member_devices;
     store_deletions_fn *deletions;

@@ -85,9 +85,12 @@ cmake --build "$BUILD" --target package >"$WORK/cpack.log" 2>&1 || die "the pack
 [ -f "$deb" ] || die "no $deb"
 dpkg-deb -f "$deb" Depends >"$WORK/depends.out"
 grep -q 'mosquitto (>= 2.0)' "$WORK/depends.out" || die "Depends lacks mosquitto (>= 2.0)"
-for lib in libc6 libleveldb1d libcjson1 libpaho-mqtt1.3; do # from dpkg-shlibdeps
+for lib in libc6 libleveldb1d libcjson1 libpaho-mqtt1.3 libssl3; do # from dpkg-shlibdeps
   grep -q "$lib" "$WORK/depends.out" || die "Depends lacks $lib: $(cat "$WORK/depends.out")"
 done
+# loaded at run time (libpq5 by a PostgreSQL store, libcurl4 by push), so
+# recommended rather than found by dpkg-shlibdeps
+dpkg-deb -f "$deb" Recommends | grep -q 'libcurl4' || die "Recommends lacks libcurl4"
 dpkg-deb --ctrl-tarfile "$deb" | tar -xOf - ./conffiles | grep -qx "$SNIPPET" ||
   die "$SNIPPET is not a conffile"
 dpkg-deb --fsys-tarfile "$deb" | tar -xOf - ".$SNIPPET" >"$WORK/snippet.out"

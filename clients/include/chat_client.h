@@ -140,7 +140,10 @@ typedef enum chat_client_event_type {
     CHAT_CLIENT_EV_TRUNCATED,      /* retention removed ids of group before id: skipped */
     CHAT_CLIENT_EV_ERROR,          /* something the application should log: reason */
     CHAT_CLIENT_EV_READ,           /* member has read group up to id (a pushed read marker) */
-    CHAT_CLIENT_EV_PRESENCE        /* member came online in group (online) or went offline */
+    CHAT_CLIENT_EV_PRESENCE,       /* member came online in group (online) or went offline */
+    CHAT_CLIENT_EV_PUSH_DROPPED    /* the plugin dropped this device's push registration:
+                                      reason (its endpoint answered 404/410, or a Matrix
+                                      gateway rejected the pushkey); register again */
 } chat_client_event_type;
 
 /* What happened; fields that do not apply are NULL or 0. */
@@ -149,8 +152,8 @@ typedef struct chat_client_event {
     const char *group;  /* CATCHUP, SEND_REFUSED, LISTEN_REFUSED, TRUNCATED, READ, PRESENCE,
                            maybe ERROR */
     const char *cid;    /* SEND_REFUSED */
-    const char *reason; /* SEND_REFUSED, LISTEN_REFUSED, ERROR; DISCONNECTED: the broker's
-                           reason (MQTT 5) or Paho's, if any */
+    const char *reason; /* SEND_REFUSED, LISTEN_REFUSED, ERROR, PUSH_DROPPED; DISCONNECTED:
+                           the broker's reason (MQTT 5) or Paho's, if any */
     uint64_t id;        /* CATCHUP: last id shown; TRUNCATED: the oldest id still kept;
                            READ: the member's read marker */
     uint64_t head;      /* CATCHUP: the group's head; caught up when id == head */
@@ -443,6 +446,45 @@ chat_client_err chat_client_presence(chat_client *c, const char *group, char ***
 
 /* Frees what chat_client_presence returned. Accepts NULL. */
 void chat_client_presence_free(char **online, size_t count);
+
+/* ---------------------------------------------------------------------------
+ * Push notifications (protocol v1.2): waking this device while it has no
+ * connection
+ * ------------------------------------------------------------------------- */
+
+/* Where this device (the client id) is woken; the fields of its kind are
+ * required, the others NULL. The plugin keeps one registration per device
+ * (a new one replaces it) and only within the operator's push_allow. */
+typedef struct chat_client_push {
+    const char *kind;     /* "unifiedpush", "matrix" or "webhook" */
+    const char *endpoint; /* unifiedpush: the distributor's endpoint URL */
+    const char *p256dh;   /* unifiedpush, optional: the device's P-256 public key and ... */
+    const char *auth;     /* ... auth secret (base64url): the content is then encrypted
+                             (RFC 8291) for this device alone */
+    const char *url;      /* matrix: the push gateway's notify URL (e.g. Sygnal's
+                             https://.../_matrix/push/v1/notify) */
+    const char *app_id;   /* matrix: the app id the gateway knows (at most 64 bytes) */
+    const char *pushkey;  /* matrix: the device's token (FCM token, APNs device token) */
+    const char *name;     /* webhook: one of the operator's push_webhooks */
+} chat_client_push;
+
+/* Registers this device for push notifications. The plugin asks a
+ * UnifiedPush endpoint whether it is a push server before it answers (up
+ * to 5 s). Refusals are CHAT_CLIENT_ERR_REFUSED with the plugin's reason:
+ * "push is not enabled", "endpoint not allowed", "endpoint did not answer
+ * as a push server", "bad push registration: <why>" (e.g. join a group
+ * first). Register again after every CHAT_CLIENT_EV_PUSH_DROPPED, and
+ * whenever the distributor or the push token gives a new endpoint. */
+chat_client_err chat_client_push_register(chat_client *c, const chat_client_push *reg);
+
+/* Removes this device's registration (nothing to remove is not an error). */
+chat_client_err chat_client_push_remove(chat_client *c);
+
+/* This device's registration: *registered, and (answer_json not NULL) the
+ * plugin's entry as compact JSON ({"command":"push","kind",...,
+ * "registered"}: the endpoint or url, app_id, pushkey or name as
+ * registered, never the keys), freed with chat_client_free. */
+chat_client_err chat_client_push_status(chat_client *c, bool *registered, char **answer_json);
 
 /* Sends any one command of the protocol (docs/protocol.md, "Requests") and
  * waits for its entry: the admin commands (groups, members, stats, delete,

@@ -591,6 +591,80 @@ chat_err chat_store_reads(chat_store *st, const char *group, const char *after, 
  * them; every other reading already ignores them. */
 chat_err chat_store_group_delete(chat_store *st, const char *group, size_t max_keys, bool *done);
 
+/* Push registrations (protocol v1.2): where a device of a member can be
+ * woken while it has no connection. The store keeps each as bytes it does
+ * not read (the plugin's encoding), at most CHAT_STORE_PUSH_MAX of them,
+ * one per (member, device), with the time it was made. A registration goes
+ * with its member (push-with-member, in each backend's terms): the write
+ * that ends the member's last membership that counts (chat_store_member_remove,
+ * a step of chat_store_group_delete) deletes the member's registrations,
+ * and a put for a member of no group writes nothing; chat_store_push_expire
+ * ties them to the device's cursors. */
+#define CHAT_STORE_PUSH_MAX 4096u
+
+/* What chat_store_push_put did. */
+typedef enum chat_push_put {
+    CHAT_PUSH_STORED = 0, /* written, replacing the device's registration if it had one */
+    CHAT_PUSH_FULL,       /* nothing written: the member's other devices hold max already */
+    CHAT_PUSH_NO_GROUP    /* nothing written: the member belongs to no group */
+} chat_push_put;
+
+/* Stores reg (len bytes, 1..CHAT_STORE_PUSH_MAX) as the registration of
+ * device of member, made at created_ms, in place of the device's own; at
+ * most max_per_member devices of one member keep a registration (max 0:
+ * CHAT_EINVAL). *result says what was done; only CHAT_PUSH_STORED wrote. */
+chat_err chat_store_push_put(chat_store *st, const char *member, const char *device,
+                             const void *reg, size_t len, int64_t created_ms, size_t max_per_member,
+                             chat_push_put *result);
+
+/* The registration of device of member: on CHAT_OK with *found, *reg is
+ * heap memory (free()) of *len bytes with a NUL after them, and
+ * *created_ms (may be NULL) when it was made. */
+chat_err chat_store_push_get(chat_store *st, const char *member, const char *device, char **reg,
+                             size_t *len, int64_t *created_ms, bool *found);
+
+/* Removes the registration of device of member; when if_reg is not NULL,
+ * only if it is still exactly those if_len bytes (a failed endpoint must
+ * not take a newer registration of the device with it). *removed (may be
+ * NULL) says whether one was deleted. */
+chat_err chat_store_push_remove(chat_store *st, const char *member, const char *device,
+                                const void *if_reg, size_t if_len, bool *removed);
+
+/* Calls fn(ctx, device, reg, len, created_ms) for every registration of
+ * member (at most the max_per_member of the puts), in key order; the bytes
+ * are valid during the call; fn stops the walk as Callbacks at the top
+ * says. */
+typedef int (*chat_push_fn)(void *ctx, const char *device, const char *reg, size_t len,
+                            int64_t created_ms);
+chat_err chat_store_push_list(chat_store *st, const char *member, chat_push_fn fn, void *ctx);
+
+/* The members of group that have registrations, for the notifications of
+ * a message: looks at up to max members (max 0: CHAT_EINVAL) in byte order
+ * of their names after `after` (NULL or "": from the first), memberships
+ * that count only, and calls fn(ctx, member, seen, device, reg, len) for
+ * each registration of each of them, where seen is the member's highest
+ * cursor in group or, when higher, the id at which it joined (so the head
+ * less seen is what `sync` counts unread for a new device). *last
+ * (last_cap >= CHAT_STORE_MAX_NAME + 1 bytes) receives the last member
+ * looked at, to pass as `after` next time; *done is set when no member
+ * follows it. fn stops the walk as Callbacks at the top says (then *done
+ * is false and *last is the last member whose registrations fn had
+ * all). */
+typedef int (*chat_push_member_fn)(void *ctx, const char *member, uint64_t seen, const char *device,
+                                   const char *reg, size_t len);
+chat_err chat_store_push_members(chat_store *st, const char *group, const char *after, size_t max,
+                                 chat_push_member_fn fn, void *ctx, char *last, size_t last_cap,
+                                 bool *done);
+
+/* Registrations that outlived their device, in bounded steps like
+ * chat_store_expire_devices (the same resume buffer and rules): deletes
+ * each registration made before older_than_ms whose device has no cursor
+ * in any group (device expiry dropped them, or a race between brokers on
+ * PostgreSQL left one behind despite push-with-member), looking at no more
+ * than max_keys registrations. */
+chat_err chat_store_push_expire(chat_store *st, int64_t older_than_ms, size_t max_keys,
+                                char *resume, size_t resume_cap, size_t *removed, bool *done);
+
 /* Messages other processes store. With a backend that several brokers
  * share (PostgreSQL), a message another broker stored reaches this one as
  * a notification that a thread of the store's own receives; that thread

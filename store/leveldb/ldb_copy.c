@@ -231,6 +231,25 @@ chat_err ldb_copy_max(ldb_copy *c, const char *group, const char *member, uint64
     return rc;
 }
 
+chat_err ldb_copy_push(ldb_copy *c, const char *member, const char *device, const char *reg,
+                       size_t len, int64_t created_ms)
+{
+    key k;
+    char *v = malloc(8 + len);
+    if (!v) {
+        return CHAT_ENOMEM;
+    }
+    push_key(&k, member, device);
+    put_u64(v, created_ms > 0 ? (uint64_t)created_ms : 0);
+    memcpy(v + 8, reg, len);
+    chat_err rc = put(c, &k, v, 8 + len);
+    free(v);
+    if (rc == CHAT_OK) {
+        c->records++;
+    }
+    return rc;
+}
+
 uint64_t ldb_copy_records(const ldb_copy *c)
 {
     return c->records;

@@ -2,8 +2,9 @@
  * another backend holds: the backup of a PostgreSQL store (pg_job) is a
  * LevelDB store, so that mqchat-store reads it and a broker on LevelDB
  * opens it. The caller hands over the live state of the data (messages
- * from first to head, live memberships, cursors, maximum cursors); this
- * module writes them in the key layout of ldb_store.c's design note, as the LevelDB
+ * from first to head, live memberships, cursors, maximum cursors, push
+ * registrations); this module writes them in the key layout of
+ * ldb_store.c's design note, as the LevelDB
  * backend itself would have. Private to store/.
  *
  * The copy is written in "<dest>.partial" and renamed to dest by
@@ -49,6 +50,10 @@ chat_err ldb_copy_cursor(ldb_copy *c, const char *group, const char *member, con
 
 /* A member's maximum cursor record. */
 chat_err ldb_copy_max(ldb_copy *c, const char *group, const char *member, uint64_t acked);
+
+/* A push registration (its bytes and when it was made). */
+chat_err ldb_copy_push(ldb_copy *c, const char *member, const char *device, const char *reg,
+                       size_t len, int64_t created_ms);
 
 /* Records handed over so far. */
 uint64_t ldb_copy_records(const ldb_copy *c);

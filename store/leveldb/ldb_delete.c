@@ -1,6 +1,7 @@
 /* ldb_delete: deleting a group (see ldb_delete.h). */
 #include "ldb_delete.h"
 #include "ldb_log.h"
+#include "ldb_push.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,9 @@ static chat_err delete_one(ldb *st, const char *group, size_t plen, const struct
             if (!kg.overflow) {
                 leveldb_writebatch_delete(wb, kg.buf, kg.len);
             }
+            /* the member's last group: its push registrations go too
+             * (push-with-member) */
+            rc = ldb_push_orphans_add(st, m, mlen, group, wb);
         }
         break;
     case TAG_CURSOR:

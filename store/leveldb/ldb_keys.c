@@ -52,6 +52,13 @@ void ldb_describe_key(const char *k, size_t len, char *out, size_t cap)
             return;
         }
         break;
+    case TAG_PUSH:
+        if (next_part(&p, end, &a, &an) && next_part(&p, end, &b, &bn)) {
+            store_put_name(out, cap, "push registration of member ", a, an);
+            store_put_name(out, cap, " device ", b, bn);
+            return;
+        }
+        break;
     case TAG_READ:
         if (next_part(&p, end, &a, &an)) {
             store_put_name(out, cap, "read marker of member ", p, (size_t)(end - p));

@@ -29,6 +29,7 @@
 #define TAG_DELETE 'D'
 #define TAG_READ 'R'  /* read marker of a member, its name bare: name order */
 #define TAG_COUNT 'N' /* the number of members of a group */
+#define TAG_PUSH 'P'  /* a device's push registration */
 
 #define TAG_META '#'
 
@@ -210,6 +211,17 @@ static inline void read_key(key *k, const char *group, const char *member)
     key_init(k, TAG_READ);
     key_str(k, group);
     key_raw(k, member);
+}
+
+/* 'P' m d: the push registration of device d of member m; without d,
+ * the prefix of every registration of m. */
+static inline void push_key(key *k, const char *member, const char *device)
+{
+    key_init(k, TAG_PUSH);
+    key_str(k, member);
+    if (device) {
+        key_str(k, device);
+    }
 }
 
 /* A message's cid index entry ('I' group from cid -> id) and its reverse

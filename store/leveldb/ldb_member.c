@@ -1,6 +1,7 @@
 /* ldb_member: memberships (see ldb_member.h). */
 #include "ldb_member.h"
 #include "ldb_log.h"
+#include "ldb_push.h"
 
 #include <string.h>
 
@@ -156,6 +157,10 @@ chat_err ldb_member_drop_add(ldb *st, const char *group, const char *member,
         leveldb_writebatch_delete(wb, kg.buf, kg.len);
         leveldb_writebatch_delete(wb, kr.buf, kr.len);
         *dropped = true;
+        /* Its last group: its push registrations go too (push-with-member;
+         * a member whose last two groups one batch drops keeps them until
+         * the push sweep, as its devices then have no cursor). */
+        return ldb_push_orphans_add(st, member, strlen(member), group, wb);
     }
     return CHAT_OK;
 }
@@ -234,6 +239,11 @@ chat_err ldb_member_remove(chat_store *cs, const char *group, const char *member
     }
     if (rc == CHAT_OK && live) {
         rc = count_step(st, group, false, wb);
+    }
+    /* Leaving the last group takes the member's push registrations along
+     * (push-with-member). */
+    if (rc == CHAT_OK) {
+        rc = ldb_push_orphans_add(st, member, strlen(member), group, wb);
     }
     if (rc == CHAT_OK) {
         rc = ldb_write_batch(st, wb, st->wopt_lazy, &kj);

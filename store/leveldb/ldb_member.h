@@ -39,8 +39,9 @@ store_member_get_fn ldb_member_get;
  * being deleted. */
 store_member_add_fn ldb_member_add;
 
-/* 'J', 'G', every 'C' of the member in group, its 'X' and 'R', and 'N'
- * when the membership counted, in one batch. */
+/* 'J', 'G', every 'C' of the member in group, its 'X' and 'R', 'N'
+ * when the membership counted, and its 'P' records when this was its last
+ * group (push-with-member), in one batch. */
 store_member_remove_fn ldb_member_remove;
 
 /* An iterator over the member's 'G' records, in group-name order. */

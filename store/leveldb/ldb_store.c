@@ -29,6 +29,9 @@
  *                                             from its join on; m bare, so that a group's
  *                                             members come out in name order
  *   'N' g            -> count (8)             members of g (no record: none)
+ *   'P' m d          -> created (8) reg       the push registration of device d of
+ *                                             member m (push-with-member): bytes the
+ *                                             store does not read, and when it was made (ms)
  *   '#' "deletions"  -> gen (8)               the last deletion's generation
  *   '#' "groups"     -> count (8)             the number of 'H' records (groups)
  *   '#' "incarnation"-> 32 hex digits         see chat_store_incarnation
@@ -128,6 +131,11 @@
  *                      version: a retry of its cid is a duplicate answered
  *                      with the current version (ldb_append reads 'M' g N
  *                      through the entry). [ldb_change, ldb_log]
+ *   push-with-member   'P' m d exists only while m has a membership that
+ *                      counts: the batch that removes m's last one (a
+ *                      leave, a group deletion's walk) deletes m's 'P'
+ *                      records, and a put for a member of no group writes
+ *                      nothing. [ldb_push, ldb_member, ldb_delete]
  */
 #include "ldb_store.h"
 #include "ldb_change.h"
@@ -141,6 +149,7 @@
 #include "store_job.h"
 #include "ldb_log.h"
 #include "ldb_member.h"
+#include "ldb_push.h"
 #include "ldb_read.h"
 #include "ldb_run.h"
 #include "ldb_syncer.h"
@@ -338,6 +347,12 @@ static const chat_store_ops ldb_ops = {
     .read_advance = ldb_read_advance,
     .read_get = ldb_read_get,
     .reads = ldb_reads,
+    .push_put = ldb_push_put,
+    .push_get = ldb_push_get,
+    .push_remove = ldb_push_remove,
+    .push_list = ldb_push_list,
+    .push_members = ldb_push_members,
+    .push_expire = ldb_push_expire,
     .group_members = ldb_group_members,
     .member_devices = ldb_member_devices,
     .deletions = ldb_deletions,

@@ -79,7 +79,7 @@ static PGresult *job_exec(struct pg_work *w, const char *sql, const char *what, 
  * --------------------------------------------------------------------- */
 
 /* What a backup reads: one cursor per kind of record, in that order. */
-enum part { PART_GROUPS, PART_MESSAGES, PART_MEMBERS, PART_CURSORS, PART_MAX };
+enum part { PART_GROUPS, PART_MESSAGES, PART_MEMBERS, PART_CURSORS, PART_MAX, PART_PUSH };
 
 static const struct {
     const char *what;
@@ -115,6 +115,10 @@ static const struct {
                   "chat_members mm WHERE mm.grp = x.grp AND mm.member = x.member AND mm.gen = "
                   "gg.del_gen)",
                   "FETCH " FETCH_ROWS " FROM c"},
+    /* member first, as every other part has a name in its first column */
+    [PART_PUSH] = {"reading the push registrations",
+                   "SELECT member, device, reg, created FROM chat_push",
+                   "FETCH " FETCH_ROWS " FROM c"},
 };
 
 static const char *text_at(const PGresult *res, int r, int c)
@@ -140,6 +144,9 @@ static chat_err copy_row(ldb_copy *cp, enum part part, const PGresult *res, int 
                                (uint64_t)pg_i64(res, r, 3), pg_i64(res, r, 4));
     case PART_MAX:
         return ldb_copy_max(cp, g, PQgetvalue(res, r, 1), (uint64_t)pg_i64(res, r, 2));
+    case PART_PUSH:
+        return ldb_copy_push(cp, g, PQgetvalue(res, r, 1), PQgetvalue(res, r, 2),
+                             (size_t)PQgetlength(res, r, 2), pg_i64(res, r, 3));
     }
     return CHAT_EINVAL;
 }
@@ -198,7 +205,7 @@ static void run_backup(struct pg_work *w)
         ok = res != NULL;
         PQclear(res);
     }
-    for (int part = PART_GROUPS; ok && part <= PART_MAX; part++) {
+    for (int part = PART_GROUPS; ok && part <= PART_PUSH; part++) {
         ok = copy_part(w, cp, (enum part)part, err, sizeof(err));
     }
     if (ok) {

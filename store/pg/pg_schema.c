@@ -62,7 +62,64 @@ const char *const pg_schema_sql[] = {
     "  member text COLLATE \"C\" NOT NULL,\n"
     "  acked bigint NOT NULL,\n"
     "  PRIMARY KEY (grp, member));\n"
-    "CREATE SEQUENCE IF NOT EXISTS chat_deletions;\n",
+    "CREATE SEQUENCE IF NOT EXISTS chat_deletions;\n"
+    /* Push registrations (protocol v1.2), one per device of a member; they
+     * go with the member's last membership (chat_member_remove,
+     * chat_group_delete). */
+    "CREATE TABLE IF NOT EXISTS chat_push (\n"
+    "  member text COLLATE \"C\" NOT NULL,\n"
+    "  device text COLLATE \"C\" NOT NULL,\n"
+    "  reg bytea NOT NULL,\n"
+    "  created bigint NOT NULL,\n"
+    "  PRIMARY KEY (member, device));\n",
+
+    /* Whether m has a membership that counts in a group other than g
+     * (NULL: any): what keeps a member's push registrations. */
+    "CREATE OR REPLACE FUNCTION chat_member_elsewhere(m text, g text) RETURNS boolean\n"
+    "LANGUAGE sql STABLE AS $$\n"
+    "  SELECT EXISTS (SELECT 1 FROM chat_members mm LEFT JOIN chat_groups gg\n"
+    "    ON gg.grp = mm.grp WHERE mm.member = m AND (g IS NULL OR mm.grp <> g)\n"
+    "    AND (gg.del_gen IS NULL OR mm.gen = gg.del_gen)) $$;\n",
+
+    /* A device's registration, in place of its own: 0 stored, 1 the
+     * member's other devices hold maxn already, 2 a member of no group.
+     * The advisory lock orders two brokers' puts of one member, so that
+     * the count holds. */
+    "CREATE OR REPLACE FUNCTION chat_push_put(m text, d text, r bytea, t bigint, maxn bigint)\n"
+    "RETURNS integer LANGUAGE plpgsql AS $$\n"
+    "BEGIN\n"
+    "  IF NOT chat_member_elsewhere(m, NULL) THEN RETURN 2; END IF;\n"
+    "  PERFORM pg_advisory_xact_lock(hashtext('mosquitto-chat push ' || m));\n"
+    "  IF (SELECT count(*) FROM chat_push WHERE member = m AND device <> d) >= maxn THEN\n"
+    "    RETURN 1;\n"
+    "  END IF;\n"
+    "  INSERT INTO chat_push VALUES (m, d, r, t) ON CONFLICT (member, device)\n"
+    "    DO UPDATE SET reg = excluded.reg, created = excluded.created;\n"
+    "  RETURN 0;\n"
+    "END $$;\n",
+
+    /* Registrations made before `older` whose device has no cursor left, in
+     * bounded steps in key order from (rm, rd). */
+    "CREATE OR REPLACE FUNCTION chat_push_expire(older bigint, maxk bigint, rm text, rd text,\n"
+    "    OUT removed bigint, OUT done boolean, OUT lm text, OUT ld text)\n"
+    "LANGUAGE plpgsql AS $$\n"
+    "DECLARE r record; n bigint := 0;\n"
+    "BEGIN\n"
+    "  removed := 0;\n"
+    "  FOR r IN SELECT member, device, created FROM chat_push\n"
+    "      WHERE rm IS NULL OR (member, device) > (rm, rd)\n"
+    "      ORDER BY member, device LIMIT maxk LOOP\n"
+    "    n := n + 1;\n"
+    "    IF r.created < older AND NOT EXISTS (SELECT 1 FROM chat_members mm\n"
+    "        JOIN chat_cursors cc ON cc.grp = mm.grp AND cc.member = mm.member\n"
+    "        AND cc.device = r.device WHERE mm.member = r.member) THEN\n"
+    "      DELETE FROM chat_push WHERE member = r.member AND device = r.device;\n"
+    "      removed := removed + 1;\n"
+    "    END IF;\n"
+    "    lm := r.member; ld := r.device;\n"
+    "  END LOOP;\n"
+    "  done := n < maxk;\n"
+    "END $$;\n",
 
     /* The joined id of a membership that counts (NULL: none): while the
      * group is being deleted, only memberships added since. */
@@ -251,6 +308,10 @@ const char *const pg_schema_sql[] = {
     "    IF chat_member_joined(r.grp, r.member) IS NOT NULL THEN\n"
     "      DELETE FROM chat_members WHERE grp = r.grp AND member = r.member;\n"
     "      members := members + 1;\n"
+    /* its last group: its push registrations go too (push-with-member) */
+    "      IF NOT chat_member_elsewhere(r.member, r.grp) THEN\n"
+    "        DELETE FROM chat_push WHERE member = r.member;\n"
+    "      END IF;\n"
     "      PERFORM pg_notify('" PG_CHANNEL_INVAL "', r.grp);\n"
     "      DELETE FROM chat_cursor_max WHERE grp = r.grp AND member = r.member;\n"
     "    ELSIF NOT EXISTS (SELECT 1 FROM chat_members WHERE grp = r.grp\n"
@@ -316,6 +377,9 @@ const char *const pg_schema_sql[] = {
     "  DELETE FROM chat_members WHERE grp = g AND member = m;\n"
     "  DELETE FROM chat_cursors WHERE grp = g AND member = m;\n"
     "  DELETE FROM chat_cursor_max WHERE grp = g AND member = m;\n"
+    "  IF NOT chat_member_elsewhere(m, g) THEN\n"
+    "    DELETE FROM chat_push WHERE member = m;\n"
+    "  END IF;\n"
     "  PERFORM pg_notify('" PG_CHANNEL_INVAL "', g);\n"
     "END $$;\n",
 
@@ -352,9 +416,15 @@ const char *const pg_schema_sql[] = {
     "    GET DIAGNOSTICS n = ROW_COUNT; left_ := left_ - n;\n"
     "  END IF;\n"
     "  IF left_ > 0 THEN\n"
-    "    DELETE FROM chat_members WHERE ctid IN (SELECT ctid FROM chat_members\n"
-    "      WHERE grp = g AND gen <> dg LIMIT left_);\n"
-    "    GET DIAGNOSTICS n = ROW_COUNT; left_ := left_ - n;\n"
+    /* the members whose last group this was lose their push
+     * registrations with the membership (the data-modifying CTE and the
+     * outer delete read one snapshot, so g is left out by name) */
+    "    WITH gone AS (DELETE FROM chat_members WHERE ctid IN (SELECT ctid FROM chat_members\n"
+    "      WHERE grp = g AND gen <> dg LIMIT left_) RETURNING member),\n"
+    "    orphans AS (DELETE FROM chat_push p USING gone WHERE p.member = gone.member\n"
+    "      AND NOT chat_member_elsewhere(gone.member, g))\n"
+    "    SELECT count(*) INTO n FROM gone;\n"
+    "    left_ := left_ - n;\n"
     "  END IF;\n"
     "  IF left_ > 0 THEN\n"
     "    UPDATE chat_groups SET del_gen = NULL, del_bound = NULL WHERE grp = g;\n"
@@ -542,7 +612,7 @@ const struct pg_statement pg_statements[PG_STMT_COUNT] = {
                        "SELECT (SELECT count(*) FROM chat_groups WHERE head > 0), "
                        "(SELECT sum(pg_total_relation_size(c)) FROM unnest(ARRAY['chat_groups', "
                        "'chat_messages', 'chat_members', 'chat_cursors', 'chat_cursor_max', "
-                       "'chat_meta']::regclass[]) c)::bigint",
+                       "'chat_meta', 'chat_push']::regclass[]) c)::bigint",
                        0},
     /* Operations: listings in the order of the LevelDB backend's keys
      * (shorter names first), each at most $3 + 1 rows: the one past max
@@ -600,6 +670,35 @@ const struct pg_statement pg_statements[PG_STMT_COUNT] = {
                         "SELECT cid FROM chat_messages WHERE grp = $1 AND id = $2 AND id >= "
                         "coalesce((SELECT first FROM chat_groups WHERE grp = $1), 1)",
                         2},
+    /* Push registrations: a member's, one device's, and the registered
+     * members of a group: at most $3 members that count after $2 (name
+     * order), each with its registrations (none: one row of NULLs) and
+     * what it has seen. */
+    [PG_STMT_PUSH_PUT] = {"chat_push_put", "SELECT chat_push_put($1, $2, $3, $4, $5)", 5},
+    [PG_STMT_PUSH_GET] = {"chat_push_get",
+                          "SELECT reg, created FROM chat_push WHERE member = $1 AND device = $2",
+                          2},
+    [PG_STMT_PUSH_REMOVE] = {"chat_push_remove",
+                             "DELETE FROM chat_push WHERE member = $1 AND device = $2 AND "
+                             "($3::bytea IS NULL OR reg = $3::bytea) RETURNING 1",
+                             3},
+    [PG_STMT_PUSH_LIST] = {"chat_push_list",
+                           "SELECT device, reg, created FROM chat_push WHERE member = $1 ORDER BY "
+                           "octet_length(device), device",
+                           1},
+    [PG_STMT_PUSH_MEMBERS] = {"chat_push_members",
+                              "SELECT mm.member, greatest(mm.joined, coalesce(x.acked, 0)), "
+                              "p.device, p.reg FROM (SELECT m.member, m.joined FROM chat_members "
+                              "m LEFT JOIN chat_groups gg ON gg.grp = m.grp WHERE m.grp = $1 AND "
+                              "(gg.del_gen IS NULL OR m.gen = gg.del_gen) AND ($2::text IS NULL "
+                              "OR m.member > $2::text) ORDER BY m.member LIMIT $3) mm LEFT JOIN "
+                              "chat_cursor_max x ON x.grp = $1 AND x.member = mm.member LEFT "
+                              "JOIN chat_push p ON p.member = mm.member ORDER BY mm.member, "
+                              "octet_length(p.device), p.device",
+                              3},
+    [PG_STMT_PUSH_EXPIRE] = {"chat_push_expire",
+                             "SELECT removed, done, lm, ld FROM chat_push_expire($1, $2, $3, $4)",
+                             4},
     [PG_STMT_FOLLOW_FETCH] = {"chat_follow_fetch",
                               "SELECT id, env FROM chat_messages WHERE grp = $1 AND id > $2 AND "
                               "id <= $3 AND origin <> $4 ORDER BY id LIMIT 500",

@@ -8,6 +8,7 @@
 #include "pg_log.h"
 #include "pg_change.h"
 #include "pg_member.h"
+#include "pg_push.h"
 #include "pg_read.h"
 #include "pg_watch.h"
 #include "store_text.h"
@@ -120,6 +121,12 @@ static const chat_store_ops pg_ops = {
     .read_advance = pg_read_advance,
     .read_get = pg_read_get,
     .reads = pg_reads,
+    .push_put = pg_push_put,
+    .push_get = pg_push_get,
+    .push_remove = pg_push_remove,
+    .push_list = pg_push_list,
+    .push_members = pg_push_members,
+    .push_expire = pg_push_expire,
     .group_members = pg_group_members,
     .member_devices = pg_member_devices,
     .deletions = pg_deletions,

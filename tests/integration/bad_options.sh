@@ -32,7 +32,11 @@ for case in "page_size 0" "page_size 100001" "page_size 12x" "page_bytes 10" \
             "topic_prefix a/b" "topic_prefix chat+" "retention_count -5" \
             "retention_days x" "acl maybe" "no_such_option 1" "page_bytes 268435456" \
             "max_payload 50000000" "write_buffer_mb 0" "read_check sometimes" "verify_store maybe" "store mysql" "store postgresql" \
-            "recall_seconds -1" "edit_seconds 31536001" "recall_seconds 2m"; do
+            "recall_seconds -1" "edit_seconds 31536001" "recall_seconds 2m" \
+            "push_allow http://push.example/" "push_allow ftp://push.example/" \
+            "push_allow https://u@push.example/" "push_delay -1" "push_delay 3600001" \
+            "push_interval x" "push_body yes" "push_webhooks ops" "push_webhooks =https://a.example/" \
+            "push_webhooks ops=http://hooks.example/" "push_nothing 1"; do
   set -- $case
   try "$1" "$2"
   rc=$?
@@ -47,6 +51,13 @@ for case in "page_size 0" "page_size 100001" "page_size 12x" "page_bytes 10" \
 done
 
 # A good value must not be refused: the broker runs until the timeout.
+try push_allow "https://push.example/ http://127.0.0.1:9/" 3
+rc=$?
+if [ $rc -ne 124 ]; then
+  echo "FAIL: a valid push_allow stopped the broker (exit $rc):"; cat "$dir/out"; failures=$((failures+1))
+else
+  echo "ok: plugin_opt_push_allow accepted"
+fi
 try page_size 7 3
 rc=$?
 if [ $rc -ne 124 ]; then

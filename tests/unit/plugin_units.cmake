@@ -16,6 +16,7 @@ if(NOT TARGET chat_plugin_units)
                              $<TARGET_PROPERTY:chat_proto,INTERFACE_INCLUDE_DIRECTORIES>)
   # libmosquitto: the real MQTT 5 property functions and topic checks, as
   # the plugin itself links them.
-  target_link_libraries(chat_plugin_units PUBLIC chat_store ${CJSON_LIB} ${MOSQ_LIB} m
-                        ${CMAKE_DL_LIBS})
+  find_package(Threads REQUIRED)
+  target_link_libraries(chat_plugin_units PUBLIC chat_store ${CJSON_LIB} ${MOSQ_LIB} ${CRYPTO_LIB}
+                        Threads::Threads m ${CMAKE_DL_LIBS})
 endif()

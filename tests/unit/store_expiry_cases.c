@@ -4,6 +4,7 @@
 #include "store_fixture.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define DAY_MS 86400000ll
@@ -77,6 +78,18 @@ static void assert_groups_of(chat_store *st, const char *member, const char *wan
     assert_string_equal(got, want);
 }
 
+/* Whether device of member has a push registration. */
+static bool has_push(chat_store *st, const char *member, const char *device)
+{
+    char *reg = NULL;
+    size_t len = 0;
+    int64_t created = 0;
+    bool found = false;
+    ASSERT_OK(chat_store_push_get(st, member, device, &reg, &len, &created, &found));
+    free(reg);
+    return found;
+}
+
 void expiry_case_members(chat_store *st, size_t max_keys, bool drop_members)
 {
     static const char *const members[] = {"alice", "bob", "carol", "dave", "erin", "frank"};
@@ -113,6 +126,14 @@ void expiry_case_members(chat_store *st, size_t max_keys, bool drop_members)
     advance(st, g, "frank", "f2", 5);
     advance(st, "other", "bob", "phone", 2);
 
+    /* push registrations (v1.2): carol's goes with her last membership
+     * (push-with-member), bob's stays with his other group */
+    chat_push_put put = CHAT_PUSH_NO_GROUP;
+    ASSERT_OK(chat_store_push_put(st, "carol", "c0", "rc", 2, 1, 16, &put));
+    assert_int_equal(put, CHAT_PUSH_STORED);
+    ASSERT_OK(chat_store_push_put(st, "bob", "phone", "rb", 2, 1, 16, &put));
+    assert_int_equal(put, CHAT_PUSH_STORED);
+
     now = 100 * DAY_MS;
     expiry_walk(st, 50 * DAY_MS, drop_members, max_keys, &sum);
     assert_int_equal(sum.devices, 9);
@@ -140,6 +161,8 @@ void expiry_case_members(chat_store *st, size_t max_keys, bool drop_members)
     assert_cursor(st, g, "frank", "f2", true, 5);
     assert_cursor(st, g, "bob", "b1", false, 0);
     assert_cursor(st, "other", "bob", "phone", true, 2);
+    assert_true(has_push(st, "carol", "c0") == !drop_members);
+    assert_true(has_push(st, "bob", "phone"));
 
     /* a second walk finds nothing more */
     expiry_walk(st, 50 * DAY_MS, drop_members, max_keys, &sum);

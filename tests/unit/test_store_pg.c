@@ -5,9 +5,10 @@
  * changed behind the store's back), a backup (a LevelDB store of the live
  * state, a deletion under way left out, read markers and member counts
  * carried), a compaction, a close while a backup runs, read markers and
- * member counts (protocol v1.1) as the LevelDB backend keeps them, and
- * device expiry with members (issue 21, item 8: the cases the LevelDB
- * backend runs, store_expiry_cases.c).
+ * member counts (protocol v1.1) as the LevelDB backend keeps them, device
+ * expiry with members (issue 21, item 8: the cases the LevelDB backend
+ * runs, store_expiry_cases.c), and push registrations (protocol v1.2) by
+ * the cases the LevelDB backend runs.
  *
  * They need a PostgreSQL cluster: CHAT_TEST_PG_PORT names one on
  * 127.0.0.1 (scripts/test's pg stage makes it); without it the test exits
@@ -16,6 +17,7 @@
 #include "store_expiry_cases.h"
 #include "store_fixture.h"
 #include "util.h"
+#include "store_push_cases.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -287,6 +289,9 @@ static void test_backup_and_compact(void **state)
     ASSERT_OK(chat_store_group_delete(fx->st, "old", 1, &done));
     assert_false(done);
     ASSERT_OK(chat_store_member_add(fx->st, "old", "dan", NULL));
+    chat_push_put put = CHAT_PUSH_FULL;
+    ASSERT_OK(chat_store_push_put(fx->st, "bob", "d", "reg", 3, 77, 4, &put));
+    assert_int_equal(put, CHAT_PUSH_STORED);
 
     ASSERT_OK(chat_store_job_start(fx->st, CHAT_JOB_BACKUP, dest));
     assert_int_equal(chat_store_job_start(fx->st, CHAT_JOB_COMPACT, NULL), CHAT_EINVAL);
@@ -333,6 +338,16 @@ static void test_backup_and_compact(void **state)
     assert_int_equal(id, 2);
     ASSERT_OK(chat_store_member_count(copy, "old", &id));
     assert_int_equal(id, 1);
+    /* and push registrations */
+    char *reg = NULL;
+    size_t reg_len = 0;
+    int64_t created = 0;
+    ASSERT_OK(chat_store_push_get(copy, "bob", "d", &reg, &reg_len, &created, &found));
+    assert_true(found);
+    assert_int_equal(reg_len, 3);
+    assert_memory_equal(reg, "reg", 3);
+    assert_int_equal(created, 77);
+    free(reg);
     ASSERT_OK(chat_store_check(copy, collect_problem, &p, &groups, &problems));
     assert_int_equal(groups, 2);
     if (problems) {
@@ -490,6 +505,28 @@ static void test_i21_8_member_of_group_being_deleted(void **state)
     expiry_case_deleting(fx->st);
 }
 
+/* Push registrations (protocol v1.2): the cases the LevelDB backend runs
+ * (test_store_push), on PostgreSQL. */
+static void test_push_registrations(void **state)
+{
+    push_case_registrations(((struct pgfx *)*state)->st);
+}
+
+static void test_push_membership(void **state)
+{
+    push_case_membership(((struct pgfx *)*state)->st);
+}
+
+static void test_push_members(void **state)
+{
+    push_case_members(((struct pgfx *)*state)->st);
+}
+
+static void test_push_expire(void **state)
+{
+    push_case_expire(((struct pgfx *)*state)->st);
+}
+
 static void test_close_during_backup(void **state)
 {
     struct pgfx *fx = *state;
@@ -524,6 +561,10 @@ int main(void)
         PGCASE(test_i21_8_members_expire_one_step),
         PGCASE(test_i21_8_closed_groups_keep_members),
         PGCASE(test_i21_8_member_of_group_being_deleted),
+        PGCASE(test_push_registrations),
+        PGCASE(test_push_membership),
+        PGCASE(test_push_members),
+        PGCASE(test_push_expire),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
