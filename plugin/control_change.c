@@ -186,6 +186,23 @@ static void after_change(struct change_req *q, const char *group)
                          group, q->facts.from, (unsigned long long)q->ap.id);
 }
 
+/* Whether the members of item hold U+0001 in a key or a string, at any
+ * depth (bounded by cJSON's nesting limit), but its correlationData. */
+static bool holds_u0001(const cJSON *item)
+{
+    for (const cJSON *it = item->child; it; it = it->next) {
+        if (it->string && !strcmp(it->string, "correlationData")) {
+            continue;
+        }
+        if ((it->string && strchr(it->string, '\x01')) ||
+            (cJSON_IsString(it) && strchr(it->valuestring, '\x01')) ||
+            ((cJSON_IsObject(it) || cJSON_IsArray(it)) && holds_u0001(it))) {
+            return true;
+        }
+    }
+    return false;
+}
+
 void chat_control_change(struct chat_control_req *r, const cJSON *c, bool recall)
 {
     char group[CHAT_GROUP_MAX + 1];
@@ -203,6 +220,12 @@ void chat_control_change(struct chat_control_req *r, const cJSON *c, bool recall
     }
     if (!recall && !cJSON_GetObjectItemCaseSensitive(c, "body")) {
         chat_control_fail(r, "body is missing");
+        return;
+    }
+    /* A request's \u0000 is read as U+0001 (control.c): an edit would
+     * store another character than the one sent, in silence. */
+    if (!recall && r->nuls && holds_u0001(c)) {
+        chat_control_fail(r, "edit fields cannot hold \\u0000");
         return;
     }
     if ((why = may_change(&q, group)) != NULL || (why = change_message(&q, group)) != NULL) {
