@@ -11,7 +11,7 @@
 
 #define STATE_ERROR_EVERY_MS 10000 /* at most one state file error event per period */
 /* The state file is rewritten whole (write, rename): at most this often
- * between acks, which write it anyway (invariant 2). A kill -9 shows again
+ * between acks, which write it anyway (invariant state-before-ack). A kill -9 shows again
  * what was shown in the last STATE_FLUSH_MS. */
 #define STATE_FLUSH_MS 200
 
@@ -78,7 +78,7 @@ static bool flush_state(chat_delivery *d)
     d->state_due = 0;
     if (d->cfg.state == NULL || !chat_state_dirty(d->cfg.state))
         return true;
-    /* Invariant 2 reaches into the application: what it buffered goes out
+    /* state-before-ack reaches into the application: what it buffered goes out
      * before the file says it was shown (mqchat listen's stdout). */
     if (d->cfg.on_commit != NULL && !d->cfg.on_commit(d->cfg.arg))
         snprintf(why, sizeof why, "the application could not commit what it was given");
@@ -109,7 +109,7 @@ void chat_delivery_ack(chat_delivery *d, struct chat_group *g)
     g->ack_due = 0;
     if (!chat_paho_up(d->cfg.paho) || !g->seq.known || g->seq.shown == 0)
         return; /* the sync after the next connect repairs the cursor */
-    /* Invariant 2: the file holds what the ack says before the ack leaves;
+    /* state-before-ack: the file holds what the ack says before the ack leaves;
      * an ack the file cannot back is not sent. */
     if (d->state_due != 0 && !flush_state(d)) {
         /* Retried with the file: a write that fails for a while (a full
@@ -304,7 +304,7 @@ bool chat_delivery_page(chat_delivery *d, struct chat_group *g, const cJSON *ent
     }
     g->cu_pages++;
     if (!g->seq.known) {
-        /* Invariant 3: a page's first - 1 was the cursor when it was cut. */
+        /* baseline-first: a page's first - 1 was the cursor when it was cut. */
         if (replay && first > 0 && (g->min_first == 0 || first < g->min_first))
             g->min_first = first;
     } else if (cJSON_IsTrue(truncated) && first > g->seq.shown + 1) {

@@ -3,24 +3,25 @@
  * a fetch; the state file that remembers what was shown; the acks that tell
  * the plugin; and the subscriptions that bring the messages.
  *
- * Invariants (see also seq.h):
- *   1. on_message gets an id of group g only if it is shown(g) + 1; shown(g)
- *      only grows, except when the server's history was replaced
+ * Invariants, by name (see also seq.c):
+ *   in-order: on_message gets an id of group g only if it is shown(g) + 1;
+ *      shown(g) only grows, except when the server's history was replaced
  *      (chat_group_rebase), which is reported.
- *   2. The state file records only messages shown (on_message returned),
- *      and is written before any ack covering them is published, so the
- *      plugin's cursor never passes the state file and a restart misses
- *      nothing. It is written at most STATE_FLUSH_MS after a message is
- *      shown, before every ack (every page, every ack_every messages), and
- *      when the dispatcher stops; a process killed between two writes shows
- *      the messages since the last one again. Should the cursor pass the
- *      file anyway (a lost state file, a power loss), `sync` reports acked >
- *      shown and a fetch from shown fills the difference: messages may show
- *      twice then, never go missing.
- *   3. A group's baseline (the id after which it starts) comes from the
- *      state file or from the plugin (`sync`'s acked, or an earlier replay
- *      page's first - 1): until then everything is held, nothing shown.
- *   4. Once on_message refused a message, nothing more is shown (halted).
+ *   state-before-ack: The state file records only messages shown
+ *      (on_message returned), and is written before any ack covering them is
+ *      published, so the plugin's cursor never passes the state file and a
+ *      restart misses nothing. It is written at most STATE_FLUSH_MS after a
+ *      message is shown, before every ack (every page, every ack_every
+ *      messages), and when the dispatcher stops; a process killed between two
+ *      writes shows the messages since the last one again. Should the cursor
+ *      pass the file anyway (a lost state file, a power loss), `sync` reports
+ *      acked > shown and a fetch from shown fills the difference: messages may
+ *      show twice then, never go missing.
+ *   baseline-first: A group's baseline (the id after which it starts) comes
+ *      from the state file or from the plugin (`sync`'s acked, or an earlier
+ *      replay page's first - 1): until then everything is held, nothing shown.
+ *   halt-stops: Once on_message refused a message, nothing more is shown
+ *      (halted).
  *
  * Threading: the dispatcher thread only.
  */

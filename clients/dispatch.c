@@ -34,7 +34,7 @@ static void on_connected(chat_client *c)
     if (c->conn.state != CONN_UP)
         return;
     /* Subscribing starts each group's catch-up; the sync after it reports
-     * cursors and heads (delivery.h, invariant 3). */
+     * cursors and heads (delivery.h, baseline-first). */
     chat_delivery_connected(&c->delivery);
     chat_requests_sync(&c->requests);
     chat_requests_connected(&c->requests);

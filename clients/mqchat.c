@@ -361,6 +361,7 @@ int main(int argc, char **argv)
     sigset_t sigs;
     chat_client_err err;
     struct sigaction ign;
+    struct mqchat *m = NULL;
 
     parse_args(argc, argv, &o);
     check_command(&o);
@@ -373,7 +374,8 @@ int main(int argc, char **argv)
     } else {
         default_client_id(&o, listen, client_id, sizeof client_id);
     }
-    mqchat_setup(&o, listen, client_id);
+    if ((m = mqchat_create(&o, listen, client_id)) == NULL)
+        return mqchat_failed("cannot start", CHAT_CLIENT_ERR_NOMEM);
 
     /* Signals go to sigwait in the main thread; every thread started from
      * here (Paho's, the library's) inherits the mask. A closed stdout is an
@@ -400,6 +402,7 @@ int main(int argc, char **argv)
     co.send_qos = o.qos;
     co.request_timeout_ms = wait_ms;
     co.on_event = mqchat_on_event;
+    co.arg = m;
     if (listen) {
         co.on_message = mqchat_on_message;
         if (o.state != NULL) {
@@ -416,15 +419,18 @@ int main(int argc, char **argv)
                 "mqchat: device '%s' is already listening (%s): stop that mqchat, or give this "
                 "one a device of its own with -i <client id>\n",
                 client_id, chat_client_reason());
+        mqchat_destroy(m);
         return EXIT_IN_USE;
     } else if (err != CHAT_CLIENT_OK) {
+        mqchat_destroy(m);
         return mqchat_failed("cannot start", err);
     }
     /* listen buffers stdout: the library asks for it to go out before the
      * state file says those lines were shown. */
     if (listen)
         (void)chat_client_set_commit(c, mqchat_on_commit);
-    status = mqchat_run(c, &o, &sigs, wait_ms);
+    status = mqchat_run(m, c, &o, &sigs, wait_ms);
     chat_client_destroy(c);
+    mqchat_destroy(m);
     return status;
 }

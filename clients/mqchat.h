@@ -38,11 +38,16 @@ struct opts {
     int nargs;
 };
 
-/* Remembers what the callbacks need (the options, the client id, this
- * thread as the one to wake). */
-void mqchat_setup(const struct opts *o, bool listen, const char *client_id);
+/* One run of a command (mqchat_commands.c): what the callbacks need (the
+ * options, the client id, the calling thread as the one to wake) and what
+ * they tell that thread. Created by mqchat_create (NULL: out of memory)
+ * with o and client_id, which must outlive it; freed by mqchat_destroy
+ * (NULL accepted) once the client and its callbacks are gone. */
+struct mqchat;
+struct mqchat *mqchat_create(const struct opts *o, bool listen, const char *client_id);
+void mqchat_destroy(struct mqchat *m);
 
-/* The callbacks of the chat_client. */
+/* The callbacks of the chat_client; arg is the struct mqchat. */
 bool mqchat_on_message(void *arg, const chat_client_message *m);
 void mqchat_on_event(void *arg, const chat_client_event *ev);
 bool mqchat_on_commit(void *arg);
@@ -56,7 +61,8 @@ int mqchat_failed(const char *what, chat_client_err err);
 int mqchat_admin(chat_client *c, const struct opts *o, int wait_ms);
 
 /* Runs o's command on c (waiting for signals in sigs when listening),
- * then disconnects; returns the exit status. */
-int mqchat_run(chat_client *c, const struct opts *o, sigset_t *sigs, int wait_ms);
+ * then disconnects; returns the exit status. c's callbacks must have m as
+ * their arg. */
+int mqchat_run(struct mqchat *m, chat_client *c, const struct opts *o, sigset_t *sigs, int wait_ms);
 
 #endif

@@ -16,32 +16,6 @@
 #define RETRY_MAX_MS 2000      /* ... doubling up to this */
 #define PROGRESS_EVERY_MS 1000 /* catch-up progress lines at most this often */
 
-/* What the callbacks tell the main thread (listen, send). */
-static pthread_t g_main;
-static atomic_int g_exit = -1; /* >= 0: stop with this status */
-static atomic_long g_printed;
-static long g_count;
-static bool g_json;
-static bool g_quiet;
-static bool g_mark_read;      /* listen: mark what is printed as read */
-static chat_client *g_client; /* for the callbacks' chat_client_read */
-static atomic_bool g_connected_once;
-static atomic_bool g_waiting; /* listen started while the broker could not be reached */
-static const char *g_client_id;
-static int64_t g_last_progress;
-/* listen: lines written to stdout's buffer and not flushed yet. */
-static atomic_bool g_unflushed;
-static int64_t g_flushed_ms; /* dispatcher thread: when on_message last flushed */
-/* listen marks what it printed as read with one chat_client_read per group
- * every FLUSH_MS, not one per message (which cost as much as printing it:
- * a call through the library's queue); the last one waiting goes from the
- * main thread's wake-ups and at exit. The library coalesces reads on the
- * wire anyway. */
-static pthread_mutex_t g_read_mu = PTHREAD_MUTEX_INITIALIZER;
-static char g_read_group[128 + 1]; /* of g_read_id: a group name is at most 128 bytes */
-static uint64_t g_read_id;         /* printed, not marked yet (0: none) */
-static int64_t g_read_ms;          /* when a read was last marked */
-
 /* listen writes messages into stdout's buffer, not one write(2) each (a
  * catch-up prints hundreds of thousands): the buffer goes out when it is
  * full, when on_message finds the last flush FLUSH_MS ago, and from the
@@ -49,13 +23,48 @@ static int64_t g_read_ms;          /* when a read was last marked */
  * A pipe reader so sees every line within FLUSH_MS. */
 #define FLUSH_MS 100
 
-static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* One run of mqchat: the options the callbacks follow, and what they tell
+ * the main thread (listen, send). The callbacks run on the library's
+ * thread; the fields they share with the main thread are atomic, or under
+ * read_mu. */
+struct mqchat {
+    /* Set before the client is created (mqchat_create), or before it
+     * connects (client, in mqchat_run). */
+    pthread_t main; /* the thread a callback wakes with SIGUSR1 */
+    long count;     /* listen -C: stop after this many (0: never) */
+    bool json;      /* --json */
+    bool quiet;     /* -q: no notes on stderr */
+    bool mark_read; /* listen: mark what is printed as read */
+    const char *client_id;
+    chat_client *client; /* for the callbacks' chat_client_read */
+    /* Between the callbacks and the main thread. */
+    atomic_int exit; /* >= 0: stop with this status */
+    atomic_long printed;
+    atomic_bool connected_once;
+    atomic_bool waiting;   /* listen started while the broker could not be reached */
+    atomic_bool unflushed; /* listen: lines written to stdout's buffer, not flushed yet */
+    /* The callbacks' thread only. */
+    int64_t last_progress; /* when the last catch-up progress line went out */
+    int64_t flushed_ms;    /* when on_message last flushed */
+    /* listen marks what it printed as read with one chat_client_read per
+     * group every FLUSH_MS, not one per message (which cost as much as
+     * printing it: a call through the library's queue); the last one
+     * waiting goes from the main thread's wake-ups and at exit. The library
+     * coalesces reads on the wire anyway. */
+    pthread_mutex_t read_mu;
+    char read_group[128 + 1]; /* of read_id: a group name is at most 128 bytes */
+    uint64_t read_id;         /* printed, not marked yet (0: none) */
+    int64_t read_ms;          /* when a read was last marked */
+};
 
-static void note(const char *fmt, ...)
+static void note(const struct mqchat *m, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void note(const struct mqchat *m, const char *fmt, ...)
 {
     va_list ap;
 
-    if (g_quiet)
+    if (m->quiet)
         return;
     fputs("mqchat: ", stderr);
     va_start(ap, fmt);
@@ -73,12 +82,12 @@ static int64_t now_ms(void)
 }
 
 /* Asks the main thread to stop with status (the first request wins). */
-static void stop_main(int status)
+static void stop_main(struct mqchat *m, int status)
 {
     int expected = -1;
 
-    if (atomic_compare_exchange_strong(&g_exit, &expected, status))
-        pthread_kill(g_main, SIGUSR1);
+    if (atomic_compare_exchange_strong(&m->exit, &expected, status))
+        pthread_kill(m->main, SIGUSR1);
 }
 
 /* ===========================================================================
@@ -181,44 +190,44 @@ static bool print_message(const chat_client_message *m, bool json)
     return !ferror(stdout);
 }
 
-/* Marks the read waiting, if any; g_read_mu held. */
-static void read_waiting_locked(int64_t now)
+/* Marks the read waiting, if any; m->read_mu held. */
+static void read_waiting_locked(struct mqchat *m, int64_t now)
 {
-    if (g_read_id != 0 && g_client != NULL)
-        (void)chat_client_read(g_client, g_read_group, g_read_id);
-    g_read_id = 0;
-    g_read_ms = now;
+    if (m->read_id != 0 && m->client != NULL)
+        (void)chat_client_read(m->client, m->read_group, m->read_id);
+    m->read_id = 0;
+    m->read_ms = now;
 }
 
 /* Records that id of group was printed (dispatcher thread). */
-static void mark_read(const char *group, uint64_t id, int64_t now)
+static void mark_read(struct mqchat *m, const char *group, uint64_t id, int64_t now)
 {
     size_t len = strlen(group);
 
-    if (len >= sizeof g_read_group)
+    if (len >= sizeof m->read_group)
         return; /* not a group name the library would have shown */
-    pthread_mutex_lock(&g_read_mu);
-    if (g_read_id != 0 && strcmp(g_read_group, group) != 0)
-        read_waiting_locked(g_read_ms);
-    memcpy(g_read_group, group, len + 1);
-    g_read_id = id;
-    if (now - g_read_ms >= FLUSH_MS)
-        read_waiting_locked(now);
-    pthread_mutex_unlock(&g_read_mu);
+    pthread_mutex_lock(&m->read_mu);
+    if (m->read_id != 0 && strcmp(m->read_group, group) != 0)
+        read_waiting_locked(m, m->read_ms);
+    memcpy(m->read_group, group, len + 1);
+    m->read_id = id;
+    if (now - m->read_ms >= FLUSH_MS)
+        read_waiting_locked(m, now);
+    pthread_mutex_unlock(&m->read_mu);
 }
 
 /* Marks the read waiting, if any (main thread). */
-static void read_waiting(void)
+static void read_waiting(struct mqchat *m)
 {
-    pthread_mutex_lock(&g_read_mu);
-    read_waiting_locked(now_ms());
-    pthread_mutex_unlock(&g_read_mu);
+    pthread_mutex_lock(&m->read_mu);
+    read_waiting_locked(m, now_ms());
+    pthread_mutex_unlock(&m->read_mu);
 }
 
 /* Flushes stdout; false when it failed. */
-static bool flush_stdout(void)
+static bool flush_stdout(struct mqchat *m)
 {
-    atomic_store(&g_unflushed, false);
+    atomic_store(&m->unflushed, false);
     return fflush(stdout) == 0 && !ferror(stdout);
 }
 
@@ -227,62 +236,63 @@ static bool flush_stdout(void)
  * file claims (and the next start would skip them). */
 bool mqchat_on_commit(void *arg)
 {
-    (void)arg;
-    /* Always fflush, not only when g_unflushed: the main thread clears the
+    struct mqchat *m = arg;
+
+    /* Always fflush, not only when m->unflushed: the main thread clears the
      * flag before its own fflush, which may still be writing; fflush waits
      * for it under stdout's lock (and costs nothing when all is out). */
-    if (flush_stdout())
+    if (flush_stdout(m))
         return true;
     fprintf(stderr, "mqchat: cannot write to stdout: %s\n", strerror(errno));
-    stop_main(EXIT_UNREACHABLE);
+    stop_main(m, EXIT_UNREACHABLE);
     return false;
 }
 
-bool mqchat_on_message(void *arg, const chat_client_message *m)
+bool mqchat_on_message(void *arg, const chat_client_message *msg)
 {
+    struct mqchat *m = arg;
     int64_t now;
 
-    (void)arg;
-    if (g_count > 0 && atomic_load(&g_printed) >= g_count)
+    if (m->count > 0 && atomic_load(&m->printed) >= m->count)
         return false; /* -C reached: leave the rest unshown */
-    atomic_store(&g_unflushed, true);
+    atomic_store(&m->unflushed, true);
     now = now_ms();
-    if (!print_message(m, g_json) || (now - g_flushed_ms >= FLUSH_MS && !flush_stdout())) {
+    if (!print_message(msg, m->json) || (now - m->flushed_ms >= FLUSH_MS && !flush_stdout(m))) {
         fprintf(stderr, "mqchat: cannot write to stdout: %s\n", strerror(errno));
-        stop_main(EXIT_UNREACHABLE);
+        stop_main(m, EXIT_UNREACHABLE);
         return false;
     }
-    if (now - g_flushed_ms >= FLUSH_MS)
-        g_flushed_ms = now;
+    if (now - m->flushed_ms >= FLUSH_MS)
+        m->flushed_ms = now;
     /* Printed is read. */
-    if (g_mark_read)
-        mark_read(m->group, m->id, now);
-    if (atomic_fetch_add(&g_printed, 1) + 1 == g_count)
-        stop_main(0);
+    if (m->mark_read)
+        mark_read(m, msg->group, msg->id, now);
+    if (atomic_fetch_add(&m->printed, 1) + 1 == m->count)
+        stop_main(m, 0);
     return true;
 }
 
 void mqchat_on_event(void *arg, const chat_client_event *ev)
 {
+    struct mqchat *m = arg;
     int64_t now;
 
-    (void)arg;
     switch (ev->type) {
     case CHAT_CLIENT_EV_CONNECTED:
-        if (atomic_load(&g_connected_once))
-            note("connected again");
-        else if (atomic_load(&g_waiting))
-            note("connected");
-        atomic_store(&g_connected_once, true);
+        if (atomic_load(&m->connected_once))
+            note(m, "connected again");
+        else if (atomic_load(&m->waiting))
+            note(m, "connected");
+        atomic_store(&m->connected_once, true);
         break;
     case CHAT_CLIENT_EV_DISCONNECTED:
         if (ev->code == 0x8E) /* MQTT 5: Session taken over */
             fprintf(stderr,
                     "mqchat: another client connected with the client id '%s' and took over "
                     "this connection; reconnecting (give each device its own -i)\n",
-                    g_client_id);
+                    m->client_id);
         else
-            note("connection lost%s%s; reconnecting", ev->reason ? ": " : "",
+            note(m, "connection lost%s%s; reconnecting", ev->reason ? ": " : "",
                  ev->reason ? ev->reason : "");
         break;
     case CHAT_CLIENT_EV_CATCHUP:
@@ -290,12 +300,12 @@ void mqchat_on_event(void *arg, const chat_client_event *ev)
         now = now_ms();
         if (ev->id >= ev->head) {
             if (ev->pages > 1)
-                note("%s: caught up at #%llu (%llu messages, %llu pages)", ev->group,
+                note(m, "%s: caught up at #%llu (%llu messages, %llu pages)", ev->group,
                      (unsigned long long)ev->id, (unsigned long long)ev->messages,
                      (unsigned long long)ev->pages);
-        } else if (now - g_last_progress >= PROGRESS_EVERY_MS) {
-            g_last_progress = now;
-            note("%s: catching up: %llu pages, %llu messages so far, %llu remaining", ev->group,
+        } else if (now - m->last_progress >= PROGRESS_EVERY_MS) {
+            m->last_progress = now;
+            note(m, "%s: catching up: %llu pages, %llu messages so far, %llu remaining", ev->group,
                  (unsigned long long)ev->pages, (unsigned long long)ev->messages,
                  (unsigned long long)(ev->head - ev->id));
         }
@@ -307,18 +317,18 @@ void mqchat_on_event(void *arg, const chat_client_event *ev)
     case CHAT_CLIENT_EV_LISTEN_REFUSED:
         fprintf(stderr, "mqchat: %s: cannot listen: %s\n", ev->group ? ev->group : "?",
                 ev->reason ? ev->reason : "?");
-        stop_main(EXIT_REFUSED);
+        stop_main(m, EXIT_REFUSED);
         break;
     case CHAT_CLIENT_EV_TRUNCATED:
-        note("%s: messages before #%llu were removed by retention before you saw them", ev->group,
-             (unsigned long long)ev->id);
+        note(m, "%s: messages before #%llu were removed by retention before you saw them",
+             ev->group, (unsigned long long)ev->id);
         break;
     case CHAT_CLIENT_EV_ERROR:
         fprintf(stderr, "mqchat: %s%s%s\n", ev->group ? ev->group : "", ev->group ? ": " : "",
                 ev->reason ? ev->reason : "error");
         break;
     case CHAT_CLIENT_EV_PRESENCE:
-        note("%s: %s is %s", ev->group, ev->member, ev->online ? "online" : "offline");
+        note(m, "%s: %s is %s", ev->group, ev->member, ev->online ? "online" : "offline");
         break;
     case CHAT_CLIENT_EV_READ:
         break; /* mqchat receipts shows them on demand */
@@ -394,7 +404,7 @@ static int cmd_send(chat_client *c, const struct opts *o, int wait_ms)
 /* Connects, trying again for up to wait_ms while the broker cannot be
  * reached (it may be starting, or restarting); a refusal ends the wait.
  * Returns 0, or the exit status after saying why. */
-static int connect_wait(chat_client *c, int wait_ms)
+static int connect_wait(const struct mqchat *m, chat_client *c, int wait_ms)
 {
     int64_t deadline = now_ms() + wait_ms;
     int pause = RETRY_FIRST_MS;
@@ -419,7 +429,7 @@ static int connect_wait(chat_client *c, int wait_ms)
             return EXIT_UNREACHABLE;
         }
         if (attempt == 1)
-            note("%s; trying again for up to %lld s", why, (long long)(left + 999) / 1000);
+            note(m, "%s; trying again for up to %lld s", why, (long long)(left + 999) / 1000);
         left = left < pause ? left : pause;
         ts.tv_sec = (time_t)(left / 1000);
         ts.tv_nsec = (long)(left % 1000) * 1000000L;
@@ -428,7 +438,8 @@ static int connect_wait(chat_client *c, int wait_ms)
     }
 }
 
-static int cmd_listen(chat_client *c, const struct opts *o, sigset_t *sigs, int wait_ms)
+static int cmd_listen(struct mqchat *m, chat_client *c, const struct opts *o, sigset_t *sigs,
+                      int wait_ms)
 {
     int64_t deadline = o->wait_s > 0 ? now_ms() + (int64_t)o->wait_s * 1000 : 0;
     int status = 0;
@@ -444,8 +455,8 @@ static int cmd_listen(chat_client *c, const struct opts *o, sigset_t *sigs, int 
      * wait_ms, until we stop. */
     err = chat_client_connect(c, wait_ms);
     if (err == CHAT_CLIENT_ERR_CONNECT || err == CHAT_CLIENT_ERR_TIMEOUT) {
-        atomic_store(&g_waiting, true);
-        note("%s; waiting for the broker (Ctrl-C to stop)", chat_client_reason());
+        atomic_store(&m->waiting, true);
+        note(m, "%s; waiting for the broker (Ctrl-C to stop)", chat_client_reason());
     } else if (err != CHAT_CLIENT_OK) {
         return mqchat_failed("cannot connect", err);
     }
@@ -455,12 +466,12 @@ static int cmd_listen(chat_client *c, const struct opts *o, sigset_t *sigs, int 
         int sig;
         int64_t left = FLUSH_MS / 2;
         struct timespec ts;
-        if (atomic_load(&g_unflushed) && !flush_stdout()) {
+        if (atomic_load(&m->unflushed) && !flush_stdout(m)) {
             fprintf(stderr, "mqchat: cannot write to stdout: %s\n", strerror(errno));
             status = EXIT_UNREACHABLE;
             break;
         }
-        read_waiting();
+        read_waiting(m);
         if (deadline > 0) {
             int64_t until = deadline - now_ms();
             if (until <= 0)
@@ -472,21 +483,21 @@ static int cmd_listen(chat_client *c, const struct opts *o, sigset_t *sigs, int 
         sig = sigtimedwait(sigs, NULL, &ts);
         if (sig < 0) /* EAGAIN: the timeout; EINTR */
             continue;
-        if (sig == SIGUSR1 && atomic_load(&g_exit) < 0)
+        if (sig == SIGUSR1 && atomic_load(&m->exit) < 0)
             continue;
         break;
     }
-    if (atomic_load(&g_exit) >= 0)
-        status = atomic_load(&g_exit);
-    if (status == 0 && !atomic_load(&g_connected_once)) {
+    if (atomic_load(&m->exit) >= 0)
+        status = atomic_load(&m->exit);
+    if (status == 0 && !atomic_load(&m->connected_once)) {
         fprintf(stderr, "mqchat: stopped before the broker could be reached\n");
         status = EXIT_UNREACHABLE;
     }
-    if (!flush_stdout() && status == 0) {
+    if (!flush_stdout(m) && status == 0) {
         fprintf(stderr, "mqchat: cannot write to stdout: %s\n", strerror(errno));
         status = EXIT_UNREACHABLE;
     }
-    read_waiting();
+    read_waiting(m);
     return status;
 }
 
@@ -640,26 +651,48 @@ static int cmd_receipts(chat_client *c, const struct opts *o)
     return fflush(stdout) == 0 ? 0 : EXIT_UNREACHABLE;
 }
 
-void mqchat_setup(const struct opts *o, bool listen, const char *client_id)
+struct mqchat *mqchat_create(const struct opts *o, bool listen, const char *client_id)
 {
-    g_json = o->json;
-    g_quiet = o->quiet;
-    g_count = listen ? o->count : 0;
-    g_mark_read = listen && !o->no_read;
-    g_client_id = client_id;
-    g_main = pthread_self();
+    struct mqchat *m = calloc(1, sizeof *m);
+
+    if (m == NULL)
+        return NULL;
+    if (pthread_mutex_init(&m->read_mu, NULL) != 0) {
+        free(m);
+        return NULL;
+    }
+    m->json = o->json;
+    m->quiet = o->quiet;
+    m->count = listen ? o->count : 0;
+    m->mark_read = listen && !o->no_read;
+    m->client_id = client_id;
+    m->main = pthread_self();
+    atomic_init(&m->exit, -1);
+    atomic_init(&m->printed, 0);
+    atomic_init(&m->connected_once, false);
+    atomic_init(&m->waiting, false);
+    atomic_init(&m->unflushed, false);
+    return m;
 }
 
-int mqchat_run(chat_client *c, const struct opts *o, sigset_t *sigs, int wait_ms)
+void mqchat_destroy(struct mqchat *m)
+{
+    if (m == NULL)
+        return;
+    pthread_mutex_destroy(&m->read_mu);
+    free(m);
+}
+
+int mqchat_run(struct mqchat *m, chat_client *c, const struct opts *o, sigset_t *sigs, int wait_ms)
 {
     bool listen = strcmp(o->command, "listen") == 0;
     chat_client_err err;
     int status;
 
-    g_client = c;
+    m->client = c;
     if (listen) {
-        status = cmd_listen(c, o, sigs, wait_ms);
-    } else if ((status = connect_wait(c, wait_ms)) != 0) {
+        status = cmd_listen(m, c, o, sigs, wait_ms);
+    } else if ((status = connect_wait(m, c, wait_ms)) != 0) {
         return status == EXIT_USAGE ? EXIT_UNREACHABLE : status;
     } else if (strcmp(o->command, "send") == 0) {
         status = cmd_send(c, o, wait_ms);

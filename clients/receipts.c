@@ -14,9 +14,9 @@ void chat_receipts_init(chat_receipts *r, const struct chat_receipts_cfg *cfg)
     r->cfg = *cfg;
 }
 
-/* What of g may go out now (invariant 1), 0: nothing. A read also acks
+/* What of g may go out now (read-not-past-shown), 0: nothing. A read also acks
  * the device (docs/protocol.md, read), so with a state file it goes no
- * further than the file records, as an ack (delivery.h, invariant 2). */
+ * further than the file records, as an ack (delivery.h, state-before-ack). */
 static uint64_t sendable(const chat_receipts *r, const struct chat_group *g)
 {
     uint64_t id = g->read_want;

@@ -4,16 +4,16 @@
  * entries the plugin pushes for the subscribed groups, handed to the
  * application as events.
  *
- * Invariants (per group):
- *   1. read_done <= read_want, and nothing above read_want is published;
- *      for a listened group nothing above what was shown either (the read
- *      acks the device: its cursor must not pass what the application saw,
- *      see delivery.h, invariant 2).
- *   2. A read is published at once when none went out in the last
- *      interval_ms, else when that interval is over: at most one per
+ * Invariants per group, by name:
+ *   read-not-past-shown: read_done <= read_want, and nothing above
+ *      read_want is published; for a listened group nothing above what was
+ *      shown either (the read acks the device: its cursor must not pass what
+ *      the application saw, see delivery.h, state-before-ack).
+ *   read-interval: A read is published at once when none went out in the
+ *      last interval_ms, else when that interval is over: at most one per
  *      interval per group, like acks.
- *   3. After a reconnect, a read the broker did not acknowledge goes again
- *      (reads are idempotent: the marker only moves forward).
+ *   read-resent: After a reconnect, a read the broker did not acknowledge
+ *      goes again (reads are idempotent: the marker only moves forward).
  *
  * Threading: the dispatcher thread only.
  */
@@ -64,7 +64,7 @@ void chat_receipts_flush(chat_receipts *r);
 void chat_receipts_done(chat_receipts *r, struct chat_group *g, uint64_t id, bool ok);
 
 /* The connection ended: nothing is in flight, and what was not
- * acknowledged goes again on the next one (invariant 3). */
+ * acknowledged goes again on the next one (read-resent). */
 void chat_receipts_connection_ended(chat_receipts *r);
 
 /* A pushed entry (command "reads" or "presence", no correlationData):

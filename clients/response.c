@@ -101,7 +101,7 @@ static void sync_group(const chat_responses *rs, const struct chat_request *r, s
     } else if (acked < g->seq.shown) {
         chat_delivery_ack(d, g); /* an ack was lost with the connection */
     } else if (acked > g->seq.shown && !g->fetching) {
-        /* The cursor passed what was shown (delivery.h, invariant 2): no
+        /* The cursor passed what was shown (delivery.h, state-before-ack): no
          * replay will come for those ids, so fetch them now. */
         chat_group_raise_head(g, head);
         chat_requests_gap_fetch(rs->requests, g);

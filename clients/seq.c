@@ -1,10 +1,12 @@
 /* seq.c: per-group release of message ids in order, exactly once.
  *
- * Invariants:
- *   1. held[0..n) is sorted by id, strictly ascending, and n <= max.
- *   2. Once known, every held id is > shown + 1 between calls, or == shown +
- *      1 until chat_seq_pop takes it: nothing <= shown is ever held.
- *   3. shown only grows while known.
+ * Invariants, by name:
+ *   held-sorted: held[0..n) is sorted by id, strictly ascending, and n <=
+ *      max.
+ *   held-above-shown: Once known, every held id is > shown + 1 between
+ *      calls, or == shown + 1 until chat_seq_pop takes it: nothing <= shown is
+ *      ever held.
+ *   shown-grows: shown only grows while known.
  */
 #include "seq.h"
 

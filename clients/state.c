@@ -243,7 +243,7 @@ const char *chat_state_group(const chat_state *st, size_t i, uint64_t *shown)
 /* Writes the whole state to st->tmp and renames it over st->path, then
  * opens the new file for appending. No fsync:
  * the file must survive the process, not the machine (after a power loss an
- * older state shows some messages again; see delivery.h, invariant 2). */
+ * older state shows some messages again; see delivery.h, state-before-ack). */
 static chat_client_err save(chat_state *st, char *why, size_t why_size)
 {
     FILE *f = fopen(st->tmp, "w");

@@ -40,7 +40,7 @@ void fuzz_fixture_renew(void)
 
 void fuzz_fixture_fresh(struct plugin_fixture *fx)
 {
-    chat_replay_free_all(&fx->pl);
+    chat_replay_free(&fx->pl);
     chat_peers_free(&fx->pl);
     FUZZ_CHECK(chat_peers_init(&fx->pl) && chat_replay_init(&fx->pl), "out of memory");
 }

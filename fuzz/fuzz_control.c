@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_fixture_fresh(fx);
     stub_reset();
     fx->pl.cfg.acl_mode = f & F_DEFER ? CHAT_ACL_DEFER : CHAT_ACL_ALLOW;
-    fx->pl.broker_acl_check = stub_acl_check;
+    chat_access_set_broker_check(&fx->pl, stub_acl_check);
     stub_acl_set_answer(f & F_DENY ? MOSQ_ERR_ACL_DENIED : MOSQ_ERR_SUCCESS);
     fx->pl.cfg.open_groups = !(f & F_CLOSED);
     fx->pl.cfg.names_verified = f & F_DEFER;

@@ -123,7 +123,7 @@ static void topic_events(const char *topic, bool defer)
     fuzz_fixture_fresh(fx);
     stub_reset();
     fx->pl.cfg.acl_mode = defer ? CHAT_ACL_DEFER : CHAT_ACL_ALLOW;
-    fx->pl.broker_acl_check = defer ? stub_acl_check : NULL;
+    chat_access_set_broker_check(&fx->pl, defer ? stub_acl_check : NULL);
     struct mosquitto alice = plugin_client("alice-phone", "alice");
     char *t = strdup(topic);
     char *payload = strdup("{\"body\":\"hi\"}");
@@ -139,11 +139,13 @@ static void topic_events(const char *topic, bool defer)
     fuzz_check_answers("alice-phone", NULL, NULL, 0);
     static const int access[] = {MOSQ_ACL_SUBSCRIBE, MOSQ_ACL_READ, MOSQ_ACL_WRITE,
                                  MOSQ_ACL_UNSUBSCRIBE};
+    size_t last_len = 0;
+    const char *last = chat_envelope_cache_last(&fx->pl, &last_len);
     for (size_t i = 0; i < 4; i++) {
         struct mosquitto_evt_acl_check ev = {.client = &alice,
                                              .topic = topic,
-                                             .payload = fx->pl.last_env ? fx->pl.last_env : "x",
-                                             .payloadlen = fx->pl.last_env ? fx->pl.last_len : 1,
+                                             .payload = last ? last : "x",
+                                             .payloadlen = last ? (uint32_t)last_len : 1,
                                              .access = access[i],
                                              .qos = 1};
         rc = chat_on_acl(&fx->pl, &ev);
@@ -210,8 +212,8 @@ static void member(const uint8_t *s, size_t n)
             struct chat_plugin pl = {.cfg = {.names_verified = verified}};
             struct mosquitto c = {.id = id[0] ? id : NULL, .username = with_user ? user : NULL};
             char out[CHAT_MEMBER_BUF];
-            const char *why = NULL;
-            const char *m = chat_member(&pl, &c, out, &why);
+            const char *why = chat_member(&pl, &c, out);
+            const char *m = why ? NULL : out;
             bool named = c.username && c.username[0];
             const char *name = named ? c.username : c.id;
             if (!m) {

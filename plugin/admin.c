@@ -354,7 +354,7 @@ static void cmd_stats(const struct chat_admin_req *r)
     sbuf_puts(r->out, ",\"figures\":{");
     chat_stats_json(r->pl, r->out);
     sbuf_puts(r->out, "},\"deletions\":");
-    sbuf_u64(r->out, r->pl->n_deleting);
+    sbuf_u64(r->out, chat_admin_deletions(r->pl));
     sbuf_puts(r->out, ",\"job\":{\"kind\":");
     sbuf_json_str(r->out, job_kind(js.kind));
     sbuf_puts(r->out, ",\"state\":");

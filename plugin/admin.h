@@ -35,6 +35,9 @@ bool chat_admin_storage_ok(const struct chat_admin_req *r, const char *group, ch
  * appended, when it is missing or not a valid group name. */
 const char *chat_admin_group_field(const struct chat_admin_req *r, const cJSON *c, char *buf);
 
+/* admin_jobs.c: deletions queued for the tick (for stats). */
+size_t chat_admin_deletions(const struct chat_plugin *pl);
+
 /* admin_jobs.c: the commands that change the store, each answering c for
  * r, an admin (chat_admin_run checked). delete removes the group's records
  * in bounded steps (the first in the request, the rest from

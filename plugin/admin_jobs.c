@@ -14,42 +14,72 @@
 #define MAX_DELETIONS 1000u /* deletions queued for the tick at once */
 #define TICK_BUDGET_MS 5    /* milliseconds of deleting per broker loop pass */
 
+/* The work the admin commands leave to the tick. */
+struct chat_admin {
+    char **deleting; /* groups whose deletion the tick goes on with, in order */
+    size_t n_deleting;
+    bool deletions_loaded; /* those a previous run left were queued */
+    bool job_running;      /* a store job (backup, compact) is being watched */
+};
+
+bool chat_admin_init(struct chat_plugin *pl)
+{
+    pl->admin = calloc(1, sizeof(*pl->admin));
+    return pl->admin != NULL;
+}
+
+size_t chat_admin_deletions(const struct chat_plugin *pl)
+{
+    return pl->admin->n_deleting;
+}
+
 /* ===========================================================================
  * delete
  * ========================================================================= */
 
-static bool queued(struct chat_plugin *pl, const char *group)
+static bool queued(const struct chat_admin *a, const char *group)
 {
-    for (size_t i = 0; i < pl->n_deleting; i++) {
-        if (!strcmp(pl->deleting[i], group)) {
+    for (size_t i = 0; i < a->n_deleting; i++) {
+        if (!strcmp(a->deleting[i], group)) {
             return true;
         }
     }
     return false;
 }
 
-static bool enqueue(struct chat_plugin *pl, const char *group)
+static bool enqueue(struct chat_admin *a, const char *group)
 {
-    if (queued(pl, group)) {
+    if (queued(a, group)) {
         return true;
     }
-    char **n = realloc(pl->deleting, (pl->n_deleting + 1) * sizeof(*n));
+    char **n = realloc(a->deleting, (a->n_deleting + 1) * sizeof(*n));
     if (!n) {
         return false;
     }
-    pl->deleting = n;
-    if (!(n[pl->n_deleting] = strdup(group))) {
+    a->deleting = n;
+    if (!(n[a->n_deleting] = strdup(group))) {
         return false;
     }
-    pl->n_deleting++;
+    a->n_deleting++;
     return true;
 }
 
-static void dequeue(struct chat_plugin *pl, size_t i)
+static void dequeue(struct chat_admin *a, size_t i)
 {
-    free(pl->deleting[i]);
-    memmove(pl->deleting + i, pl->deleting + i + 1, (pl->n_deleting - i - 1) * sizeof(char *));
-    pl->n_deleting--;
+    free(a->deleting[i]);
+    memmove(a->deleting + i, a->deleting + i + 1, (a->n_deleting - i - 1) * sizeof(char *));
+    a->n_deleting--;
+}
+
+/* What the rest of the plugin keeps of a deleted group: its catch-ups,
+ * pending subscriptions, cached envelope, and who is online in it (its
+ * former members are members no more: nothing of it is pushed). */
+static void forget_group(struct chat_plugin *pl, const char *group)
+{
+    chat_replay_stop_group(pl, group);
+    chat_pending_forget_group(pl, group);
+    chat_envelope_cache_forget(pl, group);
+    chat_presence_forget_group(pl, group);
 }
 
 void chat_admin_delete(const struct chat_admin_req *r, const cJSON *c)
@@ -63,7 +93,7 @@ void chat_admin_delete(const struct chat_admin_req *r, const cJSON *c)
     if (!group) {
         return;
     }
-    if (!queued(pl, group) && pl->n_deleting >= MAX_DELETIONS) {
+    if (!queued(pl->admin, group) && pl->admin->n_deleting >= MAX_DELETIONS) {
         chat_admin_fail(r, group, "too many deletions under way: retry when some have finished");
         return;
     }
@@ -76,13 +106,8 @@ void chat_admin_delete(const struct chat_admin_req *r, const cJSON *c)
                                chat_store_group_delete(pl->store, group, DELETE_STEP, &done))) {
         return;
     }
-    chat_replay_stop_group(pl, group);
-    chat_pending_forget_group(pl, group);
-    if (pl->last_env && !strcmp(pl->last_group, group)) {
-        free(pl->last_env);
-        pl->last_env = NULL;
-    }
-    if (!done && !enqueue(pl, group)) {
+    forget_group(pl, group);
+    if (!done && !enqueue(pl->admin, group)) {
         chat_admin_fail(r, group, "out of memory");
         return;
     }
@@ -119,7 +144,7 @@ static bool job_start(const struct chat_admin_req *r, chat_job_kind kind, const 
                                                 : "cannot start the compaction (the log says why)");
         return false;
     }
-    r->pl->job_running = true;
+    r->pl->admin->job_running = true;
     mosquitto_log_printf(MOSQ_LOG_NOTICE, "mosquitto-chat: %s started by %s%s%s",
                          kind == CHAT_JOB_BACKUP ? "backup" : "compaction", r->device,
                          dest ? " into " : "", dest ? dest : "");
@@ -199,11 +224,11 @@ static int queue_deletion(void *ctx, const char *group, uint64_t unused)
 static void watch_job(struct chat_plugin *pl)
 {
     chat_job_state js;
-    if (!pl->job_running || chat_store_job_state(pl->store, &js) != CHAT_OK ||
+    if (!pl->admin->job_running || chat_store_job_state(pl->store, &js) != CHAT_OK ||
         js.status == CHAT_JOB_RUNNING) {
         return;
     }
-    pl->job_running = false;
+    pl->admin->job_running = false;
     if (js.status == CHAT_JOB_FAILED) {
         mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: %s failed: %s",
                              js.kind == CHAT_JOB_BACKUP ? "backup" : "compaction", js.error);
@@ -219,36 +244,42 @@ static void watch_job(struct chat_plugin *pl)
 
 void chat_admin_tick(struct chat_plugin *pl)
 {
+    struct chat_admin *a = pl->admin;
     watch_job(pl);
-    if (!pl->deletions_loaded) {
+    if (!a->deletions_loaded) {
         /* Deletions a previous run began and did not finish. */
-        pl->deletions_loaded = true;
-        chat_err rc = chat_store_deletions(pl->store, queue_deletion, pl);
+        a->deletions_loaded = true;
+        chat_err rc = chat_store_deletions(pl->store, queue_deletion, a);
         if (rc != CHAT_OK) {
             chat_log_store_error(pl, rc, "listing the deletions under way");
         }
     }
     int64_t start = chat_now_ms();
-    while (pl->n_deleting > 0 && chat_now_ms() - start < TICK_BUDGET_MS) {
+    while (a->n_deleting > 0 && chat_now_ms() - start < TICK_BUDGET_MS) {
         bool done = false;
-        chat_err rc = chat_store_group_delete(pl->store, pl->deleting[0], DELETE_STEP, &done);
+        chat_err rc = chat_store_group_delete(pl->store, a->deleting[0], DELETE_STEP, &done);
         if (rc != CHAT_OK) {
             /* Left in the store: the next run (or delete) goes on with it. */
-            chat_log_store_error(pl, rc, "deletion of group %s", pl->deleting[0]);
-            dequeue(pl, 0);
+            chat_log_store_error(pl, rc, "deletion of group %s", a->deleting[0]);
+            dequeue(a, 0);
         } else if (done) {
             mosquitto_log_printf(MOSQ_LOG_INFO, "mosquitto-chat: group %s: deletion finished",
-                                 pl->deleting[0]);
-            dequeue(pl, 0);
+                                 a->deleting[0]);
+            dequeue(a, 0);
         }
     }
 }
 
 void chat_admin_free(struct chat_plugin *pl)
 {
-    while (pl->n_deleting > 0) {
-        dequeue(pl, pl->n_deleting - 1);
+    struct chat_admin *a = pl->admin;
+    if (!a) {
+        return;
     }
-    free(pl->deleting);
-    pl->deleting = NULL;
+    while (a->n_deleting > 0) {
+        dequeue(a, a->n_deleting - 1);
+    }
+    free(a->deleting);
+    free(a);
+    pl->admin = NULL;
 }

@@ -7,20 +7,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char *group, uint64_t id,
-                   bool join, uint64_t *now, const char **why)
+const char *chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                           uint64_t id, bool join, uint64_t *now)
 {
     const char *device = mosquitto_client_id(client);
-    char buf[CHAT_MEMBER_BUF];
+    char member[CHAT_MEMBER_BUF];
     uint64_t cursor = 0;
+    const char *why = chat_admit_marker(pl, client, group, join);
 
-    if (!chat_admit_marker(pl, client, group, join, why)) {
+    if (why) {
         if (device) {
             chat_replay_stop(pl, device, group); /* nothing it may read goes on */
         }
-        return MOSQ_ERR_ACL_DENIED;
+        return why;
     }
-    const char *member = chat_member(pl, client, buf, why);
+    (void)chat_member(pl, client, member); /* admitted: it has a name */
     chat_err rc = chat_store_cursor_advance(pl->store, group, member, device, id, &cursor);
     if (rc != CHAT_OK) {
         chat_log_store_error(pl, rc, "ack of %s in %s", device, group);
@@ -28,43 +29,29 @@ int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char 
          * (a full disk): its catch-up goes on; after a reconnect it resumes
          * from the stored cursor, and shows nothing twice (ids). */
         chat_replay_acked(pl, client, group, id);
-        *why = "storage error";
-        return MOSQ_ERR_UNKNOWN;
+        return "storage error";
     }
     if (now) {
         *now = cursor;
     }
     pl->stats.acks++;
     chat_replay_acked(pl, client, group, cursor);
-    return MOSQ_ERR_SUCCESS;
+    return NULL;
 }
 
-/* Replaces the publish's payload with bytes the broker will own and free. */
-static int set_payload(struct mosquitto_evt_message *ev, const char *data, size_t len)
+/* Replaces the publish's payload with bytes the broker will own and free;
+ * false when out of memory. */
+static bool set_payload(struct mosquitto_evt_message *ev, const char *data, size_t len)
 {
     char *p = mosquitto_malloc(len + 1);
     if (!p) {
-        return MOSQ_ERR_NOMEM;
+        return false;
     }
     memcpy(p, data, len);
     p[len] = '\0';
     ev->payload = p;
     ev->payloadlen = (uint32_t)len;
-    return MOSQ_ERR_SUCCESS;
-}
-
-/* Keeps the envelope just stored (taking ownership of env, malloc'd) for the
- * deliveries' read checks. */
-static void remember(struct chat_plugin *pl, const char *group, uint64_t id, char *env, size_t len)
-{
-    free(pl->last_env);
-    pl->last_env = env;
-    pl->last_len = len;
-    pl->last_id = id;
-    /* group is a checked name of at most CHAT_GROUP_MAX bytes. */
-    size_t glen = strnlen(group, sizeof(pl->last_group) - 1);
-    memcpy(pl->last_group, group, glen);
-    pl->last_group[glen] = '\0';
+    return true;
 }
 
 /* A publish to <prefix>/<group>: store one copy, then let the broker deliver
@@ -73,8 +60,7 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
                             const char *group)
 {
     const char *why = NULL;
-    char from_buf[CHAT_MEMBER_BUF];
-    const char *from = NULL;
+    char from[CHAT_MEMBER_BUF];
     char *env = NULL, *cid = NULL;
     chat_envelope tpl;
     chat_appended ap = {0};
@@ -84,12 +70,12 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         why = "payload is larger than max_payload";
         goto fail;
     }
-    if (!chat_admit(pl, ev->client, group, true, &why)) {
+    if ((why = chat_admit(pl, ev->client, group, true)) != NULL) {
         goto fail;
     }
-    from = chat_member(pl, ev->client, from_buf, &why);
-    chat_envelope_build(ev->payload, ev->payloadlen, group, from, &env, &tpl, &cid, &why);
-    if (!env) {
+    (void)chat_member(pl, ev->client, from); /* admitted: it has a name */
+    if ((why = chat_envelope_build(ev->payload, ev->payloadlen, group, from, &env, &tpl, &cid)) !=
+        NULL) {
         goto fail;
     }
     /* The store takes the id and the time, and finds a retry by its cid
@@ -108,9 +94,9 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         goto fail;
     }
     if (!ap.duplicate) {
-        if (pl->cfg.fsync == CHAT_SYNC_BATCH && !pl->ticks_seen && !chat_store_shared(pl->store) &&
-            (err = chat_store_sync(pl->store)) != CHAT_OK) {
-            /* No tick syncs for us (see chat_chores_without_ticks). */
+        if (pl->cfg.fsync == CHAT_SYNC_BATCH && !chat_tick_seen(pl) &&
+            !chat_store_shared(pl->store) && (err = chat_store_sync(pl->store)) != CHAT_OK) {
+            /* No tick syncs for us (see chat_tick_from_event). */
             chat_log_store_error(pl, err, "sync after an append to %s", group);
             why = "storage error";
             goto fail;
@@ -118,12 +104,12 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         pl->stats.stored++;
         chat_retention_count(pl, group, ap.id);
     }
-    if (set_payload(ev, ap.env, ap.len) != MOSQ_ERR_SUCCESS) {
+    if (!set_payload(ev, ap.env, ap.len)) {
         /* Stored but not deliverable now: receivers get it by catch-up. */
         why = "out of memory";
         goto fail;
     }
-    remember(pl, group, ap.id, ap.env, ap.len);
+    chat_envelope_cache_put(pl, group, ap.id, ap.env, ap.len);
     ap.env = NULL;
     /* The log is the history; a retained envelope would be a second one. */
     ev->retain = false;
@@ -148,7 +134,6 @@ static int on_ack_message(struct chat_plugin *pl, struct mosquitto_evt_message *
                           const char *group)
 {
     uint64_t id = 0;
-    const char *why = NULL;
 
     if (!chat_ack_parse(ev->payload, ev->payloadlen, &id)) {
         chat_respond_error(pl, ev->client, "ack", group, NULL,
@@ -159,7 +144,8 @@ static int on_ack_message(struct chat_plugin *pl, struct mosquitto_evt_message *
      * own write check: in an open group it is as good a reason to join as a
      * publish (see on_subscribe). Alone, a subscribe has joined already. */
     bool join = pl->cfg.acl_mode != CHAT_ACL_ALLOW;
-    if (chat_apply_ack(pl, ev->client, group, id, join, NULL, &why) != MOSQ_ERR_SUCCESS) {
+    const char *why = chat_apply_ack(pl, ev->client, group, id, join, NULL);
+    if (why) {
         chat_respond_error(pl, ev->client, "ack", group, NULL, why);
         return MOSQ_ERR_ACL_DENIED;
     }
@@ -173,7 +159,7 @@ int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev)
     size_t glen = 0;
     char group[CHAT_GROUP_MAX + 1];
 
-    chat_chores_without_ticks(pl);
+    chat_tick_from_event(pl);
     enum chat_topic_kind kind = chat_topic_parse(&pl->cfg, ev->topic, &g, &glen);
     if (kind == CHAT_TOPIC_NONE) {
         return MOSQ_ERR_SUCCESS;
@@ -200,7 +186,11 @@ int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev)
     memcpy(group, g, glen);
     group[glen] = '\0';
     if (kind == CHAT_TOPIC_READ) {
-        return chat_read_message(pl, ev, group);
+        if ((why = chat_read_publish(pl, ev, group)) != NULL) {
+            chat_respond_error(pl, ev->client, "read", group, NULL, why);
+            return MOSQ_ERR_ACL_DENIED;
+        }
+        return MOSQ_ERR_SUCCESS;
     }
     return kind == CHAT_TOPIC_ACK ? on_ack_message(pl, ev, group) : on_group_message(pl, ev, group);
 }
@@ -261,9 +251,8 @@ static int on_subscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check *
      * broker accepts its first publish or ack to the group. */
     bool final = pl->cfg.acl_mode == CHAT_ACL_ALLOW;
     if (!final && pl->cfg.open_groups && !chat_is_member(pl, ev->client, group)) {
-        const char *unused = NULL;
-        bool readable = pl->broker_acl_check && pl->cfg.read_check == CHAT_READ_BROKER &&
-                        chat_may_read(pl, ev->client, group, &unused);
+        bool readable = chat_access_broker_asked(pl) && pl->cfg.read_check == CHAT_READ_BROKER &&
+                        !chat_may_read(pl, ev->client, group);
         if (!readable) {
             const char *id = mosquitto_client_id(ev->client);
             if (id) {
@@ -274,7 +263,7 @@ static int on_subscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check *
         }
         final = true;
     }
-    if (!chat_admit(pl, ev->client, group, final, &why)) {
+    if ((why = chat_admit(pl, ev->client, group, final)) != NULL) {
         chat_respond_error(pl, ev->client, "subscribe", group, NULL, why);
         return MOSQ_ERR_ACL_DENIED;
     }
@@ -330,14 +319,15 @@ static bool is_stored_envelope(struct chat_plugin *pl, const char *group, const 
     if (i == 6 || i >= len || p[i] != ',') {
         return false;
     }
-    /* Every delivery of a fresh publish asks about the envelope just stored. */
-    if (pl->last_env && id == pl->last_id && !strcmp(group, pl->last_group)) {
-        return len == pl->last_len && memcmp(p, pl->last_env, len) == 0;
+    /* Every delivery of a fresh publish asks about the envelope just stored,
+     * ... */
+    bool same = false;
+    if (chat_envelope_cache_lookup(pl, group, id, payload, len, &same)) {
+        return same;
     }
     /* ... and of a message another broker stored, the relayed envelope. */
-    bool relayed = false;
-    if (chat_relay_lookup(pl, group, id, payload, len, &relayed)) {
-        return relayed;
+    if (chat_relay_lookup(pl, group, id, payload, len, &same)) {
+        return same;
     }
     chat_msg m = {0};
     bool found = false;
@@ -346,7 +336,7 @@ static bool is_stored_envelope(struct chat_plugin *pl, const char *group, const 
         chat_log_store_error(pl, rc, "reading message %llu of %s for a delivery",
                              (unsigned long long)id, group);
     }
-    bool same = rc == CHAT_OK && found && m.len == len && memcmp(m.data, p, len) == 0;
+    same = rc == CHAT_OK && found && m.len == len && memcmp(m.data, p, len) == 0;
     free(m.data);
     return same;
 }
@@ -402,11 +392,11 @@ int chat_on_acl(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev)
 {
     int pass = pl->cfg.acl_mode == CHAT_ACL_ALLOW ? MOSQ_ERR_SUCCESS : MOSQ_ERR_PLUGIN_DEFER;
 
-    if (pl->probing) {
+    if (chat_access_probing(pl)) {
         /* Our own question (chat_may_read): the other checkers answer it. */
         return MOSQ_ERR_PLUGIN_DEFER;
     }
-    chat_chores_without_ticks(pl);
+    chat_tick_from_event(pl);
     if (!ev->topic) {
         return pass;
     }

@@ -314,6 +314,7 @@ void chat_config_apply_broker(struct chat_config *cfg, const struct chat_broker_
         cfg->acl_mode = (!bc->readable || bc->acl) ? CHAT_ACL_DEFER : CHAT_ACL_ALLOW;
     }
     cfg->names_verified = !bc->readable || bc->auth;
+    cfg->sys_interval = bc->sys_interval;
 }
 
 int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int count)
@@ -469,9 +470,8 @@ bool chat_config_is_admin(const struct chat_config *cfg, const char *username)
     return false;
 }
 
-void chat_config_log(const struct chat_plugin *pl)
+void chat_config_log(const struct chat_config *c, const char *where, bool broker_asked)
 {
-    const struct chat_config *c = &pl->cfg;
     static const char *const fsyncs[] = {"none", "batch", "always"};
     char admins[512] = "";
     size_t n = 0;
@@ -487,11 +487,11 @@ void chat_config_log(const struct chat_plugin *pl)
         "open_groups %s, admins \"%s\", retention_count %llu, retention_days %llu, "
         "device_expiry_days %llu, backup_dir %s, figures under $SYS every %d s (sys_interval; 0: "
         "none)",
-        chat_storage_where(pl), c->topic_prefix,
+        where, c->topic_prefix,
         c->acl_mode == CHAT_ACL_ALLOW ? "allow outside chat" : "defer to the broker's",
         c->acl_mode == CHAT_ACL_ALLOW        ? "to members"
         : c->read_check == CHAT_READ_MEMBERS ? "to members (plugin_opt_read_check members)"
-        : pl->broker_acl_check               ? "to members the broker lets read the group"
+        : broker_asked                       ? "to members the broker lets read the group"
                                              : "refused (the broker cannot be asked; see "
                                                "plugin_opt_read_check)",
         c->names_verified ? "~<client id>" : "<client id>", c->page_size, c->page_bytes,
@@ -500,5 +500,5 @@ void chat_config_log(const struct chat_plugin *pl)
         c->replay ? "true" : "false", c->open_groups ? "true" : "false", admins,
         (unsigned long long)c->retention_count, (unsigned long long)c->retention_days,
         (unsigned long long)c->device_expiry_days,
-        c->backup_dir ? c->backup_dir : "(none: backups refused)", pl->sys_interval);
+        c->backup_dir ? c->backup_dir : "(none: backups refused)", c->sys_interval);
 }

@@ -78,8 +78,8 @@ int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev)
 {
     const char *device = mosquitto_client_id(ev->client);
     char member_buf[CHAT_MEMBER_BUF];
-    const char *why = NULL;
-    const char *member = chat_member(pl, ev->client, member_buf, &why);
+    const char *why = chat_member(pl, ev->client, member_buf);
+    const char *member = why ? NULL : member_buf;
     sbuf out = {0};
     cJSON *root = NULL;
     char *reply_topic = NULL;
@@ -98,7 +98,7 @@ int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev)
     if (!device) {
         return MOSQ_ERR_SUCCESS;
     }
-    chat_chores_without_ticks(pl);
+    chat_tick_from_event(pl);
     enum chat_budget budget = chat_budget_check(pl, device);
     if (budget == CHAT_BUDGET_DROP) {
         return MOSQ_ERR_SUCCESS; /* counted and logged by chat_budget_check */

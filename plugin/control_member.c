@@ -108,7 +108,7 @@ void chat_control_ack(struct chat_control_req *r, const cJSON *c)
     if (!group_and_id(r, c, group, &id)) {
         return;
     }
-    if (chat_apply_ack(r->pl, r->client, group, id, false, &now, &why) != MOSQ_ERR_SUCCESS) {
+    if ((why = chat_apply_ack(r->pl, r->client, group, id, false, &now)) != NULL) {
         chat_control_fail(r, why);
         return;
     }
@@ -127,8 +127,7 @@ void chat_control_read(struct chat_control_req *r, const cJSON *c)
     if (!group_and_id(r, c, group, &id)) {
         return;
     }
-    if (chat_read_apply(r->pl, r->client, group, id, false, &read, &acked, &why) !=
-        MOSQ_ERR_SUCCESS) {
+    if ((why = chat_read_apply(r->pl, r->client, group, id, false, &read, &acked)) != NULL) {
         chat_control_fail(r, why);
         return;
     }

@@ -44,7 +44,6 @@ static int sync_group(void *ctx, const char *group, uint64_t joined)
     struct sync_walk *w = ctx;
     struct chat_control_req *r = w->r;
     uint64_t head = 0, acked = 0;
-    const char *why = NULL;
 
     if (w->after && strcmp(group, w->after) <= 0) {
         return 0;
@@ -57,7 +56,7 @@ static int sync_group(void *ctx, const char *group, uint64_t joined)
     r->work++;
     /* A member whom the broker would not let read the group learns
      * nothing of it here either (write-only access). */
-    if (!chat_may_read(r->pl, r->client, group, &why)) {
+    if (chat_may_read(r->pl, r->client, group)) {
         return 0;
     }
     /* Only a catch-up that starts writes the device's cursor; an existing
@@ -157,8 +156,8 @@ void chat_control_page(struct chat_control_req *r, const cJSON *c, bool forward)
                           "response too large: send fewer fetch or history commands per request");
         return;
     }
-    if (!chat_admit(r->pl, r->client, group, false, &why) ||
-        !chat_may_read(r->pl, r->client, group, &why)) {
+    if ((why = chat_admit(r->pl, r->client, group, false)) != NULL ||
+        (why = chat_may_read(r->pl, r->client, group)) != NULL) {
         chat_control_fail(r, why);
         return;
     }

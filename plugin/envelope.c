@@ -477,16 +477,19 @@ static bool split(const char *text, chat_envelope *tpl)
     return true;
 }
 
-void chat_envelope_build(const void *payload, size_t len, const char *group, const char *from,
-                         char **env, chat_envelope *tpl, char **cid, const char **why)
+const char *chat_envelope_build(const void *payload, size_t len, const char *group,
+                                const char *from, char **env, chat_envelope *tpl, char **cid)
 {
+    const char *why = NULL;
     /* With 0 for the id and the time, which split cuts out. */
-    chat_envelope_build_way(CHAT_ENVELOPE_ANY, payload, len, 0, group, from, 0, env, cid, why);
+    chat_envelope_build_way(CHAT_ENVELOPE_ANY, payload, len, 0, group, from, 0, env, cid, &why);
     if (*env && !split(*env, tpl)) {
         free(*env);
         *env = NULL;
-        *why = "internal error: the envelope has an unexpected shape";
+        why = "internal error: the envelope has an unexpected shape";
     }
+    /* ANY always has a reason when it builds nothing (only SPLICE may not). */
+    return *env ? NULL : why ? why : "internal error: no envelope was built";
 }
 
 bool chat_ack_parse(const void *payload, size_t len, uint64_t *id)

@@ -47,7 +47,7 @@ enum chat_topic_kind chat_topic_parse(const struct chat_config *cfg, const char 
 }
 
 const char *chat_member(const struct chat_plugin *pl, const struct mosquitto *client,
-                        char buf[CHAT_MEMBER_BUF], const char **why)
+                        char buf[CHAT_MEMBER_BUF])
 {
     const char *user = mosquitto_client_username(client);
     const char *id = mosquitto_client_id(client);
@@ -56,22 +56,19 @@ const char *chat_member(const struct chat_plugin *pl, const struct mosquitto *cl
     bool tilde = !named && pl->cfg.names_verified;
 
     if (!name) {
-        *why = "client has no client id";
-        return NULL;
+        return "client has no client id";
     }
     size_t len = strlen(name);
     if (len + tilde > CHAT_STORE_MAX_NAME) {
-        *why = "client id or username is longer than 1024 bytes";
-        return NULL;
+        return "client id or username is longer than 1024 bytes";
     }
     if (named && name[0] == '~' && pl->cfg.names_verified) {
-        *why = "usernames beginning with ~ are reserved on this broker for members without a "
+        return "usernames beginning with ~ are reserved on this broker for members without a "
                "username";
-        return NULL;
     }
     /* Where the broker verifies usernames, a client id is anyone's to
      * choose: it must never pass for a user of that name. */
     buf[0] = '~';
     memcpy(buf + tilde, name, len + 1);
-    return buf;
+    return NULL;
 }

@@ -24,11 +24,9 @@ static int on_control(int event, void *event_data, void *userdata)
 
 static int on_tick(int event, void *event_data, void *userdata)
 {
-    struct chat_plugin *pl = userdata;
     (void)event;
     (void)event_data;
-    pl->ticks_seen = true;
-    chat_chores(pl);
+    chat_tick_from_broker(userdata);
     return MOSQ_ERR_SUCCESS;
 }
 
@@ -51,7 +49,7 @@ static void client_gone(struct chat_plugin *pl, struct mosquitto *client)
         chat_presence_disconnected(pl, id);
         chat_peer_disconnected(pl, client);
     }
-    chat_chores_without_ticks(pl);
+    chat_tick_from_event(pl);
 }
 
 static int on_disconnect(int event, void *event_data, void *userdata)
@@ -85,7 +83,6 @@ static int on_reload(int event, void *event_data, void *userdata)
     (void)event_data;
     chat_broker_scan(&bc);
     chat_config_apply_broker(&pl->cfg, &bc, true);
-    pl->sys_interval = bc.sys_interval;
     /* Only ever tighten: the broker keeps its old configuration when it
      * refuses the new one (an unknown option, a missing file), and nothing
      * tells us whether it did. A removed acl_file takes effect for us at the
@@ -135,18 +132,38 @@ static void unregister(struct chat_plugin *pl, size_t count)
     }
 }
 
+bool chat_states_init(struct chat_plugin *pl)
+{
+    return chat_tick_init(pl) && chat_health_init(pl) && chat_access_init(pl) &&
+           chat_envelope_cache_init(pl) && chat_peers_init(pl) && chat_replay_init(pl) &&
+           chat_presence_init(pl) && chat_retention_init(pl) && chat_expiry_init(pl) &&
+           chat_admin_init(pl);
+}
+
+void chat_states_free(struct chat_plugin *pl)
+{
+    /* The callers first (a catch-up stops before the peers go), the
+     * health last: freeing may still log a store error. */
+    chat_admin_free(pl);
+    chat_expiry_free(pl);
+    chat_retention_free(pl);
+    chat_relay_free(pl);
+    chat_presence_free(pl);
+    chat_replay_free(pl);
+    chat_peers_free(pl);
+    chat_envelope_cache_free(pl);
+    chat_access_free(pl);
+    chat_health_free(pl);
+    chat_tick_free(pl);
+}
+
 static void plugin_free(struct chat_plugin *pl)
 {
     if (!pl) {
         return;
     }
-    chat_chores_report(pl);
-    chat_replay_free_all(pl);
-    chat_presence_free(pl);
-    chat_relay_free(pl);
-    chat_peers_free(pl);
-    chat_admin_free(pl);
-    free(pl->last_env);
+    chat_tick_report(pl);
+    chat_states_free(pl);
     if (pl->store) {
         chat_store_sync(pl->store);
     }
@@ -185,8 +202,6 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
     struct chat_broker_conf bc;
     chat_broker_scan(&bc);
     chat_config_apply_broker(&pl->cfg, &bc, true);
-    pl->sys_interval = bc.sys_interval;
-    pl->broker_acl_check = chat_broker_acl_check();
     chat_clock_init();
     if (bc.per_listener) {
         /* Mosquitto 2.0.11 never sends plugins a tick with
@@ -199,14 +214,15 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
                              "events and fsync batch syncs every message");
     }
     rc = MOSQ_ERR_NOMEM;
-    if (!chat_peers_init(pl) || !chat_replay_init(pl) || !chat_presence_init(pl)) {
+    if (!chat_states_init(pl)) {
         goto fail;
     }
-    chat_err err = chat_storage_open(pl, &errmsg);
+    chat_access_set_broker_check(pl, chat_broker_acl_check());
+    chat_err err = chat_health_open(pl, &errmsg);
     if (err != CHAT_OK) {
         /* One line: the path, the cause, and what to do about damage. */
         mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: cannot open store \"%s\": %s%s",
-                             chat_storage_where(pl), errmsg ? errmsg : chat_strerror(err),
+                             chat_health_where(pl), errmsg ? errmsg : chat_strerror(err),
                              err == CHAT_ECORRUPT
                                  ? "; stop the broker and repair the store (\"A damaged "
                                    "store\" in mosquitto-chat's protocol.md)"
@@ -244,7 +260,7 @@ CHAT_EXPORT int mosquitto_plugin_init(mosquitto_plugin_id_t *identifier, void **
             goto fail;
         }
     }
-    chat_config_log(pl);
+    chat_config_log(&pl->cfg, chat_health_where(pl), chat_access_broker_asked(pl));
     *userdata = pl;
     return MOSQ_ERR_SUCCESS;
 

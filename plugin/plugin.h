@@ -7,32 +7,64 @@
  *
  * Modules, each calling only those listed after it (no circles; see
  * tests/unit for the checks of each):
- *   plugin.c     the entry points and the dispatch of broker events
- *   control.c    requests on $CONTROL/chat/v1
- *   chat.c       the chat topics: publishes, acks, access checks
- *   chores.c     periodic work: fsync batch, replay timeouts, retention,
- *                pushes, figures, device expiry, deletions and jobs, relay
- *   admin.c      the admin commands (admin.h: admin_jobs.c, the deletions
- *                and jobs they leave, and admin_entry.c)
- *   stats.c      the figures under $SYS/broker/chat/ (stats.h)
- *   expiry.c     dropping device cursors unused for device_expiry_days
- *   relay.c      other brokers' messages to local subscribers (shared store)
- *   receipts.c   read markers: the read topic and command, receipts
- *   replay.c     catch-up pages with a window of pages in flight
- *   presence.c   who is online: the events and the command (presence.h:
- *                its state, shared with presence_push.c, the coalesced
- *                reads/presence pushes, and presence_state.c)
- *   retention.c  deleting old messages in bounded steps
- *   access.c     membership, and the broker's answer on read rights
- *   reply.c      everything sent to a client, and the page writer
- *                (reply.h, included by the files that answer)
- *   peers.c      per client id: pending subscriptions, answer budgets
- *   envelope.c, names.c, config.c, hmap.c, sbuf.c, util.c, then proto/ and
+ *   plugin.c          the entry points and the dispatch of broker events;
+ *                     the making and freeing of every module's state
+ *   control.c         requests on $CONTROL/chat/v1 (control.h: its files)
+ *   chat.c            the chat topics: publishes, acks, access checks
+ *   tick.c            periodic work: fsync batch, the store's health,
+ *                     relay, replay timeouts, retention, figures, device
+ *                     expiry, deletions and jobs, pushes
+ *   admin.c           the admin commands (admin.h: admin_jobs.c, the
+ *                     deletions and jobs they leave, and admin_entry.c)
+ *   stats.c           the figures under $SYS/broker/chat/ (stats.h)
+ *   expiry.c          dropping device cursors unused for device_expiry_days
+ *   receipts.c        read markers: the read topic and command, receipts
+ *   replay.c          catch-up pages with a window of pages in flight
+ *   relay.c           other brokers' messages to local subscribers (shared
+ *                     store)
+ *   presence.c        who is online: the events and the command
+ *                     (presence.h: its state, shared with presence_push.c,
+ *                     the coalesced reads/presence pushes, and
+ *                     presence_state.c)
+ *   retention.c       deleting old messages in bounded steps
+ *   access.c          membership, and the broker's answer on read rights
+ *   reply.c           everything sent to a client, and the page writer
+ *                     (reply.h, included by the files that answer)
+ *   peer_table.c      per client id: pending subscriptions, answer budgets
+ *   store_health.c    the store opened (again), and the log of its errors
+ *   envelope_cache.c  the envelope stored last, for its deliveries
+ *   envelope.c, names.c, config.c, hmap.c, sbuf.c, clock.c, then proto/ and
  *   store/
  *
+ * State: each module keeps its own, in a struct private to its file (or to
+ * its files' private header), made by its _init and freed by its _free
+ * (chat_states_init and chat_states_free call them all). struct
+ * chat_plugin holds one pointer to each, besides what every module shares
+ * (the options, the store, the counters); a module changes another's state
+ * only by calling it.
+ *
+ * Refusals: one way to say "refused, and why".
+ *   - A function that may refuse what a client asks returns const char *:
+ *     NULL when it accepts, else the reason, a static sentence meant for
+ *     the client (never heap memory, never to be freed); its results go out
+ *     through pointer parameters (chat_member's name into buf). A caller
+ *     passes the reason on unchanged, or answers the client with it.
+ *   - A store error is logged where it occurs (chat_log_store_error), and
+ *     the reason is "storage error".
+ *   - Only the broker-facing entry points (the chat_on_* functions and the
+ *     callbacks of plugin.c, with the static on_* handlers of chat.c they
+ *     dispatch to) map a refusal to a MOSQ_ERR_* code, and answer the client
+ *     with its reason.
+ *   - The field readers of control and admin requests (chat_control_*_field,
+ *     chat_admin_group_field, chat_*_storage_ok) write the error entry
+ *     themselves, and return false (or NULL) once they have.
+ *   - Predicates that refuse nobody (chat_is_member, chat_pending_has)
+ *     return bool; chat_envelope_build_way, a test hook, keeps its *why
+ *     (NULL with no envelope: SPLICE could not splice).
+ *
  * Ownership: one struct chat_plugin lives from mosquitto_plugin_init to
- * mosquitto_plugin_cleanup and owns the store, the options and the replay
- * state of every connected device. Memory handed to the broker comes from
+ * mosquitto_plugin_cleanup and owns the store, the options and every
+ * module's state. Memory handed to the broker comes from
  * mosquitto_malloc; everything else from malloc.
  */
 #ifndef CHAT_PLUGIN_H
@@ -104,6 +136,7 @@ struct chat_config {
     bool names_verified;
     uint64_t device_expiry_days; /* 0: never */
     char *backup_dir;            /* NULL: backups refused */
+    int sys_interval;            /* the broker's (chat_broker_conf), for stats.c */
 };
 
 /* What the broker's own configuration says (config.c). */
@@ -124,53 +157,40 @@ struct chat_broker_conf {
 typedef int (*chat_acl_check_fn)(struct mosquitto *client, const char *topic, uint32_t payloadlen,
                                  void *payload, uint8_t qos, bool retain, int access);
 
+/* The plugin: what mosquitto_plugin_init makes and mosquitto_plugin_cleanup
+ * frees. It holds the things every module shares (the options, the store,
+ * the counters) and one pointer to each module's own state, whose fields
+ * only that module's file sees (habit 17 of STYLE.md): another module acts
+ * on that state through the owner's functions, never by a field. */
+struct chat_tick;
+struct chat_health;
+struct chat_access;
+struct chat_envelope_cache;
+struct chat_peers;
+struct chat_replay;
+struct chat_presence;
+struct chat_relay;
+struct chat_retention;
+struct chat_expiry;
+struct chat_admin;
+
 struct chat_plugin {
     mosquitto_plugin_id_t *pid;
     struct chat_config cfg;
-    chat_store *store;
-    chat_hmap *devices;  /* client id -> struct chat_device: catch-ups running (replay.c) */
-    chat_hmap *peers;    /* client id -> struct chat_peer (peers.c) */
-    unsigned gone_peers; /* peers kept for disconnected persistent sessions */
-    chat_acl_check_fn broker_acl_check; /* NULL when the broker does not export it */
-    bool probing;                       /* inside our own call of broker_acl_check */
-    bool ticks_seen;                    /* the broker sends us ticks (see plugin.c) */
-    bool cidf_logged;                   /* the store's cid filter scan was logged (storage.c) */
-    bool disk_full;                     /* the store's disk filled up: see storage.c */
-    bool fds_out;                       /* the process ran out of descriptors: storage.c */
-    bool write_fatal;                   /* another write error: refused until a restart */
-    time_t disk_next_look;              /* when storage.c looks at the disk (or descriptors)
-                                           again */
-    int64_t last_chores_ms;             /* housekeeping run from events, without ticks */
-    /* The envelope stored last: the deliveries of one publish all read it. */
-    char last_group[CHAT_GROUP_MAX + 1];
-    uint64_t last_id;
-    char *last_env; /* malloc'd, NULL when none */
-    size_t last_len;
-    /* Envelopes relayed from other brokers by the last two ticks (relay.c);
-     * NULL unless the store is shared. */
-    chat_hmap *relay_now, *relay_prev;
-    time_t last_timeout_scan;
-    time_t next_sweep;                         /* retention_days: next sweep start */
-    bool sweeping;                             /* a sweep is under way */
-    char sweep_after[CHAT_STORE_MAX_NAME + 1]; /* last group swept ("" at start) */
-    int sys_interval;                          /* the broker's, see chat_broker_conf */
-    struct chat_stats stats;
-    time_t next_expiry;                        /* device expiry: next sweep start */
-    bool expiring;                             /* a sweep is under way */
-    uint64_t expiring_removed;                 /* cursors dropped by this sweep so far */
-    char expire_resume[CHAT_STORE_RESUME_MAX]; /* its resume point */
-    char **deleting;                           /* groups whose deletion the tick goes on with */
-    size_t n_deleting;
-    bool deletions_loaded;          /* those a previous run left were queued */
-    bool job_running;               /* a store job (backup, compact) is being watched */
-    struct chat_presence *presence; /* presence.h */
-    int64_t tick_us;                /* chores.c: when the last tick began (monotonic µs) ... */
-    int64_t tick_max_us;            /* ... the longest tick so far (wall, and CPU) ... */
-    int64_t tick_cpu_max_us;
-    int64_t tick_gap_max_us; /* ... and the longest time from one tick to the next */
-    /* util.c: store error lines of the current second, and those left out */
-    int64_t err_second;
-    unsigned err_lines, err_dropped;
+    chat_store *store;                     /* opened (and reopened) by store_health.c; NULL while it
+                                              cannot be, when every store call fails */
+    struct chat_stats stats;               /* counters every module bumps in place (stats.h) */
+    struct chat_tick *tick;                /* tick.c */
+    struct chat_health *health;            /* store_health.c */
+    struct chat_access *access;            /* access.c */
+    struct chat_envelope_cache *envelopes; /* envelope_cache.c */
+    struct chat_peers *peers;              /* peer_table.c */
+    struct chat_replay *replay;            /* replay.c */
+    struct chat_presence *presence;        /* presence.h */
+    struct chat_relay *relay;              /* relay.c; NULL unless the store is shared */
+    struct chat_retention *retention;      /* retention.c */
+    struct chat_expiry *expiry;            /* expiry.c */
+    struct chat_admin *admin;              /* admin_jobs.c */
 };
 
 /* What a topic under the prefix names. */
@@ -191,9 +211,11 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
 void chat_config_free(struct chat_config *cfg);
 bool chat_config_is_admin(const struct chat_config *cfg, const char *username);
 
-/* Logs, at info level, one line with every option in force (and what was
- * read from the broker's configuration). */
-void chat_config_log(const struct chat_plugin *pl);
+/* Logs, at info level, one line with every option in cfg (and what was
+ * read from the broker's configuration): where the store is
+ * (chat_health_where), and whether the broker's access checks can be asked
+ * (chat_access_broker_asked). */
+void chat_config_log(const struct chat_config *cfg, const char *where, bool broker_asked);
 
 /* Reads the broker's configuration (named by -c on its command line, and
  * the files it includes) into bc. Returns false when some file could not be
@@ -204,9 +226,9 @@ bool chat_broker_scan(struct chat_broker_conf *bc);
  * broker does not export it (see chat_may_read). */
 chat_acl_check_fn chat_broker_acl_check(void);
 
-/* Sets the access mode (when plugin_opt_acl is auto) and the naming of
- * members from bc, failing closed when bc is incomplete; logs what it
- * assumes when log is set. */
+/* Sets the access mode (when plugin_opt_acl is auto), the naming of
+ * members and sys_interval from bc, failing closed when bc is incomplete;
+ * logs what it assumes when log is set. */
 void chat_config_apply_broker(struct chat_config *cfg, const struct chat_broker_conf *bc, bool log);
 
 /* names.c */
@@ -223,22 +245,23 @@ enum chat_topic_kind chat_topic_parse(const struct chat_config *cfg, const char 
 
 /* The member a client speaks as, written into buf: its username, else its
  * client id, prefixed with "~" when the broker verifies usernames (see
- * chat_config.names_verified). Returns buf, or NULL with a static reason in
- * *why when the client may not chat under that name. */
+ * chat_config.names_verified). Returns NULL, or the reason when the client
+ * may not chat under that name (buf then holds nothing). */
 #define CHAT_MEMBER_BUF (CHAT_STORE_MAX_NAME + 2)
 const char *chat_member(const struct chat_plugin *pl, const struct mosquitto *client,
-                        char buf[CHAT_MEMBER_BUF], const char **why);
+                        char buf[CHAT_MEMBER_BUF]);
 
 /* envelope.c */
 
 /* Builds the envelope for a publish as the store's template (chat_envelope:
- * the store fills in the id and the time). On success *env is the malloc'd,
- * NUL-terminated text that *tpl points into (an envelope with 0 for both),
- * and *cid (if the payload had one) a malloc'd string; the caller frees
- * both, after the append. On a bad payload returns NULL in *env and a
- * static reason in *why; *cid may still be set, to echo it in the error. */
-void chat_envelope_build(const void *payload, size_t len, const char *group, const char *from,
-                         char **env, chat_envelope *tpl, char **cid, const char **why);
+ * the store fills in the id and the time). Returns NULL on success: *env is
+ * the malloc'd, NUL-terminated text that *tpl points into (an envelope with
+ * 0 for both), and *cid (if the payload had one) a malloc'd string; the
+ * caller frees both, after the append. On a bad payload returns the reason
+ * (static), with NULL in *env; *cid may still be set, to echo it in the
+ * error. */
+const char *chat_envelope_build(const void *payload, size_t len, const char *group,
+                                const char *from, char **env, chat_envelope *tpl, char **cid);
 
 /* The envelope as chat_envelope_build prints it, with id and ts_ms in place
  * of its zeros (*env malloc'd, the rest as there), built the way given: by
@@ -266,24 +289,49 @@ int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev);
 int chat_on_acl(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev);
 
 /* Applies an ack from client for group; moves the cursor and the replay.
- * join: an open group admits a non-member (as chat_admit). On failure *why
- * holds a static reason. */
-int chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char *group, uint64_t id,
-                   bool join, uint64_t *now, const char **why);
+ * join: an open group admits a non-member (as chat_admit). Returns NULL
+ * (*now, may be NULL, receives the cursor), or the reason it was refused. */
+const char *chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                           uint64_t id, bool join, uint64_t *now);
+
+/* envelope_cache.c: the envelope stored last, for its deliveries' read
+ * checks */
+
+bool chat_envelope_cache_init(struct chat_plugin *pl);
+void chat_envelope_cache_free(struct chat_plugin *pl);
+
+/* Keeps env (len bytes, malloc'd: the cache takes it), the envelope of id
+ * just stored in group, in place of the one before. */
+void chat_envelope_cache_put(struct chat_plugin *pl, const char *group, uint64_t id, char *env,
+                             size_t len);
+
+/* When the cache holds (group, id): true, and *same says whether payload
+ * is that envelope byte for byte. */
+bool chat_envelope_cache_lookup(const struct chat_plugin *pl, const char *group, uint64_t id,
+                                const void *payload, size_t len, bool *same);
+
+/* The group was deleted: its envelope is forgotten. */
+void chat_envelope_cache_forget(struct chat_plugin *pl, const char *group);
+
+/* The envelope held (*len its length), or NULL: for tests and fuzzers,
+ * which deliver it as the broker would. */
+const char *chat_envelope_cache_last(const struct chat_plugin *pl, size_t *len);
 
 /* receipts.c: read markers */
 
 /* A publish to <prefix>/<group>/read: applies it as chat_read_apply does,
- * joining as acks do, answers errors, and never lets it be delivered. */
-int chat_read_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev, const char *group);
+ * joining as acks do, and keeps it from being retained. Returns NULL, or
+ * the reason to refuse it (chat_on_message answers the client). */
+const char *chat_read_publish(struct chat_plugin *pl, struct mosquitto_evt_message *ev,
+                              const char *group);
 
 /* Applies a read of id by client in group: moves the member's read marker
  * and the device's cursor (an ack up to id) forward, the replay with it,
  * and tells presence.c of a marker that moved. join as chat_apply_ack.
- * *read and *acked (may be NULL) receive the marker and the cursor after;
- * on failure *why holds a static reason. */
-int chat_read_apply(struct chat_plugin *pl, struct mosquitto *client, const char *group,
-                    uint64_t id, bool join, uint64_t *read, uint64_t *acked, const char **why);
+ * Returns NULL, *read and *acked (may be NULL) receiving the marker and
+ * the cursor after; or the reason it was refused. */
+const char *chat_read_apply(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                            uint64_t id, bool join, uint64_t *read, uint64_t *acked);
 
 /* Appends the fields of a `receipts` answer for client in group to b
  * (members, reads, more, and after when more): the members after `after`
@@ -330,22 +378,37 @@ void chat_presence_tick(struct chat_plugin *pl, int64_t now_ms);
 
 /* access.c */
 
+/* Creates access.c's state: the broker's access check (none until
+ * chat_access_set_broker_check), and whether we are asking it. */
+bool chat_access_init(struct chat_plugin *pl);
+void chat_access_free(struct chat_plugin *pl);
+
+/* The broker's own access check (chat_broker_acl_check), or NULL where it
+ * cannot be asked; tests set a stub. */
+void chat_access_set_broker_check(struct chat_plugin *pl, chat_acl_check_fn check);
+
+/* Whether the broker's access checks can be asked (see chat_may_read). */
+bool chat_access_broker_asked(const struct chat_plugin *pl);
+
+/* True while chat_may_read asks the broker's access checks: our own
+ * access check (chat_on_acl) stands aside for that question. */
+bool chat_access_probing(const struct chat_plugin *pl);
+
 /* True when client is a member of group (no store error). */
 bool chat_is_member(struct chat_plugin *pl, const struct mosquitto *client, const char *group);
 
-/* True when member may use group; joins it first when groups are open and
- * join is set. On refusal *why says why. */
-bool chat_admit(struct chat_plugin *pl, const struct mosquitto *client, const char *group,
-                bool join, const char **why);
+/* NULL when member may use group, joining it first when groups are open
+ * and join is set; else the reason. */
+const char *chat_admit(struct chat_plugin *pl, const struct mosquitto *client, const char *group,
+                       bool join);
 
-/* True when the broker would let client read <prefix>/<group> live, which
+/* Whether the broker would let client read <prefix>/<group> live, which
  * every page of history needs besides membership (chat_admit). Alone
  * (CHAT_ACL_ALLOW) our own answer is the broker's; behind other checkers we
- * ask the broker's access checks through broker_acl_check, or, where the
+ * ask the broker's access checks (chat_access_set_broker_check), or, where the
  * broker does not export it, refuse unless plugin_opt_read_check members.
- * On refusal *why says why. */
-bool chat_may_read(struct chat_plugin *pl, struct mosquitto *client, const char *group,
-                   const char **why);
+ * Returns NULL, or the reason to refuse. */
+const char *chat_may_read(struct chat_plugin *pl, struct mosquitto *client, const char *group);
 
 /* What a list of group's members (receipts, presence) asks first: client
  * is a member (chat_admit, no join) whom the broker lets read the group
@@ -361,14 +424,21 @@ const char *chat_admit_list(struct chat_plugin *pl, struct mosquitto *client, co
  * dynamic-security, or a right revoked): it has received nothing to ack or
  * mark read, and the answer, clamped to the head, would tell it the head.
  * Where the broker cannot be asked, acks and reads are accepted, as they
- * move only the client's own cursor and marker. On refusal *why says why. */
-bool chat_admit_marker(struct chat_plugin *pl, struct mosquitto *client, const char *group,
-                       bool join, const char **why);
+ * move only the client's own cursor and marker. Returns NULL, or the
+ * reason to refuse. */
+const char *chat_admit_marker(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                              bool join);
 
-/* peers.c: per client id state between events */
+/* peer_table.c: per client id state between events */
 
 bool chat_peers_init(struct chat_plugin *pl);
 void chat_peers_free(struct chat_plugin *pl);
+
+/* Peers in the table, those kept for disconnected persistent sessions, and
+ * whether client_id has one (for tests). */
+size_t chat_peers_count(const struct chat_plugin *pl);
+unsigned chat_peers_gone(const struct chat_plugin *pl);
+bool chat_peer_known(const struct chat_plugin *pl, const char *client_id);
 
 /* A subscription to <prefix>/<group> by a non-member, seen while another
  * access checker follows us: it may yet be refused after our answer, so it
@@ -426,10 +496,15 @@ void chat_admin_run(const struct chat_admin_req *r, const struct cJSON *c);
  * end of a store job in the log. */
 void chat_admin_tick(struct chat_plugin *pl);
 
-/* Frees the deletion queue (cleanup). */
+/* Creates and frees what the admin commands leave to the tick: the
+ * deletion queue and the store job watched. */
+bool chat_admin_init(struct chat_plugin *pl);
 void chat_admin_free(struct chat_plugin *pl);
 
 /* expiry.c */
+
+bool chat_expiry_init(struct chat_plugin *pl);
+void chat_expiry_free(struct chat_plugin *pl);
 
 /* Advances the device expiry sweep by a bounded slice; from the tick. */
 void chat_expiry_tick(struct chat_plugin *pl, time_t now);
@@ -452,17 +527,21 @@ void chat_replay_stop_member(struct chat_plugin *pl, const char *member, const c
 /* Drops the replay state of every device in group (its deletion). */
 void chat_replay_stop_group(struct chat_plugin *pl, const char *group);
 
-/* Devices with replay pages in flight. */
+/* Devices with replay pages in flight; devices with any replay state. */
 unsigned chat_replay_active(struct chat_plugin *pl);
+size_t chat_replay_devices(const struct chat_plugin *pl);
 
 /* Resends stalled pages; called from the tick. */
 void chat_replay_tick(struct chat_plugin *pl, time_t now);
 
-/* Creates and frees the devices map. */
+/* Creates and frees the catch-ups' state. */
 bool chat_replay_init(struct chat_plugin *pl);
-void chat_replay_free_all(struct chat_plugin *pl);
+void chat_replay_free(struct chat_plugin *pl);
 
 /* retention.c */
+
+bool chat_retention_init(struct chat_plugin *pl);
+void chat_retention_free(struct chat_plugin *pl);
 
 /* Applies retention_count to group, whose head is now head. */
 void chat_retention_count(struct chat_plugin *pl, const char *group, uint64_t head);
@@ -470,26 +549,34 @@ void chat_retention_count(struct chat_plugin *pl, const char *group, uint64_t he
 /* Advances the retention_days sweep by a bounded step; from the tick. */
 void chat_retention_tick(struct chat_plugin *pl, time_t now);
 
-/* storage.c: the store, opened at start and again when a full disk has room,
+/* store_health.c: the store, opened at start and again when a full disk has room,
  * or when descriptors are free again after the process ran out */
+
+/* Creates and frees the store's health: what failed, and the log's
+ * count of store errors. */
+bool chat_health_init(struct chat_plugin *pl);
+void chat_health_free(struct chat_plugin *pl);
 
 /* Opens pl->store at start, reading every block first unless
  * plugin_opt_verify_store is false. A disk already full is not an error:
- * pl->store stays NULL (every store call fails) until the chores can open
+ * pl->store stays NULL (every store call fails) until the tick can open
  * it. */
-chat_err chat_storage_open(struct chat_plugin *pl, char **errmsg);
+chat_err chat_health_open(struct chat_plugin *pl, char **errmsg);
 
 /* Where the store is, for log lines: db_path, or "in PostgreSQL" (never the
  * connection string, which may hold a password). */
-const char *chat_storage_where(const struct chat_plugin *pl);
+const char *chat_health_where(const struct chat_plugin *pl);
 
-/* A store call failed for why (chat_store_last_error): notes a full disk, or
- * descriptors run out. */
-void chat_storage_failed(struct chat_plugin *pl, const char *why);
-
-/* From the chores: opens the store again once its full disk has room, or
+/* From the tick: opens the store again once its full disk has room, or
  * once descriptors are free again. */
-void chat_storage_chores(struct chat_plugin *pl, time_t now);
+void chat_health_tick(struct chat_plugin *pl, time_t now);
+
+/* Logs a store error at error level: "mosquitto-chat: <fmt...>: <error>
+ * (<what the store said, with the keys concerned>)", at most 10 lines a
+ * second (then a count of those left out), and notes a full disk,
+ * descriptors run out or a write error that stays (see store_health.c). */
+void chat_log_store_error(struct chat_plugin *pl, chat_err rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* relay.c: a shared store's messages from other brokers */
 
@@ -509,7 +596,7 @@ void chat_relay_follow(struct chat_plugin *pl, const char *group, uint64_t head)
 bool chat_relay_lookup(struct chat_plugin *pl, const char *group, uint64_t id, const void *payload,
                        size_t len, bool *same);
 
-/* util.c */
+/* clock.c */
 
 /* Milliseconds since the epoch, for envelopes, retention, device expiry
  * and the store's last-use stamps: the real time, shifted by the seconds in
@@ -522,21 +609,38 @@ void chat_clock_init(void);
 /* chat_now_ms as a chat_clock_fn, for chat_store_set_clock. */
 int64_t chat_store_clock(void *ctx);
 
-/* Logs a store error at error level: "mosquitto-chat: <fmt...>: <error>
- * (<what the store said, with the keys concerned>)". */
-void chat_log_store_error(struct chat_plugin *pl, chat_err rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* tick.c */
 
-/* chores.c */
+bool chat_tick_init(struct chat_plugin *pl);
+void chat_tick_free(struct chat_plugin *pl);
 
-/* The periodic work: fsync batch, replay timeouts, retention. From the
- * broker's tick; chat_chores_without_ticks runs it from client events
- * (at most every 200 ms) while the broker has sent no tick. */
-void chat_chores(struct chat_plugin *pl);
-void chat_chores_without_ticks(struct chat_plugin *pl);
+/* The broker's tick: notes that the broker sends ticks (chat_tick_set_seen)
+ * and runs the periodic work: fsync batch, the store's health, relay,
+ * replay timeouts, retention, figures, device expiry, deletions and jobs,
+ * pushes. */
+void chat_tick_from_broker(struct chat_plugin *pl);
+
+/* A client event: runs the periodic work (at most every 200 ms) while the
+ * broker has sent no tick. */
+void chat_tick_from_event(struct chat_plugin *pl);
+
+/* Notes that the broker sends ticks, without running the work (a test
+ * fixture, which stands for such a broker); chat_tick_seen says whether it
+ * does (then fsync batch syncs from the tick alone). */
+void chat_tick_set_seen(struct chat_plugin *pl);
+bool chat_tick_seen(const struct chat_plugin *pl);
 
 /* Logs the longest tick and the longest gap between two ticks (at
  * cleanup). */
-void chat_chores_report(struct chat_plugin *pl);
+void chat_tick_report(struct chat_plugin *pl);
+
+/* plugin.c */
+
+/* Creates every module's state but the relay's (chat_relay_init, once the
+ * store is open), as mosquitto_plugin_init does; false when out of memory.
+ * chat_states_free frees them all, the relay's included, and accepts a
+ * plugin whose states were made in part. */
+bool chat_states_init(struct chat_plugin *pl);
+void chat_states_free(struct chat_plugin *pl);
 
 #endif

@@ -19,19 +19,17 @@ void chat_presence_subscribed(struct chat_plugin *pl, struct mosquitto *client, 
 {
     struct chat_presence *ps = pl->presence;
     const char *id = mosquitto_client_id(client);
-    char buf[CHAT_MEMBER_BUF];
-    const char *why = NULL;
-    const char *member = chat_member(pl, client, buf, &why);
+    char member[CHAT_MEMBER_BUF];
     struct pres_link *l = NULL;
 
-    if (!id || !member) {
+    if (!id || chat_member(pl, client, member)) {
         return;
     }
     /* Alone, our answer to the subscribe was the broker's; behind other
      * checkers it may yet be refused: count it only when the broker's own
      * checks let the client read the group, and not when they cannot be
      * asked (fail closed: it is then not seen online). */
-    if (pl->cfg.acl_mode != CHAT_ACL_ALLOW && !chat_may_read(pl, client, group, &why)) {
+    if (pl->cfg.acl_mode != CHAT_ACL_ALLOW && chat_may_read(pl, client, group)) {
         return;
     }
     size_t idlen = strlen(id);

@@ -4,8 +4,9 @@
  * the invariants that state keeps are shared by three files, each calling
  * only those after it:
  *   presence.c        the broker's events, and the presence command
- *   presence_push.c   the pushes, from the tick (invariants 5 and 6)
- *   presence_state.c  the state's lists and lifetimes (invariants 1 to 4)
+ *   presence_push.c   the pushes, from the tick (invariants push-cursor and tick-bound)
+ *   presence_state.c  the state's lists and lifetimes (invariants link-once,
+ *                     member-devices, member-entry and group-lifetime)
  * The rest of the plugin sees only the chat_presence_* functions of
  * plugin.h.
  *
@@ -20,38 +21,38 @@
  * subscribing again is not seen (the broker keeps its subscriptions and
  * tells no plugin): it shows as online from its next subscribe.
  *
- * Invariants:
- *   1. A device is linked to a group at most once; a link is in its
+ * Invariants, by name (the code cites them so):
+ *   link-once: A device is linked to a group at most once; a link is in its
  *      device's array and in its group's subs[link->slot]. A device has at
  *      most MAX_LINKS links; a further subscription is not counted (logged).
- *   2. A member's entry in a group counts its linked devices (devices); it
- *      is online while devices > 0.
- *   3. A member entry exists while devices > 0 or it is in the group's
- *      changed list (dirty): a state the last push did not say yet
- *      (online != announced), a state that changed and changed back since
- *      it (toggled: an answer to `presence` in between may have shown the
- *      other one, so the push says the state again), or a read marker that
- *      moved (read > 0).
- *   4. A group exists while it has subscribed devices: when the last one
- *      goes, nobody is left to tell, and the group, its members and any
- *      push under way go with it. So everything here is bounded by the
+ *   member-devices: A member's entry in a group counts its linked devices
+ *      (devices); it is online while devices > 0.
+ *   member-entry: A member entry exists while devices > 0 or it is in the
+ *      group's changed list (dirty): a state the last push did not say yet
+ *      (online != announced), a state that changed and changed back since it
+ *      (toggled: an answer to `presence` in between may have shown the other
+ *      one, so the push says the state again), or a read marker that moved
+ *      (read > 0).
+ *   group-lifetime: A group exists while it has subscribed devices: when
+ *      the last one goes, nobody is left to tell, and the group, its members
+ *      and any push under way go with it. So everything here is bounded by the
  *      connected clients' subscriptions and the reads of one interval.
- *   5. A group pushes at most once per receipt_interval, one message that
- *      holds every change since its last push (what exceeds PUSH_MAX bytes
- *      waits for the next one), sent to the devices subscribed while it goes
- *      out: those in subs[0, cursor) have it, those from cursor on get it
- *      in turn. Removing a device keeps that so (see subs_remove), and a
- *      device that comes meanwhile gets it too. So a push costs no copy of
- *      the group's subscribers, whatever their number.
- *   6. The work of one tick is bounded: at most SENDS_PER_TICK pushes,
- *      BYTES_PER_TICK bytes and TICK_BUDGET_US of time, over all groups in
- *      turn (a push to 10,000 devices spreads over several ticks), and a
- *      group starts its next push only once the last one went out. The
- *      broker copies each push to its client's queue at the start of its
- *      next loop pass, outside our tick: the bounds keep that pass short
- *      too (measured: docs/benchmarks.md, Receipts and presence). A pass
- *      that has nothing else to do comes 100 ms after the last one, so a
- *      push reaches about 5,000 devices a second.
+ *   push-cursor: A group pushes at most once per receipt_interval, one
+ *      message that holds every change since its last push (what exceeds
+ *      PUSH_MAX bytes waits for the next one), sent to the devices subscribed
+ *      while it goes out: those in subs[0, cursor) have it, those from cursor
+ *      on get it in turn. Removing a device keeps that so (see subs_remove),
+ *      and a device that comes meanwhile gets it too. So a push costs no copy
+ *      of the group's subscribers, whatever their number.
+ *   tick-bound: The work of one tick is bounded: at most SENDS_PER_TICK
+ *      pushes, BYTES_PER_TICK bytes and TICK_BUDGET_US of time, over all
+ *      groups in turn (a push to 10,000 devices spreads over several ticks),
+ *      and a group starts its next push only once the last one went out. The
+ *      broker copies each push to its client's queue at the start of its next
+ *      loop pass, outside our tick: the bounds keep that pass short too
+ *      (measured: docs/benchmarks.md, Receipts and presence). A pass that has
+ *      nothing else to do comes 100 ms after the last one, so a push reaches
+ *      about 5,000 devices a second.
  */
 #ifndef CHAT_PRESENCE_H
 #define CHAT_PRESENCE_H
@@ -61,7 +62,7 @@
 struct pres_group;
 struct pres_device;
 
-/* A device subscribed to a group (invariant 1). */
+/* A device subscribed to a group (invariant link-once). */
 struct pres_link {
     struct pres_group *g;
     struct pres_device *d;
@@ -76,7 +77,8 @@ struct pres_device {
     size_t nlinks, cap;
 };
 
-/* A member with something to say in one group (invariants 2, 3). */
+/* A member with something to say in one group (member-devices,
+ * member-entry). */
 struct pres_member {
     unsigned devices; /* its devices linked to the group */
     bool announced;   /* online, as the group's last push said */
@@ -94,7 +96,7 @@ struct pres_group {
     struct pres_member **changed; /* dirty members, in the order they changed */
     size_t nchanged, changed_cap;
     int64_t last_push_ms; /* when the last push was built (0: never) */
-    /* A push under way (invariant 5): its payload, and where it stands. */
+    /* A push under way (invariant push-cursor): its payload, and where it stands. */
     bool pushing;
     sbuf payload;
     size_t cursor; /* subs[0, cursor) have it */
@@ -134,7 +136,7 @@ void pres_device_free(void *p);
 /* The group named name, or NULL when nobody there is subscribed. */
 struct pres_group *pres_group_find(struct chat_presence *ps, const char *name);
 
-/* Drops g from the maps and lists and frees it (invariant 4); its links
+/* Drops g from the maps and lists and frees it (invariant group-lifetime); its links
  * leave their devices' arrays first, so that a device may be left with
  * none (the caller frees it then). */
 void pres_group_drop(struct chat_presence *ps, struct pres_group *g);
@@ -143,12 +145,12 @@ void pres_group_drop(struct chat_presence *ps, struct pres_group *g);
  * is set; NULL when absent or out of memory. Owned by g. */
 struct pres_member *pres_member_get(struct pres_group *g, const char *name, bool create);
 
-/* Puts m in g's changed list (invariant 3) and g in the active list. Out of
+/* Puts m in g's changed list (invariant member-entry) and g in the active list. Out of
  * memory, m is not listed: its next change tries again. */
 void pres_mark(struct chat_presence *ps, struct pres_group *g, struct pres_member *m);
 
 /* Removes d's link at index j from its group (and the group when it was
- * the last: invariant 4) and from d's array; the member may go offline.
+ * the last: invariant group-lifetime) and from d's array; the member may go offline.
  * d itself stays, possibly without links. */
 void pres_unlink_at(struct chat_presence *ps, struct pres_device *d, size_t j);
 

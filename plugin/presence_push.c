@@ -1,6 +1,6 @@
 /* presence_push.c: the coalesced pushes of `reads` and `presence` entries
  * to the devices subscribed to a group, sent from the tick within a bounded
- * amount of work (invariants 5 and 6 of presence.h). */
+ * amount of work (invariants push-cursor and tick-bound of presence.h). */
 #include "presence.h"
 #include "reply.h"
 
@@ -12,7 +12,7 @@
 #define TICK_BUDGET_US 3000       /* ... and the time spent */
 #define PUSH_MAX (1u << 20)       /* bytes of one push; the rest waits for the next */
 
-/* What one tick may still do (invariant 6). */
+/* What one tick may still do (invariant tick-bound). */
 struct budget {
     unsigned sends;
     size_t bytes;
@@ -61,7 +61,7 @@ static bool say(struct pres_member *m, sbuf *reads, sbuf *on, sbuf *off)
     return true;
 }
 
-/* Builds g's next push from its changed list (invariant 5), to go out from
+/* Builds g's next push from its changed list (invariant push-cursor), to go out from
  * the first subscriber on. Leaves nothing under way when there is nothing
  * to say or no memory. */
 static void push_build(struct pres_group *g)
@@ -124,12 +124,11 @@ static void push_send(struct chat_plugin *pl, struct pres_group *g, struct budge
     struct chat_presence *ps = pl->presence;
     while (g->cursor < g->nsubs && budget_left(bu)) {
         const struct pres_device *d = g->subs[g->cursor++]->d;
-        const char *why = NULL;
         /* The read right the subscribe was counted with may have been taken
          * away since (acl_file reloaded, dynamic-security changed): ask
          * again, as every replay page does, and push nothing to a device
          * the broker would not let read the group live. */
-        if (pl->cfg.acl_mode != CHAT_ACL_ALLOW && !chat_may_read(pl, d->client, g->name, &why)) {
+        if (pl->cfg.acl_mode != CHAT_ACL_ALLOW && chat_may_read(pl, d->client, g->name)) {
             ps->skipped++;
             bu->sends++; /* a question to the broker's checks: work of the tick too */
             continue;

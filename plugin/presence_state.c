@@ -1,5 +1,6 @@
 /* presence_state.c: the presence module's state, its lists and its
- * lifetimes, which keep invariants 1 to 4 of presence.h for presence.c
+ * lifetimes, which keep invariants link-once, member-devices, member-entry
+ * and group-lifetime of presence.h for presence.c
  * (the events) and presence_push.c (the pushes) alike. */
 #include "presence.h"
 
@@ -48,7 +49,7 @@ void pres_push_clear(struct pres_group *g)
     g->cursor = 0;
 }
 
-/* Takes subs[slot] out of g's array, keeping invariant 5: a device that
+/* Takes subs[slot] out of g's array, keeping invariant push-cursor: a device that
  * has not had the push under way never lands below the cursor. */
 static void subs_remove(struct pres_group *g, size_t slot)
 {
@@ -128,7 +129,7 @@ struct pres_group *pres_group_find(struct chat_presence *ps, const char *name)
     return chat_hmap_get(ps->groups, name, strlen(name));
 }
 
-/* Drops a group: nobody is left subscribed (invariant 4), or it was
+/* Drops a group: nobody is left subscribed (invariant group-lifetime), or it was
  * deleted. Its links leave their devices' arrays first. */
 void pres_group_drop(struct chat_presence *ps, struct pres_group *g)
 {
@@ -167,7 +168,7 @@ struct pres_member *pres_member_get(struct pres_group *g, const char *name, bool
     return m;
 }
 
-/* Puts m in g's changed list (invariant 3) and g in the active list. */
+/* Puts m in g's changed list (invariant member-entry) and g in the active list. */
 void pres_mark(struct chat_presence *ps, struct pres_group *g, struct pres_member *m)
 {
     if (!m->dirty) {

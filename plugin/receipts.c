@@ -10,25 +10,23 @@
 #include <stdio.h>
 #include <string.h>
 
-int chat_read_apply(struct chat_plugin *pl, struct mosquitto *client, const char *group,
-                    uint64_t id, bool join, uint64_t *read, uint64_t *acked, const char **why)
+const char *chat_read_apply(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                            uint64_t id, bool join, uint64_t *read, uint64_t *acked)
 {
     const char *device = mosquitto_client_id(client);
-    char buf[CHAT_MEMBER_BUF];
+    char member[CHAT_MEMBER_BUF];
     uint64_t marker = 0, cursor = 0;
     bool moved = false, found = false;
+    const char *why = NULL;
 
     if (!device) {
-        *why = "client has no client id";
-        return MOSQ_ERR_ACL_DENIED;
+        return "client has no client id";
     }
-    if (!chat_admit_marker(pl, client, group, join, why)) {
-        if (device) {
-            chat_replay_stop(pl, device, group); /* nothing it may read goes on */
-        }
-        return MOSQ_ERR_ACL_DENIED;
+    if ((why = chat_admit_marker(pl, client, group, join)) != NULL) {
+        chat_replay_stop(pl, device, group); /* nothing it may read goes on */
+        return why;
     }
-    const char *member = chat_member(pl, client, buf, why);
+    (void)chat_member(pl, client, member); /* admitted: it has a name */
     chat_err rc = chat_store_read_advance(pl->store, group, member, device, id, &marker, &cursor,
                                           &moved, &found);
     if (rc != CHAT_OK) {
@@ -36,12 +34,10 @@ int chat_read_apply(struct chat_plugin *pl, struct mosquitto *client, const char
         /* As an ack that cannot be stored (chat.c): the device holds what
          * it read, so its catch-up goes on. */
         chat_replay_acked(pl, client, group, id);
-        *why = "storage error";
-        return MOSQ_ERR_UNKNOWN;
+        return "storage error";
     }
     if (!found) {
-        *why = "not a member of the group";
-        return MOSQ_ERR_ACL_DENIED;
+        return "not a member of the group";
     }
     pl->stats.acks++; /* the ack the read implies was applied with it */
     chat_replay_acked(pl, client, group, cursor);
@@ -54,31 +50,29 @@ int chat_read_apply(struct chat_plugin *pl, struct mosquitto *client, const char
     if (acked) {
         *acked = cursor;
     }
-    return MOSQ_ERR_SUCCESS;
+    return NULL;
 }
 
-int chat_read_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev, const char *group)
+const char *chat_read_publish(struct chat_plugin *pl, struct mosquitto_evt_message *ev,
+                              const char *group)
 {
     uint64_t id = 0;
-    const char *why = NULL;
 
     if (!chat_ack_parse(ev->payload, ev->payloadlen, &id)) {
-        chat_respond_error(pl, ev->client, "read", group, NULL,
-                           "read payload must be a decimal message id");
-        return MOSQ_ERR_ACL_DENIED;
+        return "read payload must be a decimal message id";
     }
     /* As for acks: behind other access checkers a read on the topic passed
      * the broker's own write check, as good a reason to join an open group
      * as a publish; alone, a subscribe has joined already. */
     bool join = pl->cfg.acl_mode != CHAT_ACL_ALLOW;
-    if (chat_read_apply(pl, ev->client, group, id, join, NULL, NULL, &why) != MOSQ_ERR_SUCCESS) {
-        chat_respond_error(pl, ev->client, "read", group, NULL, why);
-        return MOSQ_ERR_ACL_DENIED;
+    const char *why = chat_read_apply(pl, ev->client, group, id, join, NULL, NULL);
+    if (why) {
+        return why;
     }
     /* Accepted. The read check keeps it from every subscriber; a retained
      * copy would only be one more thing kept for nobody. */
     ev->retain = false;
-    return MOSQ_ERR_SUCCESS;
+    return NULL;
 }
 
 /* What the walk over the members writes with. */

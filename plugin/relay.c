@@ -18,6 +18,11 @@
 /* Messages published per tick at most: the rest wait for the next. */
 #define RELAY_PER_TICK 2000u
 
+/* Envelopes relayed by the last two ticks, by (group, id) (relay_key). */
+struct chat_relay {
+    chat_hmap *now, *prev;
+};
+
 struct relayed {
     size_t len;
     char env[];
@@ -50,7 +55,7 @@ static void publish_one(void *ctx, const char *group, uint64_t id, const char *e
         r->len = len;
         memcpy(r->env, env, len);
         void *old = NULL;
-        if (chat_hmap_put(pl->relay_now, key, relay_key(key, group, id), r, &old)) {
+        if (chat_hmap_put(pl->relay->now, key, relay_key(key, group, id), r, &old)) {
             free(old);
         } else {
             free(r);
@@ -69,15 +74,16 @@ static void publish_one(void *ctx, const char *group, uint64_t id, const char *e
 
 void chat_relay_tick(struct chat_plugin *pl)
 {
-    if (!pl->relay_now) {
+    struct chat_relay *rl = pl->relay;
+    if (!rl) {
         return;
     }
     /* What the tick before last published has been delivered by now. */
     chat_hmap *fresh = chat_hmap_create();
     if (fresh) {
-        chat_hmap_destroy(pl->relay_prev, relayed_free);
-        pl->relay_prev = pl->relay_now;
-        pl->relay_now = fresh;
+        chat_hmap_destroy(rl->prev, relayed_free);
+        rl->prev = rl->now;
+        rl->now = fresh;
     }
     chat_store_feed(pl->store, RELAY_PER_TICK, publish_one, pl);
 }
@@ -86,13 +92,14 @@ bool chat_relay_lookup(struct chat_plugin *pl, const char *group, uint64_t id, c
                        size_t len, bool *same)
 {
     char key[CHAT_STORE_MAX_NAME + 16];
-    if (!pl->relay_now || strlen(group) > CHAT_GROUP_MAX) {
+    const struct chat_relay *rl = pl->relay;
+    if (!rl || strlen(group) > CHAT_GROUP_MAX) {
         return false;
     }
     size_t klen = relay_key(key, group, id);
-    struct relayed *r = chat_hmap_get(pl->relay_now, key, klen);
+    struct relayed *r = chat_hmap_get(rl->now, key, klen);
     if (!r) {
-        r = chat_hmap_get(pl->relay_prev, key, klen);
+        r = chat_hmap_get(rl->prev, key, klen);
     }
     if (!r) {
         return false;
@@ -103,7 +110,7 @@ bool chat_relay_lookup(struct chat_plugin *pl, const char *group, uint64_t id, c
 
 void chat_relay_follow(struct chat_plugin *pl, const char *group, uint64_t head)
 {
-    if (!pl->relay_now) {
+    if (!pl->relay) {
         return;
     }
     chat_err rc = chat_store_follow(pl->store, group, head);
@@ -117,14 +124,17 @@ bool chat_relay_init(struct chat_plugin *pl)
     if (!chat_store_shared(pl->store)) {
         return true;
     }
-    pl->relay_now = chat_hmap_create();
-    pl->relay_prev = chat_hmap_create();
-    return pl->relay_now && pl->relay_prev;
+    pl->relay = calloc(1, sizeof(*pl->relay));
+    return pl->relay && (pl->relay->now = chat_hmap_create()) &&
+           (pl->relay->prev = chat_hmap_create());
 }
 
 void chat_relay_free(struct chat_plugin *pl)
 {
-    chat_hmap_destroy(pl->relay_now, relayed_free);
-    chat_hmap_destroy(pl->relay_prev, relayed_free);
-    pl->relay_now = pl->relay_prev = NULL;
+    if (pl->relay) {
+        chat_hmap_destroy(pl->relay->now, relayed_free);
+        chat_hmap_destroy(pl->relay->prev, relayed_free);
+    }
+    free(pl->relay);
+    pl->relay = NULL;
 }

@@ -1,31 +1,33 @@
 /* replay.c: catch-up of connected devices, in pages, with a window of pages
  * in flight that each cumulative ack moves forward.
  *
- * Invariants:
- *   1. A device never has more than replay_window pages unacked, over all
- *      its groups together (the broker silently drops what exceeds its
- *      in-flight and queue limits, so the window stays far below them).
- *   2. For each group being caught up: acked <= sent <= target, and the
- *      outstanding pages are exactly the pages sent whose last id > acked.
- *   3. State exists only for connected devices with something to send; it is
- *      dropped on disconnect and rebuilt from the stored cursor.
- *   4. A restart (a new subscribe or sync) sends from the cursor at once,
- *      within the window: pages already in flight count until acked or until
- *      replay_timeout, so that a client repeating subscribes cannot make the
- *      broker queue window after window of pages for it.
- *   5. Every page asks the broker's read check (chat_may_read) again: a
- *      right revoked during a catch-up stops it.
- *   6. A hole in a group's ids (a damaged store) is reported to the device,
- *      never skipped in silence.
- *   7. A device's page_bytes only shrinks while it is connected: a page the
- *      device never acknowledges may be over its MQTT 5 Maximum Packet Size
- *      (the broker drops such a packet without telling anyone, and 2.0 does
- *      not show that size to plugins), so every resend after a timeout
- *      divides it by four, down to pages of one message (1 byte: the first
- *      message of a page always goes), and each ack that moves the cursor
- *      doubles it again, up to page_bytes. One message resent alone twice in
- *      vain is reported to the device once; resending goes on, so a device
- *      that was only paused still catches up.
+ * Invariants, by name (the code cites them so):
+ *   window-bound: A device never has more than replay_window pages unacked,
+ *      over all its groups together (the broker silently drops what exceeds
+ *      its in-flight and queue limits, so the window stays far below them).
+ *   acked-sent-target: For each group being caught up: acked <= sent <=
+ *      target, and the outstanding pages are exactly the pages sent whose last
+ *      id > acked.
+ *   connected-only: State exists only for connected devices with something
+ *      to send; it is dropped on disconnect and rebuilt from the stored
+ *      cursor.
+ *   restart-in-window: A restart (a new subscribe or sync) sends from the
+ *      cursor at once, within the window: pages already in flight count until
+ *      acked or until replay_timeout, so that a client repeating subscribes
+ *      cannot make the broker queue window after window of pages for it.
+ *   read-each-page: Every page asks the broker's read check (chat_may_read)
+ *      again: a right revoked during a catch-up stops it.
+ *   holes-reported: A hole in a group's ids (a damaged store) is reported
+ *      to the device, never skipped in silence.
+ *   page-shrink: A device's page_bytes only shrinks while it is connected:
+ *      a page the device never acknowledges may be over its MQTT 5 Maximum
+ *      Packet Size (the broker drops such a packet without telling anyone, and
+ *      2.0 does not show that size to plugins), so every resend after a
+ *      timeout divides it by four, down to pages of one message (1 byte: the
+ *      first message of a page always goes), and each ack that moves the
+ *      cursor doubles it again, up to page_bytes. One message resent alone
+ *      twice in vain is reported to the device once; resending goes on, so a
+ *      device that was only paused still catches up.
  */
 #include "plugin.h"
 #include "reply.h"
@@ -37,6 +39,13 @@
 
 #define WINDOW_MAX 64u /* upper bound of plugin_opt_replay_window */
 
+/* The catch-ups under way: every device with something to send
+ * (invariant connected-only), and the second the timeouts were last looked at. */
+struct chat_replay {
+    chat_hmap *devices; /* client id -> struct chat_device */
+    time_t last_timeout_scan;
+};
+
 struct replay_group {
     struct replay_group *next, *prev;
     char *group;                      /* the key of the device's groups map too */
@@ -45,21 +54,21 @@ struct replay_group {
     uint64_t target;                  /* head when the catch-up (re)started */
     uint64_t outstanding[WINDOW_MAX]; /* last ids of unacked pages, ascending */
     unsigned n_out;
-    unsigned stuck; /* resends in pages of one message without an ack (invariant 4) */
+    unsigned stuck; /* resends of one message alone without an ack (page-shrink) */
 };
 
 struct chat_device {
     /* The connected client: valid while the device exists, since the
-     * disconnect event drops the device (invariant 3). */
+     * disconnect event drops the device (invariant connected-only). */
     struct mosquitto *client;
-    char *client_id; /* the key in pl->devices */
+    char *client_id; /* the key in the devices map */
     char *member;
     struct replay_group *groups; /* in round robin order */
     chat_hmap *by_name;          /* group name -> struct replay_group */
     struct replay_group *rr;     /* where the round robin over groups resumes */
     unsigned inflight;           /* sum of n_out over groups */
     time_t last_progress;
-    size_t page_bytes; /* invariant 4 */
+    size_t page_bytes; /* invariant page-shrink */
 };
 
 static void group_free(struct replay_group *g)
@@ -93,7 +102,7 @@ static void device_free_cb(void *d)
 
 static struct chat_device *device_find(struct chat_plugin *pl, const char *client_id)
 {
-    return chat_hmap_get(pl->devices, client_id, strlen(client_id));
+    return chat_hmap_get(pl->replay->devices, client_id, strlen(client_id));
 }
 
 static struct replay_group *group_find(struct chat_device *d, const char *group)
@@ -121,7 +130,7 @@ static void group_remove(struct chat_device *d, struct replay_group *g)
 
 static void device_remove(struct chat_plugin *pl, struct chat_device *d)
 {
-    chat_hmap_remove(pl->devices, d->client_id, strlen(d->client_id));
+    chat_hmap_remove(pl->replay->devices, d->client_id, strlen(d->client_id));
     device_free(d);
 }
 
@@ -145,7 +154,7 @@ static enum send_result send_page(struct chat_plugin *pl, struct chat_device *d,
     if (g->sent >= g->target) {
         return NOTHING_LEFT;
     }
-    if (!chat_may_read(pl, d->client, g->group, &why)) {
+    if ((why = chat_may_read(pl, d->client, g->group)) != NULL) {
         chat_reply_replay_error(pl, d->client_id, g->group, 0, why);
         g->sent = g->target = g->acked;
         return NOTHING_LEFT;
@@ -256,7 +265,7 @@ static struct chat_device *device_new(struct chat_plugin *pl, struct mosquitto *
     struct chat_device *d = calloc(1, sizeof(*d));
     if (!d || !(d->client_id = strdup(client_id)) || !(d->member = strdup(member)) ||
         !(d->by_name = chat_hmap_create()) ||
-        !chat_hmap_put(pl->devices, client_id, strlen(client_id), d, NULL)) {
+        !chat_hmap_put(pl->replay->devices, client_id, strlen(client_id), d, NULL)) {
         device_free(d);
         return NULL;
     }
@@ -268,13 +277,12 @@ static struct chat_device *device_new(struct chat_plugin *pl, struct mosquitto *
 void chat_replay_start(struct chat_plugin *pl, struct mosquitto *client, const char *group)
 {
     const char *client_id = mosquitto_client_id(client);
-    char buf[CHAT_MEMBER_BUF];
+    char member[CHAT_MEMBER_BUF];
     const char *why = NULL;
-    const char *member = chat_member(pl, client, buf, &why);
     uint64_t cursor = 0, head = 0;
     bool found = false;
 
-    if (!client_id || !member) {
+    if (!client_id || chat_member(pl, client, member)) {
         return;
     }
     chat_err rc = chat_store_cursor_start(pl->store, group, member, client_id, &cursor, &found);
@@ -295,7 +303,7 @@ void chat_replay_start(struct chat_plugin *pl, struct mosquitto *client, const c
         }
         return;
     }
-    if (!chat_may_read(pl, client, group, &why)) {
+    if ((why = chat_may_read(pl, client, group)) != NULL) {
         if (d) {
             chat_replay_stop(pl, client_id, group);
         }
@@ -325,7 +333,7 @@ void chat_replay_start(struct chat_plugin *pl, struct mosquitto *client, const c
         d->groups = g;
     }
     /* A new subscribe or sync restarts from the cursor at once, within the
-     * window (invariant 4). */
+     * window (invariant restart-in-window). */
     d->client = client;
     g->acked = cursor;
     if (g->n_out == 0) {
@@ -422,7 +430,7 @@ void chat_replay_stop_member(struct chat_plugin *pl, const char *member, const c
     do {
         /* A device stopped no longer has the group: each walk finds others. */
         c.n = 0;
-        chat_hmap_foreach(pl->devices, collect_member, &c);
+        chat_hmap_foreach(pl->replay->devices, collect_member, &c);
         for (size_t i = 0; i < c.n; i++) {
             stop_device(pl, c.found[i], group);
         }
@@ -448,7 +456,7 @@ static bool stop_group_cb(void *ctx, const void *key, size_t len, void *val)
 
 void chat_replay_stop_group(struct chat_plugin *pl, const char *group)
 {
-    chat_hmap_foreach(pl->devices, stop_group_cb, (void *)group);
+    chat_hmap_foreach(pl->replay->devices, stop_group_cb, (void *)group);
 }
 
 static bool count_active_cb(void *ctx, const void *key, size_t len, void *val)
@@ -464,12 +472,12 @@ static bool count_active_cb(void *ctx, const void *key, size_t len, void *val)
 unsigned chat_replay_active(struct chat_plugin *pl)
 {
     unsigned n = 0;
-    chat_hmap_foreach(pl->devices, count_active_cb, &n);
+    chat_hmap_foreach(pl->replay->devices, count_active_cb, &n);
     return n;
 }
 
 /* Pages were lost or the device stalled: send again from the cursor, in
- * smaller pages (invariant 4). Returns true when d was freed. */
+ * smaller pages (invariant page-shrink). Returns true when d was freed. */
 static bool resend(struct chat_plugin *pl, struct chat_device *d, time_t now)
 {
     bool single = d->page_bytes == 1;
@@ -528,27 +536,40 @@ static bool collect_due(void *ctx, const void *key, size_t len, void *val)
 
 void chat_replay_tick(struct chat_plugin *pl, time_t now)
 {
-    if (now == pl->last_timeout_scan) {
+    if (now == pl->replay->last_timeout_scan) {
         return;
     }
-    pl->last_timeout_scan = now;
+    pl->replay->last_timeout_scan = now;
     /* Collect first: resending changes the map. */
     struct tick_ctx t = {pl, now, NULL, 0, 0};
-    chat_hmap_foreach(pl->devices, collect_due, &t);
+    chat_hmap_foreach(pl->replay->devices, collect_due, &t);
     for (size_t i = 0; i < t.n; i++) {
         (void)resend(pl, t.due[i], now);
     }
     free(t.due);
 }
 
-bool chat_replay_init(struct chat_plugin *pl)
+size_t chat_replay_devices(const struct chat_plugin *pl)
 {
-    pl->devices = chat_hmap_create();
-    return pl->devices != NULL;
+    return chat_hmap_count(pl->replay->devices);
 }
 
-void chat_replay_free_all(struct chat_plugin *pl)
+bool chat_replay_init(struct chat_plugin *pl)
 {
-    chat_hmap_destroy(pl->devices, device_free_cb);
-    pl->devices = NULL;
+    struct chat_replay *r = calloc(1, sizeof(*r));
+    if (!r || !(r->devices = chat_hmap_create())) {
+        free(r);
+        return false;
+    }
+    pl->replay = r;
+    return true;
+}
+
+void chat_replay_free(struct chat_plugin *pl)
+{
+    if (pl->replay) {
+        chat_hmap_destroy(pl->replay->devices, device_free_cb);
+    }
+    free(pl->replay);
+    pl->replay = NULL;
 }

@@ -1,7 +1,7 @@
 /* reply.c: everything the plugin sends a client: answers and error entries
  * (through the client's answer budget), pushes, replay pages, and the page writer
  * that splices stored envelopes into them. It depends on nothing else of the
- * plugin but the budget (peers.c), so every part may answer through it. */
+ * plugin but the budget (peer_table.c), so every part may answer through it. */
 #include "reply.h"
 
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* reply.h: everything the plugin sends a client (reply.c): answers and
  * error entries through the client's answer budget, pushes, replay pages,
  * and the page writer that splices stored envelopes into them. reply.c
- * calls nothing of the plugin but the budget (peers.c), so every part that
+ * calls nothing of the plugin but the budget (peer_table.c), so every part that
  * answers includes this header and the calls still flow one way. Every
  * function runs on the broker's thread; an sbuf handed to a sending
  * function is emptied by it. */

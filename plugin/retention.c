@@ -17,6 +17,25 @@
 #define TRIM_STEP 1024u  /* messages (and their cid keys) deleted per store call */
 #define TICK_BUDGET_MS 5 /* milliseconds of sweeping per broker loop pass */
 
+/* The sweep over all groups. */
+struct chat_retention {
+    time_t next_sweep;                   /* when the next sweep starts */
+    bool sweeping;                       /* a sweep is under way */
+    char after[CHAT_STORE_MAX_NAME + 1]; /* the last group swept ("" at its start) */
+};
+
+bool chat_retention_init(struct chat_plugin *pl)
+{
+    pl->retention = calloc(1, sizeof(*pl->retention));
+    return pl->retention != NULL;
+}
+
+void chat_retention_free(struct chat_plugin *pl)
+{
+    free(pl->retention);
+    pl->retention = NULL;
+}
+
 static void trim_failed(struct chat_plugin *pl, const char *group, chat_err rc)
 {
     mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: retention in %s: %s (%s)", group,
@@ -35,7 +54,7 @@ void chat_retention_count(struct chat_plugin *pl, const char *group, uint64_t he
     if (rc != CHAT_OK) {
         trim_failed(pl, group, rc);
     } else if (first < head - keep + 1) {
-        pl->next_sweep = 0; /* more than one step to delete: the tick goes on */
+        pl->retention->next_sweep = 0; /* more than one step to delete: the tick goes on */
     }
 }
 
@@ -103,7 +122,7 @@ static int sweep_group(void *ctx, const char *group, uint64_t head)
         chat_log_store_error(pl, rc, "retention in %s", group);
     }
     if (rc != CHAT_OK || first > head) {
-        snprintf(pl->sweep_after, sizeof(pl->sweep_after), "%s", group);
+        snprintf(pl->retention->after, sizeof(pl->retention->after), "%s", group);
         return 0;
     }
     if (pl->cfg.retention_count && head > pl->cfg.retention_count) {
@@ -124,7 +143,7 @@ static int sweep_group(void *ctx, const char *group, uint64_t head)
             break;
         }
     }
-    snprintf(pl->sweep_after, sizeof(pl->sweep_after), "%s", group);
+    snprintf(pl->retention->after, sizeof(pl->retention->after), "%s", group);
     return chat_now_ms() >= sw->deadline_ms ? (sw->out_of_time = true, 1) : 0;
 }
 
@@ -135,22 +154,23 @@ void chat_retention_tick(struct chat_plugin *pl, time_t now)
     if (pl->cfg.retention_days == 0 && pl->cfg.retention_count == 0) {
         return;
     }
-    if (!pl->sweeping) {
-        if (now < pl->next_sweep) {
+    if (!pl->retention->sweeping) {
+        if (now < pl->retention->next_sweep) {
             return;
         }
-        pl->sweeping = true;
-        pl->sweep_after[0] = '\0';
+        pl->retention->sweeping = true;
+        pl->retention->after[0] = '\0';
     }
-    chat_err rc = chat_store_groups(pl->store, pl->sweep_after[0] ? pl->sweep_after : NULL, 64,
-                                    sweep_group, &sw, &done);
+    chat_err rc =
+        chat_store_groups(pl->store, pl->retention->after[0] ? pl->retention->after : NULL, 64,
+                          sweep_group, &sw, &done);
     if (rc != CHAT_OK) {
         mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: retention sweep: %s (%s)",
                              chat_strerror(rc), chat_store_last_error(pl->store));
         done = true;
     }
     if (done && !sw.out_of_time) {
-        pl->sweeping = false;
-        pl->next_sweep = now + SWEEP_EVERY;
+        pl->retention->sweeping = false;
+        pl->retention->next_sweep = now + SWEEP_EVERY;
     }
 }

@@ -103,7 +103,7 @@ static void publish(const char *name, uint64_t value, int interval)
 void chat_stats_tick(struct chat_plugin *pl, time_t now)
 {
     struct chat_stats *s = &pl->stats;
-    int interval = pl->sys_interval > 0 ? pl->sys_interval : DEFAULT_INTERVAL;
+    int interval = pl->cfg.sys_interval > 0 ? pl->cfg.sys_interval : DEFAULT_INTERVAL;
     if (s->interval_start == 0) {
         s->interval_start = now;
     }
@@ -115,14 +115,14 @@ void chat_stats_tick(struct chat_plugin *pl, time_t now)
         s->interval_start = now;
     }
     /* The first figures go out at the first tick, as the broker's do. */
-    if (pl->sys_interval <= 0 || (s->last_sys && now - s->last_sys < pl->sys_interval)) {
+    if (pl->cfg.sys_interval <= 0 || (s->last_sys && now - s->last_sys < pl->cfg.sys_interval)) {
         return;
     }
     s->last_sys = now;
     struct figure f[FIGURES];
     collect(pl, f);
     for (size_t i = 0; i < FIGURES; i++) {
-        publish(f[i].name, f[i].value, pl->sys_interval);
+        publish(f[i].name, f[i].value, pl->cfg.sys_interval);
     }
 }
 

@@ -1,8 +1,9 @@
 /* chat_store: the public interface of chat_store.h in front of a backend
  * (store_backend.h): it picks the backend at open, checks the arguments that
  * need no data, builds pages, and passes every other call to the backend's
- * ops. The design note of chat_store.h describes the LevelDB backend's keys
- * and the invariants every backend keeps.
+ * ops. chat_store.h states the conventions and the promises every backend
+ * keeps; the LevelDB backend's keys and invariants are the design note of
+ * leveldb/ldb_store.c.
  *
  * This file: errors, open and close, the store as a whole, repair and the
  * messages of other processes; the rest of the interface is in

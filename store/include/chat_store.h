@@ -2,119 +2,78 @@
  * that mosquitto-chat keeps; it knows nothing of MQTT. Behind these
  * functions a backend keeps the data, chosen at open
  * (chat_store_opts.backend): LevelDB, embedded in the process (the
- * default), or PostgreSQL, which several brokers share (store/pg; its
- * schema and failure modes are in docs/postgresql.md).
+ * default; its key layout and the invariants that keep the promises below
+ * are the design note at the top of store/leveldb/ldb_store.c), or
+ * PostgreSQL, which several brokers share (store/pg; its schema and failure
+ * modes are in docs/postgresql.md).
  *
- * Ownership: a chat_store is created by chat_store_open and freed by
- * chat_store_close. Bytes go in as (pointer, length) and are copied; bytes
- * that come out are heap memory owned by the caller, freed with the function
- * each prototype names. "Not found" is not an error: lookups report it
- * through a `found` flag.
+ * Conventions:
  *
- * Callbacks: the walks (chat_store_scan_forward, chat_store_groups,
- * chat_store_member_groups, chat_store_reads) call the caller's fn once per item; fn must not
- * be NULL (CHAT_EINVAL) and must not call the store. fn returns 0 to go on;
- * any other value stops the walk at once, without error: the call returns
- * CHAT_OK (a store error met before still fails it), and where the walk
- * says whether it reached the end (*more, *done) it says that it did not,
- * counting the item fn stopped on as not handed over. Why fn stopped (out
- * of room, out of time, an error of its own) is the caller's to keep, in
- * ctx.
+ * (1) Ownership. A chat_store is an opaque handle, created by
+ *     chat_store_open (or chat_store_open_opts) and freed by
+ *     chat_store_close, which accepts NULL. Bytes go in as (pointer, length)
+ *     or NUL-terminated names and are copied: the store keeps no pointer
+ *     the caller passed but the clock of chat_store_set_clock and its ctx.
+ *     Bytes that come out are heap memory owned by the caller, freed with
+ *     the function each prototype names (chat_page_destroy, or free());
+ *     strings the store returns itself (chat_strerror,
+ *     chat_store_incarnation, chat_store_last_error) are the store's,
+ *     never freed by the caller.
  *
- * Threading: one thread (the broker's) owns a store; calls must not overlap.
- * With CHAT_SYNC_BATCH the LevelDB store runs one thread of its own that
- * only fdatasyncs LevelDB's logs (or, when it cannot open them, writes a
- * synced empty batch). The LevelDB backend also takes its process for the
- * store's only writer: it answers heads, cursors and memberships from
- * memory. The PostgreSQL backend runs one thread that listens for other
- * brokers' messages and makes new connections (chat_store_feed); it caches
- * memberships only, and empties that cache whenever any broker changes one.
+ * (2) "Not found" is not an error. A lookup of a message, cursor, member or
+ *     marker that is not there returns CHAT_OK with *found false (and its
+ *     other results unspecified); an empty page or walk is CHAT_OK too.
  *
- * Design note: the LevelDB backend's key layout (store/leveldb/ldb_keys.h;
- * every integer is 8 bytes big-endian, so that byte order is id order and a
- * seek plus a forward scan reads a page):
+ * (3) Callbacks. The walks (chat_store_scan_forward, chat_store_groups,
+ *     chat_store_member_groups, chat_store_reads and those of
+ *     chat_store_ops.h) call the caller's fn once per item, on the caller's
+ *     thread, during the call; fn must not be NULL (CHAT_EINVAL) and must
+ *     not call the store. fn returns 0 to go on; any other value stops the
+ *     walk at once, without error: the call returns CHAT_OK (a store error
+ *     met before still fails it), and where the walk says whether it
+ *     reached the end (*more, *done) it says that it did not, counting the
+ *     item fn stopped on as not handed over. Why fn stopped (out of room,
+ *     out of time, an error of its own) is the caller's to keep, in ctx.
  *
- *   'H' g            -> floor (8)             the group exists (it had a message); the head
- *                                             is the highest of this, first - 1 and the
- *                                             group's newest 'M' id (invariant 1)
- *   'F' g            -> first (8)             lowest id still kept (retention)
- *   'M' g id         -> envelope bytes        one copy per message
- *   'C' g m d        -> cursor (8) used (8)   last id device d of member m acked, and
- *                                             when the device was last used (ms; older
- *                                             stores: the cursor alone, used = 0)
- *   'X' g m          -> max (8)               highest cursor any device of m has had
- *   'J' g m          -> joined (8) [gen (8)]  member m joined when head was this; gen
- *                                             when it joined during a deletion of g
- *   'G' m g          -> joined (8) [gen (8)]  the same, indexed by member
- *   'I' g m cid      -> id (8)                (group, from, cid) already stored
- *   'K' g id         -> m cid                 the 'I' key of message id, for its deletion
- *   'D' g            -> gen (8) bound (8) key a deletion of g under way: its generation,
- *                                             head + 1 when it began, its resume key
- *   'R' g m          -> read (8)              highest id member m has read (0: none yet),
- *                                             from its join on; m bare, so that a group's
- *                                             members come out in name order
- *   'N' g            -> count (8)             members of g (no record: none)
- *   '#' "deletions"  -> gen (8)               the last deletion's generation
- *   '#' "groups"     -> count (8)             the number of 'H' records (groups)
- *   '#' "incarnation"-> 32 hex digits         see chat_store_incarnation
- *   '#' "running"    -> mode (1) boot id      a run under way (invariant 7)
- *   '#' "format"     -> version (8)           the key layout's version: 2 since 'H' is
- *                                             a floor (issue 16); a store without it is
- *                                             version 1, read as it is and marked 2
- *   '#' "receipts"   -> 1 (1)                 'R' and 'N' are kept (a store from before
- *                                             gets them once, at open)
+ * (4) Threads. One thread (the broker's) owns a store; calls must not
+ *     overlap; callbacks and the clock run on that thread, inside a call.
+ *     The backends run threads of their own, which never call the
+ *     caller's functions: with CHAT_SYNC_BATCH the LevelDB store runs one
+ *     that only fdatasyncs LevelDB's logs (or, when it cannot open them,
+ *     writes a synced empty batch), and a store job (chat_store_job_start)
+ *     runs on one. The LevelDB backend also takes its process for the store's only
+ *     writer: it answers heads, cursors and memberships from memory. The
+ *     PostgreSQL backend runs one thread that listens for other brokers'
+ *     messages and makes new connections (chat_store_feed); it caches
+ *     memberships only, and empties that cache whenever any broker changes
+ *     one.
  *
- * where g, m, d and cid are length-prefixed strings (two bytes, big-endian),
- * so that no key is a prefix of another with a different meaning; the
- * exceptions are the g ending a 'G' key and the m ending an 'R' key, stored
- * bare so that a member's groups, and a group's members, come out in byte
- * order of their names.
+ * (5) Errors. Every fallible function returns a chat_err: CHAT_OK (0) or
+ *     one code of the enum below; its results are set on CHAT_OK, and
+ *     chat_store_open's *errmsg on failure. chat_strerror names a code;
+ *     chat_store_last_error says, after CHAT_EIO or CHAT_ECORRUPT, what
+ *     failed and where. Names (group, member, device, cid) longer than
+ *     CHAT_STORE_MAX_NAME, and other arguments out of range, get
+ *     CHAT_EINVAL. On the LevelDB backend the first write error wins: the
+ *     store then refuses every write with CHAT_EIO until it is reopened,
+ *     while reads go on; a read error fails its call only. A NULL store
+ *     (one closed while its owner waits to open it again) answers CHAT_EIO
+ *     (see chat_store_close).
  *
- * Invariants (1 to 4 and 6 hold for the data whatever keeps it; 5 and 7
- * are how the LevelDB backend deals with its files; the modules of
- * store/leveldb/ that keep each one are named in brackets; PostgreSQL keeps
- * 1 to 4 and 6 in transactions, 1 by the group's counter row lock, and
- * has no files of its own to deal with):
- *   1. Ids of a group are 1..head with no gap, and no id is given twice.
- *      The head is not written with each message (it cost a record per
- *      message, format 2): it is max('H', first - 1, the newest 'M' id).
- *      'H' is written with the group's first message (and counted in
- *      '#groups' in that batch), and every batch that deletes a group's
- *      newest message puts its id in 'H' (retention's last step, a
- *      deletion's first), so a crash at any point leaves a head at least
- *      every id ever given. [ldb_log, ldb_trim, ldb_delete]
- *   2. first <= head + 1; every id in [first, head] has an 'M' record, and
- *      no read returns an id below first. [ldb_log, ldb_trim, ldb_delete]
- *   3. A cursor never moves back and never exceeds head; 'X' g m is at
- *      least every cursor of m's devices, written in the batch that moves
- *      one (a store from before 'X' computes it once from the cursors).
- *      [ldb_cursor]
- *   4. 'J' g m exists if and only if 'G' m g exists. [ldb_member,
- *      ldb_delete]
- *   5. The first WRITE error wins: after a failed write (or a failed
- *      background sync) every write is refused with CHAT_EIO until the
- *      store is reopened, since LevelDB may hold part of what it was given.
- *      A failed READ (a damaged block, caught by LevelDB's checksums, which
- *      every read verifies) fails that call only: one bad block must not
- *      stop every publish to every group. (LevelDB itself still stops all
- *      writes if one of its background compactions hits the damage; that
- *      store then needs repair.) [ldb_db, ldb_syncer]
- *   6. Every key has a way to be deleted: an 'I' entry has its 'K' reverse
- *      (written in the message's batch, deleted with the message); an 'I'
- *      without one (stores from before 'K') counts only while its id is at
- *      least first, and a group deletion removes it. [ldb_log, ldb_trim,
- *      ldb_delete]
- *   7. A new incarnation is on disk before the first write that could reuse
- *      an id: chat_store_open syncs it with this run's marker before it
- *      returns, and only a clean close (everything synced) removes the
- *      marker. [ldb_run]
- *   8. 'R' g m exists if and only if m is a member of g whose membership
- *      counts, and 'N' g is the number of them: both are written in the
- *      batches that add and remove members; a group deletion's first batch
- *      drops 'N' (no earlier membership counts from then on) and its walk
- *      the old 'R' records. A read marker never moves back and never
- *      exceeds head; it moves in the batch that moves the reading device's
- *      cursor to it. [ldb_member, ldb_delete, ldb_read]
+ * What every backend promises about the data, named so that the code that
+ * keeps each promise can say which (habit 19 of STYLE.md):
+ *   dense-ids       Ids of a group are 1..head with no gap, and no id is
+ *                   given twice: the head never goes back, not even when a
+ *                   group is deleted or retention removes its newest
+ *                   messages.
+ *   kept-range      first <= head + 1; every id in [first, head] is stored,
+ *                   and no read returns an id below first.
+ *   cursor-forward  A device's cursor never moves back and never exceeds
+ *                   head; a member's maximum cursor is at least every
+ *                   cursor of its devices.
+ *   read-forward    Only a member has a read marker; it never moves back,
+ *                   never exceeds head, and moves in the same write that
+ *                   moves the reading device's cursor to it.
  */
 #ifndef CHAT_STORE_H
 #define CHAT_STORE_H
@@ -175,7 +134,7 @@ const char *chat_strerror(chat_err err);
  * owns the store; free it with chat_store_close. On failure, *errmsg (if not
  * NULL) receives a malloc'd description to free().
  *
- * Every open is a run (invariant 7): it writes, synced, a marker holding
+ * Every open is a run: it writes, synced, a marker holding
  * the kernel's boot id and the sync mode, which a clean close removes. A
  * marker found at open means the previous run did not close; when the
  * machine has restarted since (another boot id) and that run did not sync
@@ -298,7 +257,7 @@ chat_err chat_store_sync(chat_store *st);
 
 /* CHAT_SYNC_BATCH: asks the store's background thread to force every write
  * so far to stable storage, and returns at once; a failure of that sync
- * makes later writes fail with CHAT_EIO (invariant 5). Other modes:
+ * makes later writes fail with CHAT_EIO (convention 5). Other modes:
  * chat_store_sync. */
 chat_err chat_store_sync_async(chat_store *st);
 
@@ -351,7 +310,7 @@ typedef struct chat_appended {
 /* Stores one message in group: takes the next id and the time, writes the
  * envelope with them filled in (see chat_envelope) and, when cid is not
  * NULL, the (group, from, cid) index entry and its reverse, all in one
- * write (invariant 1: the message is the new head). When cid is not NULL and (group, from, cid)
+ * write (dense-ids: the message is the new head). When cid is not NULL and (group, from, cid)
  * is already stored (and still kept: see chat_store_cid_find), nothing is
  * written: out says duplicate and holds the original id and envelope, so
  * that a retry, even one sent to another broker on a shared backend,
@@ -467,7 +426,7 @@ chat_err chat_store_expire_devices(chat_store *st, int64_t older_than_ms, size_t
  * id kept afterwards: the caller repeats, on later turns of its loop, while
  * *first_now < before. Deleting nothing is not an error.
  *
- * The cid entries go with their messages (invariant 6): a retry of an
+ * The cid entries go with their messages: a retry of an
  * expired message is no longer recognised and is stored anew. */
 chat_err chat_store_trim(chat_store *st, const char *group, uint64_t before, size_t max_keys,
                          uint64_t *first_now);

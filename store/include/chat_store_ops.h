@@ -3,8 +3,9 @@
  * the offline tool mqchat-store; the part of the public interface that the
  * message path never calls. chat_store.h includes this header at its end,
  * so that `#include "chat_store.h"` gives the whole interface; this header
- * includes chat_store.h for its types, conventions (ownership, callbacks,
- * threading) and the invariants the design note there numbers. */
+ * includes chat_store.h for its types, its numbered conventions
+ * (ownership, "not found", callbacks, threads, errors) and the promises it
+ * names. */
 #ifndef CHAT_STORE_OPS_H
 #define CHAT_STORE_OPS_H
 
@@ -42,7 +43,7 @@ chat_err chat_store_group_init(chat_store *st, const char *group, uint64_t head)
  * its ids are dense (a message for every id from first to head, none
  * outside), that head is the highest id stored, that first <= head + 1,
  * that no cursor and no maximum cursor record is above head, and that
- * membership records come in pairs (invariant 4); every record is read,
+ * membership records come in pairs (LevelDB's member-pairs); every record is read,
  * so LevelDB's checksums find damaged blocks too. Calls fn(ctx, group,
  * problem) once per problem found (group "" for a problem of no group) and
  * counts them in *problems; *groups receives the groups checked. A read
@@ -51,7 +52,7 @@ chat_err chat_store_group_init(chat_store *st, const char *group, uint64_t head)
  * from one snapshot (brokers may be writing it meanwhile), in one
  * statement that may take up to an hour; its membership records cannot
  * come unpaired, so it looks instead at memberships begun above head and at
- * cursors above their member's maximum cursor (invariant 3). */
+ * cursors above their member's maximum cursor (invariant cursor-forward). */
 typedef void (*chat_problem_fn)(void *ctx, const char *group, const char *problem);
 chat_err chat_store_check(chat_store *st, chat_problem_fn fn, void *ctx, uint64_t *groups,
                           uint64_t *problems);

@@ -314,7 +314,7 @@ static void check_cursors(struct check *c, const char *group, char tag, uint64_t
     leveldb_iter_destroy(it);
 }
 
-/* Memberships of one group: every 'J' g m has its 'G' m g (invariant 4). */
+/* Memberships of one group: every 'J' g m has its 'G' m g (invariant member-pairs). */
 static void check_members(struct check *c, const char *group)
 {
     key prefix;

@@ -12,9 +12,9 @@
 #define PROBES 6u
 
 struct ldb_cidf {
-    _Atomic uint64_t *bits;         /* the filter; only ever ORed into (invariant 2) */
+    _Atomic uint64_t *bits;         /* the filter; only ever ORed into (bits-only-set) */
     size_t blocks;                  /* a power of two */
-    atomic_bool ready;              /* the scan ended and found every key (invariant 4) */
+    atomic_bool ready;              /* the scan ended and found every key (filled-at-open) */
     atomic_bool stop;               /* destroy asks the scan to end */
     _Atomic uint64_t keys;          /* 'I' keys the scan found */
     _Atomic uint64_t ms;            /* the scan's time */
@@ -167,7 +167,7 @@ ldb_cidf *ldb_cidf_create(ldb *st, size_t bytes, bool hold)
     pthread_mutex_init(&f->lock, NULL);
     pthread_cond_init(&f->cond, NULL);
     /* Taken here, before the store is handed out: every 'I' key written
-     * later goes through ldb_cidf_add (invariant 4). */
+     * later goes through ldb_cidf_add (filled-at-open). */
     f->snap = leveldb_create_snapshot(st->db);
     if (store_thread_start(&f->thread, scan, f) != 0) {
         leveldb_release_snapshot(st->db, f->snap);

@@ -3,21 +3,24 @@
  * common case: a new message) need not ask LevelDB. Private to
  * store/leveldb.
  *
- * Design (numbered invariants):
- *  1. Exact in one direction: "absent" is answered only for a key whose
- *     bits are not all set, and every 'I' key in the store has its bits set
- *     before the filter says it is ready. A false "absent" would give a
- *     retried message a second id, so anything else ("maybe") goes to
- *     LevelDB as before (ldb_cid_find).
- *  2. Bits are only ever set, never cleared: a deleted or trimmed 'I' key
- *     keeps its bits and only costs selectivity.
- *  3. Every writer of an 'I' key into an open store adds it: ldb_append,
- *     the only one (ldb_copy writes a new store that is not open; jobs,
- *     trims and deletions only delete 'I' keys).
- *  4. Filled at open by a thread scanning a snapshot of the 'I' keys taken
- *     before the store is handed out: keys written later are added by (3).
- *     Until the scan ends, and for ever if it fails, the filter is not
- *     ready and every lookup goes to LevelDB.
+ * Design (invariants, by name):
+ *   absent-exact    Exact in one direction: "absent" is answered only for a
+ *                   key whose bits are not all set, and every 'I' key in the
+ *                   store has its bits set before the filter says it is ready.
+ *                   A false "absent" would give a retried message a second id,
+ *                   so anything else ("maybe") goes to LevelDB as before
+ *                   (ldb_cid_find).
+ *   bits-only-set   Bits are only ever set, never cleared: a deleted or
+ *                   trimmed 'I' key keeps its bits and only costs selectivity.
+ *   writers-add     Every writer of an 'I' key into an open store adds it:
+ *                   ldb_append, the only one (ldb_copy writes a new store that
+ *                   is not open; jobs, trims and deletions only delete 'I'
+ *                   keys).
+ *   filled-at-open  Filled at open by a thread scanning a snapshot of the 'I'
+ *                   keys taken before the store is handed out: keys written
+ *                   later are added (writers-add). Until the scan ends, and
+ *                   for ever if it fails, the filter is not ready and every
+ *                   lookup goes to LevelDB.
  *
  * Memory: a fixed size (LDB_CIDF_BYTES, 8 MiB), a blocked Bloom filter of
  * 512-bit blocks with 6 bits per key: about 1% false positives (0.96%
@@ -55,7 +58,7 @@ void ldb_cidf_destroy(ldb_cidf *f);
  * adds it, and hashes it once for both. */
 uint64_t ldb_cidf_hash(const char *k, size_t len);
 
-/* Adds an 'I' key by its hash (invariant 3). Accepts NULL. */
+/* Adds an 'I' key by its hash (writers-add). Accepts NULL. */
 void ldb_cidf_add(ldb_cidf *f, uint64_t h);
 
 /* True only when the key of hash h is surely not in the store: the filter

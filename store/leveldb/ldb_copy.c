@@ -165,7 +165,7 @@ chat_err ldb_copy_message(ldb_copy *c, const char *group, uint64_t id, const cha
 }
 
 /* The member count of the group whose memberships came last (invariant
- * 8), once they all came. */
+ * read-markers), once they all came. */
 static chat_err put_count(ldb_copy *c)
 {
     chat_err rc = c->count.len > 0 ? put_u64s(c, &c->count, c->members, NULL) : CHAT_OK;

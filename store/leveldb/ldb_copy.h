@@ -3,7 +3,7 @@
  * LevelDB store, so that mqchat-store reads it and a broker on LevelDB
  * opens it. The caller hands over the live state of the data (messages
  * from first to head, live memberships, cursors, maximum cursors); this
- * module writes them in the key layout of chat_store.h, as the LevelDB
+ * module writes them in the key layout of ldb_store.c's design note, as the LevelDB
  * backend itself would have. Private to store/.
  *
  * The copy is written in "<dest>.partial" and renamed to dest by

@@ -83,7 +83,7 @@ chat_err ldb_cursor_max(chat_store *cs, const char *group, const char *member, u
 }
 
 /* Adds to wb what keeps the member's 'X' record at least `to` (invariant
- * 3): a put when it is lower, or when it is missing (then at least the
+ * cursor-forward): a put when it is lower, or when it is missing (then at least the
  * highest device cursor, for stores from before 'X'). */
 static chat_err raise_max(ldb *st, const char *group, const char *member, uint64_t to,
                           leveldb_writebatch_t *wb)
@@ -213,7 +213,7 @@ chat_err ldb_cursor_start(chat_store *cs, const char *group, const char *member,
     if (rc != CHAT_OK || !have) {
         return rc;
     }
-    /* Invariant 3: the 'X' record is the member's most advanced device,
+    /* cursor-forward: the 'X' record is the member's most advanced device,
      * one lookup however many devices it has had. */
     uint64_t best = 0;
     bool any = false;

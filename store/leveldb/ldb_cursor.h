@@ -1,5 +1,5 @@
 /* ldb_cursor: device cursors and members' maximum cursors in the LevelDB
- * backend ('C' and 'X' records, invariant 3): reads, advances, the start
+ * backend ('C' and 'X' records, invariant cursor-forward): reads, advances, the start
  * of a new device, last-use stamps and device expiry. Private to
  * store/leveldb.
  */
@@ -18,7 +18,7 @@ store_cursor_info_fn ldb_cursor_info;
  * records. */
 store_cursor_max_fn ldb_cursor_max;
 
-/* 'C' and, when it moves, 'X' in one batch (invariant 3), as
+/* 'C' and, when it moves, 'X' in one batch (invariant cursor-forward), as
  * ldb_cursor_advance_add makes it. */
 store_cursor_advance_fn ldb_cursor_advance;
 

@@ -38,7 +38,7 @@ chat_err ldb_corrupt_key(ldb *st, const char *k, size_t len, size_t vlen)
     return CHAT_ECORRUPT;
 }
 
-/* A failed write: latches failure (invariant 5), since LevelDB may have
+/* A failed write: latches failure (invariant write-latch), since LevelDB may have
  * written part of what it was given, and remembers why for the refusals
  * that follow. */
 static chat_err write_error(ldb *st, char *err, const char *k, size_t len)

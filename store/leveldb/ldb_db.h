@@ -1,6 +1,6 @@
 /* ldb_db: the LevelDB backend's handle and what every part of it reads and
  * writes through: records and the cache, write batches, and the errors
- * (invariant 5: the first write error latches, a read error fails its call
+ * (invariant write-latch: the first write error latches, a read error fails its call
  * only). Private to store/leveldb.
  *
  * The cache (chat_cache) holds the small records ('H', 'F', 'C', 'X', 'J',
@@ -59,7 +59,7 @@ typedef struct ldb {
     leveldb_writebatch_t *append_wb;   /* ldb_append's, cleared and reused (one writer) */
     chat_sync sync;
     bool dirty;                /* written since the last chat_store_sync */
-    atomic_bool failed;        /* invariant 5: the first write error makes the store read-only */
+    atomic_bool failed;        /* write-latch: the first write error makes the store read-only */
     _Atomic uint64_t appended; /* messages appended (acknowledged once the call returns) */
     char latched[CHAT_STORE_ERROR_MAX]; /* why failed was set (the broker's thread's writes) */
     struct ldb_syncer *sync_thread;     /* CHAT_SYNC_BATCH: fsyncs beside the broker */
@@ -105,7 +105,7 @@ chat_err ldb_walk(ldb *st, const key *prefix, ldb_visit_fn *fn, void *ctx);
 
 /* A failed read: maps LevelDB's message to CHAT_ECORRUPT (a checksum or a
  * block that does not parse) or CHAT_EIO, records it with what was being
- * read, and frees it. Reads never latch failure (invariant 5): one damaged
+ * read, and frees it. Reads never latch failure (invariant write-latch): one damaged
  * block fails the requests that touch it, not every later write. */
 chat_err ldb_read_error(ldb *st, char *err, const char *what);
 

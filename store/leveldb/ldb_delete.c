@@ -227,12 +227,12 @@ chat_err ldb_group_delete(chat_store *cs, const char *group, size_t max_keys, bo
         rc = deletion_start(st, &del, head, wb);
         if (head > 0) {
             /* 'H' holds the head before the walk deletes the messages the
-             * head was read from (invariant 1). */
+             * head was read from (invariant dense-ids). */
             ldb_batch_put(wb, &kh, head);
             ldb_batch_put(wb, &kf, del.bound);
         }
         /* No membership from before counts any more: neither does it in
-         * the member count (invariant 8), which joins from now on raise
+         * the member count (invariant read-markers), which joins from now on raise
          * from zero. */
         leveldb_writebatch_delete(wb, kn.buf, kn.len);
     }

@@ -1,4 +1,4 @@
-/* ldb_keys: the LevelDB backend's key layout (chat_store.h's design note)
+/* ldb_keys: the LevelDB backend's key layout (ldb_store.c's design note)
  * and its encoding: a tag byte, length-prefixed strings and 8-byte
  * big-endian integers, so that byte order is id order and a seek plus a
  * forward scan reads a page. Private to store/leveldb.
@@ -46,7 +46,7 @@
  * before the '#format' record is version 1; a layout that older code would
  * misread takes the next number, and older code then refuses the store.
  * Version 2: 'H' is no longer written with every message but is a floor of
- * the head (chat_store.h, invariant 1); code of version 1 would take it for
+ * the head (invariant dense-ids); code of version 1 would take it for
  * the head and give ids again. Version 2 reads version 1 stores as they are
  * and marks them 2 at open. */
 #define LDB_FORMAT 2u
@@ -214,7 +214,7 @@ static inline void read_key(key *k, const char *group, const char *member)
 
 /* A message's cid index entry ('I' group from cid -> id) and its reverse
  * ('K' group id -> the value kv, from and cid), as an append writes them
- * (invariant 6): whoever deletes the message finds the entry by id.
+ * (invariant deletable-keys): whoever deletes the message finds the entry by id.
  * Returns false when one of them overflows (a name too long for a key). */
 static inline bool cid_key(key *ki, const char *group, const char *from, const char *cid)
 {

@@ -18,9 +18,9 @@ chat_err ldb_first(chat_store *cs, const char *group, uint64_t *first)
     return ldb_get_u64(ldb_of(cs), &k, first, &found);
 }
 
-/* The head as the records say it (invariant 1): the 'H' record, the floor
+/* The head as the records say it (invariant dense-ids): the 'H' record, the floor
  * first - 1, or the newest message above both. Every id in [first, head]
- * has its message (invariant 2), and a batch that deletes the message at
+ * has its message (invariant kept-range), and a batch that deletes the message at
  * head puts 'H' = head, so when no message lies above the floor the floor
  * is the head, and when one does the newest message is the head and live:
  * the backward step lands on it, never on deleted keys. A seek, not a
@@ -199,7 +199,7 @@ chat_err ldb_append(chat_store *cs, const char *group, const char *from, const c
     leveldb_writebatch_clear(wb);
     leveldb_writebatch_put(wb, km.buf, km.len, out->env, out->len);
     put_u64(val, id);
-    /* The message is the new head (invariant 1): no 'H' record per
+    /* The message is the new head (invariant dense-ids): no 'H' record per
      * message, only a group's first, which makes it a group and is
      * counted in the same batch. */
     if (head == 0) {
@@ -291,7 +291,7 @@ chat_err ldb_scan(chat_store *cs, const char *group, uint64_t from_id, bool forw
         return CHAT_EINVAL;
     }
     /* Ids below first are gone even while a group deletion has not yet
-     * removed their records (invariant 2). */
+     * removed their records (invariant kept-range). */
     rc = ldb_first(cs, group, &first);
     if (rc != CHAT_OK) {
         return rc;
@@ -394,7 +394,7 @@ chat_err ldb_groups(chat_store *cs, const char *after, size_t max, chat_head_fn 
         name[n] = '\0';
         seen++;
         /* The record is a floor of the head, the head itself only when
-         * written last (invariant 1): the head comes from the cache, or
+         * written last (invariant dense-ids): the head comes from the cache, or
          * from the group's newest message. */
         uint64_t head = 0;
         rc = ldb_head(cs, name, &head);

@@ -12,7 +12,7 @@
  * functions of the same names; each comment says how this backend does it. */
 
 /* The head through the cache (under the 'H' key); on a miss, the 'H'
- * record, first and one seek into the group's messages (invariant 1); 0
+ * record, first and one seek into the group's messages (invariant dense-ids); 0
  * for a group that never had a message. */
 store_head_fn ldb_head;
 
@@ -22,8 +22,8 @@ store_first_fn ldb_first;
 /* A cid already stored answers with its message (an 'I' and an 'M'
  * lookup); else the message under head + 1 (the cached head: this process
  * is the only writer), for a new group its 'H' record and the groups'
- * count, and the cid keys both ways ('I', 'K'), in one batch (invariants 1
- * and 6). */
+ * count, and the cid keys both ways ('I', 'K'), in one batch (invariants dense-ids
+ * and deletable-keys). */
 store_append_fn ldb_append;
 
 /* One 'I' lookup (a Bloom filter answers most), valid while its id is at
@@ -34,7 +34,7 @@ store_cid_find_fn ldb_cid_find;
 store_get_fn ldb_get;
 
 /* One iterator over the group's 'M' range, in either direction, that
- * never returns an id below first (invariant 2). */
+ * never returns an id below first (invariant kept-range). */
 store_scan_fn ldb_scan;
 
 /* An iterator over the 'H' records, from the one after `after`, each

@@ -1,6 +1,6 @@
 /* ldb_member: memberships in the LevelDB backend ('J' and 'G' records,
- * invariant 4), with their generations while a group is being deleted, and
- * the member count ('N', invariant 8); a membership starts with its read
+ * invariant member-pairs), with their generations while a group is being deleted, and
+ * the member count ('N', invariant read-markers); a membership starts with its read
  * marker ('R') and ends with it and its cursors. Private to store/leveldb.
  */
 #ifndef LDB_MEMBER_H
@@ -20,7 +20,7 @@ chat_err ldb_membership_live(ldb *st, const char *group, size_t glen, const rec 
  * says the group is being deleted. */
 store_member_get_fn ldb_member_get;
 
-/* 'J', 'G', 'R' (0) and 'N' in one batch (invariants 4 and 8), with a
+/* 'J', 'G', 'R' (0) and 'N' in one batch (invariants member-pairs and read-markers), with a
  * deletion's generation and without the old cursors while the group is
  * being deleted. */
 store_member_add_fn ldb_member_add;

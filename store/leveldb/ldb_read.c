@@ -32,7 +32,7 @@ chat_err ldb_read_advance(chat_store *cs, const char *group, const char *member,
     if (kr.overflow) {
         return CHAT_EINVAL;
     }
-    /* Only a member has a marker (invariant 8). */
+    /* Only a member has a marker (invariant read-markers). */
     chat_err rc = ldb_member_get(cs, group, member, &joined, found);
     if (rc != CHAT_OK || !*found) {
         return rc;

@@ -1,5 +1,5 @@
 /* ldb_read: read markers in the LevelDB backend ('R' records, invariant
- * 8): moving one forward with the device ack it implies, reading one, the
+ * read-markers): moving one forward with the device ack it implies, reading one, the
  * walk over a group's members in name order that receipts page through,
  * and the one-time upgrade that gives a store from before read markers its
  * 'R' and 'N' records. Private to store/leveldb.

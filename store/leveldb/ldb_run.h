@@ -1,4 +1,4 @@
-/* ldb_run: the run marker and the incarnation (invariant 7). An open
+/* ldb_run: the run marker and the incarnation (invariant incarnation-first). An open
  * starts a run, which a clean close ends; an open that finds the previous
  * run unfinished after a reboot, when not every append was synced, draws a
  * new incarnation. Private to store/leveldb.
@@ -12,7 +12,7 @@
  * digits. False when the kernel gave too few bytes. */
 bool ldb_new_incarnation(char out[STORE_INCARNATION_LEN + 1]);
 
-/* Starts a run (invariant 7): refuses a store of a newer format
+/* Starts a run (invariant incarnation-first): refuses a store of a newer format
  * (CHAT_EFORMAT, see LDB_FORMAT) before writing anything, and writes the
  * format record where it is missing; reads the previous run's marker and the
  * incarnation, replaces the incarnation when the previous run ended in a

@@ -1,5 +1,110 @@
 /* ldb_store: the LevelDB backend's constructor and ops table, and the ops
- * of the whole store: close, figures, compaction, syncs (see ldb_store.h). */
+ * of the whole store: close, figures, compaction, syncs (see ldb_store.h).
+ * Its design note comes first: the key layout of the whole backend and the
+ * invariants its modules keep, which every file of store/leveldb/ cites by
+ * name.
+ *
+ * Design note: the key layout (ldb_keys.h encodes it; every integer is 8
+ * bytes big-endian, so that byte order is id order and a seek plus a
+ * forward scan reads a page):
+ *
+ *   'H' g            -> floor (8)             the group exists (it had a message); the head
+ *                                             is the highest of this, first - 1 and the
+ *                                             group's newest 'M' id (dense-ids)
+ *   'F' g            -> first (8)             lowest id still kept (retention)
+ *   'M' g id         -> envelope bytes        one copy per message
+ *   'C' g m d        -> cursor (8) used (8)   last id device d of member m acked, and
+ *                                             when the device was last used (ms; older
+ *                                             stores: the cursor alone, used = 0)
+ *   'X' g m          -> max (8)               highest cursor any device of m has had
+ *   'J' g m          -> joined (8) [gen (8)]  member m joined when head was this; gen
+ *                                             when it joined during a deletion of g
+ *   'G' m g          -> joined (8) [gen (8)]  the same, indexed by member
+ *   'I' g m cid      -> id (8)                (group, from, cid) already stored
+ *   'K' g id         -> m cid                 the 'I' key of message id, for its deletion
+ *   'D' g            -> gen (8) bound (8) key a deletion of g under way: its generation,
+ *                                             head + 1 when it began, its resume key
+ *   'R' g m          -> read (8)              highest id member m has read (0: none yet),
+ *                                             from its join on; m bare, so that a group's
+ *                                             members come out in name order
+ *   'N' g            -> count (8)             members of g (no record: none)
+ *   '#' "deletions"  -> gen (8)               the last deletion's generation
+ *   '#' "groups"     -> count (8)             the number of 'H' records (groups)
+ *   '#' "incarnation"-> 32 hex digits         see chat_store_incarnation
+ *   '#' "running"    -> mode (1) boot id      a run under way (incarnation-first)
+ *   '#' "format"     -> version (8)           the key layout's version: 2 since 'H' is
+ *                                             a floor (issue 16); a store without it is
+ *                                             version 1, read as it is and marked 2
+ *   '#' "receipts"   -> 1 (1)                 'R' and 'N' are kept (a store from before
+ *                                             gets them once, at open)
+ *
+ * where g, m, d and cid are length-prefixed strings (two bytes, big-endian),
+ * so that no key is a prefix of another with a different meaning; the
+ * exceptions are the g ending a 'G' key and the m ending an 'R' key, stored
+ * bare so that a member's groups, and a group's members, come out in byte
+ * order of their names.
+ *
+ * Invariants, by name. dense-ids, kept-range, cursor-forward and the
+ * read-forward part of read-markers are the promises of chat_store.h, here
+ * in terms of the keys; the others are this backend's own (member-pairs and
+ * deletable-keys are how its keys stay consistent, write-latch and
+ * incarnation-first how it deals with its files). The modules that keep
+ * each one are named in brackets. (PostgreSQL keeps the promises in
+ * transactions, dense-ids by the group's counter row lock, and has no
+ * files of its own to deal with: see docs/postgresql.md.)
+ *
+ *   dense-ids          Ids of a group are 1..head with no gap, and no id is
+ *                      given twice. The head is not written with each
+ *                      message (it cost a record per message, format 2): it
+ *                      is max('H', first - 1, the newest 'M' id). 'H' is
+ *                      written with the group's first message (and counted
+ *                      in '#groups' in that batch), and every batch that
+ *                      deletes a group's newest message puts its id in 'H'
+ *                      (retention's last step, a deletion's first), so a
+ *                      crash at any point leaves a head at least every id
+ *                      ever given. [ldb_log, ldb_trim, ldb_delete]
+ *   kept-range         first <= head + 1; every id in [first, head] has an
+ *                      'M' record, and no read returns an id below first.
+ *                      [ldb_log, ldb_trim, ldb_delete]
+ *   cursor-forward     A cursor never moves back and never exceeds head;
+ *                      'X' g m is at least every cursor of m's devices,
+ *                      written in the batch that moves one (a store from
+ *                      before 'X' computes it once from the cursors).
+ *                      [ldb_cursor]
+ *   member-pairs       'J' g m exists if and only if 'G' m g exists.
+ *                      [ldb_member, ldb_delete]
+ *   write-latch        The first WRITE error wins: after a failed write (or
+ *                      a failed background sync) every write is refused
+ *                      with CHAT_EIO until the store is reopened, since
+ *                      LevelDB may hold part of what it was given. A failed
+ *                      READ (a damaged block, caught by LevelDB's
+ *                      checksums, which every read verifies) fails that
+ *                      call only: one bad block must not stop every publish
+ *                      to every group. (LevelDB itself still stops all
+ *                      writes if one of its background compactions hits the
+ *                      damage; that store then needs repair.) [ldb_db,
+ *                      ldb_syncer]
+ *   deletable-keys     Every key has a way to be deleted: an 'I' entry has
+ *                      its 'K' reverse (written in the message's batch,
+ *                      deleted with the message); an 'I' without one
+ *                      (stores from before 'K') counts only while its id is
+ *                      at least first, and a group deletion removes it.
+ *                      [ldb_log, ldb_trim, ldb_delete]
+ *   incarnation-first  A new incarnation is on disk before the first write
+ *                      that could reuse an id: chat_store_open syncs it
+ *                      with this run's marker before it returns, and only a
+ *                      clean close (everything synced) removes the marker.
+ *                      [ldb_run]
+ *   read-markers       'R' g m exists if and only if m is a member of g
+ *                      whose membership counts, and 'N' g is the number of
+ *                      them: both are written in the batches that add and
+ *                      remove members; a group deletion's first batch drops
+ *                      'N' (no earlier membership counts from then on) and
+ *                      its walk the old 'R' records. A read marker never
+ *                      moves back and never exceeds head; it moves in the
+ *                      batch that moves the reading device's cursor to it
+ *                      (read-forward). [ldb_member, ldb_delete, ldb_read]
+ */
 #include "ldb_store.h"
 #include "ldb_cidf.h"
 #include "ldb_cursor.h"
@@ -88,7 +193,7 @@ static void op_close(chat_store *cs)
     st->cidf = NULL;
     if (st->db && st->running && !atomic_load(&st->failed) && ldb_sync_all_logs(st->path)) {
         /* A clean close: everything is on disk, and the next open must not
-         * take this run for one that lost writes (invariant 7). A close
+         * take this run for one that lost writes (invariant incarnation-first). A close
          * after a write error leaves the marker. */
         ldb_run_end(st);
     }
@@ -342,7 +447,7 @@ chat_err ldb_open(const char *path, const chat_store_opts *opts, chat_store **ou
         goto fail;
     }
     /* Last, when nothing else at open writes: its snapshot is the store
-     * every later 'I' key is added to (ldb_cidf.h, invariant 4). Without
+     * every later 'I' key is added to (ldb_cidf.h, filled-at-open). Without
      * memory for it, LevelDB answers every lookup as before. */
     st->cidf = ldb_cidf_create(st, opts->cid_filter_bytes, opts->cid_filter_hold);
     *out = &st->base;

@@ -10,7 +10,7 @@
 #define LDB_NAME "leveldb"
 
 /* The LevelDB backend's constructor (store_open_fn): makes the directory
- * if missing, opens LevelDB in it, starts a run (invariant 7) and, with
+ * if missing, opens LevelDB in it, starts a run (invariant incarnation-first) and, with
  * CHAT_SYNC_BATCH, the syncer thread. */
 store_open_fn ldb_open;
 

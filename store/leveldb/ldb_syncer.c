@@ -242,7 +242,7 @@ static void *syncer_main(void *arg)
         }
         if (e != 0) {
             /* A sync that failed may have lost what it was to keep:
-             * invariant 5, as for a failed write. */
+             * invariant write-latch, as for a failed write. */
             store_set_text(sy->err, sizeof(sy->err), "syncing %s in %s: %s", why, sy->st->path,
                            strerror(e));
             atomic_store(&sy->st->failed, true);

@@ -119,7 +119,7 @@ chat_err ldb_trim(chat_store *cs, const char *group, uint64_t before, size_t max
         return CHAT_EINVAL;
     }
     /* One bounded batch per call, 'F' moving with it: a crash between two
-     * calls leaves invariants 2 and 6 intact, and one call's work on the
+     * calls leaves invariants kept-range and deletable-keys intact, and one call's work on the
      * broker's thread is bounded however long the backlog. */
     uint64_t stop = before - first > max_keys ? first + max_keys : before;
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
@@ -131,7 +131,7 @@ chat_err ldb_trim(chat_store *cs, const char *group, uint64_t before, size_t max
     if (rc == CHAT_OK && stop == head + 1) {
         /* The newest message goes: 'H' keeps its id, in the same batch,
          * or the head would fall back to an older message and ids held
-         * by clients would be given again (invariant 1). */
+         * by clients would be given again (invariant dense-ids). */
         put_u64(val, head);
         leveldb_writebatch_put(wb, kh.buf, kh.len, val, sizeof(val));
     }

@@ -1,6 +1,6 @@
 /* ldb_trim: retention in the LevelDB backend: a group's oldest messages
  * and their cid keys deleted in bounded batches that move 'F' along
- * (invariants 2 and 6). Private to store/leveldb.
+ * (invariants kept-range and deletable-keys). Private to store/leveldb.
  */
 #ifndef LDB_TRIM_H
 #define LDB_TRIM_H

@@ -33,7 +33,7 @@ store_group_init_fn pg_group_init;
  * writer connection with a deadline of PG_CHECK_TIMEOUT_MS. Membership
  * records are one row here, so they cannot come unpaired; the check looks
  * instead at memberships that begin above head and at cursors above their
- * member's maximum (invariant 3). Rows are read through PostgreSQL, which
+ * member's maximum (invariant cursor-forward). Rows are read through PostgreSQL, which
  * verifies its pages' checksums when the cluster has them (initdb -k). */
 store_check_fn pg_check;
 

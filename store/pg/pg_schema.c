@@ -384,7 +384,7 @@ const char *const pg_schema_sql[] = {
     "    problem := format('the membership of %s began at %s, above head %s',\n"
     "      left(r.member, 200), r.joined, r.head); RETURN NEXT;\n"
     "  END LOOP;\n"
-    /* invariant 3: the member's maximum is at least every cursor of its
+    /* invariant cursor-forward: the member's maximum is at least every cursor of its
      * devices (expiry keeps it when the cursors go) */
     "  FOR r IN SELECT cc.grp, cc.member, cc.device, cc.acked, x.acked AS mx\n"
     "      FROM chat_cursors cc LEFT JOIN chat_cursor_max x\n"

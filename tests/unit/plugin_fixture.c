@@ -77,10 +77,12 @@ bool plugin_fixture_open(struct plugin_fixture *fx, const char *const *opts,
         free(errmsg);
         goto done;
     }
-    /* The broker sends ticks: nothing runs the chores from client events. */
-    fx->pl.ticks_seen = true;
-    ok = chat_peers_init(&fx->pl) && chat_replay_init(&fx->pl) && chat_presence_init(&fx->pl);
-    if (!ok) {
+    ok = chat_states_init(&fx->pl);
+    if (ok) {
+        /* The broker sends ticks: nothing runs the tick's work from client
+         * events. */
+        chat_tick_set_seen(&fx->pl);
+    } else {
         fprintf(stderr, "plugin_fixture: out of memory\n");
     }
 
@@ -96,12 +98,7 @@ done:
 
 void plugin_fixture_close(struct plugin_fixture *fx)
 {
-    chat_replay_free_all(&fx->pl);
-    chat_presence_free(&fx->pl);
-    chat_peers_free(&fx->pl);
-    chat_admin_free(&fx->pl);
-    free(fx->pl.last_env);
-    fx->pl.last_env = NULL;
+    chat_states_free(&fx->pl);
     chat_store_close(fx->pl.store);
     fx->pl.store = NULL;
     chat_config_free(&fx->pl.cfg);

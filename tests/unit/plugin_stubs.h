@@ -11,8 +11,8 @@
  *     environment also prints them to stderr);
  *   - mosquitto_malloc and friends are malloc, with a failure to inject;
  *   - callback registration is recorded, with a failure to inject;
- *   - stub_acl_check stands in for the broker's own access check (the
- *     plugin's broker_acl_check), answering what the test sets.
+ *   - stub_acl_check stands in for the broker's own access check (set
+ *     with chat_access_set_broker_check), answering what the test sets.
  * MQTT 5 properties and mosquitto_pub_topic_check are the real ones from
  * libmosquitto, which the plugin links as well.
  *
@@ -92,8 +92,8 @@ size_t stub_callback_count(void);
 const struct stub_callback *stub_callback_find(int event);
 void stub_callback_fail_at(long n, int rc);
 
-/* The broker's own access check, as the plugin's broker_acl_check: answers
- * stub_acl_answer (MOSQ_ERR_SUCCESS by default) and counts its calls. */
+/* The broker's own access check, as chat_access_set_broker_check takes
+ * it: answers stub_acl_answer (MOSQ_ERR_SUCCESS by default) and counts its calls. */
 int stub_acl_check(struct mosquitto *client, const char *topic, uint32_t payloadlen, void *payload,
                    uint8_t qos, bool retain, int access);
 void stub_acl_set_answer(int rc);

@@ -205,5 +205,5 @@ void rd_assert_page(const struct page *p, const char *group, uint64_t first, uin
 
 size_t rd_devices(struct plugin_fixture *fx)
 {
-    return chat_hmap_count(fx->pl.devices);
+    return chat_replay_devices(&fx->pl);
 }

@@ -12,7 +12,8 @@
 #include <unistd.h>
 
 /* The on-disk layout is part of the contract that every key can be deleted
- * (chat_store.h, invariant 6): raw_count counts raw keys of a closed store. */
+ * (invariant deletable-keys of store/leveldb/ldb_store.c): raw_count counts raw keys of a closed
+ * store. */
 #include <leveldb/c.h>
 
 void rm_tree(const char *path)

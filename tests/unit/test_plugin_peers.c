@@ -1,9 +1,9 @@
-/* Unit tests of plugin/peers.c and plugin/hmap.c: the per client state the
+/* Unit tests of plugin/peer_table.c and plugin/hmap.c: the per client state the
  * plugin keeps between events (pending subscriptions and their caps, the
  * answer budget and its refill) and the map it lives in.
  *
  * The clock is this file's: it defines chat_now_ms, so the linker takes it
- * instead of util.c's (which nothing else here needs), and the budget's
+ * instead of clock.c's (which nothing else here needs), and the budget's
  * refill is tested to the millisecond. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -174,7 +174,7 @@ static void test_pending(void **state)
     struct mosquitto c1 = {.id = "c1", .clean_session = true};
     chat_peer_disconnected(pl, &c1);
     assert_false(chat_pending_has(pl, "c1", "room2"));
-    assert_int_equal(chat_hmap_count(pl->peers), 0);
+    assert_int_equal(chat_peers_count(pl), 0);
 }
 
 static void test_pending_cap(void **state)
@@ -216,19 +216,19 @@ static void test_persistent_sessions(void **state)
     /* Its session keeps its subscriptions at the broker: live messages must
      * still pass when it comes back without subscribing again. */
     assert_true(chat_pending_has(pl, "keep", "room1"));
-    assert_int_equal(pl->gone_peers, 1);
-    assert_null(chat_hmap_get(pl->peers, "bare", 4)); /* nothing to keep */
-    chat_peer_disconnected(pl, &keep);                /* twice: no double count */
-    assert_int_equal(pl->gone_peers, 1);
+    assert_int_equal(chat_peers_gone(pl), 1);
+    assert_false(chat_peer_known(pl, "bare")); /* nothing to keep */
+    chat_peer_disconnected(pl, &keep);         /* twice: no double count */
+    assert_int_equal(chat_peers_gone(pl), 1);
     /* It comes back: connected again. */
     assert_int_equal(chat_budget_check(pl, "keep"), CHAT_BUDGET_OK);
-    assert_int_equal(pl->gone_peers, 0);
+    assert_int_equal(chat_peers_gone(pl), 0);
     assert_true(chat_pending_has(pl, "keep", "room1"));
     /* And leaves with a clean session this time. */
     keep.clean_session = true;
     chat_peer_disconnected(pl, &keep);
     assert_false(chat_pending_has(pl, "keep", "room1"));
-    assert_int_equal(pl->gone_peers, 0);
+    assert_int_equal(chat_peers_gone(pl), 0);
 }
 
 static void test_persistent_cap(void **state)
@@ -242,17 +242,17 @@ static void test_persistent_cap(void **state)
         chat_pending_add(pl, id, "room1");
         chat_peer_disconnected(pl, &c);
     }
-    assert_int_equal(pl->gone_peers, 10000);
+    assert_int_equal(chat_peers_gone(pl), 10000);
     assert_true(chat_pending_has(pl, "gone-9999", "room1"));
     assert_false(chat_pending_has(pl, "gone-10000", "room1"));
-    assert_int_equal(chat_hmap_count(pl->peers), 10000);
+    assert_int_equal(chat_peers_count(pl), 10000);
 }
 
 /* ===========================================================================
  * Answer budget
  * ========================================================================= */
 
-/* As peers.c's BUDGET_BYTES and BUDGET_RATE: what one client may have
+/* As peer_table.c's BUDGET_BYTES and BUDGET_RATE: what one client may have
  * unread at once, and how fast that comes back (bytes a second). */
 #define BUDGET (8u << 20)
 #define RATE (2u << 20)
@@ -309,7 +309,7 @@ static void test_budget(void **state)
     assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_SLOW_DOWN);
     /* Spending for a client unknown is ignored. */
     chat_budget_spend(pl, "unknown", MIB);
-    assert_null(chat_hmap_get(pl->peers, "unknown", 7));
+    assert_false(chat_peer_known(pl, "unknown"));
 }
 
 int main(void)

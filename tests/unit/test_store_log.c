@@ -19,7 +19,7 @@ static void test_head_unknown_group(void **state)
 
     assert_head(fx->st, "nobody", 0);
     ASSERT_OK(chat_store_first(fx->st, "nobody", &first));
-    assert_true(first <= 1); /* invariant 2: first <= head + 1 */
+    assert_true(first <= 1); /* invariant kept-range: first <= head + 1 */
     fill(fx->st, "g", 1);
     assert_head(fx->st, "nobody", 0);
     assert_head(fx->st, "g", 1);

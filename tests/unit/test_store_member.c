@@ -79,7 +79,7 @@ static void test_member_remove(void **state)
     assert_cursor(fx->st, "g1", "bob", "d1", true, 5);
     assert_member(fx->st, "g1", "alicex", true, 5);
     assert_cursor(fx->st, "g1", "alicex", "d1", true, 1);
-    /* and the member index agrees (invariant 4) */
+    /* and the member index agrees (invariant member-pairs) */
     ASSERT_OK(chat_store_member_groups(fx->st, "alice", collect_group, &w));
     assert_int_equal(w.calls, 1);
     assert_string_equal(w.names[0], "g2");

@@ -1,5 +1,5 @@
 /* Unit tests of read markers and member counts (leveldb/ldb_read, and what
- * leveldb/ldb_member and leveldb/ldb_delete keep of them: invariant 8).
+ * leveldb/ldb_member and leveldb/ldb_delete keep of them: invariant read-markers).
  * One table of named cases, each on a fresh store (store_fixture.h). */
 #include "store_fixture.h"
 

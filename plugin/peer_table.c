@@ -1,18 +1,20 @@
-/* peers.c: what the plugin keeps per client id between its events:
+/* peer_table.c: what the plugin keeps per client id between its events:
  * subscriptions still waiting for the broker's verdict (pending), and the
  * budget of answers the client may be sent.
  *
- * Invariants:
- *   1. A peer exists while its client is connected, or, for a persistent
- *      session (clean session false), while it has pending subscriptions
- *      and fewer than MAX_GONE disconnected peers are kept: its session
- *      keeps its subscriptions at the broker, so live delivery must keep
- *      passing our read check when it comes back without subscribing again.
- *   2. A peer's pending groups are a set of group names of its own, at most
- *      MAX_PENDING: the read check of every delivery finds the peer by client
- *      id, then the group, and nothing repeats the client id per group.
- *   3. budget <= BUDGET_BYTES; it may fall below zero by at most one answer
- *      (an answer is bounded by chat_answer_cap).
+ * Invariants, by name (the code cites them so):
+ *   kept-sessions: A peer exists while its client is connected, or, for a
+ *      persistent session (clean session false), while it has pending
+ *      subscriptions and fewer than MAX_GONE disconnected peers are kept: its
+ *      session keeps its subscriptions at the broker, so live delivery must
+ *      keep passing our read check when it comes back without subscribing
+ *      again.
+ *   pending-set: A peer's pending groups are a set of group names of its
+ *      own, at most MAX_PENDING: the read check of every delivery finds the
+ *      peer by client id, then the group, and nothing repeats the client id
+ *      per group.
+ *   budget-bound: budget <= BUDGET_BYTES; it may fall below zero by at most
+ *      one answer (an answer is bounded by chat_answer_cap).
  */
 #include "plugin.h"
 
@@ -27,10 +29,17 @@
 #define ERRORS_PER_SECOND 10u   /* "slow down" answers while over budget */
 #define DROP_LOG_EVERY_MS 10000 /* one log line per client per period */
 
+/* The table: every peer by client id, and how many are disconnected
+ * persistent sessions (invariant kept-sessions). */
+struct chat_peers {
+    chat_hmap *map; /* client id -> struct chat_peer */
+    unsigned gone;  /* peers kept for disconnected persistent sessions */
+};
+
 struct chat_peer {
     chat_hmap *pending; /* group names (values unused), NULL when none */
     bool connected;
-    int64_t budget;      /* bytes; see invariant 3 */
+    int64_t budget;      /* bytes; see budget-bound */
     int64_t budget_ms;   /* when budget was last brought up to date */
     int64_t err_sec;     /* the second in which errs were counted */
     unsigned errs;       /* "slow down" answers sent in err_sec */
@@ -51,24 +60,47 @@ static void peer_free(void *p)
 
 bool chat_peers_init(struct chat_plugin *pl)
 {
-    pl->peers = chat_hmap_create();
-    return pl->peers != NULL;
+    struct chat_peers *t = calloc(1, sizeof(*t));
+    if (!t || !(t->map = chat_hmap_create())) {
+        free(t);
+        return false;
+    }
+    pl->peers = t;
+    return true;
 }
 
 void chat_peers_free(struct chat_plugin *pl)
 {
-    chat_hmap_destroy(pl->peers, peer_free);
+    if (pl->peers) {
+        chat_hmap_destroy(pl->peers->map, peer_free);
+    }
+    free(pl->peers);
     pl->peers = NULL;
+}
+
+size_t chat_peers_count(const struct chat_plugin *pl)
+{
+    return chat_hmap_count(pl->peers->map);
+}
+
+unsigned chat_peers_gone(const struct chat_plugin *pl)
+{
+    return pl->peers->gone;
+}
+
+bool chat_peer_known(const struct chat_plugin *pl, const char *client_id)
+{
+    return chat_hmap_get(pl->peers->map, client_id, strlen(client_id)) != NULL;
 }
 
 static struct chat_peer *peer_get(struct chat_plugin *pl, const char *client_id, bool create)
 {
     size_t len = strlen(client_id);
-    struct chat_peer *p = chat_hmap_get(pl->peers, client_id, len);
+    struct chat_peer *p = chat_hmap_get(pl->peers->map, client_id, len);
     if (p || !create) {
         if (p && create && !p->connected) {
             p->connected = true; /* a persistent session came back */
-            pl->gone_peers--;
+            pl->peers->gone--;
         }
         return p;
     }
@@ -81,7 +113,7 @@ static struct chat_peer *peer_get(struct chat_plugin *pl, const char *client_id,
     p->connected = true;
     p->budget = BUDGET_BYTES;
     p->budget_ms = chat_now_ms();
-    if (!chat_hmap_put(pl->peers, client_id, len, p, NULL)) {
+    if (!chat_hmap_put(pl->peers->map, client_id, len, p, NULL)) {
         free(p);
         return NULL;
     }
@@ -139,15 +171,15 @@ static bool forget_group_cb(void *ctx, const void *key, size_t len, void *val)
 void chat_pending_forget_group(struct chat_plugin *pl, const char *group)
 {
     /* Peers that keep nothing else stay until they disconnect, as always. */
-    chat_hmap_foreach(pl->peers, forget_group_cb, (void *)group);
+    chat_hmap_foreach(pl->peers->map, forget_group_cb, (void *)group);
 }
 
 static void peer_remove(struct chat_plugin *pl, struct chat_peer *p)
 {
     if (!p->connected) {
-        pl->gone_peers--;
+        pl->peers->gone--;
     }
-    chat_hmap_remove(pl->peers, p->id, p->id_len);
+    chat_hmap_remove(pl->peers->map, p->id, p->id_len);
     peer_free(p);
 }
 
@@ -159,13 +191,13 @@ void chat_peer_disconnected(struct chat_plugin *pl, const struct mosquitto *clie
         return;
     }
     bool keep = !mosquitto_client_clean_session(client) && p->pending &&
-                chat_hmap_count(p->pending) > 0 && pl->gone_peers < MAX_GONE;
+                chat_hmap_count(p->pending) > 0 && pl->peers->gone < MAX_GONE;
     if (!keep) {
         peer_remove(pl, p);
         return;
     }
     p->connected = false;
-    pl->gone_peers++;
+    pl->peers->gone++;
 }
 
 /* ===========================================================================

@@ -1,16 +1,18 @@
-/* storage.c: the plugin's store: opened at start, and opened again when a
- * full disk has room once more, or when the process has file descriptors
- * again after it ran out.
+/* store_health.c: the plugin's store and its health: opened at start, and
+ * opened again when a full disk has room once more, or when the process has
+ * file descriptors again after it ran out; and the log line of a store
+ * error, which notes those conditions as it logs them.
  *
  * LevelDB keeps a write error until the database is reopened, and so does
- * the store (invariant 5 of chat_store.h). Two such errors mend themselves:
+ * the store (convention 5 of chat_store.h; write-latch in the LevelDB
+ * backend's design note). Two such errors mend themselves:
  * a disk that filled up, and a process that ran out of file descriptors
  * (connections take one each: a flood of them left LevelDB unable to open
  * its next write-ahead log, and the store refused every write until the
  * broker restarted, long after the connections had gone). While either
  * lasts, publishes are refused with "storage error" and every read goes on
  * (catch-up, fetch, history); once the filesystem has ROOM_BYTES free again,
- * or ROOM_FDS descriptors can be opened, the chores close the store and open
+ * or ROOM_FDS descriptors can be opened, the tick closes the store and open
  * it anew, without the broker restarting. Any other write error (an I/O
  * error, damage that a compaction found) stays until the broker restarts:
  * reopening a store whose files may be damaged would hide the damage, so it
@@ -20,6 +22,8 @@
 #include "plugin.h"
 
 #include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -34,12 +38,35 @@
 #define ROOM_FDS 64
 #define RETRY_S 2
 
+struct chat_health {
+    bool disk_full;     /* the store's disk filled up */
+    bool fds_out;       /* the process ran out of descriptors */
+    bool write_fatal;   /* another write error: refused until a restart */
+    time_t next_look;   /* when the tick looks at the disk (or descriptors) again */
+    bool cidf_logged;   /* the store's cid filter scan was logged */
+    int64_t err_second; /* the log's second: store error lines logged in it, */
+    unsigned err_lines; /* and those left out */
+    unsigned err_dropped;
+};
+
+bool chat_health_init(struct chat_plugin *pl)
+{
+    pl->health = calloc(1, sizeof(*pl->health));
+    return pl->health != NULL;
+}
+
+void chat_health_free(struct chat_plugin *pl)
+{
+    free(pl->health);
+    pl->health = NULL;
+}
+
 static bool disk_full(const char *why)
 {
     return why && strstr(why, "No space left on device") != NULL;
 }
 
-/* Whether why is the store's latched write error (invariant 5): its first
+/* Whether why is the store's latched write error (invariant write-latch): its first
  * report ("writing <key>: ...") or a refusal that follows it. LevelDB only:
  * PostgreSQL's errors are per transaction. */
 static bool write_latched(const char *why)
@@ -77,7 +104,7 @@ static bool shared(const struct chat_plugin *pl)
     return !strcmp(pl->cfg.store, "postgresql");
 }
 
-const char *chat_storage_where(const struct chat_plugin *pl)
+const char *chat_health_where(const struct chat_plugin *pl)
 {
     /* The connection string may hold a password: it is never logged. */
     return shared(pl) ? "in PostgreSQL" : pl->cfg.db_path;
@@ -87,6 +114,7 @@ const char *chat_storage_where(const struct chat_plugin *pl)
  * broker's thread, later, it would stall every client). */
 static chat_err open_store(struct chat_plugin *pl, bool verify, char **errmsg)
 {
+    struct chat_health *h = pl->health;
     chat_store_opts so = CHAT_STORE_OPTS_INIT;
     struct timespec t0, t1;
     so.sync = pl->cfg.fsync;
@@ -99,7 +127,7 @@ static chat_err open_store(struct chat_plugin *pl, bool verify, char **errmsg)
     chat_err rc = chat_store_open_opts(shared(pl) ? pl->cfg.pg_conninfo : pl->cfg.db_path, &so,
                                        &pl->store, errmsg);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    pl->cidf_logged = false;
+    h->cidf_logged = false;
     /* Device cursors are stamped with the plugin's clock (a test may shift
      * it: see chat_clock_init). */
     chat_store_set_clock(pl->store, chat_store_clock, NULL);
@@ -119,30 +147,33 @@ static chat_err open_store(struct chat_plugin *pl, bool verify, char **errmsg)
         free(*errmsg);
         *errmsg = NULL;
         pl->store = NULL;
-        pl->disk_full = true;
+        h->disk_full = true;
         return CHAT_OK;
     }
     return rc;
 }
 
-chat_err chat_storage_open(struct chat_plugin *pl, char **errmsg)
+chat_err chat_health_open(struct chat_plugin *pl, char **errmsg)
 {
     return open_store(pl, pl->cfg.verify_store, errmsg);
 }
 
-void chat_storage_failed(struct chat_plugin *pl, const char *why)
+/* A store call failed for why (chat_store_last_error): notes a full disk,
+ * descriptors run out, or a write error that stays. */
+static void health_failed(struct chat_plugin *pl, const char *why)
 {
-    if (!pl->disk_full && disk_full(why)) {
-        pl->disk_full = true;
+    struct chat_health *h = pl->health;
+    if (!h->disk_full && disk_full(why)) {
+        h->disk_full = true;
         mosquitto_log_printf(MOSQ_LOG_ERR,
                              "mosquitto-chat: the disk of \"%s\" is full: publishes are refused "
                              "until it has room again; reads go on",
                              pl->cfg.db_path);
     }
-    if (!pl->fds_out && fds_out(why)) {
+    if (!h->fds_out && fds_out(why)) {
         struct rlimit rl = {0, 0};
         (void)getrlimit(RLIMIT_NOFILE, &rl);
-        pl->fds_out = true;
+        h->fds_out = true;
         mosquitto_log_printf(MOSQ_LOG_ERR,
                              "mosquitto-chat: the broker ran out of file descriptors (its limit "
                              "is %llu: ulimit -n, or LimitNOFILE of its systemd unit): the store "
@@ -151,8 +182,8 @@ void chat_storage_failed(struct chat_plugin *pl, const char *why)
                              "max_connections well below it (docs/scaling.md)",
                              (unsigned long long)rl.rlim_cur, pl->cfg.db_path);
     }
-    if (!pl->write_fatal && !pl->disk_full && !pl->fds_out && !shared(pl) && write_latched(why)) {
-        pl->write_fatal = true;
+    if (!h->write_fatal && !h->disk_full && !h->fds_out && !shared(pl) && write_latched(why)) {
+        h->write_fatal = true;
         mosquitto_log_printf(MOSQ_LOG_ERR,
                              "mosquitto-chat: the store \"%s\" failed a write (%s): publishes are "
                              "refused until the broker restarts; reads go on. Not a full disk: "
@@ -167,18 +198,19 @@ void chat_storage_failed(struct chat_plugin *pl, const char *why)
  * costs speed. Backends without one (PostgreSQL) say nothing. */
 static void log_cid_filter(struct chat_plugin *pl)
 {
+    struct chat_health *h = pl->health;
     chat_cid_filter f;
-    if (pl->cidf_logged || !pl->store) {
+    if (h->cidf_logged || !pl->store) {
         return;
     }
     if (chat_store_cid_filter(pl->store, &f) != CHAT_OK) {
-        pl->cidf_logged = true;
+        h->cidf_logged = true;
         return;
     }
     if (!f.done) {
         return;
     }
-    pl->cidf_logged = true;
+    h->cidf_logged = true;
     if (f.ready) {
         mosquitto_log_printf(MOSQ_LOG_NOTICE,
                              "mosquitto-chat: cid filter of store \"%s\" ready: %llu cids "
@@ -192,21 +224,22 @@ static void log_cid_filter(struct chat_plugin *pl)
     }
 }
 
-void chat_storage_chores(struct chat_plugin *pl, time_t now)
+void chat_health_tick(struct chat_plugin *pl, time_t now)
 {
+    struct chat_health *h = pl->health;
     struct statvfs fs;
     char *errmsg = NULL;
 
     log_cid_filter(pl);
-    if ((!pl->disk_full && !pl->fds_out) || now < pl->disk_next_look || shared(pl)) {
+    if ((!h->disk_full && !h->fds_out) || now < h->next_look || shared(pl)) {
         return;
     }
-    pl->disk_next_look = now + RETRY_S;
-    if (pl->disk_full && (statvfs(pl->cfg.db_path, &fs) != 0 ||
-                          (uint64_t)fs.f_bavail * fs.f_frsize < (uint64_t)ROOM_BYTES)) {
+    h->next_look = now + RETRY_S;
+    if (h->disk_full && (statvfs(pl->cfg.db_path, &fs) != 0 ||
+                         (uint64_t)fs.f_bavail * fs.f_frsize < (uint64_t)ROOM_BYTES)) {
         return;
     }
-    if (pl->fds_out && !fds_free()) {
+    if (h->fds_out && !fds_free()) {
         return;
     }
     /* Room again: LevelDB forgets its write error only when reopened. */
@@ -220,10 +253,50 @@ void chat_storage_chores(struct chat_plugin *pl, time_t now)
         return;
     }
     if (pl->store) {
-        pl->disk_full = false;
-        pl->fds_out = false;
+        h->disk_full = false;
+        h->fds_out = false;
         mosquitto_log_printf(MOSQ_LOG_NOTICE,
                              "mosquitto-chat: store \"%s\" open again: publishing resumes",
                              pl->cfg.db_path);
     }
+}
+
+/* ===========================================================================
+ * The log line of a store error
+ * ========================================================================= */
+
+/* Store error lines per second at most: a client publishing as fast as it
+ * can while the disk is full must not fill the broker's log too. */
+#define ERR_LINES_PER_SECOND 10u
+
+void chat_log_store_error(struct chat_plugin *pl, chat_err rc, const char *fmt, ...)
+{
+    struct chat_health *h = pl->health;
+    char what[512];
+    va_list ap;
+    int64_t second = chat_now_ms() / 1000;
+    const char *detail = pl->store ? chat_store_last_error(pl->store) : "the store is closed";
+
+    health_failed(pl, detail);
+    if (second != h->err_second) {
+        if (h->err_dropped) {
+            mosquitto_log_printf(MOSQ_LOG_ERR,
+                                 "mosquitto-chat: %u more store errors not logged (at most %u "
+                                 "lines a second)",
+                                 h->err_dropped, ERR_LINES_PER_SECOND);
+        }
+        h->err_second = second;
+        h->err_lines = 0;
+        h->err_dropped = 0;
+    }
+    if (h->err_lines >= ERR_LINES_PER_SECOND) {
+        h->err_dropped++;
+        return;
+    }
+    h->err_lines++;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: %s: %s%s%s%s", what, chat_strerror(rc),
+                         detail[0] ? " (" : "", detail, detail[0] ? ")" : "");
 }

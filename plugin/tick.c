@@ -1,0 +1,116 @@
+/* tick.c: the plugin's periodic work (fsync batch, replay timeouts,
+ * retention, figures, device expiry, deletions, other brokers' messages, the
+ * reads/presence pushes), from the broker's tick, or from client events while
+ * the broker sends no tick (Mosquitto 2.0.11 with per_listener_settings
+ * true). It keeps the longest tick, for the log. */
+#include "plugin.h"
+
+#include <stdlib.h>
+
+#define EVENT_EVERY_MS 200 /* the work runs from client events at most this often */
+
+struct chat_tick {
+    bool seen;             /* the broker sends us ticks (see plugin.c) */
+    int64_t last_event_ms; /* when the work last ran from a client event */
+    int64_t start_us;      /* when the last tick began (monotonic µs) ... */
+    int64_t max_us;        /* ... the longest tick so far (wall, and CPU) ... */
+    int64_t cpu_max_us;
+    int64_t gap_max_us; /* ... and the longest time from one tick to the next */
+};
+
+bool chat_tick_init(struct chat_plugin *pl)
+{
+    pl->tick = calloc(1, sizeof(*pl->tick));
+    return pl->tick != NULL;
+}
+
+void chat_tick_free(struct chat_plugin *pl)
+{
+    free(pl->tick);
+    pl->tick = NULL;
+}
+
+static int64_t clock_us(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* The periodic work, in the order each part needs the one before. */
+static void run(struct chat_plugin *pl)
+{
+    struct chat_tick *t = pl->tick;
+    int64_t start = clock_us(CLOCK_MONOTONIC);
+    int64_t cpu = clock_us(CLOCK_THREAD_CPUTIME_ID);
+    if (t->start_us && start - t->start_us > t->gap_max_us) {
+        t->gap_max_us = start - t->start_us;
+    }
+    t->start_us = start;
+    if (pl->cfg.fsync == CHAT_SYNC_BATCH) {
+        chat_err rc = chat_store_sync_async(pl->store);
+        if (rc != CHAT_OK) {
+            chat_log_store_error(pl, rc, "store sync");
+        }
+    }
+    time_t now = time(NULL);
+    chat_health_tick(pl, now);
+    chat_relay_tick(pl);
+    chat_replay_tick(pl, now);
+    chat_retention_tick(pl, now);
+    chat_stats_tick(pl, now);
+    chat_expiry_tick(pl, now);
+    chat_admin_tick(pl);
+    chat_presence_tick(pl, chat_now_ms());
+    /* Wall time counts the time the machine gave others too; the thread's
+     * CPU time is the tick's own work. */
+    int64_t took = clock_us(CLOCK_MONOTONIC) - start;
+    int64_t worked = clock_us(CLOCK_THREAD_CPUTIME_ID) - cpu;
+    t->max_us = took > t->max_us ? took : t->max_us;
+    t->cpu_max_us = worked > t->cpu_max_us ? worked : t->cpu_max_us;
+}
+
+void chat_tick_set_seen(struct chat_plugin *pl)
+{
+    pl->tick->seen = true;
+}
+
+bool chat_tick_seen(const struct chat_plugin *pl)
+{
+    return pl->tick->seen;
+}
+
+void chat_tick_from_broker(struct chat_plugin *pl)
+{
+    chat_tick_set_seen(pl);
+    run(pl);
+}
+
+void chat_tick_from_event(struct chat_plugin *pl)
+{
+    struct chat_tick *t = pl->tick;
+    if (t->seen) {
+        return;
+    }
+    int64_t now = chat_now_ms();
+    if (now - t->last_event_ms >= EVENT_EVERY_MS) {
+        t->last_event_ms = now;
+        run(pl);
+    }
+}
+
+void chat_tick_report(struct chat_plugin *pl)
+{
+    const struct chat_tick *t = pl->tick;
+    if (!t || !t->seen) {
+        return; /* never ran (a refused start): nothing to report, and one line says why */
+    }
+    /* The broker's loop waits up to 100 ms for its sockets between two
+     * ticks when idle (2.0.11 to 2.0.20): a longer gap is time the broker
+     * spent working, ours or anyone's. */
+    mosquitto_log_printf(MOSQ_LOG_INFO,
+                         "mosquitto-chat: longest tick %.3f ms (%.3f ms of CPU at most), longest "
+                         "gap between ticks %.3f ms",
+                         (double)t->max_us / 1000.0, (double)t->cpu_max_us / 1000.0,
+                         (double)t->gap_max_us / 1000.0);
+}

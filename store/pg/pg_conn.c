@@ -1,0 +1,226 @@
+/* pg_conn: one connection to PostgreSQL and the calls on it (see
+ * pg_conn.h). */
+#include "pg_conn.h"
+#include "store_text.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+int64_t pg_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void pg_put_message(char *out, size_t cap, const char *msg)
+{
+    store_put_text(out, cap, "%s", msg && msg[0] ? msg : "unknown error");
+    size_t n = strlen(out);
+    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' ')) {
+        out[--n] = '\0';
+    }
+    for (char *p = out; *p; p++) {
+        if (*p == '\n') {
+            *p = ' ';
+        }
+    }
+}
+
+PGconn *pg_connect(const char *conninfo, chat_sync sync, bool prepare, char *err, size_t cap)
+{
+    /* Defaults that the operator's connection string overrides: a dead
+     * host must not hold a connection attempt for ever. */
+    const char *const keys[] = {"connect_timeout", "application_name", "dbname", NULL};
+    const char *const vals[] = {"5", "mosquitto-chat", conninfo, NULL};
+    PGconn *conn = PQconnectdbParams(keys, vals, 1);
+    if (!conn || PQstatus(conn) != CONNECTION_OK) {
+        err[0] = '\0';
+        pg_put_message(err, cap, conn ? PQerrorMessage(conn) : "out of memory");
+        PQfinish(conn);
+        return NULL;
+    }
+    /* none: a broker crash loses nothing (the commit reached the server),
+     * a database crash may lose its last moments; batch and always: a
+     * commit is on disk (and, with a synchronous standby, on two
+     * machines) before the publish is acknowledged. */
+    const char *setup = sync == CHAT_SYNC_NONE
+                            ? "SET synchronous_commit TO off; SET client_min_messages TO warning"
+                            : "SET synchronous_commit TO on; SET client_min_messages TO warning";
+    PGresult *res = PQexec(conn, setup);
+    bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+    PQclear(res);
+    err[0] = '\0';
+    if (ok && prepare) {
+        ok = pg_prepare(conn, err, cap);
+    }
+    if (!ok) {
+        if (!err[0]) {
+            pg_put_message(err, cap, PQerrorMessage(conn));
+        }
+        PQfinish(conn);
+        return NULL;
+    }
+    return conn;
+}
+
+bool pg_prepare(PGconn *conn, char *err, size_t cap)
+{
+    for (int i = 0; i < PG_STMT_COUNT; i++) {
+        const struct pg_statement *s = &pg_statements[i];
+        PGresult *res = PQprepare(conn, s->name, s->sql, s->nparams, NULL);
+        bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+        if (!ok) {
+            store_set_text(err, cap, "preparing %s: ", s->name);
+            pg_put_message(err, cap, PQresultErrorMessage(res));
+        }
+        PQclear(res);
+        if (!ok) {
+            return false;
+        }
+    }
+    return true;
+}
+
+PGresult *pg_await(PGconn *conn, pg_wait_fn *wait, void *ctx, char *err, size_t cap,
+                   pg_await_end *end, char state[6])
+{
+    err[0] = '\0';
+    state[0] = '\0';
+    while (PQisBusy(conn)) {
+        int ms = wait(ctx, conn, err, cap);
+        struct pollfd p = {PQsocket(conn), POLLIN, 0};
+        if (ms < 0) {
+            *end = PG_AWAIT_STOPPED;
+            return NULL;
+        }
+        if (poll(&p, 1, ms) < 0 && errno != EINTR) {
+            store_set_text(err, cap, "poll: %s", strerror(errno));
+            *end = PG_AWAIT_POLL;
+            return NULL;
+        }
+        if (!PQconsumeInput(conn)) {
+            break; /* PQgetResult reports it */
+        }
+    }
+    PGresult *res = PQgetResult(conn), *extra;
+    while ((extra = PQgetResult(conn)) != NULL) {
+        PQclear(extra);
+    }
+    ExecStatusType status = PQresultStatus(res);
+    if (res && (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK)) {
+        *end = PG_AWAIT_OK;
+        return res;
+    }
+    const char *code = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    if (code) {
+        snprintf(state, 6, "%.5s", code);
+    }
+    pg_put_message(err, cap, res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+    PQclear(res);
+    *end = PG_AWAIT_FAILED;
+    return NULL;
+}
+
+/* A call's deadline, for pg_await. */
+struct deadline {
+    int64_t at;
+    int timeout_ms;
+};
+
+static int until_deadline(void *ctx, PGconn *conn, char *err, size_t cap)
+{
+    const struct deadline *d = ctx;
+    int64_t left = d->at - pg_mono_ms();
+    (void)conn;
+    if (left <= 0) {
+        store_set_text(err, cap, "no answer from PostgreSQL within %d ms", d->timeout_ms);
+        return -1;
+    }
+    return left > INT32_MAX ? INT32_MAX : (int)left;
+}
+
+PGresult *pg_run(PGconn *conn, enum pg_stmt stmt, const char *const *params, const int *lens,
+                 int timeout_ms, char *err, size_t cap, bool *lost, bool *data)
+{
+    const struct pg_statement *s = &pg_statements[stmt];
+    int fmts[8] = {0}, lengths[8] = {0};
+    char state[6];
+    pg_await_end end;
+    *lost = false;
+    *data = false;
+    err[0] = '\0';
+    for (int i = 0; lens && i < s->nparams && i < 8; i++) {
+        fmts[i] = lens[i] >= 0;
+        lengths[i] = lens[i] >= 0 ? lens[i] : 0;
+    }
+    if (!PQsendQueryPrepared(conn, s->name, s->nparams, params, lengths, fmts, 1)) {
+        pg_put_message(err, cap, PQerrorMessage(conn));
+        *lost = PQstatus(conn) != CONNECTION_OK;
+        return NULL;
+    }
+    struct deadline d = {pg_mono_ms() + timeout_ms, timeout_ms};
+    PGresult *res = pg_await(conn, until_deadline, &d, err, cap, &end, state);
+    if (res) {
+        return res;
+    }
+    if (end != PG_AWAIT_FAILED) {
+        *lost = true; /* timed out with the statement in flight, or poll failed */
+        return NULL;
+    }
+    /* A server going away (57P0x), a connection class error (08), or a
+     * session that landed on a standby (25006: read-only after a
+     * failover): this connection is of no more use. */
+    *lost = PQstatus(conn) != CONNECTION_OK || !strncmp(state, "08", 2) ||
+            !strncmp(state, "57P", 3) || !strcmp(state, "25006");
+    /* a data exception (a name that is not UTF-8, a number out of range):
+     * the caller's argument, not the store */
+    *data = !strncmp(state, "22", 2) && !*lost;
+    return NULL;
+}
+
+PGresult *pg_call_on(PGconn *conn, enum pg_stmt stmt, const char *const *params, char *err,
+                     size_t cap)
+{
+    bool lost = false, data = false;
+    return pg_run(conn, stmt, params, NULL, PG_CALL_TIMEOUT_MS, err, cap, &lost, &data);
+}
+
+int64_t pg_i64(const PGresult *res, int row, int col)
+{
+    if (PQgetisnull(res, row, col)) {
+        return 0;
+    }
+    const unsigned char *p = (const unsigned char *)PQgetvalue(res, row, col);
+    int len = PQgetlength(res, row, col);
+    uint64_t v = 0;
+    for (int i = 0; i < len && i < 8; i++) {
+        v = (v << 8) | p[i];
+    }
+    /* int4 (4 bytes) and bool (1) read the same way; int8 is 8 */
+    if (len == 4) {
+        return (int32_t)(uint32_t)v;
+    }
+    return (int64_t)v;
+}
+
+const char *pg_u64(char buf[24], uint64_t v)
+{
+    snprintf(buf, 24, "%" PRIu64, v > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX : v);
+    return buf;
+}
+
+const char *pg_i64s(char buf[24], int64_t v)
+{
+    snprintf(buf, 24, "%" PRId64, v);
+    return buf;
+}
+
+bool pg_name_ok(const char *s)
+{
+    return s && strlen(s) <= CHAT_STORE_MAX_NAME;
+}

@@ -1,0 +1,160 @@
+/* Unit tests of what an admin `delete` makes the rest of the plugin forget
+ * (plugin/admin_jobs.c): the group's catch-ups, its pending subscriptions,
+ * its cached envelope (and no other group's), and who is online in it, so
+ * that nothing of a deleted group is delivered or pushed from memory. The
+ * plugin runs on a real store with the broker stubbed (plugin_fixture.h),
+ * driven through its entry points as the broker would. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugin_fixture.h"
+
+static const char *const opts[] = {"admins=root", "receipt_interval=0", "page_size=1", NULL};
+
+static int setup(void **state)
+{
+    struct plugin_fixture *fx = calloc(1, sizeof(*fx));
+    assert_non_null(fx);
+    stub_reset();
+    if (!plugin_fixture_open(fx, opts, NULL)) {
+        free(fx);
+        return -1;
+    }
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct plugin_fixture *fx = *state;
+    plugin_fixture_close(fx);
+    free(fx);
+    stub_reset();
+    return 0;
+}
+
+/* A subscribe (SUBSCRIBE) or unsubscribe of client to chat/<group>, as the
+ * broker asks it; the plugin is the only access checker here. */
+static void acl(struct plugin_fixture *fx, struct mosquitto *client, const char *group, int access)
+{
+    char topic[64];
+    snprintf(topic, sizeof(topic), "chat/%s", group);
+    struct mosquitto_evt_acl_check ev = {.client = client, .topic = topic, .access = access};
+    assert_int_equal(chat_on_acl(&fx->pl, &ev), MOSQ_ERR_SUCCESS);
+}
+
+/* A publish of client to chat/<group>, stored (the broker then delivers
+ * the envelope in its place, and frees it). */
+static void publish(struct plugin_fixture *fx, struct mosquitto *client, const char *group)
+{
+    char topic[64], body[] = "{\"body\":\"hi\"}";
+    snprintf(topic, sizeof(topic), "chat/%s", group);
+    struct mosquitto_evt_message ev = {.client = client,
+                                       .topic = topic,
+                                       .payload = body,
+                                       .payloadlen = sizeof(body) - 1,
+                                       .qos = 1};
+    assert_int_equal(chat_on_message(&fx->pl, &ev), MOSQ_ERR_SUCCESS);
+    assert_ptr_not_equal(ev.payload, body);
+    mosquitto_free(ev.payload);
+}
+
+/* Root deletes group through $CONTROL/chat/v1; the answer says so. */
+static void delete_group(struct plugin_fixture *fx, const char *group)
+{
+    struct mosquitto root = plugin_client("root-dev", "root");
+    char req[128];
+    int n = snprintf(req, sizeof(req), "{\"commands\":[{\"command\":\"delete\",\"group\":\"%s\"}]}",
+                     group);
+    struct mosquitto_evt_control ev = {
+        .client = &root, .topic = CHAT_CONTROL_TOPIC, .payload = req, .payloadlen = (uint32_t)n};
+    size_t before = stub_publish_count();
+    assert_int_equal(chat_on_control(&fx->pl, &ev), MOSQ_ERR_SUCCESS);
+    assert_int_equal(stub_publish_count(), before + 1);
+    const struct stub_publish *p = stub_publish_get(before);
+    assert_string_equal(p->client_id, "root-dev");
+    assert_null(strstr(p->payload, "\"error\""));
+    assert_non_null(strstr(p->payload, "\"done\""));
+}
+
+/* Runs presence's pushes until a tick sends nothing more: each tick is
+ * bounded in time too, and a slow machine (valgrind) may need several. */
+static void push_all(struct plugin_fixture *fx)
+{
+    for (int i = 0; i < 100; i++) {
+        size_t before = stub_publish_count();
+        chat_presence_tick(&fx->pl, chat_now_ms());
+        if (stub_publish_count() == before) {
+            return;
+        }
+    }
+    fail_msg("presence kept pushing for 100 ticks");
+}
+
+/* Publishes to client_id since the last stub_publishes_clear. */
+static size_t publishes_to(const char *client_id)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < stub_publish_count(); i++) {
+        const struct stub_publish *p = stub_publish_get(i);
+        n += p->client_id && !strcmp(p->client_id, client_id);
+    }
+    return n;
+}
+
+static void test_delete_forgets(void **state)
+{
+    struct plugin_fixture *fx = *state;
+    struct mosquitto alice = plugin_client("alice-phone", "alice");
+    struct mosquitto bob = plugin_client("bob-phone", "bob");
+    struct mosquitto tablet = plugin_client("bob-tablet", "bob");
+    size_t len = 0;
+
+    /* Alice and Bob subscribe (and so join); Bob's tablet comes after
+     * three messages and catches up on them, one page at a time. */
+    acl(fx, &alice, "g", MOSQ_ACL_SUBSCRIBE);
+    acl(fx, &bob, "g", MOSQ_ACL_SUBSCRIBE);
+    publish(fx, &alice, "h");
+    for (int i = 0; i < 3; i++) {
+        publish(fx, &alice, "g");
+    }
+    acl(fx, &tablet, "g", MOSQ_ACL_SUBSCRIBE);
+    assert_int_equal(chat_replay_devices(&fx->pl), 1);
+    chat_pending_add(&fx->pl, "carol-phone", "g");
+    assert_true(chat_pending_has(&fx->pl, "carol-phone", "g"));
+    push_all(fx); /* the pushes of the subscribes go out */
+
+    /* Another group's deletion leaves g's cached envelope alone. */
+    delete_group(fx, "h");
+    assert_non_null(chat_envelope_cache_last(&fx->pl, &len));
+    assert_int_equal(chat_replay_devices(&fx->pl), 1);
+
+    delete_group(fx, "g");
+    assert_null(chat_envelope_cache_last(&fx->pl, &len));
+    assert_int_equal(chat_replay_devices(&fx->pl), 0);
+    assert_false(chat_pending_has(&fx->pl, "carol-phone", "g"));
+
+    /* Nobody is online in a deleted group: Bob leaving it (both his
+     * devices) tells Alice nothing. */
+    push_all(fx);
+    stub_publishes_clear();
+    acl(fx, &bob, "g", MOSQ_ACL_UNSUBSCRIBE);
+    acl(fx, &tablet, "g", MOSQ_ACL_UNSUBSCRIBE);
+    push_all(fx);
+    assert_int_equal(publishes_to("alice-phone"), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_delete_forgets, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
