@@ -20,7 +20,7 @@
 # Prints one line per test (pass/fail without and with the plugin), then the
 # counts, and exits 1 if any test passes without the plugin and fails with it.
 # Logs: build-brokers/suite-<version>/logs/<test>.{plain,chat}.log.
-# Serial, about 15-25 minutes per version on 2 cores: not part of CI (see
+# Serial, about 20 (2.0.21) and 30 (2.1.2) minutes on 2 cores: not in CI (see
 # docs/testing.md). Needs python3-psutil (installed when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
