@@ -44,6 +44,15 @@ void chat_delivery_subscribe(chat_delivery *d, struct chat_group *g)
 
 void chat_delivery_connected(chat_delivery *d)
 {
+    /* PROTOCOL.md v1.2: the reads and presence pushes go to a device that
+     * subscribed to the response topic itself; first, so that the pushes
+     * the group subscriptions start find it subscribed. Answers come
+     * whatever the client subscribed to. */
+    struct chat_op op = {.kind = CHAT_OP_SUBSCRIBE, .ptr = NULL};
+    int rc = chat_paho_subscribe(d->cfg.paho, CHAT_PROTO_RESPONSE_TOPIC, 1, &op);
+    if (rc != MQTTASYNC_SUCCESS && rc != MQTTASYNC_DISCONNECTED)
+        chat_notify_error(d->cfg.notify, NULL, "cannot subscribe to %s: %s",
+                          CHAT_PROTO_RESPONSE_TOPIC, MQTTAsync_strerror(rc));
     for (struct chat_group *g = d->cfg.groups->head; g != NULL; g = g->next) {
         g->acked = 0;
         g->progress_ms = chat_now_ms();

@@ -60,6 +60,15 @@ static void closed(chat_client *c)
 /* A subscription was granted or refused. */
 static void on_subscribed(chat_client *c, const struct chat_group *g, bool ok, int code)
 {
+    if (g == NULL) {
+        /* The response topic (chat_delivery_connected): answers still come;
+         * the reads and presence pushes do not. */
+        if (!ok)
+            chat_notify_error(&c->notify, NULL,
+                              "subscription to the response topic refused: no reads or presence "
+                              "pushes");
+        return;
+    }
     /* A refusal: the plugin's reason, if any, arrives before the answer to
      * a request sent now (one connection, in order). */
     if (!ok && code >= 0x80 && chat_requests_ping(&c->requests, REQ_PROBE, g->name, NULL) == NULL)

@@ -20,7 +20,7 @@ static void remove_fixture(void)
 struct plugin_fixture *fuzz_fixture(const char *const *opts)
 {
     if (!made) {
-        if (!plugin_fixture_open(&fixture, opts, NULL)) {
+        if (!plugin_fixture_open(&fixture, opts)) {
             abort();
         }
         made = true;
@@ -34,7 +34,7 @@ void fuzz_fixture_renew(void)
 {
     if (made) {
         plugin_fixture_close(&fixture);
-        FUZZ_CHECK(plugin_fixture_open(&fixture, made_opts, NULL), "a new store");
+        FUZZ_CHECK(plugin_fixture_open(&fixture, made_opts), "a new store");
     }
 }
 

@@ -51,11 +51,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t f = data[0];
     fuzz_fixture_fresh(fx);
     stub_reset();
-    fx->pl.cfg.acl_mode = f & F_DEFER ? CHAT_ACL_DEFER : CHAT_ACL_ALLOW;
-    chat_access_set_broker_check(&fx->pl, stub_acl_check);
+    /* Behind other checkers usernames are verified (dynamic-security). */
+    chat_broker_set_test(&fx->pl, !(f & F_DEFER), f & F_DEFER, stub_acl_check);
     stub_acl_set_answer(f & F_DENY ? MOSQ_ERR_ACL_DENIED : MOSQ_ERR_SUCCESS);
     fx->pl.cfg.open_groups = !(f & F_CLOSED);
-    fx->pl.cfg.names_verified = f & F_DEFER;
 
     struct mosquitto client = plugin_client("dev1", f & F_ADMIN      ? "admin"
                                                     : f & F_USERNAME ? "alice"

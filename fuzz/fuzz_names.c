@@ -122,8 +122,7 @@ static void topic_events(const char *topic, bool defer)
     }
     fuzz_fixture_fresh(fx);
     stub_reset();
-    fx->pl.cfg.acl_mode = defer ? CHAT_ACL_DEFER : CHAT_ACL_ALLOW;
-    chat_access_set_broker_check(&fx->pl, defer ? stub_acl_check : NULL);
+    chat_broker_set_test(&fx->pl, !defer, false, defer ? stub_acl_check : NULL);
     struct mosquitto alice = plugin_client("alice-phone", "alice");
     char *t = strdup(topic);
     char *payload = strdup("{\"body\":\"hi\"}");
@@ -209,10 +208,9 @@ static void member(const uint8_t *s, size_t n)
     const char *id = buf + strlen(buf) + 1;
     for (int verified = 0; verified < 2; verified++) {
         for (int with_user = 0; with_user < 2; with_user++) {
-            struct chat_plugin pl = {.cfg = {.names_verified = verified}};
             struct mosquitto c = {.id = id[0] ? id : NULL, .username = with_user ? user : NULL};
             char out[CHAT_MEMBER_BUF];
-            const char *why = chat_member(&pl, &c, out);
+            const char *why = chat_member_name(verified, verified, c.username, c.id, out);
             const char *m = why ? NULL : out;
             bool named = c.username && c.username[0];
             const char *name = named ? c.username : c.id;

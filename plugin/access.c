@@ -1,138 +1,252 @@
-/* access.c: who may use a group: membership (joining open groups on the
- * way) and, behind the broker's other access checkers, its answer on
- * whether a client may read the group. Used by every part that serves a
- * group; it calls nothing but the store. */
-#include "plugin.h"
+/* access.c: the one access policy: who a client is, and whether it may do
+ * an action to a group (see access.h for the rules and why one function). */
+#include "access.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct chat_access {
-    chat_acl_check_fn broker_check; /* NULL when the broker does not export it */
-    bool probing;                   /* inside our own call of broker_check */
-};
+static const char *const NOT_MEMBER = "not a member of the group";
+static const char *const CLOSED_NEEDS_NAME =
+    "closed groups admit only clients with a username the broker verifies";
+static const char *const BROKER_DENIES = "the broker does not let you read this group";
+static const char *const CANNOT_ASK =
+    "history is unavailable: this broker cannot tell mosquitto-chat whether you may read the "
+    "group (see plugin_opt_read_check)";
 
-bool chat_access_init(struct chat_plugin *pl)
+const char *chat_member(struct chat_plugin *pl, const struct mosquitto *client,
+                        char buf[CHAT_MEMBER_BUF])
 {
-    pl->access = calloc(1, sizeof(*pl->access));
-    return pl->access != NULL;
-}
-
-void chat_access_free(struct chat_plugin *pl)
-{
-    free(pl->access);
-    pl->access = NULL;
-}
-
-void chat_access_set_broker_check(struct chat_plugin *pl, chat_acl_check_fn check)
-{
-    pl->access->broker_check = check;
-}
-
-bool chat_access_broker_asked(const struct chat_plugin *pl)
-{
-    return pl->access->broker_check != NULL;
-}
-
-bool chat_access_probing(const struct chat_plugin *pl)
-{
-    return pl->access->probing;
-}
-
-const char *chat_admit(struct chat_plugin *pl, const struct mosquitto *client, const char *group,
-                       bool join)
-{
-    char member[CHAT_MEMBER_BUF];
     const char *user = mosquitto_client_username(client);
-    const char *why = chat_member(pl, client, member);
-    uint64_t joined = 0;
-    bool found = false;
-
-    if (why) {
-        return why;
-    }
-    if (!pl->cfg.open_groups && !(user && user[0])) {
-        return "closed groups admit only clients with a username";
-    }
-    chat_err rc = chat_store_member_get(pl->store, group, member, &joined, &found);
-    if (rc == CHAT_OK && !found && join && pl->cfg.open_groups) {
-        rc = chat_store_member_add(pl->store, group, member, &joined);
-        found = rc == CHAT_OK;
-    }
-    if (rc != CHAT_OK) {
-        chat_log_store_error(pl, rc, "membership of %s in %s", member, group);
-        return "storage error";
-    }
-    return found ? NULL : "not a member of the group";
+    bool verified = user && user[0] && chat_broker_verified(pl, client);
+    return chat_member_name(pl->cfg.tilde_names, verified, user, mosquitto_client_id(client), buf);
 }
 
-bool chat_is_member(struct chat_plugin *pl, const struct mosquitto *client, const char *group)
+const char *chat_identity_of(struct chat_plugin *pl, const struct mosquitto *client,
+                             struct chat_identity *id)
 {
-    char member[CHAT_MEMBER_BUF];
-    uint64_t joined = 0;
-    bool found = false;
-    if (chat_member(pl, client, member)) {
-        return false;
-    }
-    chat_err rc = chat_store_member_get(pl->store, group, member, &joined, &found);
-    if (rc != CHAT_OK) {
-        chat_log_store_error(pl, rc, "membership of %s in %s", member, group);
-    }
-    return rc == CHAT_OK && found;
-}
-
-/* Asks the broker's access checks (broker_check set) whether client may
- * read <prefix>/<group> live: NULL, or why not. */
-static const char *broker_lets_read(struct chat_plugin *pl, struct mosquitto *client,
-                                    const char *group)
-{
-    char topic[CHAT_GROUP_MAX + 256];
-    snprintf(topic, sizeof(topic), "%s/%s", pl->cfg.topic_prefix, group);
-    /* The questions a subscription to the group and each live delivery on
-     * it would put to the broker's access checks (dynamic-security answers
-     * them apart; acl_file in 2.0 allows every subscription and checks
-     * reads); on_acl stands aside while we ask. */
-    struct chat_access *a = pl->access;
-    a->probing = true;
-    int rc = a->broker_check(client, topic, 0, NULL, 0, false, MOSQ_ACL_SUBSCRIBE);
-    if (rc == MOSQ_ERR_SUCCESS) {
-        rc = a->broker_check(client, topic, 0, NULL, 0, false, MOSQ_ACL_READ);
-    }
-    a->probing = false;
-    return rc == MOSQ_ERR_SUCCESS ? NULL : "the broker does not let you read this group";
-}
-
-const char *chat_may_read(struct chat_plugin *pl, struct mosquitto *client, const char *group)
-{
-    if (pl->cfg.acl_mode == CHAT_ACL_ALLOW || pl->cfg.read_check == CHAT_READ_MEMBERS) {
-        return NULL;
-    }
-    if (!pl->access->broker_check) {
-        return "history is unavailable: this broker cannot tell mosquitto-chat whether you may "
-               "read the group (see plugin_opt_read_check)";
-    }
-    return broker_lets_read(pl, client, group);
-}
-
-const char *chat_admit_marker(struct chat_plugin *pl, struct mosquitto *client, const char *group,
-                              bool join)
-{
-    /* chat_may_read, less its refusal where the broker cannot be asked. */
-    const char *why = chat_admit(pl, client, group, join);
-    if (!why && pl->access->broker_check) {
-        why = chat_may_read(pl, client, group);
-    }
+    const char *user = mosquitto_client_username(client);
+    id->named = user && user[0];
+    id->verified = id->named && chat_broker_verified(pl, client);
+    const char *why = chat_member_name(pl->cfg.tilde_names, id->verified, user,
+                                       mosquitto_client_id(client), id->member);
+    id->admin = id->verified && !why && chat_config_is_admin(&pl->cfg, user);
     return why;
 }
 
-const char *chat_admit_list(struct chat_plugin *pl, struct mosquitto *client, const char *group,
-                            uint64_t *members)
+int chat_access_pass(struct chat_plugin *pl, const struct mosquitto *client)
 {
-    const char *why = chat_admit(pl, client, group, false);
+    return chat_broker_alone(pl, client) ? MOSQ_ERR_SUCCESS : MOSQ_ERR_PLUGIN_DEFER;
+}
 
-    if (why || (why = chat_may_read(pl, client, group)) != NULL) {
-        return why;
+static struct chat_decision deny(const char *why)
+{
+    struct chat_decision d = {.verdict = CHAT_DENY, .why = why};
+    return d;
+}
+
+/* d refused for why, keeping what it says of membership (a client that
+ * joined on the way stays a member). */
+static struct chat_decision refuse(struct chat_decision d, const char *why)
+{
+    d.verdict = CHAT_DENY;
+    d.why = why;
+    return d;
+}
+
+static struct chat_decision allow(void)
+{
+    struct chat_decision d = {.verdict = CHAT_ALLOW};
+    return d;
+}
+
+/* Membership of id in group, joining an open group when join is set: NULL,
+ * or the reason (a store error logged). */
+static const char *member_of(struct chat_plugin *pl, const struct chat_identity *id,
+                             const char *group, bool join, bool *member, bool *joined)
+{
+    uint64_t since = 0;
+    bool found = false;
+    chat_err rc = chat_store_member_get(pl->store, group, id->member, &since, &found);
+    if (rc == CHAT_OK && !found && join && pl->cfg.open_groups) {
+        rc = chat_store_member_add(pl->store, group, id->member, &since);
+        found = *joined = rc == CHAT_OK;
+    }
+    if (rc != CHAT_OK) {
+        chat_log_store_error(pl, rc, "membership of %s in %s", id->member, group);
+        return "storage error";
+    }
+    *member = found;
+    return NULL;
+}
+
+/* What the broker's read verdict allows a member: NULL, or why not. An
+ * unknown verdict fails closed, unless the operator said with
+ * plugin_opt_read_check members that every member may read its groups. */
+static const char *read_right(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                              bool fresh)
+{
+    switch (chat_verdict_read(pl, client, group, fresh)) {
+    case CHAT_BV_ALLOW:
+        return NULL;
+    case CHAT_BV_DENY:
+        return BROKER_DENIES;
+    default:
+        return pl->cfg.read_check == CHAT_READ_MEMBERS ? NULL : CANNOT_ASK;
+    }
+}
+
+struct chat_decision chat_access_decide(struct chat_plugin *pl, struct mosquitto *client,
+                                        const char *group, enum chat_action action)
+{
+    struct chat_identity id;
+    const char *why = chat_identity_of(pl, client, &id);
+    bool alone = chat_broker_alone(pl, client);
+    bool member = false;
+    bool joined = false;
+    struct chat_decision d = allow();
+
+    if (action == CHAT_DO_ADMIN) {
+        if (why) {
+            return deny(why);
+        }
+        if (!id.admin) {
+            /* why NULL: no admin; the caller names the command refused. */
+            return deny(id.named && !id.verified &&
+                                chat_config_is_admin(&pl->cfg, mosquitto_client_username(client))
+                            ? "admin commands need a username the broker verifies: this broker "
+                              "(or listener) does not check usernames"
+                            : NULL);
+        }
+        return d;
+    }
+    if (why) {
+        return deny(why);
+    }
+    if (action == CHAT_DO_JOIN) {
+        /* A request on $CONTROL says nothing of the right to a group's
+         * topics: behind the broker's own access control a member joins by
+         * publishing or acking there, where the broker checked it. */
+        if (!pl->cfg.open_groups) {
+            return deny("only an admin may change membership of closed groups");
+        }
+        return alone ? d
+                     : deny("with the broker's own access control, join by publishing or acking "
+                            "on the group, or ask an admin");
+    }
+    if (action == CHAT_DO_PUSH) {
+        /* Counted online as a member (CHAT_DO_ONLINE; presence.c forgets a
+         * member that leaves): only the read right, which the broker may
+         * have taken away since, is asked again (remembered per device). */
+        return (why = read_right(pl, client, group, false)) != NULL ? deny(why) : d;
+    }
+    if (!pl->cfg.open_groups && !id.verified) {
+        return deny(CLOSED_NEEDS_NAME);
+    }
+    if (action == CHAT_DO_SYNC) {
+        return d;
+    }
+    /* Who joins on the way: a publish (it passed the broker's write check);
+     * an ack or read marker behind other checkers (it passed theirs too;
+     * alone, a subscribe has joined already); a subscribe where the
+     * broker's verdict is known to allow reading (below). */
+    bool join = action == CHAT_DO_SEND || (action == CHAT_DO_MARK_TOPIC && !alone);
+    if ((why = member_of(pl, &id, group, join, &member, &joined)) != NULL) {
+        return deny(why);
+    }
+    d.joined = joined;
+    d.member = member;
+
+    switch (action) {
+    case CHAT_DO_SEND:
+        return member ? d : refuse(d, NOT_MEMBER);
+
+    case CHAT_DO_SUBSCRIBE:
+        if (!member && !pl->cfg.open_groups) {
+            return refuse(d, NOT_MEMBER);
+        }
+        /* Alone, our answer is final: the subscriber joins and catches up.
+         * Behind other checkers the subscribe may yet be refused after our
+         * answer (Mosquitto never tells): it joins and catches up only when
+         * the broker's own checks would let it read the group live; else
+         * it is only let through, for the broker's read check of each live
+         * message to decide on, and joins at its first publish or ack. */
+        if (member) {
+            return d; /* its catch-up and presence ask HISTORY and ONLINE */
+        }
+        if (alone || chat_verdict_read(pl, client, group, true) == CHAT_BV_ALLOW) {
+            if ((why = member_of(pl, &id, group, true, &member, &d.joined)) != NULL) {
+                return refuse(d, why);
+            }
+            d.member = member;
+            return d;
+        }
+        d.pending = true;
+        return d;
+
+    case CHAT_DO_DELIVER:
+        /* A persistent session away is caught up when it comes back: the
+         * broker queues nothing for it, so nothing comes twice. */
+        if (chat_peer_offline(pl, client)) {
+            return refuse(d, "away: caught up when it comes back");
+        }
+        if (member) {
+            return d;
+        }
+        {
+            const char *cid = mosquitto_client_id(client);
+            if (cid && chat_pending_has(pl, cid, group)) {
+                d.pending = true;
+                return d;
+            }
+        }
+        return refuse(d, NOT_MEMBER);
+
+    case CHAT_DO_INSPECT:
+        /* An admin inspects any group read-only, without becoming a
+         * member (d.member says whether it is one). */
+        if (id.admin) {
+            return d;
+        }
+        /* fall through */
+    case CHAT_DO_HISTORY:
+    case CHAT_DO_LIST:
+        if (!member) {
+            return refuse(d, NOT_MEMBER);
+        }
+        return (why = read_right(pl, client, group, true)) != NULL ? refuse(d, why) : d;
+
+    case CHAT_DO_MARK:
+    case CHAT_DO_MARK_TOPIC:
+        if (!member) {
+            return refuse(d, NOT_MEMBER);
+        }
+        /* A marker moves only the client's own cursor: refused only where
+         * the broker is known to deny reading (it has received nothing to
+         * ack, and the answer, clamped to the head, would tell it the
+         * head). */
+        return chat_verdict_read(pl, client, group, true) == CHAT_BV_DENY ? refuse(d, BROKER_DENIES)
+                                                                          : d;
+
+    case CHAT_DO_ONLINE:
+        if (!member) {
+            return refuse(d, NOT_MEMBER);
+        }
+        /* Counted (and pushed to) only where the broker lets it read: an
+         * unknown verdict fails closed, it is then not seen online. */
+        return (why = read_right(pl, client, group, true)) != NULL ? refuse(d, why) : d;
+
+    default:
+        return refuse(d, "unknown action");
+    }
+}
+
+const char *chat_access_list(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                             uint64_t *members)
+{
+    struct chat_decision d = chat_access_decide(pl, client, group, CHAT_DO_LIST);
+    if (d.verdict != CHAT_ALLOW) {
+        return d.why;
     }
     chat_err rc = chat_store_member_count(pl->store, group, members);
     if (rc != CHAT_OK) {

@@ -13,6 +13,7 @@
  *
  * This file has the dispatch, the listings and stats; delete, compact and
  * backup, and the tick, are in admin_jobs.c (see admin.h). */
+#include "access.h"
 #include "admin.h"
 
 #include <stdio.h>
@@ -378,13 +379,14 @@ static void cmd_stats(const struct chat_admin_req *r)
 
 void chat_admin_run(const struct chat_admin_req *r, const cJSON *c)
 {
-    if (!chat_config_is_admin(&r->pl->cfg, mosquitto_client_username(r->client))) {
+    struct chat_decision d = chat_access_decide(r->pl, r->client, NULL, CHAT_DO_ADMIN);
+    if (d.verdict != CHAT_ALLOW) {
         const cJSON *g = cJSON_GetObjectItemCaseSensitive(c, "group");
         bool named =
             cJSON_IsString(g) && !chat_proto_group_error(g->valuestring, strlen(g->valuestring));
         char why[64];
         snprintf(why, sizeof(why), "only an admin may %s", r->cmd);
-        chat_admin_fail(r, named ? g->valuestring : NULL, why);
+        chat_admin_fail(r, named ? g->valuestring : NULL, d.why ? d.why : why);
         return;
     }
     if (!strcmp(r->cmd, "groups")) {

@@ -1,6 +1,6 @@
 /* chat.c: publishes, acks and access checks on the chat topics
  * (<prefix>/<group>, <prefix>/<group>/ack and <prefix>/<group>/read). */
-#include "plugin.h"
+#include "access.h"
 #include "reply.h"
 
 #include <stdio.h>
@@ -8,18 +8,19 @@
 #include <string.h>
 
 const char *chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char *group,
-                           uint64_t id, bool join, uint64_t *now)
+                           uint64_t id, bool on_topic, uint64_t *now)
 {
     const char *device = mosquitto_client_id(client);
     char member[CHAT_MEMBER_BUF];
     uint64_t cursor = 0;
-    const char *why = chat_admit_marker(pl, client, group, join);
+    struct chat_decision d =
+        chat_access_decide(pl, client, group, on_topic ? CHAT_DO_MARK_TOPIC : CHAT_DO_MARK);
 
-    if (why) {
+    if (d.verdict != CHAT_ALLOW) {
         if (device) {
             chat_replay_stop(pl, device, group); /* nothing it may read goes on */
         }
-        return why;
+        return d.why;
     }
     (void)chat_member(pl, client, member); /* admitted: it has a name */
     chat_err rc = chat_store_cursor_advance(pl->store, group, member, device, id, &cursor);
@@ -70,7 +71,9 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
         why = "payload is larger than max_payload";
         goto fail;
     }
-    if ((why = chat_admit(pl, ev->client, group, true)) != NULL) {
+    struct chat_decision d = chat_access_decide(pl, ev->client, group, CHAT_DO_SEND);
+    if (d.verdict != CHAT_ALLOW) {
+        why = d.why;
         goto fail;
     }
     (void)chat_member(pl, ev->client, from); /* admitted: it has a name */
@@ -140,11 +143,10 @@ static int on_ack_message(struct chat_plugin *pl, struct mosquitto_evt_message *
                            "ack payload must be a decimal message id");
         return MOSQ_ERR_ACL_DENIED;
     }
-    /* Behind other access checkers an ack on the topic passed the broker's
-     * own write check: in an open group it is as good a reason to join as a
-     * publish (see on_subscribe). Alone, a subscribe has joined already. */
-    bool join = pl->cfg.acl_mode != CHAT_ACL_ALLOW;
-    const char *why = chat_apply_ack(pl, ev->client, group, id, join, NULL);
+    /* Published to the ack topic: behind other access checkers it passed
+     * the broker's write check too, as good a reason to join an open group
+     * as a publish (chat_access_decide). */
+    const char *why = chat_apply_ack(pl, ev->client, group, id, true, NULL);
     if (why) {
         chat_respond_error(pl, ev->client, "ack", group, NULL, why);
         return MOSQ_ERR_ACL_DENIED;
@@ -159,7 +161,6 @@ int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev)
     size_t glen = 0;
     char group[CHAT_GROUP_MAX + 1];
 
-    chat_tick_from_event(pl);
     enum chat_topic_kind kind = chat_topic_parse(&pl->cfg, ev->topic, &g, &glen);
     if (kind == CHAT_TOPIC_NONE) {
         return MOSQ_ERR_SUCCESS;
@@ -210,6 +211,105 @@ static const char *unshare(const char *filter, bool *shared)
     return slash + 1;
 }
 
+/* What a subscription to <prefix>/<group> that mosquitto-chat allowed
+ * starts (d: the decision). */
+static void subscribed(struct chat_plugin *pl, struct mosquitto *client, const char *group,
+                       bool shared, const struct chat_decision *d)
+{
+    const char *id = mosquitto_client_id(client);
+    if (d->pending) {
+        if (id) {
+            chat_pending_add(pl, id, group);
+        }
+        chat_relay_follow(pl, group, 0);
+        return;
+    }
+    /* A shared subscription spreads live messages over its members: a
+     * service taking turns, not a person; catching one of them up on the
+     * group's history would be nobody's catch-up. */
+    if (shared) {
+        chat_relay_follow(pl, group, 0);
+        return;
+    }
+    if (id) {
+        chat_peer_subscribed(pl, id, group, true);
+    }
+    if (pl->cfg.replay) {
+        chat_replay_start(pl, client, group);
+    } else {
+        chat_relay_follow(pl, group, 0);
+    }
+    chat_presence_subscribed(pl, client, group);
+}
+
+struct back {
+    struct chat_plugin *pl;
+    struct mosquitto *client;
+};
+
+static bool back_group(void *ctx, const char *group)
+{
+    struct back *b = ctx;
+    if (b->pl->cfg.replay) {
+        chat_replay_start(b->pl, b->client, group);
+    }
+    chat_presence_subscribed(b->pl, b->client, group);
+    return false;
+}
+
+void chat_client_back(struct chat_plugin *pl, struct mosquitto *client)
+{
+    const char *id = mosquitto_client_id(client);
+    struct back b = {pl, client};
+    /* Its session kept its subscriptions at the broker, and the plugin kept
+     * Mosquitto from queueing chat messages for it while it was away
+     * (CHAT_DO_DELIVER): what it missed comes by catch-up, once. */
+    if (id) {
+        chat_peer_each_group(pl, id, back_group, &b);
+    }
+}
+
+/* chat_client_resume's walk over the member's groups. */
+struct resume {
+    struct chat_plugin *pl;
+    struct mosquitto *client;
+    const char *member;
+    const char *device;
+    unsigned left; /* groups it may still look at */
+};
+
+static int resume_group(void *ctx, const char *group, uint64_t joined)
+{
+    struct resume *r = ctx;
+    uint64_t cursor = 0;
+    bool found = false;
+    (void)joined;
+    if (r->left-- == 0) {
+        return 1;
+    }
+    chat_err rc = chat_store_cursor_get(r->pl->store, group, r->member, r->device, &cursor, &found);
+    if (rc == CHAT_OK && found) {
+        chat_replay_start(r->pl, r->client, group);
+    }
+    return 0;
+}
+
+void chat_client_resume(struct chat_plugin *pl, struct mosquitto *client)
+{
+    char member[CHAT_MEMBER_BUF];
+    const char *device = mosquitto_client_id(client);
+    if (!pl->cfg.replay || !device || chat_member(pl, client, member)) {
+        return;
+    }
+    /* A cursor says the device read the group before; its catch-up is its
+     * own. Bounded as a device's subscriptions are (1024 groups). */
+    struct resume r = {pl, client, member, device, 1024};
+    chat_err rc = chat_store_member_groups(pl->store, member, resume_group, &r);
+    if (rc != CHAT_OK) {
+        chat_log_store_error(pl, rc, "groups of %s for the catch-up of %s", member, device);
+    }
+}
+
 static int on_subscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev, int pass)
 {
     bool shared = false;
@@ -242,42 +342,12 @@ static int on_subscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check *
     }
     memcpy(group, g, glen);
     group[glen] = '\0';
-    /* Mosquitto asks the access checkers after us only once we have
-     * answered, and never tells us theirs. Alone, our answer is final and a
-     * subscribe may join. Otherwise the subscribe may still be refused: a
-     * non-member joins (and catches up) here only when the broker's own
-     * checks would let it read the group live; else it is only let through
-     * to the broker's read check of each live message, and joins when the
-     * broker accepts its first publish or ack to the group. */
-    bool final = pl->cfg.acl_mode == CHAT_ACL_ALLOW;
-    if (!final && pl->cfg.open_groups && !chat_is_member(pl, ev->client, group)) {
-        bool readable = chat_access_broker_asked(pl) && pl->cfg.read_check == CHAT_READ_BROKER &&
-                        !chat_may_read(pl, ev->client, group);
-        if (!readable) {
-            const char *id = mosquitto_client_id(ev->client);
-            if (id) {
-                chat_pending_add(pl, id, group);
-            }
-            chat_relay_follow(pl, group, 0);
-            return pass;
-        }
-        final = true;
-    }
-    if ((why = chat_admit(pl, ev->client, group, final)) != NULL) {
-        chat_respond_error(pl, ev->client, "subscribe", group, NULL, why);
+    struct chat_decision d = chat_access_decide(pl, ev->client, group, CHAT_DO_SUBSCRIBE);
+    if (d.verdict != CHAT_ALLOW) {
+        chat_respond_error(pl, ev->client, "subscribe", group, NULL, d.why);
         return MOSQ_ERR_ACL_DENIED;
     }
-    /* A shared subscription spreads live messages over its members; catching
-     * one of them up on the group's history would be nobody's catch-up. */
-    if (pl->cfg.replay && !shared) {
-        chat_replay_start(pl, ev->client, group);
-    } else {
-        chat_relay_follow(pl, group, 0);
-    }
-    /* A shared subscription is a service taking turns, not a person. */
-    if (!shared) {
-        chat_presence_subscribed(pl, ev->client, group);
-    }
+    subscribed(pl, ev->client, group, shared, &d);
     return pass;
 }
 
@@ -295,6 +365,7 @@ static int on_unsubscribe(struct chat_plugin *pl, struct mosquitto_evt_acl_check
         memcpy(group, g, glen);
         group[glen] = '\0';
         chat_pending_remove(pl, id, group);
+        chat_peer_subscribed(pl, id, group, false);
         chat_presence_unsubscribed(pl, id, group);
     }
     return pass;
@@ -364,11 +435,8 @@ static int on_read(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev, i
     if (!is_stored_envelope(pl, group, ev->payload, ev->payloadlen)) {
         return MOSQ_ERR_ACL_DENIED;
     }
-    if (chat_is_member(pl, ev->client, group)) {
-        return pass;
-    }
-    const char *id = mosquitto_client_id(ev->client);
-    return (id && chat_pending_has(pl, id, group)) ? pass : MOSQ_ERR_ACL_DENIED;
+    struct chat_decision d = chat_access_decide(pl, ev->client, group, CHAT_DO_DELIVER);
+    return d.verdict == CHAT_ALLOW ? pass : MOSQ_ERR_ACL_DENIED;
 }
 
 /* $CONTROL/chat/...: requests go to $CONTROL/chat/v1 and are handed to the
@@ -376,13 +444,23 @@ static int on_read(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev, i
  * plugin, never through a subscription. So nothing under $CONTROL/chat/ is
  * ever delivered by the broker (a Will or a retained message there could
  * only be a forgery), and only the request topic may be published to. */
-static int on_control_topic(struct mosquitto_evt_acl_check *ev, int pass)
+static int on_control_topic(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev, int pass)
 {
+    const char *id = mosquitto_client_id(ev->client);
     switch (ev->access) {
     case MOSQ_ACL_READ:
         return MOSQ_ERR_ACL_DENIED;
     case MOSQ_ACL_WRITE:
         return strcmp(ev->topic, CHAT_CONTROL_TOPIC) == 0 ? pass : MOSQ_ERR_ACL_DENIED;
+    case MOSQ_ACL_SUBSCRIBE:
+    case MOSQ_ACL_UNSUBSCRIBE:
+        /* PROTOCOL.md v1.2: a device that subscribes to the response topic
+         * itself (not through a wildcard) asks for the reads and presence
+         * pushes; an unsubscribe ends them. */
+        if (id && strcmp(ev->topic, CHAT_RESPONSE_TOPIC) == 0) {
+            chat_peer_wants_pushes(pl, id, ev->access == MOSQ_ACL_SUBSCRIBE);
+        }
+        return pass;
     default:
         return pass;
     }
@@ -390,18 +468,21 @@ static int on_control_topic(struct mosquitto_evt_acl_check *ev, int pass)
 
 int chat_on_acl(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev)
 {
-    int pass = pl->cfg.acl_mode == CHAT_ACL_ALLOW ? MOSQ_ERR_SUCCESS : MOSQ_ERR_PLUGIN_DEFER;
-
-    if (chat_access_probing(pl)) {
-        /* Our own question (chat_may_read): the other checkers answer it. */
+    if (!chat_broker_on_thread(pl)) {
+        /* A 2.1 http_api listener asks from its own thread, for a URL: none
+         * of ours, and nothing here may touch the plugin's state. */
         return MOSQ_ERR_PLUGIN_DEFER;
     }
-    chat_tick_from_event(pl);
+    if (chat_verdict_probing(pl)) {
+        /* Our own question (verdict.c): the other checkers answer it. */
+        return MOSQ_ERR_PLUGIN_DEFER;
+    }
+    int pass = chat_access_pass(pl, ev->client);
     if (!ev->topic) {
         return pass;
     }
     if (!strncmp(ev->topic, CHAT_CONTROL_PREFIX, sizeof(CHAT_CONTROL_PREFIX) - 1)) {
-        return on_control_topic(ev, pass);
+        return on_control_topic(pl, ev, pass);
     }
     switch (ev->access) {
     case MOSQ_ACL_SUBSCRIBE:
@@ -411,6 +492,11 @@ int chat_on_acl(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev)
     case MOSQ_ACL_READ:
         return on_read(pl, ev, pass);
     default:
+        /* A command to dynamic-security may change who may read what:
+         * remembered read verdicts are asked again. */
+        if (!strncmp(ev->topic, "$CONTROL/dynamic-security/", 26)) {
+            chat_verdict_changed(pl);
+        }
         /* Publishes are checked in full by the message event, which can
          * answer the client. */
         return pass;

@@ -1,12 +1,8 @@
 /* config.c: plugin_opt_* options, read once in mosquitto_plugin_init. A bad
  * value stops the broker at start with a log line naming the option. */
-#define _GNU_SOURCE /* dladdr */
 #include "plugin.h"
 
-#include <dlfcn.h>
-#include <limits.h>
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,193 +124,6 @@ static int parse_admins(struct chat_config *cfg, const char *value)
     free_admins(cfg->admins);
     cfg->admins = list;
     return MOSQ_ERR_SUCCESS;
-}
-
-static void note_plugin(struct chat_broker_conf *bc, const char *path, const char *self)
-{
-    char real[PATH_MAX];
-    bool ours = self[0] && realpath(path, real) && strcmp(real, self) == 0;
-    if (bc->plugins++ == 0 && self[0]) {
-        bc->first_is_other = !ours;
-    }
-    if (!ours) {
-        /* dynamic-security and every other plugin may check access and
-         * authenticate: assume both. */
-        bc->acl = true;
-        bc->auth = true;
-    }
-}
-
-static void unreadable(struct chat_broker_conf *bc, const char *path, int err)
-{
-    if (bc->readable) {
-        bc->readable = false;
-        bc->err = err;
-        snprintf(bc->unreadable, sizeof(bc->unreadable), "%s", path);
-    }
-}
-
-static bool is_true(const char *arg)
-{
-    return !strncmp(arg, "true", 4) && (arg[4] == '\0' || arg[4] == ' ' || arg[4] == '\t');
-}
-
-/* Looks at one broker config file (and those it includes) for another
- * access checker and for authentication. */
-static void scan_config(const char *path, int depth, struct chat_broker_conf *bc, const char *self)
-{
-    char line[4096];
-    FILE *f = NULL;
-    if (depth >= 4) {
-        return;
-    }
-    f = fopen(path, "r");
-    if (!f) {
-        unreadable(bc, path, errno);
-        return;
-    }
-    while (fgets(line, sizeof(line), f)) {
-        char *p = line;
-        while (*p == ' ' || *p == '\t') {
-            p++;
-        }
-        char word[64];
-        char arg[4096];
-        arg[0] = '\0';
-        if (sscanf(p, "%63s %4095[^\r\n]", word, arg) < 1 || word[0] == '#') {
-            continue;
-        }
-        if (!strcmp(word, "acl_file")) {
-            bc->acl = true;
-        } else if (!strcmp(word, "password_file") || !strcmp(word, "psk_file") ||
-                   ((!strcmp(word, "use_identity_as_username") ||
-                     !strcmp(word, "use_subject_as_username")) &&
-                    is_true(arg))) {
-            bc->auth = true;
-        } else if (!strcmp(word, "sys_interval")) {
-            /* As the broker reads it: a number of seconds, 0 for none (the
-             * broker's atoi, without its undefined overflow). */
-            long secs = strtol(arg, NULL, 10);
-            bc->sys_interval = secs > 0 ? (secs < INT_MAX ? (int)secs : INT_MAX) : 0;
-        } else if (!strcmp(word, "per_listener_settings") && is_true(arg)) {
-            bc->per_listener = true;
-        } else if (!strcmp(word, "plugin") || !strcmp(word, "auth_plugin")) {
-            note_plugin(bc, arg, self);
-        } else if (!strcmp(word, "include_dir") && arg[0]) {
-            DIR *d = opendir(arg);
-            struct dirent *e;
-            if (!d) {
-                unreadable(bc, arg, errno);
-            }
-            while (d && (e = readdir(d)) != NULL) {
-                size_t n = strlen(e->d_name);
-                if (n > 5 && !strcmp(e->d_name + n - 5, ".conf")) {
-                    char sub[4096 + 256];
-                    snprintf(sub, sizeof(sub), "%s/%s", arg, e->d_name);
-                    scan_config(sub, depth + 1, bc, self);
-                }
-            }
-            if (d) {
-                closedir(d);
-            }
-        }
-    }
-    if (ferror(f)) {
-        unreadable(bc, path, errno ? errno : EIO);
-    }
-    (void)fclose(f); /* read only: nothing to lose */
-}
-
-chat_acl_check_fn chat_broker_acl_check(void)
-{
-    /* Not part of the plugin API: upstream builds export only the symbols
-     * of src/linker.syms, where this is absent; Debian's (and Ubuntu's)
-     * build of 2.0.11 exports every symbol of the broker, this one with the
-     * signature of src/security.c, unchanged through 2.0.20. Without it,
-     * chat_may_read fails closed. The tests set MOSQUITTO_CHAT_TEST_NO_ACL_CHECK
-     * to run as on an upstream build. */
-    const char *off = getenv("MOSQUITTO_CHAT_TEST_NO_ACL_CHECK");
-    if (off && off[0] == '1') {
-        return NULL;
-    }
-    void *sym = dlsym(RTLD_DEFAULT, "mosquitto_acl_check");
-    chat_acl_check_fn fn = NULL;
-    memcpy(&fn, &sym, sizeof(fn));
-    return fn;
-}
-
-bool chat_broker_scan(struct chat_broker_conf *bc)
-{
-    char args[8192];
-    char self[PATH_MAX] = "";
-
-    memset(bc, 0, sizeof(*bc));
-    bc->readable = true;
-    bc->sys_interval = 10; /* Mosquitto's default */
-    FILE *f = fopen("/proc/self/cmdline", "r");
-    if (!f) {
-        unreadable(bc, "/proc/self/cmdline", errno);
-        return false;
-    }
-    size_t n = fread(args, 1, sizeof(args) - 1, f);
-    (void)fclose(f); /* read only: nothing to lose */
-    args[n] = '\0';
-    const char *conf = NULL;
-    for (size_t i = 0; i < n;) {
-        const char *a = args + i;
-        size_t len = strlen(a);
-        if ((!strcmp(a, "-c") || !strcmp(a, "--config-file")) && i + len + 1 < n) {
-            conf = a + len + 1;
-        }
-        i += len + 1;
-    }
-    if (!conf) {
-        /* No configuration, so no plugin line either: we were loaded some
-         * other way (a test harness), alone. */
-        return true;
-    }
-    Dl_info info;
-    static const char anchor; /* any object of ours tells dladdr who we are */
-    if (dladdr(&anchor, &info) && info.dli_fname && !realpath(info.dli_fname, self)) {
-        self[0] = '\0';
-    }
-    scan_config(conf, 0, bc, self);
-    return bc->readable;
-}
-
-/* Mosquitto 2.0 gives a plugin no way to ask whether another access checker
- * follows it, yet answering "defer" with none there denies everything, and
- * answering "allow" with one there bypasses it. So read the broker's own
- * configuration, named by -c on its command line, the way the broker does.
- * The broker reads it before it drops privileges and initialises plugins
- * after, so a file only root may read is unreadable here: then nothing
- * proves that no other checker follows, and the plugin defers (fails
- * closed) and assumes usernames are verified. */
-void chat_config_apply_broker(struct chat_config *cfg, const struct chat_broker_conf *bc, bool log)
-{
-    if (log && !bc->readable) {
-        mosquitto_log_printf(
-            MOSQ_LOG_WARNING,
-            "mosquitto-chat: cannot read the broker's configuration \"%s\" (%s) as the user "
-            "the broker runs as: assuming another access checker and authentication; "
-            "outside the chat topics mosquitto-chat defers every access check, so without "
-            "another checker the broker denies them. Make the file readable by that user, "
-            "or set plugin_opt_acl",
-            bc->unreadable, strerror(bc->err));
-    }
-    if (log && bc->first_is_other) {
-        /* Mosquitto asks access checkers in load order and stops at the
-         * first answer: behind another checker we would not see the
-         * subscribes that start a catch-up, nor keep acks from subscribers. */
-        mosquitto_log_printf(MOSQ_LOG_WARNING,
-                             "mosquitto-chat: another plugin is loaded before mosquitto-chat; "
-                             "put mosquitto-chat's plugin line first");
-    }
-    if (cfg->acl_auto) {
-        cfg->acl_mode = (!bc->readable || bc->acl) ? CHAT_ACL_DEFER : CHAT_ACL_ALLOW;
-    }
-    cfg->names_verified = !bc->readable || bc->auth;
-    cfg->sys_interval = bc->sys_interval;
 }
 
 int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int count)
@@ -470,9 +279,10 @@ bool chat_config_is_admin(const struct chat_config *cfg, const char *username)
     return false;
 }
 
-void chat_config_log(const struct chat_config *c, const char *where, bool broker_asked)
+void chat_config_log(const struct chat_config *c, const char *where)
 {
     static const char *const fsyncs[] = {"none", "batch", "always"};
+    static const char *const acls[] = {"auto", "allow", "defer"};
     char admins[512] = "";
     size_t n = 0;
     for (char **a = c->admins; a && *a && n < sizeof(admins); a++) {
@@ -480,22 +290,17 @@ void chat_config_log(const struct chat_config *c, const char *where, bool broker
     }
     mosquitto_log_printf(
         MOSQ_LOG_INFO,
-        "mosquitto-chat: store \"%s\", topics \"%s/<group>\", access checks: %s, history: %s, "
+        "mosquitto-chat: store \"%s\", topics \"%s/<group>\", acl %s, read_check %s, "
         "members without a username: %s; page_size %zu, page_bytes %zu, page_qos %d, "
         "replay_window %u, replay_timeout %u, max_payload %zu, fsync %s, write_buffer_mb %u, "
         "replay %s, "
         "open_groups %s, admins \"%s\", retention_count %llu, retention_days %llu, "
         "device_expiry_days %llu, backup_dir %s, figures under $SYS every %d s (sys_interval; 0: "
         "none)",
-        where, c->topic_prefix,
-        c->acl_mode == CHAT_ACL_ALLOW ? "allow outside chat" : "defer to the broker's",
-        c->acl_mode == CHAT_ACL_ALLOW        ? "to members"
-        : c->read_check == CHAT_READ_MEMBERS ? "to members (plugin_opt_read_check members)"
-        : broker_asked                       ? "to members the broker lets read the group"
-                                             : "refused (the broker cannot be asked; see "
-                                               "plugin_opt_read_check)",
-        c->names_verified ? "~<client id>" : "<client id>", c->page_size, c->page_bytes,
-        c->page_qos, c->replay_window, c->replay_timeout, c->max_payload,
+        where, c->topic_prefix, acls[c->acl_mode <= CHAT_ACL_DEFER ? c->acl_mode : 0],
+        c->read_check == CHAT_READ_MEMBERS ? "members" : "broker",
+        c->tilde_names ? "~<client id>" : "<client id>", c->page_size, c->page_bytes, c->page_qos,
+        c->replay_window, c->replay_timeout, c->max_payload,
         fsyncs[c->fsync <= CHAT_SYNC_ALWAYS ? c->fsync : 0], c->write_buffer_mb,
         c->replay ? "true" : "false", c->open_groups ? "true" : "false", admins,
         (unsigned long long)c->retention_count, (unsigned long long)c->retention_days,

@@ -98,7 +98,6 @@ int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev)
     if (!device) {
         return MOSQ_ERR_SUCCESS;
     }
-    chat_tick_from_event(pl);
     enum chat_budget budget = chat_budget_check(pl, device);
     if (budget == CHAT_BUDGET_DROP) {
         return MOSQ_ERR_SUCCESS; /* counted and logged by chat_budget_check */

@@ -1,17 +1,19 @@
 /* control_member.c: the commands on a member's place in a group: join and
  * leave, ack and read (its cursor and read marker), and the receipts and
  * presence lists of the group's members (see control.h). */
+#include "access.h"
 #include "control.h"
 
 #include <string.h>
 
 /* join/leave name the caller, or with "member" someone else (admins only,
  * and only admins in closed groups). */
-static bool target_member(struct chat_control_req *r, const cJSON *c, const char **member)
+static bool target_member(struct chat_control_req *r, const cJSON *c, const char **member,
+                          bool *is_admin)
 {
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(c, "member");
-    const char *user = mosquitto_client_username(r->client);
-    bool admin = chat_config_is_admin(&r->pl->cfg, user);
+    struct chat_decision a = chat_access_decide(r->pl, r->client, NULL, CHAT_DO_ADMIN);
+    bool admin = a.verdict == CHAT_ALLOW;
 
     *member = r->member;
     if (m) {
@@ -24,13 +26,15 @@ static bool target_member(struct chat_control_req *r, const cJSON *c, const char
         *member = m->valuestring;
     }
     if (strcmp(*member, r->member) != 0 && !admin) {
-        chat_control_fail(r, "only an admin may add or remove another member");
+        chat_control_fail(r, a.why ? a.why : "only an admin may add or remove another member");
         return false;
     }
     if (!r->pl->cfg.open_groups && !admin) {
-        chat_control_fail(r, "only an admin may change membership of closed groups");
+        chat_control_fail(r,
+                          a.why ? a.why : "only an admin may change membership of closed groups");
         return false;
     }
+    *is_admin = admin;
     return true;
 }
 
@@ -39,17 +43,13 @@ void chat_control_join(struct chat_control_req *r, const cJSON *c)
     char group[CHAT_GROUP_MAX + 1];
     const char *member = NULL;
     uint64_t joined = 0, head = 0;
-    if (!chat_control_group_field(r, c, group) || !target_member(r, c, &member)) {
+    bool admin = false;
+    if (!chat_control_group_field(r, c, group) || !target_member(r, c, &member, &admin)) {
         return;
     }
-    /* Behind the broker's own access control, a request on $CONTROL says
-     * nothing of the right to the group's topics; a publish or an ack there
-     * does (see on_subscribe in chat.c). */
-    if (r->pl->cfg.acl_mode != CHAT_ACL_ALLOW &&
-        !chat_config_is_admin(&r->pl->cfg, mosquitto_client_username(r->client))) {
-        chat_control_fail(
-            r, "with the broker's own access control, join by publishing or acking on the "
-               "group, or ask an admin");
+    struct chat_decision d = chat_access_decide(r->pl, r->client, group, CHAT_DO_JOIN);
+    if (!admin && d.verdict != CHAT_ALLOW) {
+        chat_control_fail(r, d.why);
         return;
     }
     if (!chat_control_storage_ok(r, chat_store_member_add(r->pl->store, group, member, &joined)) ||
@@ -68,7 +68,8 @@ void chat_control_leave(struct chat_control_req *r, const cJSON *c)
 {
     char group[CHAT_GROUP_MAX + 1];
     const char *member = NULL;
-    if (!chat_control_group_field(r, c, group) || !target_member(r, c, &member)) {
+    bool admin = false;
+    if (!chat_control_group_field(r, c, group) || !target_member(r, c, &member, &admin)) {
         return;
     }
     if (!chat_control_storage_ok(r, chat_store_member_remove(r->pl->store, group, member))) {

@@ -2,6 +2,7 @@
  * in each of its member's groups, and the catch-ups that starts) and the
  * pages of fetch and history; each bounded in store records and bytes (see
  * control.h). */
+#include "access.h"
 #include "control.h"
 #include "reply.h"
 
@@ -56,7 +57,7 @@ static int sync_group(void *ctx, const char *group, uint64_t joined)
     r->work++;
     /* A member whom the broker would not let read the group learns
      * nothing of it here either (write-only access). */
-    if (chat_may_read(r->pl, r->client, group)) {
+    if (chat_access_decide(r->pl, r->client, group, CHAT_DO_HISTORY).verdict != CHAT_ALLOW) {
         return 0;
     }
     /* Only a catch-up that starts writes the device's cursor; an existing
@@ -105,12 +106,10 @@ void chat_control_sync(struct chat_control_req *r, const cJSON *c)
     /* PROTOCOL.md: sync starts the catch-up of every group with unread
      * messages; "replay": false asks for the counts alone (lazy clients). */
     w.replay = r->pl->cfg.replay && (!rep || cJSON_IsTrue(rep));
-    if (!r->pl->cfg.open_groups) {
-        const char *user = mosquitto_client_username(r->client);
-        if (!(user && user[0])) {
-            chat_control_fail(r, "closed groups admit only clients with a username");
-            return;
-        }
+    struct chat_decision d = chat_access_decide(r->pl, r->client, NULL, CHAT_DO_SYNC);
+    if (d.verdict != CHAT_ALLOW) {
+        chat_control_fail(r, d.why);
+        return;
     }
     size_t mark = r->out->len;
     chat_control_entry_start(r);
@@ -142,7 +141,6 @@ void chat_control_page(struct chat_control_req *r, const cJSON *c, bool forward)
     char group[CHAT_GROUP_MAX + 1];
     uint64_t from = 0, limit = 0, head = 0, first = 1;
     bool has_from = false, has_limit = false;
-    const char *why = NULL;
     chat_page *page = NULL;
 
     if (!chat_control_group_field(r, c, group) ||
@@ -156,16 +154,21 @@ void chat_control_page(struct chat_control_req *r, const cJSON *c, bool forward)
                           "response too large: send fewer fetch or history commands per request");
         return;
     }
-    if ((why = chat_admit(r->pl, r->client, group, false)) != NULL ||
-        (why = chat_may_read(r->pl, r->client, group)) != NULL) {
-        chat_control_fail(r, why);
+    /* Members read their groups; an admin inspects any group read-only,
+     * without joining (so member counts and "read by k of n" stay as they
+     * are) and without a cursor of its own there. */
+    struct chat_decision d = chat_access_decide(r->pl, r->client, group, CHAT_DO_INSPECT);
+    if (d.verdict != CHAT_ALLOW) {
+        chat_control_fail(r, d.why);
         return;
     }
     if (!chat_control_storage_ok(r, chat_store_head(r->pl->store, group, &head)) ||
         !chat_control_storage_ok(r, chat_store_first(r->pl->store, group, &first))) {
         return;
     }
-    if (!has_from && forward) {
+    if (!has_from && forward && !d.member) {
+        from = 0; /* an admin inspecting: from the oldest message kept */
+    } else if (!has_from && forward) {
         bool found = false;
         if (!chat_control_storage_ok(r, chat_store_cursor_start(r->pl->store, group, r->member,
                                                                 r->device, &from, &found))) {

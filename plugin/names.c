@@ -46,14 +46,16 @@ enum chat_topic_kind chat_topic_parse(const struct chat_config *cfg, const char 
     return strcmp(slash, CHAT_PROTO_READ_SUFFIX) == 0 ? CHAT_TOPIC_READ : CHAT_TOPIC_BAD;
 }
 
-const char *chat_member(const struct chat_plugin *pl, const struct mosquitto *client,
-                        char buf[CHAT_MEMBER_BUF])
+const char *chat_member_name(bool tilde_names, bool user_verified, const char *user, const char *id,
+                             char buf[CHAT_MEMBER_BUF])
 {
-    const char *user = mosquitto_client_username(client);
-    const char *id = mosquitto_client_id(client);
-    bool named = user && user[0];
+    /* A username counts where the broker checked it, or where it checks
+     * none (an anonymous broker: names are whatever clients say); a
+     * username a listener did not check, beside listeners that do, must
+     * not pass for the user it claims: it is named by its client id. */
+    bool named = user && user[0] && (user_verified || !tilde_names);
     const char *name = named ? user : id;
-    bool tilde = !named && pl->cfg.names_verified;
+    bool tilde = !named && tilde_names;
 
     if (!name) {
         return "client has no client id";
@@ -62,7 +64,7 @@ const char *chat_member(const struct chat_plugin *pl, const struct mosquitto *cl
     if (len + tilde > CHAT_STORE_MAX_NAME) {
         return "client id or username is longer than 1024 bytes";
     }
-    if (named && name[0] == '~' && pl->cfg.names_verified) {
+    if (named && name[0] == '~' && tilde_names) {
         return "usernames beginning with ~ are reserved on this broker for members without a "
                "username";
     }

@@ -1,14 +1,19 @@
 /* peer_table.c: what the plugin keeps per client id between its events:
- * subscriptions still waiting for the broker's verdict (pending), and the
- * budget of answers the client may be sent.
+ * subscriptions still waiting for the broker's verdict (pending), the chat
+ * groups and the pushes it subscribed to, whether its persistent session is
+ * away, and the budget of answers the client may be sent.
  *
  * Invariants, by name (the code cites them so):
  *   kept-sessions: A peer exists while its client is connected, or, for a
- *      persistent session (clean session false), while it has pending
- *      subscriptions and fewer than MAX_GONE disconnected peers are kept: its
- *      session keeps its subscriptions at the broker, so live delivery must
- *      keep passing our read check when it comes back without subscribing
- *      again.
+ *      persistent session that went offline, while it has pending
+ *      subscriptions, chat groups or pushes: its session keeps its
+ *      subscriptions at the broker, so live delivery must keep passing our
+ *      read check, and its catch-up must restart, when it comes back without
+ *      subscribing again. At most MAX_GONE are kept away, in the order they
+ *      went (oldest..newest): a new one makes the oldest go. While away,
+ *      offline is the connection it left (the broker checks deliveries to it
+ *      to queue them); NULL once another connection took the session over.
+ *   subs-set: A peer's chat groups (subs) are a set of at most MAX_SUBS.
  *   pending-set: A peer's pending groups are a set of group names of its
  *      own, at most MAX_PENDING: the read check of every delivery finds the
  *      peer by client id, then the group, and nothing repeats the client id
@@ -23,6 +28,7 @@
 #include <string.h>
 
 #define MAX_PENDING 1024u       /* pending subscriptions of one client */
+#define MAX_SUBS 1024u          /* chat groups remembered for one client */
 #define MAX_GONE 10000u         /* disconnected persistent sessions remembered */
 #define BUDGET_BYTES (8u << 20) /* answers one client may have unread at once */
 #define BUDGET_RATE (2u << 20)  /* bytes per second the budget comes back */
@@ -32,19 +38,24 @@
 /* The table: every peer by client id, and how many are disconnected
  * persistent sessions (invariant kept-sessions). */
 struct chat_peers {
-    chat_hmap *map; /* client id -> struct chat_peer */
-    unsigned gone;  /* peers kept for disconnected persistent sessions */
+    chat_hmap *map;                    /* client id -> struct chat_peer */
+    unsigned gone;                     /* peers kept for disconnected persistent sessions */
+    struct chat_peer *oldest, *newest; /* those, in the order they went away */
 };
 
 struct chat_peer {
     chat_hmap *pending; /* group names (values unused), NULL when none */
+    chat_hmap *subs;    /* chat groups subscribed to (values unused), NULL when none */
+    bool pushes;        /* subscribed to the response topic */
     bool connected;
-    int64_t budget;      /* bytes; see budget-bound */
-    int64_t budget_ms;   /* when budget was last brought up to date */
-    int64_t err_sec;     /* the second in which errs were counted */
-    unsigned errs;       /* "slow down" answers sent in err_sec */
-    uint64_t dropped;    /* requests dropped unanswered since the last log line */
-    int64_t drop_log_ms; /* when the last line was logged */
+    const struct mosquitto *offline; /* see kept-sessions */
+    struct chat_peer *older, *newer; /* the list of peers away (not connected) */
+    int64_t budget;                  /* bytes; see budget-bound */
+    int64_t budget_ms;               /* when budget was last brought up to date */
+    int64_t err_sec;                 /* the second in which errs were counted */
+    unsigned errs;                   /* "slow down" answers sent in err_sec */
+    uint64_t dropped;                /* requests dropped unanswered since the last log line */
+    int64_t drop_log_ms;             /* when the last line was logged */
     size_t id_len;
     char id[];
 };
@@ -54,6 +65,7 @@ static void peer_free(void *p)
     struct chat_peer *peer = p;
     if (peer) {
         chat_hmap_destroy(peer->pending, NULL);
+        chat_hmap_destroy(peer->subs, NULL);
     }
     free(peer);
 }
@@ -98,10 +110,6 @@ static struct chat_peer *peer_get(struct chat_plugin *pl, const char *client_id,
     size_t len = strlen(client_id);
     struct chat_peer *p = chat_hmap_get(pl->peers->map, client_id, len);
     if (p || !create) {
-        if (p && create && !p->connected) {
-            p->connected = true; /* a persistent session came back */
-            pl->peers->gone--;
-        }
         return p;
     }
     p = calloc(1, sizeof(*p) + len + 1);
@@ -174,30 +182,189 @@ void chat_pending_forget_group(struct chat_plugin *pl, const char *group)
     chat_hmap_foreach(pl->peers->map, forget_group_cb, (void *)group);
 }
 
+/* Links p, gone away, as the newest of the peers away. */
+static void away_link(struct chat_peers *t, struct chat_peer *p)
+{
+    p->older = t->newest;
+    p->newer = NULL;
+    if (t->newest) {
+        t->newest->newer = p;
+    } else {
+        t->oldest = p;
+    }
+    t->newest = p;
+    t->gone++;
+}
+
+static void away_unlink(struct chat_peers *t, struct chat_peer *p)
+{
+    if (p->older) {
+        p->older->newer = p->newer;
+    } else {
+        t->oldest = p->newer;
+    }
+    if (p->newer) {
+        p->newer->older = p->older;
+    } else {
+        t->newest = p->older;
+    }
+    p->older = p->newer = NULL;
+    t->gone--;
+}
+
 static void peer_remove(struct chat_plugin *pl, struct chat_peer *p)
 {
     if (!p->connected) {
-        pl->peers->gone--;
+        away_unlink(pl->peers, p);
     }
     chat_hmap_remove(pl->peers->map, p->id, p->id_len);
     peer_free(p);
 }
 
-void chat_peer_disconnected(struct chat_plugin *pl, const struct mosquitto *client)
+/* Adds (on) or removes group in the set *set, creating it, at most max. */
+static void set_mark(chat_hmap **set, const char *group, bool on, unsigned max, void *val)
+{
+    size_t len = strlen(group);
+    if (!on) {
+        if (*set) {
+            (void)chat_hmap_remove(*set, group, len);
+        }
+        return;
+    }
+    if (*set && (chat_hmap_get(*set, group, len) || chat_hmap_count(*set) >= max)) {
+        return;
+    }
+    if (!*set && !(*set = chat_hmap_create())) {
+        return;
+    }
+    (void)chat_hmap_put(*set, group, len, val, NULL);
+}
+
+void chat_peer_subscribed(struct chat_plugin *pl, const char *client_id, const char *group, bool on)
+{
+    struct chat_peer *p = peer_get(pl, client_id, on);
+    if (p) {
+        set_mark(&p->subs, group, on, MAX_SUBS, p);
+    }
+}
+
+struct each_group {
+    bool (*fn)(void *ctx, const char *group);
+    void *ctx;
+};
+
+static bool each_group_cb(void *ctx, const void *key, size_t len, void *val)
+{
+    struct each_group *e = ctx;
+    char group[CHAT_GROUP_MAX + 1];
+    (void)val;
+    if (len > CHAT_GROUP_MAX) {
+        return false;
+    }
+    memcpy(group, key, len);
+    group[len] = '\0';
+    return e->fn(e->ctx, group);
+}
+
+void chat_peer_each_group(struct chat_plugin *pl, const char *client_id,
+                          bool (*fn)(void *ctx, const char *group), void *ctx)
+{
+    struct chat_peer *p = peer_get(pl, client_id, false);
+    struct each_group e = {fn, ctx};
+    if (p && p->subs) {
+        chat_hmap_foreach(p->subs, each_group_cb, &e);
+    }
+}
+
+void chat_peer_wants_pushes(struct chat_plugin *pl, const char *client_id, bool on)
+{
+    struct chat_peer *p = peer_get(pl, client_id, on);
+    if (p) {
+        p->pushes = on;
+    }
+}
+
+bool chat_peer_pushes(struct chat_plugin *pl, const char *client_id)
+{
+    struct chat_peer *p = peer_get(pl, client_id, false);
+    return p && p->pushes;
+}
+
+static bool keeps_something(const struct chat_peer *p)
+{
+    return (p->pending && chat_hmap_count(p->pending) > 0) ||
+           (p->subs && chat_hmap_count(p->subs) > 0) || p->pushes;
+}
+
+void chat_peer_disconnected(struct chat_plugin *pl, const struct mosquitto *client,
+                            enum chat_gone how)
 {
     const char *id = mosquitto_client_id(client);
     struct chat_peer *p = id ? peer_get(pl, id, false) : NULL;
-    if (!p || !p->connected) {
+    if (!p) {
         return;
     }
-    bool keep = !mosquitto_client_clean_session(client) && p->pending &&
-                chat_hmap_count(p->pending) > 0 && pl->peers->gone < MAX_GONE;
-    if (!keep) {
+    if (how == CHAT_GONE_REPLACED) {
+        /* The session goes on in the newer connection: whether it was
+         * away (it resumes) or connected (it was taken over), nothing the
+         * session keeps is lost, and the old connection is no one's now.
+         * The new one is back at its first event (chat_peer_back). */
+        p->offline = NULL;
+        if (!p->connected) {
+            return;
+        }
+    } else if (!p->connected) {
+        return;
+    }
+    if (how == CHAT_GONE_ENDED || !keeps_something(p)) {
         peer_remove(pl, p);
         return;
     }
+    /* kept-sessions: the one away longest makes room. Forgotten, it is
+     * caught up from its cursors when it comes back (chat_peer_note), and
+     * the broker may queue for it meanwhile. */
+    if (pl->peers->gone >= MAX_GONE && pl->peers->oldest) {
+        peer_remove(pl, pl->peers->oldest);
+    }
     p->connected = false;
-    pl->peers->gone++;
+    p->offline = how == CHAT_GONE_OFFLINE ? client : NULL;
+    away_link(pl->peers, p);
+}
+
+bool chat_peer_offline(struct chat_plugin *pl, const struct mosquitto *client)
+{
+    const char *id = mosquitto_client_id(client);
+    struct chat_peer *p = id ? peer_get(pl, id, false) : NULL;
+    return p && !p->connected && p->offline == client;
+}
+
+bool chat_peer_back(struct chat_plugin *pl, const struct mosquitto *client, bool own)
+{
+    const char *id = mosquitto_client_id(client);
+    struct chat_peer *p = id ? peer_get(pl, id, false) : NULL;
+    /* A delivery to the very connection the session left is the broker
+     * queueing for it; anything the client does itself is a connection,
+     * even at the same address (a session that expired unseen, its
+     * memory given to the next connection of the client id). */
+    if (!p || p->connected || (p->offline == client && !own)) {
+        return false;
+    }
+    if (mosquitto_client_clean_session(client)) {
+        /* A clean start: the broker dropped the session that was away, and
+         * its subscriptions with it; nothing of it resumes. */
+        peer_remove(pl, p);
+        return false;
+    }
+    away_unlink(pl->peers, p);
+    p->connected = true;
+    p->offline = NULL;
+    return true;
+}
+
+bool chat_peer_note(struct chat_plugin *pl, const struct mosquitto *client)
+{
+    const char *id = mosquitto_client_id(client);
+    return id && !peer_get(pl, id, false) && peer_get(pl, id, true) != NULL;
 }
 
 /* ===========================================================================

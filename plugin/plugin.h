@@ -27,10 +27,16 @@
  *                     the coalesced reads/presence pushes, and
  *                     presence_state.c)
  *   retention.c       deleting old messages in bounded steps
- *   access.c          membership, and the broker's answer on read rights
+ *   access.c          the one access policy: identity and the decision
+ *                     (access.h: with verdict.c, the broker's read verdict
+ *                     remembered per device, and broker.c, the broker's
+ *                     listeners and checkers, from broker_conf.c, and
+ *                     aclfile.c, its acl_file read by its rules)
  *   reply.c           everything sent to a client, and the page writer
  *                     (reply.h, included by the files that answer)
- *   peer_table.c      per client id: pending subscriptions, answer budgets
+ *   peer_table.c      per client id: pending subscriptions, the groups and
+ *                     pushes it subscribed to, persistent sessions away,
+ *                     answer budgets
  *   store_health.c    the store opened (again), and the log of its errors
  *   envelope_cache.c  the envelope stored last, for its deliveries
  *   envelope.c, names.c, config.c, hmap.c, sbuf.c, clock.c, then proto/ and
@@ -130,32 +136,15 @@ struct chat_config {
     bool acl_auto;                   /* acl_mode follows the broker's configuration */
     enum chat_read_check read_check; /* plugin_opt_read_check */
     unsigned receipt_interval;       /* ms between two pushes of one group (0: every tick) */
-    /* The broker verifies usernames (or we cannot tell): a member without a
-     * username is named "~<client id>", and usernames that start with "~"
-     * may not chat, so that no client id can pass for a user. */
-    bool names_verified;
+    /* Some listener verifies usernames (or the broker's configuration could
+     * not be read): a member without a username is named "~<client id>",
+     * and usernames that start with "~" may not chat, so that no client id
+     * passes for a user. Set by broker.c from the broker's configuration. */
+    bool tilde_names;
     uint64_t device_expiry_days; /* 0: never */
     char *backup_dir;            /* NULL: backups refused */
     int sys_interval;            /* the broker's (chat_broker_conf), for stats.c */
 };
-
-/* What the broker's own configuration says (config.c). */
-struct chat_broker_conf {
-    bool readable;       /* every file named could be read */
-    bool acl;            /* another access checker: acl_file, another plugin */
-    bool auth;           /* usernames are verified: password_file, a plugin, certificates */
-    bool per_listener;   /* per_listener_settings true */
-    bool first_is_other; /* another plugin is loaded before ours */
-    int plugins;         /* plugin and auth_plugin lines, ours included */
-    int sys_interval;    /* the broker's sys_interval (10 unless set); 0: no $SYS */
-    int err;             /* errno of the first unreadable file */
-    char unreadable[4096];
-};
-
-/* The broker's own access check (src/security.c), when the broker exports it
- * (see chat_may_read). */
-typedef int (*chat_acl_check_fn)(struct mosquitto *client, const char *topic, uint32_t payloadlen,
-                                 void *payload, uint8_t qos, bool retain, int access);
 
 /* The plugin: what mosquitto_plugin_init makes and mosquitto_plugin_cleanup
  * frees. It holds the things every module shares (the options, the store,
@@ -164,7 +153,8 @@ typedef int (*chat_acl_check_fn)(struct mosquitto *client, const char *topic, ui
  * on that state through the owner's functions, never by a field. */
 struct chat_tick;
 struct chat_health;
-struct chat_access;
+struct chat_broker;
+struct chat_verdicts;
 struct chat_envelope_cache;
 struct chat_peers;
 struct chat_replay;
@@ -182,7 +172,8 @@ struct chat_plugin {
     struct chat_stats stats;               /* counters every module bumps in place (stats.h) */
     struct chat_tick *tick;                /* tick.c */
     struct chat_health *health;            /* store_health.c */
-    struct chat_access *access;            /* access.c */
+    struct chat_broker *broker;            /* broker.c (access.h) */
+    struct chat_verdicts *verdicts;        /* verdict.c (access.h) */
     struct chat_envelope_cache *envelopes; /* envelope_cache.c */
     struct chat_peers *peers;              /* peer_table.c */
     struct chat_replay *replay;            /* replay.c */
@@ -211,25 +202,10 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
 void chat_config_free(struct chat_config *cfg);
 bool chat_config_is_admin(const struct chat_config *cfg, const char *username);
 
-/* Logs, at info level, one line with every option in cfg (and what was
- * read from the broker's configuration): where the store is
- * (chat_health_where), and whether the broker's access checks can be asked
- * (chat_access_broker_asked). */
-void chat_config_log(const struct chat_config *cfg, const char *where, bool broker_asked);
-
-/* Reads the broker's configuration (named by -c on its command line, and
- * the files it includes) into bc. Returns false when some file could not be
- * read, which bc says. */
-bool chat_broker_scan(struct chat_broker_conf *bc);
-
-/* The broker's own access check, looked up at run time, or NULL where the
- * broker does not export it (see chat_may_read). */
-chat_acl_check_fn chat_broker_acl_check(void);
-
-/* Sets the access mode (when plugin_opt_acl is auto), the naming of
- * members and sys_interval from bc, failing closed when bc is incomplete;
- * logs what it assumes when log is set. */
-void chat_config_apply_broker(struct chat_config *cfg, const struct chat_broker_conf *bc, bool log);
+/* Logs, at info level, one line with every option in cfg and where the
+ * store is (chat_health_where); broker.c logs what it found of the
+ * broker. */
+void chat_config_log(const struct chat_config *cfg, const char *where);
 
 /* names.c */
 
@@ -243,13 +219,18 @@ size_t chat_nul_escapes(char *s, size_t len, const char *with);
 enum chat_topic_kind chat_topic_parse(const struct chat_config *cfg, const char *topic,
                                       const char **group, size_t *group_len);
 
-/* The member a client speaks as, written into buf: its username, else its
- * client id, prefixed with "~" when the broker verifies usernames (see
- * chat_config.names_verified). Returns NULL, or the reason when the client
- * may not chat under that name (buf then holds nothing). */
+/* The member a client speaks as, written into buf: its username where the
+ * broker checked it (or checks none), else its client id, prefixed with "~"
+ * where some listener verifies usernames (chat_config.tilde_names), so that
+ * no client id, nor a username a listener did not check, passes for a user.
+ * Returns NULL, or the reason when the client may not chat under that name
+ * (buf then holds nothing). chat_member (access.c) asks the broker whether
+ * client's username was verified; chat_member_name (names.c) is the rule. */
 #define CHAT_MEMBER_BUF (CHAT_STORE_MAX_NAME + 2)
-const char *chat_member(const struct chat_plugin *pl, const struct mosquitto *client,
+const char *chat_member(struct chat_plugin *pl, const struct mosquitto *client,
                         char buf[CHAT_MEMBER_BUF]);
+const char *chat_member_name(bool tilde_names, bool user_verified, const char *user, const char *id,
+                             char buf[CHAT_MEMBER_BUF]);
 
 /* envelope.c */
 
@@ -289,10 +270,21 @@ int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev);
 int chat_on_acl(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev);
 
 /* Applies an ack from client for group; moves the cursor and the replay.
- * join: an open group admits a non-member (as chat_admit). Returns NULL
- * (*now, may be NULL, receives the cursor), or the reason it was refused. */
+ * on_topic: published to <prefix>/<group>/ack, which behind other access
+ * checkers joins an open group (chat_access_decide, CHAT_DO_MARK_TOPIC),
+ * else a request. Returns NULL (*now, may be NULL, receives the cursor), or
+ * the reason it was refused. */
 const char *chat_apply_ack(struct chat_plugin *pl, struct mosquitto *client, const char *group,
-                           uint64_t id, bool join, uint64_t *now);
+                           uint64_t id, bool on_topic, uint64_t *now);
+
+/* A persistent session came back without subscribing again
+ * (chat_peer_back): its groups' catch-up and presence start again. */
+void chat_client_back(struct chat_plugin *pl, struct mosquitto *client);
+
+/* A persistent session the peer table does not know (the broker restarted,
+ * or it was forgotten to make room): the catch-up of every group of its
+ * member in which this device has a cursor starts. */
+void chat_client_resume(struct chat_plugin *pl, struct mosquitto *client);
 
 /* envelope_cache.c: the envelope stored last, for its deliveries' read
  * checks */
@@ -325,13 +317,12 @@ const char *chat_envelope_cache_last(const struct chat_plugin *pl, size_t *len);
 const char *chat_read_publish(struct chat_plugin *pl, struct mosquitto_evt_message *ev,
                               const char *group);
 
-/* Applies a read of id by client in group: moves the member's read marker
- * and the device's cursor (an ack up to id) forward, the replay with it,
- * and tells presence.c of a marker that moved. join as chat_apply_ack.
- * Returns NULL, *read and *acked (may be NULL) receiving the marker and
- * the cursor after; or the reason it was refused. */
+/* Applies a read of id by client in group (on_topic as chat_apply_ack): moves the member's read
+ * marker and the device's cursor (an ack up to id) forward, the replay with it, and tells
+ * presence.c of a marker that moved. join as chat_apply_ack. Returns NULL, *read and *acked (may be
+ * NULL) receiving the marker and the cursor after; or the reason it was refused. */
 const char *chat_read_apply(struct chat_plugin *pl, struct mosquitto *client, const char *group,
-                            uint64_t id, bool join, uint64_t *read, uint64_t *acked);
+                            uint64_t id, bool on_topic, uint64_t *read, uint64_t *acked);
 
 /* Appends the fields of a `receipts` answer for client in group to b
  * (members, reads, more, and after when more): the members after `after`
@@ -376,58 +367,7 @@ const char *chat_presence_answer(struct chat_plugin *pl, struct mosquitto *clien
  * tick. now_ms: chat_now_ms(). */
 void chat_presence_tick(struct chat_plugin *pl, int64_t now_ms);
 
-/* access.c */
-
-/* Creates access.c's state: the broker's access check (none until
- * chat_access_set_broker_check), and whether we are asking it. */
-bool chat_access_init(struct chat_plugin *pl);
-void chat_access_free(struct chat_plugin *pl);
-
-/* The broker's own access check (chat_broker_acl_check), or NULL where it
- * cannot be asked; tests set a stub. */
-void chat_access_set_broker_check(struct chat_plugin *pl, chat_acl_check_fn check);
-
-/* Whether the broker's access checks can be asked (see chat_may_read). */
-bool chat_access_broker_asked(const struct chat_plugin *pl);
-
-/* True while chat_may_read asks the broker's access checks: our own
- * access check (chat_on_acl) stands aside for that question. */
-bool chat_access_probing(const struct chat_plugin *pl);
-
-/* True when client is a member of group (no store error). */
-bool chat_is_member(struct chat_plugin *pl, const struct mosquitto *client, const char *group);
-
-/* NULL when member may use group, joining it first when groups are open
- * and join is set; else the reason. */
-const char *chat_admit(struct chat_plugin *pl, const struct mosquitto *client, const char *group,
-                       bool join);
-
-/* Whether the broker would let client read <prefix>/<group> live, which
- * every page of history needs besides membership (chat_admit). Alone
- * (CHAT_ACL_ALLOW) our own answer is the broker's; behind other checkers we
- * ask the broker's access checks (chat_access_set_broker_check), or, where the
- * broker does not export it, refuse unless plugin_opt_read_check members.
- * Returns NULL, or the reason to refuse. */
-const char *chat_may_read(struct chat_plugin *pl, struct mosquitto *client, const char *group);
-
-/* What a list of group's members (receipts, presence) asks first: client
- * is a member (chat_admit, no join) whom the broker lets read the group
- * (chat_may_read), for nobody else learns who the members are, nor how
- * many; then *members receives their count. Returns NULL, or a static
- * reason to refuse (logging a store error). */
-const char *chat_admit_list(struct chat_plugin *pl, struct mosquitto *client, const char *group,
-                            uint64_t *members);
-
-/* chat_admit, then whether the member may move its cursor or read marker:
- * not when the broker was asked and would not let client read
- * <prefix>/<group> live (a write-only member behind acl_file or
- * dynamic-security, or a right revoked): it has received nothing to ack or
- * mark read, and the answer, clamped to the head, would tell it the head.
- * Where the broker cannot be asked, acks and reads are accepted, as they
- * move only the client's own cursor and marker. Returns NULL, or the
- * reason to refuse. */
-const char *chat_admit_marker(struct chat_plugin *pl, struct mosquitto *client, const char *group,
-                              bool join);
+/* access.c, verdict.c, broker.c: the one access policy (access.h) */
 
 /* peer_table.c: per client id state between events */
 
@@ -452,9 +392,51 @@ void chat_pending_remove(struct chat_plugin *pl, const char *client_id, const ch
 /* Forgets every client's pending subscription to group (its deletion). */
 void chat_pending_forget_group(struct chat_plugin *pl, const char *group);
 
-/* The client disconnected: forget it, but keep the pending subscriptions of
- * a persistent session, which it resumes without subscribing again. */
-void chat_peer_disconnected(struct chat_plugin *pl, const struct mosquitto *client);
+/* The chat groups a device subscribed to (not shared): set on subscribe,
+ * cleared on unsubscribe (on = false); kept while a persistent session is
+ * away, so that its catch-up restarts when it comes back without
+ * subscribing again. At most 1024 per client. chat_peer_each_group calls fn
+ * once per group (fn returns true to stop). */
+void chat_peer_subscribed(struct chat_plugin *pl, const char *client_id, const char *group,
+                          bool on);
+void chat_peer_each_group(struct chat_plugin *pl, const char *client_id,
+                          bool (*fn)(void *ctx, const char *group), void *ctx);
+
+/* PROTOCOL.md v1.2: the device subscribed to $CONTROL/chat/v1/response
+ * itself (on), or unsubscribed (off): it asked for the reads and presence
+ * pushes. chat_peer_pushes says whether it did. */
+void chat_peer_wants_pushes(struct chat_plugin *pl, const char *client_id, bool on);
+bool chat_peer_pushes(struct chat_plugin *pl, const char *client_id);
+
+/* How a client went away. */
+enum chat_gone {
+    CHAT_GONE_ENDED,   /* its session ended with it (clean session, session expiry 0) */
+    CHAT_GONE_OFFLINE, /* its session is kept: a persistent session went offline */
+    CHAT_GONE_REPLACED /* a newer connection with its client id took its session over */
+};
+
+/* The client went away (how). A persistent session's peer stays, with
+ * what it subscribed to, while the table keeps fewer than 10,000 such
+ * peers (invariant kept-sessions). */
+void chat_peer_disconnected(struct chat_plugin *pl, const struct mosquitto *client,
+                            enum chat_gone how);
+
+/* Whether client is the connection a persistent session left behind (the
+ * broker still checks deliveries to it, to queue them). */
+bool chat_peer_offline(struct chat_plugin *pl, const struct mosquitto *client);
+
+/* Called with every event of a client (own: one of its own doing, not a
+ * delivery to it): true once when client is a persistent session come back
+ * (a new connection of an offline peer's client id that resumes it; a
+ * delivery to the connection it left is not one); the caller then restarts
+ * what it had (chat_peer_each_group). A new connection that starts clean
+ * ends the session away instead (the broker dropped it): false, and it is
+ * forgotten. */
+bool chat_peer_back(struct chat_plugin *pl, const struct mosquitto *client, bool own);
+
+/* Makes a peer for client, connected, when it has none: true when it made
+ * one (the first event of a persistent session the table does not know). */
+bool chat_peer_note(struct chat_plugin *pl, const struct mosquitto *client);
 
 /* May the client be sent another answer? The plugin cannot see how much of
  * what it sent a client has read, so answers draw on a budget that refills

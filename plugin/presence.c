@@ -26,10 +26,9 @@ void chat_presence_subscribed(struct chat_plugin *pl, struct mosquitto *client, 
         return;
     }
     /* Alone, our answer to the subscribe was the broker's; behind other
-     * checkers it may yet be refused: count it only when the broker's own
-     * checks let the client read the group, and not when they cannot be
-     * asked (fail closed: it is then not seen online). */
-    if (pl->cfg.acl_mode != CHAT_ACL_ALLOW && chat_may_read(pl, client, group)) {
+     * checkers it may yet be refused: counted only where the broker's own
+     * checks let the client read the group (fail closed). */
+    if (chat_access_decide(pl, client, group, CHAT_DO_ONLINE).verdict != CHAT_ALLOW) {
         return;
     }
     size_t idlen = strlen(id);
@@ -268,7 +267,7 @@ const char *chat_presence_answer(struct chat_plugin *pl, struct mosquitto *clien
     struct pres_group *g = pres_group_find(pl->presence, group);
 
     /* As receipts: nobody else learns who is online, nor the count. */
-    if ((why = chat_admit_list(pl, client, group, &members)) != NULL) {
+    if ((why = chat_access_list(pl, client, group, &members)) != NULL) {
         return why;
     }
     if (g) {

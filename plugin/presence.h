@@ -57,7 +57,7 @@
 #ifndef CHAT_PRESENCE_H
 #define CHAT_PRESENCE_H
 
-#include "plugin.h"
+#include "access.h"
 
 struct pres_group;
 struct pres_device;

@@ -124,13 +124,15 @@ static void push_send(struct chat_plugin *pl, struct pres_group *g, struct budge
     struct chat_presence *ps = pl->presence;
     while (g->cursor < g->nsubs && budget_left(bu)) {
         const struct pres_device *d = g->subs[g->cursor++]->d;
-        /* The read right the subscribe was counted with may have been taken
-         * away since (acl_file reloaded, dynamic-security changed): ask
-         * again, as every replay page does, and push nothing to a device
-         * the broker would not let read the group live. */
-        if (pl->cfg.acl_mode != CHAT_ACL_ALLOW && chat_may_read(pl, d->client, g->name)) {
+        /* PROTOCOL.md v1.2: pushes only to a device that subscribed to the
+         * response topic; and none to a device the broker would no longer
+         * let read the group (a right taken away since it subscribed: the
+         * verdict is remembered per device, asked again when it may have
+         * changed). */
+        if (!chat_peer_pushes(pl, d->id) ||
+            chat_access_decide(pl, d->client, g->name, CHAT_DO_PUSH).verdict != CHAT_ALLOW) {
             ps->skipped++;
-            bu->sends++; /* a question to the broker's checks: work of the tick too */
+            bu->sends++; /* work of the tick too */
             continue;
         }
         const char *id = d->id;

@@ -4,27 +4,28 @@
  * batch, the reading device's cursor: what a member read, the device that
  * says so has received. Markers that moved go to presence.c, which pushes
  * them to the group's subscribers. */
-#include "plugin.h"
+#include "access.h"
 #include "reply.h"
 
 #include <stdio.h>
 #include <string.h>
 
 const char *chat_read_apply(struct chat_plugin *pl, struct mosquitto *client, const char *group,
-                            uint64_t id, bool join, uint64_t *read, uint64_t *acked)
+                            uint64_t id, bool on_topic, uint64_t *read, uint64_t *acked)
 {
     const char *device = mosquitto_client_id(client);
     char member[CHAT_MEMBER_BUF];
     uint64_t marker = 0, cursor = 0;
     bool moved = false, found = false;
-    const char *why = NULL;
 
     if (!device) {
         return "client has no client id";
     }
-    if ((why = chat_admit_marker(pl, client, group, join)) != NULL) {
+    struct chat_decision d =
+        chat_access_decide(pl, client, group, on_topic ? CHAT_DO_MARK_TOPIC : CHAT_DO_MARK);
+    if (d.verdict != CHAT_ALLOW) {
         chat_replay_stop(pl, device, group); /* nothing it may read goes on */
-        return why;
+        return d.why;
     }
     (void)chat_member(pl, client, member); /* admitted: it has a name */
     chat_err rc = chat_store_read_advance(pl->store, group, member, device, id, &marker, &cursor,
@@ -61,11 +62,8 @@ const char *chat_read_publish(struct chat_plugin *pl, struct mosquitto_evt_messa
     if (!chat_ack_parse(ev->payload, ev->payloadlen, &id)) {
         return "read payload must be a decimal message id";
     }
-    /* As for acks: behind other access checkers a read on the topic passed
-     * the broker's own write check, as good a reason to join an open group
-     * as a publish; alone, a subscribe has joined already. */
-    bool join = pl->cfg.acl_mode != CHAT_ACL_ALLOW;
-    const char *why = chat_read_apply(pl, ev->client, group, id, join, NULL, NULL);
+    /* As for acks: published to the read topic (chat_access_decide). */
+    const char *why = chat_read_apply(pl, ev->client, group, id, true, NULL, NULL);
     if (why) {
         return why;
     }
@@ -112,7 +110,7 @@ const char *chat_receipts_answer(struct chat_plugin *pl, struct mosquitto *clien
 
     /* Members only, and (behind other access checkers) only those the
      * broker lets read the group: nobody else learns even the count. */
-    if ((why = chat_admit_list(pl, client, group, &members)) != NULL) {
+    if ((why = chat_access_list(pl, client, group, &members)) != NULL) {
         return why;
     }
     size_t mark = b->len;

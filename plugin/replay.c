@@ -15,8 +15,9 @@
  *      cursor at once, within the window: pages already in flight count until
  *      acked or until replay_timeout, so that a client repeating subscribes
  *      cannot make the broker queue window after window of pages for it.
- *   read-each-page: Every page asks the broker's read check (chat_may_read)
- *      again: a right revoked during a catch-up stops it.
+ *   read-each-page: Every page asks the access policy again
+ *      (chat_access_decide, CHAT_DO_HISTORY): a right revoked during a
+ *      catch-up stops it (within the life of a remembered read verdict).
  *   holes-reported: A hole in a group's ids (a damaged store) is reported
  *      to the device, never skipped in silence.
  *   page-shrink: A device's page_bytes only shrinks while it is connected:
@@ -29,7 +30,7 @@
  *      twice in vain is reported to the device once; resending goes on, so a
  *      device that was only paused still catches up.
  */
-#include "plugin.h"
+#include "access.h"
 #include "reply.h"
 
 #include <assert.h>
@@ -149,13 +150,13 @@ static enum send_result send_page(struct chat_plugin *pl, struct chat_device *d,
     bool more = false;
     sbuf b = {0};
     struct chat_page_writer w;
-    const char *why = NULL;
 
     if (g->sent >= g->target) {
         return NOTHING_LEFT;
     }
-    if ((why = chat_may_read(pl, d->client, g->group)) != NULL) {
-        chat_reply_replay_error(pl, d->client_id, g->group, 0, why);
+    struct chat_decision dec = chat_access_decide(pl, d->client, g->group, CHAT_DO_HISTORY);
+    if (dec.verdict != CHAT_ALLOW) {
+        chat_reply_replay_error(pl, d->client_id, g->group, 0, dec.why);
         g->sent = g->target = g->acked;
         return NOTHING_LEFT;
     }
@@ -278,7 +279,6 @@ void chat_replay_start(struct chat_plugin *pl, struct mosquitto *client, const c
 {
     const char *client_id = mosquitto_client_id(client);
     char member[CHAT_MEMBER_BUF];
-    const char *why = NULL;
     uint64_t cursor = 0, head = 0;
     bool found = false;
 
@@ -303,11 +303,12 @@ void chat_replay_start(struct chat_plugin *pl, struct mosquitto *client, const c
         }
         return;
     }
-    if ((why = chat_may_read(pl, client, group)) != NULL) {
+    struct chat_decision dec = chat_access_decide(pl, client, group, CHAT_DO_HISTORY);
+    if (dec.verdict != CHAT_ALLOW) {
         if (d) {
             chat_replay_stop(pl, client_id, group);
         }
-        chat_reply_replay_error(pl, client_id, group, 0, why);
+        chat_reply_replay_error(pl, client_id, group, 0, dec.why);
         return;
     }
     if (!d && !(d = device_new(pl, client, client_id, member))) {

@@ -92,11 +92,13 @@ typedef struct harness_client_opts {
     int will_qos;             /* QoS of the Will */
     bool will_retain;         /* retain flag of the Will */
     int max_packet_size;      /* MQTT 5 Maximum Packet Size the client accepts; 0: none */
+    int port;                 /* another listener of the broker on 127.0.0.1; 0: its own */
     bool persistent;          /* keep the session: clean session 0 (3.1.1), or clean start 0
                                  and a session expiry of an hour (MQTT 5) */
-    bool pushes;              /* keep the plugin's pushed `reads` and `presence` entries
-                                 (protocol v1.1); by default they are dropped on arrival, as a
-                                 v1 client ignores them (see harness_is_push) */
+    bool pushes;              /* ask for the plugin's pushed `reads` and `presence` entries
+                                 (protocol v1.2: subscribe to the response topic after the
+                                 connect) and keep them; by default none is asked for, and any
+                                 that comes is dropped on arrival (see harness_is_push) */
 } harness_client_opts;
 
 /* Connects a client as o says (clean session), waiting at most 10 s.

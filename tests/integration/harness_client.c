@@ -241,7 +241,7 @@ static int connect_client(const ts_broker *b, const harness_client_opts *o, harn
         FAILF("cannot create a mutex or condition variable");
     pthread_condattr_destroy(&attr);
 
-    snprintf(uri, sizeof uri, "tcp://127.0.0.1:%d", ts_broker_port(b));
+    snprintf(uri, sizeof uri, "tcp://127.0.0.1:%d", o->port > 0 ? o->port : ts_broker_port(b));
     create.MQTTVersion = c->version == 5 ? MQTTVERSION_5 : MQTTVERSION_3_1_1;
     rc = MQTTClient_createWithOptions(&c->mc, uri, client_id, MQTTCLIENT_PERSISTENCE_NONE, NULL,
                                       &create);
@@ -267,7 +267,9 @@ static int connect_client(const ts_broker *b, const harness_client_opts *o, harn
     }
     co->reliable = 0;
     co->username = o->username;
-    co->password = o->password;
+    /* A broker that verifies usernames (ts_broker_conf.users) knows each
+     * test user with its name as password; one that does not ignores it. */
+    co->password = o->password != NULL ? o->password : o->username;
     co->connectTimeout = CLIENT_TIMEOUT_MS / 1000;
     co->MQTTVersion = c->version == 5 ? MQTTVERSION_5 : MQTTVERSION_3_1_1;
     /* Above our own window, so that Paho never blocks a publish (it would
@@ -325,7 +327,11 @@ harness_client *harness_client_connect_opts(const ts_broker *b, const harness_cl
     if (rc != 0)
         FAILF("client %s (MQTT %s, user %s): connect to 127.0.0.1:%d: %s (%d)", o->client_id,
               o->mqtt_version == 5 ? "5" : "3.1.1", o->username != NULL ? o->username : "(none)",
-              ts_broker_port(b), harness_paho_strerror(rc), rc);
+              o->port > 0 ? o->port : ts_broker_port(b), harness_paho_strerror(rc), rc);
+    /* PROTOCOL.md v1.2: the reads and presence pushes go to a device that
+     * subscribed to the response topic itself. */
+    if (o->pushes)
+        harness_client_subscribe(c, HARNESS_RESPONSE_TOPIC, 1);
     return c;
 }
 

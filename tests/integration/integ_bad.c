@@ -79,7 +79,7 @@ void bad_setup(fixture *fx, const char *const *opts, bool closed, bool with_eve)
     static const char *const closed_opts[] = {"open_groups false", "admins admin", NULL};
 
     fx->closed = closed;
-    fx->b = ts_broker_start(closed ? closed_opts : opts);
+    fx->b = closed ? ts_broker_start_users(closed_opts) : ts_broker_start(opts);
     if (closed) {
         fx->admin = connect_as(fx, "admin", "admin", 4);
         join(fx->admin, "alice");

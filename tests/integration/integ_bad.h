@@ -51,7 +51,7 @@
 #define E_NEITHER "payload is neither a JSON object nor UTF-8 text"
 #define E_CID "cid must be a string of 1 to 64 bytes"
 #define E_NOT_MEMBER "not a member of the group"
-#define E_NO_USERNAME "closed groups admit only clients with a username"
+#define E_NO_USERNAME "closed groups admit only clients with a username the broker verifies"
 #define E_NOT_CHAT_TOPIC                                                                           \
     "not a chat topic: publish to chat/<group>, chat/<group>/ack or chat/<group>/read"
 #define E_ACK "ack payload must be a decimal message id"

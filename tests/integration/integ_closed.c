@@ -16,7 +16,7 @@
 #define QUIET_MS 500
 
 #define E_NOT_MEMBER "not a member of the group"
-#define E_NO_USERNAME "closed groups admit only clients with a username"
+#define E_NO_USERNAME "closed groups admit only clients with a username the broker verifies"
 
 static harness_client *connect_as(ts_broker *b, const char *id, const char *user, int version)
 {
@@ -118,7 +118,7 @@ int main(void)
     int64_t acked = -1;
 
     ts_init("integ_closed");
-    b = ts_broker_start(opts);
+    b = ts_broker_start_users(opts);
     admin = connect_as(b, "admin-console", "admin", 4);
     boss = connect_as(b, "boss-console", "boss", 4);
     alice = connect_as(b, "alice-phone", "alice", 4);

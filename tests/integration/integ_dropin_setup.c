@@ -227,3 +227,19 @@ ts_broker *dropin_start(enum setup setup, bool with_chat)
     ts_broker_launch(b);
     return b;
 }
+
+ts_broker *dropin_create_dynsec(const char *const *plugin_opts, bool chat_first)
+{
+    static const char *const dynsec[] = {g_dynsec_line, "plugin_opt_config_file @DIR@/dynsec.json",
+                                         NULL};
+    ts_broker_conf conf = {.plugin_opts = plugin_opts, .no_anonymous = true};
+    ts_broker *b;
+
+    if (chat_first)
+        conf.after = dynsec;
+    else
+        conf.lines = dynsec;
+    b = ts_broker_create(&conf);
+    write_dynsec(ts_broker_dir(b));
+    return b;
+}

@@ -32,4 +32,9 @@ void dropin_use_dynsec(const char *path);
  * ts_broker_destroy. */
 ts_broker *dropin_start(enum setup setup, bool with_chat);
 
+/* A broker with the dynsec setup's dynamic-security plugin loaded after
+ * mosquitto-chat (chat_first) or before it, with plugin_opts, created (its
+ * files written) but not launched; the caller launches and destroys it. */
+ts_broker *dropin_create_dynsec(const char *const *plugin_opts, bool chat_first);
+
 #endif

@@ -313,6 +313,7 @@ static void expect_refused_for_good(harness_client *c, const char *group)
 static void case_write_io(void)
 {
     ts_broker_conf conf = {.plugin_opts = (const char *const[]){"admins alice", NULL},
+                           .users = ts_test_users,
                            .run_as = "nobody"};
     ts_broker *b;
     harness_client *alice;
@@ -357,7 +358,8 @@ static void case_write_io(void)
 
 static void case_write_corrupt(void)
 {
-    ts_broker_conf conf = {.plugin_opts = (const char *const[]){"admins alice", NULL}};
+    ts_broker_conf conf = {.plugin_opts = (const char *const[]){"admins alice", NULL},
+                           .users = ts_test_users};
     ts_broker *b = ts_broker_start_conf(&conf);
     harness_client *alice;
     char table[512];

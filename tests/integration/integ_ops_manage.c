@@ -138,7 +138,7 @@ static void case_figures(void)
 
 static void case_admin(void)
 {
-    ts_broker *b = ts_broker_start((const char *const[]){"admins alice", NULL});
+    ts_broker *b = ts_broker_start_users((const char *const[]){"admins alice", NULL});
     harness_client *alice = ops_user(b, "alice-cli", "alice");
     harness_client *bob = ops_user(b, "bob-phone", "bob");
     static const char *const cmds[][2] = {
@@ -232,7 +232,7 @@ static void case_admin(void)
 
 static void case_delete(void)
 {
-    ts_broker *b = ts_broker_start((const char *const[]){"admins alice", NULL});
+    ts_broker *b = ts_broker_start_users((const char *const[]){"admins alice", NULL});
     harness_client *alice = ops_user(b, "alice-cli", "alice");
     harness_client *bob = ops_user(b, "bob-phone", "bob");
     harness_client *slow = ops_user(b, "slow", "carol");
@@ -314,7 +314,7 @@ static bool has_device(harness_client *admin, const char *group, const char *dev
 
 static void case_expiry(void)
 {
-    ts_broker *b = ts_broker_start((const char *const[]){"admins alice", NULL});
+    ts_broker *b = ts_broker_start_users((const char *const[]){"admins alice", NULL});
     harness_client *bob = ops_user(b, "old-phone", "bob");
     harness_client *alice;
 

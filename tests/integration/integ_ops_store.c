@@ -37,6 +37,7 @@
 static void case_backup(void)
 {
     ts_broker_conf conf = {.plugin_opts = (const char *const[]){"admins alice", NULL},
+                           .users = ts_test_users,
                            .after =
                                (const char *const[]){"plugin_opt_backup_dir @DIR@/backups", NULL}};
     ts_broker *b = ts_broker_start_conf(&conf);
@@ -103,6 +104,7 @@ static void case_backup(void)
 static void case_backup_live(void)
 {
     ts_broker_conf conf = {.plugin_opts = (const char *const[]){"admins alice", NULL},
+                           .users = ts_test_users,
                            .after =
                                (const char *const[]){"plugin_opt_backup_dir @DIR@/backups", NULL}};
     ts_broker *b = ts_broker_start_conf(&conf);

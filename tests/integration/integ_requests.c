@@ -511,7 +511,7 @@ int main(void)
     int sent = 0;
 
     ts_init("integ_requests");
-    g_b = ts_broker_start(opts);
+    g_b = ts_broker_start_users(opts); /* admin rights: verified usernames */
     alice = connect_as(g_b, "alice", "alice", 4);
     phone = connect_as(g_b, "bob-phone", "bob", 4);
     laptop = connect_as(g_b, "bob-laptop", "bob", 4);

@@ -1,7 +1,7 @@
 /* integ_sec_access: regression tests of issue 9 about access, one case per
  * item (argv[1]), each against a real broker:
  *
- *   unreadable_config  1. a configuration only root may read: defer, never allow
+ *   unreadable_config  1. a configuration only root may read: the broker does not start
  *   reload_acl         1. an acl_file added with SIGHUP is obeyed at once
  *   read_check         2. history only for clients the broker lets read the group
  *   read_fallback      2. where the broker cannot be asked: refused, or by option
@@ -39,35 +39,18 @@ static void case_unreadable_config(void)
                            .run_as = "nobody",
                            .private_conf = true};
     ts_broker *b = ts_broker_create(&conf);
-    harness_client *spy, *boss, *bob;
-    harness_msg *m;
 
+    /* Unreadable to the user the broker runs as: nothing tells whether
+     * another plugin answers first or a listener lacks mosquitto-chat, so
+     * the broker does not start, and the log says what to change (it once
+     * started, deferring: issue 21's red team found that a second listener
+     * without the plugin then went unseen). */
     sec_write_in(b, "acl", acl_public);
-    ts_broker_launch(b);
-    spy = harness_client_connect(b, "spy", NULL);
-    boss = harness_client_connect(b, "boss", NULL);
-    harness_client_subscribe(spy, "private/#", 0);
-    harness_client_subscribe(spy, "public/#", 0);
-    harness_client_publish(boss, "private/payroll", "salaries", 1);
-    harness_client_publish(boss, "public/news", "hello", 1);
-    m = harness_client_receive(spy, WAIT_MS);
-    ASSERTF(m != NULL && strcmp(m->topic, "public/news") == 0,
-            "the spy got %s, expected public/news only", m ? m->topic : "nothing");
-    harness_msg_free(m);
-    harness_client_expect_none(spy, QUIET_MS, "nothing from private/#");
-    /* Chat still works for whom the acl_file lets chat. */
-    bob = harness_client_connect(b, "bob", NULL);
-    harness_client_subscribe(bob, "chat/room1", 1);
-    harness_client_publish(boss, "chat/room1", "hi bob", 1);
-    m = harness_client_receive(bob, WAIT_MS);
-    ASSERTF(m != NULL && strstr(m->payload, "\"body\":\"hi bob\"") != NULL,
-            "bob got no chat message");
-    harness_msg_free(m);
-    ASSERTF(ts_broker_log_count(b, "cannot read the broker's configuration") == 1,
+    ASSERTF(ts_broker_try_launch(b) != 0, "the broker started with an unreadable configuration");
+    ASSERTF(ts_broker_log_count(b, "not starting: cannot read the broker's configuration") == 1,
             "no log line about the unreadable configuration");
-    harness_client_disconnect(spy);
-    harness_client_disconnect(boss);
-    harness_client_disconnect(bob);
+    ASSERTF(ts_broker_log_count(b, "readable by that user") == 1,
+            "the log line does not say what to change");
     ts_broker_destroy(b);
 }
 
@@ -92,7 +75,7 @@ static void case_reload_acl(void)
     ts_broker_reload(b);
     harness_client_publish(boss, "private/payroll", "salaries", 1);
     harness_client_expect_none(spy, QUIET_MS, "nothing from private/# after the acl_file");
-    ASSERTF(ts_broker_log_count(b, "after reload, access checks: defer") == 1,
+    ASSERTF(ts_broker_log_count(b, "access checks deferred to the broker's other checkers") == 1,
             "the plugin did not log that it defers after the reload");
     bob = harness_client_connect(b, "bob", NULL);
     harness_client_subscribe(bob, "chat/room1", 1);
@@ -179,9 +162,10 @@ static void case_read_check(void)
     ts_broker_destroy(b);
 }
 
-/* As on an upstream build, which does not export mosquitto_acl_check: the
- * plugin cannot ask, so it refuses history even to a reader; the operator
- * may say that membership is enough. */
+/* Where the broker neither exports its check nor has only checkers the
+ * plugin can read (test hooks): the plugin cannot ask, so it refuses
+ * history even to a reader; the operator may say that membership is
+ * enough. */
 static void case_read_fallback(void)
 {
     ts_broker *b;
@@ -189,6 +173,7 @@ static void case_read_fallback(void)
     cJSON *resp;
 
     setenv("MOSQUITTO_CHAT_TEST_NO_ACL_CHECK", "1", 1);
+    setenv("MOSQUITTO_CHAT_TEST_NO_EMULATION", "1", 1);
     b = start_rw_broker(NULL);
     r = sec_connect_user(b, "r-phone", "r", "rpw");
     harness_client_publish(r, "chat/room1", "hello", 1);
@@ -196,7 +181,7 @@ static void case_read_fallback(void)
                            WAIT_MS);
     sec_expect_error_prefix(r, resp, "history", "history is unavailable");
     cJSON_Delete(resp);
-    ASSERTF(ts_broker_log_count(b, "history: refused") == 1,
+    ASSERTF(ts_broker_log_count(b, "history: refused") >= 1,
             "no start line saying that history is refused");
     harness_client_disconnect(r);
     ts_broker_destroy(b);
@@ -211,6 +196,7 @@ static void case_read_fallback(void)
     harness_client_disconnect(r);
     ts_broker_destroy(b);
     unsetenv("MOSQUITTO_CHAT_TEST_NO_ACL_CHECK");
+    unsetenv("MOSQUITTO_CHAT_TEST_NO_EMULATION");
 }
 
 /* ===========================================================================
@@ -441,6 +427,7 @@ static void case_persistent_session(void)
     /* Where the broker cannot be asked, a non-member's subscribe waits for
      * the broker's read check of each message. */
     setenv("MOSQUITTO_CHAT_TEST_NO_ACL_CHECK", "1", 1);
+    setenv("MOSQUITTO_CHAT_TEST_NO_EMULATION", "1", 1);
     b = ts_broker_create(&conf);
     sec_write_in(b, "acl", acl_public);
     ts_broker_launch(b);
@@ -459,6 +446,7 @@ static void case_persistent_session(void)
     harness_client_disconnect(alice);
     ts_broker_destroy(b);
     unsetenv("MOSQUITTO_CHAT_TEST_NO_ACL_CHECK");
+    unsetenv("MOSQUITTO_CHAT_TEST_NO_EMULATION");
 }
 
 /* ===========================================================================

@@ -221,6 +221,31 @@ static void stop_broker(ts_broker *b, bool strict)
  * Public interface
  * ========================================================================= */
 
+/* A password file in the broker's directory with each of users (its name
+ * as password, made by the broker's own mosquitto_passwd), named by a
+ * password_file line before b's other lines. */
+static void add_users(ts_broker *b, const char *const *users)
+{
+    char path[PATH_LEN];
+    size_t n = 0;
+    snprintf(path, sizeof path, "%s/passwd", b->dir);
+    for (size_t i = 0; users[i] != NULL; i++) {
+        const char *argv[] = {
+            ts_broker_program("mosquitto_passwd"), "-b", path, users[i], users[i], NULL};
+        if (i == 0)
+            ts_write_file(path, "", 0);
+        ts_run_ok(argv);
+    }
+    while (b->lines[n] != NULL)
+        n++;
+    char **lines = calloc(n + 2, sizeof *lines);
+    if (lines == NULL || (lines[0] = strdup("password_file @DIR@/passwd")) == NULL)
+        FAILF("out of memory");
+    memcpy(lines + 1, b->lines, n * sizeof *lines);
+    free(b->lines);
+    b->lines = lines;
+}
+
 ts_broker *ts_broker_create(const ts_broker_conf *conf)
 {
     ts_broker_conf none = {0};
@@ -246,6 +271,8 @@ ts_broker *ts_broker_create(const ts_broker_conf *conf)
         FAILF("mkdir %s: %s", b->db, strerror(errno));
     b->opts = ts_lines_copy(conf->plugin_opts);
     b->lines = ts_lines_copy(conf->lines);
+    if (conf->users != NULL)
+        add_users(b, conf->users);
     b->after = ts_lines_copy(conf->after);
     b->top = ts_lines_copy(conf->top);
     b->without_chat = conf->without_chat;
@@ -272,6 +299,17 @@ ts_broker *ts_broker_start_conf(const ts_broker_conf *conf)
 
     ts_broker_launch(b);
     return b;
+}
+
+const char *const ts_test_users[] = {"admin", "boss",  "root",  "alice",   "bob",
+                                     "bob5",  "carol", "dave",  "eve",     "eve5",
+                                     "spy",   "frank", "grace", "mallory", NULL};
+
+ts_broker *ts_broker_start_users(const char *const *plugin_opts)
+{
+    ts_broker_conf conf = {.plugin_opts = plugin_opts, .users = ts_test_users};
+
+    return ts_broker_start_conf(&conf);
 }
 
 ts_broker *ts_broker_start(const char *const *plugin_opts)
@@ -313,6 +351,13 @@ void ts_broker_restart(ts_broker *b)
     if (b->pid != 0)
         FAILF("ts_broker_restart: broker pid %d still runs", (int)b->pid);
     launch(b, false, false);
+}
+
+int ts_broker_try_launch(ts_broker *b)
+{
+    if (b->pid != 0 || b->starts != 0)
+        FAILF("ts_broker_try_launch: broker in %s was started before", b->dir);
+    return launch(b, true, true);
 }
 
 int ts_broker_try_restart(ts_broker *b)

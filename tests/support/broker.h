@@ -43,6 +43,9 @@ typedef struct ts_broker_conf {
     const char *const *top;         /* lines before the listener (per_listener_settings) */
     bool without_chat;              /* leave the chat plugin out: the same broker without it */
     bool no_anonymous;              /* allow_anonymous false instead of true */
+    const char *const *users;       /* usernames the broker verifies: a password_file holds
+                                       each, with the name itself as password (the harness's
+                                       clients send their username as password by default) */
     const char *run_as;             /* `user` line: NULL for root; another user gets the store
                                        and the log, and the directory becomes world-readable */
     bool private_conf;              /* mosquitto.conf readable by root only (mode 0600) */
@@ -65,6 +68,18 @@ ts_broker *ts_broker_start_conf(const ts_broker_conf *conf);
  * for none), started: ts_broker_start_conf with only plugin_opts. */
 ts_broker *ts_broker_start(const char *const *plugin_opts);
 
+/* The mosquitto-chat plugin the brokers load (for a test's own plugin
+ * lines, e.g. one per listener with per_listener_settings true). */
+const char *ts_broker_plugin_path(void);
+
+/* Usernames the tests connect with, for a broker that verifies them
+ * (ts_broker_conf.users): admin, boss, root, alice, bob, carol ... */
+extern const char *const ts_test_users[];
+
+/* ts_broker_start, with the broker verifying ts_test_users' names (a
+ * password_file): what admin rights and closed groups need. */
+ts_broker *ts_broker_start_users(const char *const *plugin_opts);
+
 /* Stops the broker with SIGTERM, waits at most 10 s, then SIGKILLs it; fails
  * the test if it did not exit with status 0 on SIGTERM (a crash or a
  * sanitizer report in the plugin's cleanup). No-op if not running. */
@@ -82,6 +97,10 @@ void ts_broker_restart(ts_broker *b);
  * test that expects it may refuse to start: returns 0 when it runs, else its
  * exit status (128 + the signal that ended it), without failing the test. */
 int ts_broker_try_restart(ts_broker *b);
+
+/* ts_broker_launch, for a test that expects the broker may refuse to start:
+ * returns 0 when it runs, else its exit status (as ts_broker_try_restart). */
+int ts_broker_try_launch(ts_broker *b);
 
 /* Stops the broker if it runs (as ts_broker_stop), removes its directory and
  * frees b. Accepts NULL. */

@@ -198,3 +198,8 @@ void ts_conf_pg_database(ts_broker *b)
     snprintf(b->pg_conninfo, sizeof b->pg_conninfo,
              "host=127.0.0.1 port=%s user=postgres dbname=%s", port, db);
 }
+
+const char *ts_broker_plugin_path(void)
+{
+    return CHAT_PLUGIN_PATH;
+}

@@ -35,14 +35,12 @@ void plugin_rm_tree(const char *path)
     }
 }
 
-bool plugin_fixture_open(struct plugin_fixture *fx, const char *const *opts,
-                         const struct chat_broker_conf *bc)
+bool plugin_fixture_open(struct plugin_fixture *fx, const char *const *opts)
 {
     struct mosquitto_opt o[32];
     char *kv[32] = {0};
     int n = 0;
     char *errmsg = NULL;
-    struct chat_broker_conf alone = {.readable = true};
     bool ok = false;
 
     memset(fx, 0, sizeof(*fx));
@@ -62,7 +60,6 @@ bool plugin_fixture_open(struct plugin_fixture *fx, const char *const *opts,
         fprintf(stderr, "plugin_fixture: options refused\n");
         goto done;
     }
-    chat_config_apply_broker(&fx->pl.cfg, bc ? bc : &alone, false);
     snprintf(fx->dir, sizeof(fx->dir), "/tmp/chat_plugin_test.XXXXXX");
     if (!mkdtemp(fx->dir)) {
         perror("plugin_fixture: mkdtemp");
@@ -79,6 +76,7 @@ bool plugin_fixture_open(struct plugin_fixture *fx, const char *const *opts,
     }
     ok = chat_states_init(&fx->pl);
     if (ok) {
+        chat_broker_set_test(&fx->pl, true, false, NULL);
         /* The broker sends ticks: nothing runs the tick's work from client
          * events. */
         chat_tick_set_seen(&fx->pl);

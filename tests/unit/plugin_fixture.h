@@ -9,7 +9,7 @@
 #ifndef CHAT_PLUGIN_FIXTURE_H
 #define CHAT_PLUGIN_FIXTURE_H
 
-#include "plugin.h"
+#include "access.h"
 #include "plugin_stubs.h"
 
 struct plugin_fixture {
@@ -18,12 +18,11 @@ struct plugin_fixture {
 };
 
 /* Fills fx: options opts ("key=value" strings, NULL-terminated; NULL: the
- * defaults), the broker's configuration bc (NULL: none, so the plugin is
- * the only access checker and names are not verified), then the store in a
- * new directory and the maps. Returns false (with a line on stderr, fx
- * released) on failure. */
-bool plugin_fixture_open(struct plugin_fixture *fx, const char *const *opts,
-                         const struct chat_broker_conf *bc);
+ * defaults), then the store in a new directory and the module states, with
+ * the broker as one listener whose clients meet mosquitto-chat alone and
+ * whose usernames are not verified (chat_broker_set_test changes that).
+ * Returns false (with a line on stderr, fx released) on failure. */
+bool plugin_fixture_open(struct plugin_fixture *fx, const char *const *opts);
 
 /* Frees the plugin's state, closes the store and removes its directory.
  * Accepts a fixture that failed to open. */

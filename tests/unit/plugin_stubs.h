@@ -12,7 +12,7 @@
  *   - mosquitto_malloc and friends are malloc, with a failure to inject;
  *   - callback registration is recorded, with a failure to inject;
  *   - stub_acl_check stands in for the broker's own access check (set
- *     with chat_access_set_broker_check), answering what the test sets.
+ *     with chat_broker_set_test), answering what the test sets.
  * MQTT 5 properties and mosquitto_pub_topic_check are the real ones from
  * libmosquitto, which the plugin links as well.
  *
@@ -92,7 +92,7 @@ size_t stub_callback_count(void);
 const struct stub_callback *stub_callback_find(int event);
 void stub_callback_fail_at(long n, int rc);
 
-/* The broker's own access check, as chat_access_set_broker_check takes
+/* The broker's own access check, as chat_broker_set_test takes
  * it: answers stub_acl_answer (MOSQ_ERR_SUCCESS by default) and counts its calls. */
 int stub_acl_check(struct mosquitto *client, const char *topic, uint32_t payloadlen, void *payload,
                    uint8_t qos, bool retain, int access);

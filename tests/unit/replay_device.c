@@ -17,7 +17,7 @@ struct plugin_fixture *rd_open_fixture(void **state, const char *const *opts)
     struct plugin_fixture *fx = calloc(1, sizeof(*fx));
     assert_non_null(fx);
     stub_reset();
-    if (!plugin_fixture_open(fx, opts, NULL)) {
+    if (!plugin_fixture_open(fx, opts)) {
         free(fx);
         fail_msg("cannot open the fixture");
     }

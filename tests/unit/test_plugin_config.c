@@ -1,9 +1,5 @@
 /* Unit tests of plugin/config.c: every plugin_opt_* option's good and bad
- * values and bounds, the decisions chat_config_apply_broker takes from what
- * the broker's configuration says, and the scan of that configuration.
- *
- * The scan's cases are in test_plugin_config_scan.c; a scan runs this
- * executable again ("<self> --scan -c <file>"), which main dispatches. */
+ * values and bounds. (The broker's configuration: test_plugin_access.c.) */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config_scan.h"
 #include "plugin.h"
 #include "plugin_fixture.h"
 #include "plugin_stubs.h"
@@ -360,87 +355,14 @@ static void test_order_and_unknown(void **state)
     chat_config_free(&cfg); /* freeing twice is harmless: free zeroes */
 }
 
-static void test_apply_broker(void **state)
+int main(void)
 {
-    static const struct {
-        const char *acl; /* plugin_opt_acl */
-        struct chat_broker_conf bc;
-        enum chat_acl_mode mode;
-        bool names_verified;
-        const char *warning; /* logged, or NULL: nothing logged */
-    } cases[] = {
-        /* Alone: allow, client ids are names. */
-        {"auto", {.readable = true}, CHAT_ACL_ALLOW, false, NULL},
-        {"auto", {.readable = true, .acl = true}, CHAT_ACL_DEFER, false, NULL},
-        {"auto", {.readable = true, .auth = true}, CHAT_ACL_ALLOW, true, NULL},
-        {"auto", {.readable = true, .acl = true, .auth = true}, CHAT_ACL_DEFER, true, NULL},
-        /* Cannot read the configuration: fail closed on both. */
-        {"auto",
-         {.readable = false, .err = EACCES, .unreadable = "/etc/mosquitto/secret.conf"},
-         CHAT_ACL_DEFER,
-         true,
-         "cannot read the broker's configuration \"/etc/mosquitto/secret.conf\" (Permission "
-         "denied)"},
-        /* The operator's word stands... */
-        {"allow", {.readable = true, .acl = true}, CHAT_ACL_ALLOW, false, NULL},
-        {"defer", {.readable = true}, CHAT_ACL_DEFER, false, NULL},
-        /* ...but names are still verified when nothing proves otherwise. */
-        {"allow",
-         {.readable = false, .err = ENOENT, .unreadable = "/x"},
-         CHAT_ACL_ALLOW,
-         true,
-         "cannot read the broker's configuration \"/x\" (No such file or directory)"},
-        {"auto",
-         {.readable = true, .acl = true, .auth = true, .first_is_other = true},
-         CHAT_ACL_DEFER,
-         true,
-         "another plugin is loaded before mosquitto-chat; put mosquitto-chat's plugin line first"},
-    };
-    (void)state;
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        for (int log = 0; log < 2; log++) {
-            struct chat_config cfg;
-            char kv[32];
-            const char *opts[] = {kv, NULL};
-            snprintf(kv, sizeof(kv), "acl=%s", cases[i].acl);
-            assert_int_equal(parse(&cfg, opts), MOSQ_ERR_SUCCESS);
-            stub_log_clear();
-            chat_config_apply_broker(&cfg, &cases[i].bc, log);
-            if (cfg.acl_mode != cases[i].mode || cfg.names_verified != cases[i].names_verified) {
-                fail_msg("case %zu: mode %d names_verified %d, expected %d %d", i, cfg.acl_mode,
-                         cfg.names_verified, cases[i].mode, cases[i].names_verified);
-            }
-            if (log && cases[i].warning) {
-                assert_true(stub_log_has(MOSQ_LOG_WARNING, cases[i].warning));
-            } else {
-                assert_int_equal(stub_log_count(), 0);
-            }
-            chat_config_free(&cfg);
-        }
-    }
-}
-
-int main(int argc, char **argv)
-{
-    if (argc > 1 && !strcmp(argv[1], "--scan")) {
-        return config_scan_child();
-    }
-    if (!realpath(argv[0], config_self)) {
-        perror(argv[0]);
-        return 1;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_defaults, reset),
         cmocka_unit_test_setup(test_numbers_and_words, reset),
         cmocka_unit_test_setup(test_strings, reset),
         cmocka_unit_test_setup(test_admins, reset),
         cmocka_unit_test_setup(test_order_and_unknown, reset),
-        cmocka_unit_test_setup(test_apply_broker, reset),
-        cmocka_unit_test_setup_teardown(test_scan_lines, config_tmp_setup, config_tmp_teardown),
-        cmocka_unit_test_setup_teardown(test_scan_include_dir, config_tmp_setup,
-                                        config_tmp_teardown),
-        cmocka_unit_test_setup_teardown(test_scan_fails_closed, config_tmp_setup,
-                                        config_tmp_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

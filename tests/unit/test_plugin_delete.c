@@ -23,10 +23,12 @@ static int setup(void **state)
     struct plugin_fixture *fx = calloc(1, sizeof(*fx));
     assert_non_null(fx);
     stub_reset();
-    if (!plugin_fixture_open(fx, opts, NULL)) {
+    if (!plugin_fixture_open(fx, opts)) {
         free(fx);
         return -1;
     }
+    /* Admin rights rest on a username the broker verifies. */
+    chat_broker_set_test(&fx->pl, true, true, NULL);
     *state = fx;
     return 0;
 }

@@ -84,7 +84,7 @@ static void test_member(void **state)
                            "without a username";
     const char *too_long = "client id or username is longer than 1024 bytes";
     const struct {
-        bool verified; /* names_verified: the broker checks usernames */
+        bool verified; /* tilde_names: some listener checks usernames (and this one did) */
         const char *user, *id;
         const char *member; /* NULL: refused with error */
         const char *error;
@@ -111,12 +111,20 @@ static void test_member(void **state)
         {true, NULL, i1024, NULL, too_long}, /* the ~ makes it 1025 */
         {true, NULL, i1023, NULL, NULL},     /* "~" + 1023: checked below */
     };
+    /* A username its listener did not check, beside listeners that check
+     * theirs: named by its client id, never passing for the user. */
+    char buf[CHAT_MEMBER_BUF];
+    assert_null(chat_member_name(true, false, "admin", "dev9", buf));
+    assert_string_equal(buf, "~dev9");
+    assert_null(chat_member_name(true, false, "~admin", "dev9", buf));
+    assert_string_equal(buf, "~dev9");
+    assert_string_equal(chat_member_name(true, false, "admin", NULL, buf),
+                        "client has no client id");
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        struct chat_plugin pl = {.cfg = {.names_verified = cases[i].verified}};
-        struct mosquitto c = {.id = cases[i].id, .username = cases[i].user};
         char buf[CHAT_MEMBER_BUF];
-        const char *why = chat_member(&pl, &c, buf);
+        const char *why =
+            chat_member_name(cases[i].verified, cases[i].verified, cases[i].user, cases[i].id, buf);
         const char *m = why ? NULL : buf;
         if (cases[i].error) {
             if (m != NULL) {

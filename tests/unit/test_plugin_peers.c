@@ -172,7 +172,7 @@ static void test_pending(void **state)
 
     /* A clean session forgets them at disconnect. */
     struct mosquitto c1 = {.id = "c1", .clean_session = true};
-    chat_peer_disconnected(pl, &c1);
+    chat_peer_disconnected(pl, &c1, CHAT_GONE_ENDED);
     assert_false(chat_pending_has(pl, "c1", "room2"));
     assert_int_equal(chat_peers_count(pl), 0);
 }
@@ -208,44 +208,97 @@ static void test_persistent_sessions(void **state)
     struct mosquitto bare = {.id = "bare", .clean_session = false};
     struct mosquitto none = {.id = NULL, .clean_session = false};
 
+    struct mosquitto keep_again = {.id = "keep", .clean_session = false};
+
     chat_pending_add(pl, "keep", "room1");
     assert_int_equal(chat_budget_check(pl, "bare"), CHAT_BUDGET_OK); /* a peer, no pending */
-    chat_peer_disconnected(pl, &keep);
-    chat_peer_disconnected(pl, &bare);
-    chat_peer_disconnected(pl, &none);
+    chat_peer_disconnected(pl, &keep, CHAT_GONE_OFFLINE);
+    chat_peer_disconnected(pl, &bare, CHAT_GONE_OFFLINE);
+    chat_peer_disconnected(pl, &none, CHAT_GONE_OFFLINE);
     /* Its session keeps its subscriptions at the broker: live messages must
      * still pass when it comes back without subscribing again. */
     assert_true(chat_pending_has(pl, "keep", "room1"));
     assert_int_equal(chat_peers_gone(pl), 1);
-    assert_false(chat_peer_known(pl, "bare")); /* nothing to keep */
-    chat_peer_disconnected(pl, &keep);         /* twice: no double count */
+    assert_false(chat_peer_known(pl, "bare"));            /* nothing to keep */
+    chat_peer_disconnected(pl, &keep, CHAT_GONE_OFFLINE); /* twice: no double count */
     assert_int_equal(chat_peers_gone(pl), 1);
-    /* It comes back: connected again. */
-    assert_int_equal(chat_budget_check(pl, "keep"), CHAT_BUDGET_OK);
+    /* Deliveries to the connection it left are what the broker would queue;
+     * anything it does itself there is a connection (a session that expired
+     * unseen, its memory reused by the next connection of its id). */
+    assert_true(chat_peer_offline(pl, &keep));
+    assert_false(chat_peer_back(pl, &keep, false));
+    /* It comes back in a new connection: connected again, once. */
+    assert_false(chat_peer_offline(pl, &keep_again));
+    assert_true(chat_peer_back(pl, &keep_again, false));
+    assert_false(chat_peer_back(pl, &keep_again, false));
+    assert_false(chat_peer_offline(pl, &keep));
     assert_int_equal(chat_peers_gone(pl), 0);
     assert_true(chat_pending_has(pl, "keep", "room1"));
-    /* And leaves with a clean session this time. */
-    keep.clean_session = true;
-    chat_peer_disconnected(pl, &keep);
+    /* And its session ends this time. */
+    chat_peer_disconnected(pl, &keep_again, CHAT_GONE_ENDED);
     assert_false(chat_pending_has(pl, "keep", "room1"));
     assert_int_equal(chat_peers_gone(pl), 0);
+}
+
+/* A session taken over, or resumed: the old connection is no one's. */
+static void test_replaced_sessions(void **state)
+{
+    struct chat_plugin *pl = *state;
+    struct mosquitto old = {.id = "phone", .clean_session = false};
+    struct mosquitto now = {.id = "phone", .clean_session = false};
+
+    chat_peer_subscribed(pl, "phone", "room1", true);
+    chat_peer_wants_pushes(pl, "phone", true);
+    chat_peer_disconnected(pl, &old, CHAT_GONE_OFFLINE);
+    assert_true(chat_peer_offline(pl, &old));
+    /* 2.0 closes the old connection as the session resumes in a new one. */
+    chat_peer_disconnected(pl, &old, CHAT_GONE_REPLACED);
+    assert_false(chat_peer_offline(pl, &old));
+    assert_true(chat_peer_pushes(pl, "phone"));
+    assert_true(chat_peer_back(pl, &now, false));
+    /* Taken over while connected: what the session keeps stays, and the new
+     * connection is back. */
+    chat_peer_disconnected(pl, &now, CHAT_GONE_REPLACED);
+    assert_true(chat_peer_back(pl, &old, false));
+    assert_true(chat_peer_pushes(pl, "phone"));
+    chat_peer_wants_pushes(pl, "phone", false);
+    chat_peer_subscribed(pl, "phone", "room1", false);
+    assert_false(chat_peer_pushes(pl, "phone"));
+    /* A clean start ends the session away: nothing of it resumes. */
+    chat_peer_subscribed(pl, "phone", "room1", true);
+    chat_peer_disconnected(pl, &old, CHAT_GONE_OFFLINE);
+    struct mosquitto clean = {.id = "phone", .clean_session = true};
+    assert_false(chat_peer_back(pl, &clean, false));
+    assert_false(chat_peer_known(pl, "phone"));
 }
 
 static void test_persistent_cap(void **state)
 {
     struct chat_plugin *pl = *state;
     char id[32];
-    /* At most 10000 disconnected sessions are remembered. */
+    /* At most 10000 disconnected sessions are remembered: the one away
+     * longest makes room for the newest. */
     for (int i = 0; i < 10001; i++) {
         struct mosquitto c = {.id = id, .clean_session = false};
         snprintf(id, sizeof(id), "gone-%d", i);
         chat_pending_add(pl, id, "room1");
-        chat_peer_disconnected(pl, &c);
+        chat_peer_disconnected(pl, &c, CHAT_GONE_OFFLINE);
     }
     assert_int_equal(chat_peers_gone(pl), 10000);
-    assert_true(chat_pending_has(pl, "gone-9999", "room1"));
-    assert_false(chat_pending_has(pl, "gone-10000", "room1"));
+    assert_false(chat_pending_has(pl, "gone-0", "room1"));
+    assert_true(chat_pending_has(pl, "gone-1", "room1"));
+    assert_true(chat_pending_has(pl, "gone-10000", "room1"));
     assert_int_equal(chat_peers_count(pl), 10000);
+    /* One that comes back leaves the list; the next one away takes its
+     * place without pushing anyone out. */
+    struct mosquitto back = {.id = "gone-5000", .clean_session = false};
+    assert_true(chat_peer_back(pl, &back, true));
+    assert_int_equal(chat_peers_gone(pl), 9999);
+    struct mosquitto more = {.id = "gone-new", .clean_session = false};
+    chat_pending_add(pl, "gone-new", "room1");
+    chat_peer_disconnected(pl, &more, CHAT_GONE_OFFLINE);
+    assert_int_equal(chat_peers_gone(pl), 10000);
+    assert_true(chat_pending_has(pl, "gone-1", "room1"));
 }
 
 /* ===========================================================================
@@ -320,6 +373,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pending, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pending_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_persistent_sessions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replaced_sessions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_persistent_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_budget, setup, teardown),
     };

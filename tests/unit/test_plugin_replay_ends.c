@@ -94,7 +94,7 @@ void test_read_revoked(void **state)
     struct plugin_fixture *fx = rd_open_fixture(state, opts);
     struct device *d = rd_new_device("phone", "bob");
 
-    chat_access_set_broker_check(&fx->pl, stub_acl_check);
+    chat_broker_set_test(&fx->pl, false, false, stub_acl_check);
     rd_join(fx, "g", "bob");
     rd_fill(fx, "g", 10);
     stub_acl_set_answer(MOSQ_ERR_ACL_DENIED);
@@ -116,7 +116,7 @@ void test_read_revoked(void **state)
     assert_int_equal(rd_devices(fx), 0);
 
     /* Without the broker's check: refused, unless read_check members. */
-    chat_access_set_broker_check(&fx->pl, NULL);
+    chat_broker_set_test(&fx->pl, false, false, NULL);
     rd_start(fx, d, "g");
     assert_int_equal(d->npages, 2);
     assert_non_null(strstr(d->errors[d->nerrors - 1].error, "history is unavailable"));

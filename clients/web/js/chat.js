@@ -148,6 +148,10 @@
         g.online.clear(); /* pushes come again to subscribed groups only */
       }
       this.setState('online');
+      /* PROTOCOL.md v1.2: the reads and presence pushes go to a device
+       * subscribed to the response topic itself; before the groups are,
+       * so that the pushes their subscriptions start find it subscribed. */
+      this.client.subscribe(P.RESPONSE, { qos: 1 });
       const gen = this.gen;
       this.sync(true)
         .then(() => {

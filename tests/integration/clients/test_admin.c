@@ -36,9 +36,17 @@ static void mqchat_run(int expect, ...)
     va_list ap;
 
     va_start(ap, expect);
-    for (const char *a; argc < MAX_ARGS && (a = va_arg(ap, const char *)) != NULL;) {
+    for (const char *a, *prev = ""; argc + 2 < MAX_ARGS && (a = va_arg(ap, const char *)) != NULL;
+         prev = a) {
         argv[argc++] = (char *)a;
         snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " '%s'", a);
+        /* A broker that verifies usernames knows each test user with its
+         * name as password (ts_broker_conf.users); one that does not
+         * ignores it. */
+        if (strcmp(prev, "-u") == 0) {
+            argv[argc++] = (char *)"-P";
+            argv[argc++] = (char *)a;
+        }
     }
     va_end(ap);
     argv[argc] = NULL;
@@ -73,8 +81,10 @@ static void expect_err(const char *text)
 
 static void library(ts_broker *b)
 {
-    chat_client_options o = {
-        .port = ts_broker_port(b), .client_id = "lib-admin", .username = "alice"};
+    chat_client_options o = {.port = ts_broker_port(b),
+                             .client_id = "lib-admin",
+                             .username = "alice",
+                             .password = "alice"};
     chat_client *c = NULL;
     char *answer = NULL;
 
@@ -99,6 +109,7 @@ static void library(ts_broker *b)
 
     o.client_id = "lib-bob";
     o.username = "bob";
+    o.password = "bob";
     CHECK(chat_client_create(&o, &c) == CHAT_CLIENT_OK, "create");
     CHECK(chat_client_connect(c, 10000) == CHAT_CLIENT_OK, "connect");
     CHECK(chat_client_request(c, "{\"command\":\"stats\"}", &answer) == CHAT_CLIENT_ERR_REFUSED &&
@@ -269,6 +280,7 @@ int main(void)
     ct_path(g_out, sizeof g_out, "stdout.txt");
     ct_path(g_err, sizeof g_err, "stderr.txt");
     ts_broker_conf conf = {.plugin_opts = (const char *const[]){"admins alice", NULL},
+                           .users = ts_test_users,
                            .after = (const char *const[]){"sys_interval 1", NULL}};
     ts_broker *b = ts_broker_start_conf(&conf);
     snprintf(g_port, sizeof g_port, "%d", ts_broker_port(b));

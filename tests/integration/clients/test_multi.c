@@ -119,6 +119,7 @@ static chat_client *client(const ts_broker *b, const char *id, const char *user,
     o.port = ts_broker_port(b);
     o.client_id = id;
     o.username = user;
+    o.password = user; /* as the broker knows test users (ts_broker_conf.users) */
     o.mqtt_version = 5;
     o.gap_timeout_ms = 1500;
     o.reconnect_max_s = 1;

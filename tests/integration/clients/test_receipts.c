@@ -107,6 +107,7 @@ static chat_client *make(const ts_broker *b, const char *id, const char *user, i
     o.port = ts_broker_port(b);
     o.client_id = id;
     o.username = user;
+    o.password = user; /* as the broker knows test users (ts_broker_conf.users) */
     o.mqtt_version = version;
     o.ack_interval_ms = 200;
     o.on_message = on_message;

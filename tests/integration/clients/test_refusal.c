@@ -51,6 +51,7 @@ static void check_refusal(const ts_broker *b, int version, const char *user, con
     o.port = ts_broker_port(b);
     o.client_id = user;
     o.username = user;
+    o.password = user; /* as the broker knows test users (ts_broker_conf.users) */
     o.mqtt_version = version;
     o.on_event = on_event;
     o.arg = &s;
@@ -87,7 +88,7 @@ int main(void)
     char big[200];
 
     ct_init("clients_refusal");
-    b = ts_broker_start(opts);
+    b = ts_broker_start_users(opts); /* closed groups: verified usernames */
     memset(big, 'x', sizeof big - 1);
     big[sizeof big - 1] = '\0';
     for (int version = 4; version <= 5; version++) {
