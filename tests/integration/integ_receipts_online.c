@@ -312,7 +312,13 @@ static void case_flicker(void)
 static void case_persistent(void)
 {
     const char *opts[] = {"receipt_interval 200", NULL};
-    ts_broker *b = ts_broker_start(opts);
+    ts_broker_conf conf = {.plugin_opts = opts};
+    ts_broker *b = ts_broker_create(&conf);
+    /* Mosquitto 2.0.11 leaks, at exit, the subscription a resumed session
+     * makes again (sub__add): not ours, suppressed by name in the
+     * sanitizer run. */
+    ts_broker_suppress_leaks(b, (const char *const[]){"sub__add", NULL});
+    ts_broker_launch(b);
     harness_client *alice = rcp_connect(b, "a1", "alice", true);
     harness_client *asker = rcp_connect(b, "a2", "alice", false);
     struct rcp_seen s = {0};
