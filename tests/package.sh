@@ -23,7 +23,8 @@
 # 0.1.0 (the same package, the old snippet its only file) rename it: an
 # unedited one becomes this version's, an edited one keeps the operator's
 # edits under the new name (this version's beside it, as .dpkg-new) and
-# the broker starts with it; dpkg asks nothing, and purge leaves nothing.
+# the broker starts with it, a deleted one stays deleted under both names,
+# one renamed by hand is kept; dpkg asks nothing, and purge leaves nothing.
 #
 #   tests/package.sh [build dir]     (default build-rel; scripts/test runs it)
 #
@@ -294,16 +295,19 @@ install_old() {
   dpkg-query -W -f='${Conffiles}' mosquitto-chat | grep -q "^ $OLD_SNIPPET " ||
     die "the 0.1.0 stand-in does not own $OLD_SNIPPET as a conffile"
 }
-# upgrade <case>: this package over the stand-in, with no terminal (a
-# conffile question would fail it); the old name is gone in every case, and
-# so is the helper's trace of an unedited one.
+# upgrade <case> [dpkg option...]: this package over the stand-in, with no
+# terminal (a conffile question would fail it); the old name is gone in
+# every case, and so are the traces of the renaming.
 upgrade() {
-  dpkg_wait -i "$deb" </dev/null >"$WORK/upgrade-$1.out" || die "$1: dpkg -i over 0.1.0 failed"
-  cp "$WORK/dpkg.err" "$WORK/upgrade-$1.err"
+  local c=$1
+  shift
+  dpkg_wait -i "$@" "$deb" </dev/null >"$WORK/upgrade-$c.out" || die "$c: dpkg -i over 0.1.0 failed"
+  cp "$WORK/dpkg.err" "$WORK/upgrade-$c.err"
   [ "$(dpkg-query -W -f='${Version}' mosquitto-chat)" = "$version" ] ||
-    die "$1: mosquitto-chat is not $version after the upgrade"
-  [ ! -e "$OLD_SNIPPET" ] || die "$1: $OLD_SNIPPET is still there after the upgrade"
-  [ ! -e "$OLD_SNIPPET.dpkg-remove" ] || die "$1: $OLD_SNIPPET.dpkg-remove is left over"
+    die "$c: mosquitto-chat is not $version after the upgrade"
+  [ ! -e "$OLD_SNIPPET" ] || die "$c: $OLD_SNIPPET is still there after the upgrade"
+  [ ! -e "$OLD_SNIPPET.dpkg-remove" ] || die "$c: $OLD_SNIPPET.dpkg-remove is left over"
+  [ ! -e "$OLD_SNIPPET.dpkg-deleted" ] || die "$c: the preinst's $OLD_SNIPPET.dpkg-deleted is left over"
 }
 # purge_all <case>: dpkg --purge leaves no snippet of any name or suffix.
 purge_all() {
@@ -355,13 +359,40 @@ log "upgrade from 0.1.0, snippet edited: the edits in $SNIPPET, this version's b
   "as .dpkg-new, the broker started with retention_days 30"
 
 # Deleted (the operator's way, before 0.2.0, to keep the plugin out of the
-# broker): nothing is renamed, and nothing brings the old name back; dpkg
-# installs the new name as it installs any conffile new to the package.
+# broker): dpkg keeps a deleted conffile deleted, and the rename does too
+# (mv_conffile alone would have installed the new name). The postinst says
+# how to get it back; a plain reinstall does not, --force-confmiss does.
 install_old
 rm "$OLD_SNIPPET"
 upgrade deleted
-cmp -s "$SNIPPET" "$WORK/snippet.out" || die "deleted: $SNIPPET is not this version's snippet"
+[ ! -e "$SNIPPET" ] ||
+  die "deleted: the upgrade installed $SNIPPET, loading the plugin the operator had taken out"
+grep -q "you had deleted $OLD_SNIPPET, so $SNIPPET, its new name, is not installed" \
+  "$WORK/upgrade-deleted.err" || die "deleted: the postinst did not say why $SNIPPET is missing"
+dpkg-query -W -f='${Conffiles}' mosquitto-chat | grep -q "^ $SNIPPET " ||
+  die "deleted: $SNIPPET is not a conffile of the package"
+dpkg_wait -i "$deb" </dev/null >>"$WORK/dpkg.log" || die "deleted: dpkg -i again failed"
+[ ! -e "$SNIPPET" ] || die "deleted: reinstalling the package brought back $SNIPPET"
+dpkg_wait -i --force-confmiss "$deb" </dev/null >>"$WORK/dpkg.log" ||
+  die "deleted: dpkg -i --force-confmiss failed"
+cmp -s "$SNIPPET" "$WORK/snippet.out" || die "deleted: --force-confmiss did not bring back $SNIPPET"
 purge_all deleted
-log "upgrade from 0.1.0, snippet deleted: the old name stays gone; $SNIPPET installed"
+log "upgrade from 0.1.0, snippet deleted: neither name after the upgrade nor a reinstall;" \
+  "--force-confmiss brings $SNIPPET back"
+
+# Renamed (and edited) by hand to the new name, as the plugin's refusal to
+# start behind another plugin advises: a file where the new conffile goes,
+# which dpkg keeps as it keeps an edited conffile (--force-confold: what it
+# asks otherwise), this version's beside it as .dpkg-dist.
+install_old
+mv "$OLD_SNIPPET" "$SNIPPET"
+printf 'plugin_opt_retention_days 30\n' >>"$SNIPPET"
+cp "$SNIPPET" "$WORK/renamed.conf"
+upgrade renamed --force-confdef --force-confold
+cmp -s "$SNIPPET" "$WORK/renamed.conf" || die "renamed: $SNIPPET is not the operator's file"
+cmp -s "$SNIPPET.dpkg-dist" "$WORK/snippet.out" ||
+  die "renamed: $SNIPPET.dpkg-dist is not this version's snippet"
+purge_all renamed
+log "upgrade from 0.1.0, snippet renamed by hand: kept, this version's beside it as .dpkg-dist"
 FAILED=0
 log "passed"
