@@ -118,11 +118,12 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
     } else {
         /* A retry: the sender learns its id; the publish is acknowledged
          * as usual. Delivered live again only if the first copy never went
-         * out (see fanout.c): otherwise its payload becomes one that is no
-         * stored envelope, which the read check (on_read) keeps from every
-         * subscriber, whatever the QoS and whenever the broker fans it out. */
+         * out (see fanout.c; and then only one of the copies goes out):
+         * otherwise its payload becomes one that is no stored envelope,
+         * which the read check (on_read) keeps from every subscriber,
+         * whatever the QoS and whenever the broker fans it out. */
         chat_respond_duplicate(pl, ev->client, group, cid, ap.id);
-        if (!chat_fanout_pending(pl, group, ap.id)) {
+        if (!chat_fanout_retry(pl, group, ap.id)) {
             if (!set_payload(ev, "", 0)) {
                 why = "out of memory";
                 goto fail;
@@ -465,7 +466,9 @@ static int on_read(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev, i
     if (!is_stored_envelope(pl, group, ev->payload, ev->payloadlen, &id)) {
         return MOSQ_ERR_ACL_DENIED;
     }
-    chat_fanout_seen(pl, group, id);
+    if (!chat_fanout_seen(pl, group, id, ev->payload)) {
+        return MOSQ_ERR_ACL_DENIED; /* another copy of it went out: a retry's (fanout.c) */
+    }
     struct chat_decision d = chat_access_decide(pl, ev->client, group, CHAT_DO_DELIVER);
     return d.verdict == CHAT_ALLOW ? pass : MOSQ_ERR_ACL_DENIED;
 }

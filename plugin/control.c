@@ -149,7 +149,7 @@ int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev)
     }
     memcpy(text, ev->payload, ev->payloadlen);
     text[ev->payloadlen] = '\0';
-    chat_nul_escapes(text, ev->payloadlen, "0001");
+    r.nuls = chat_nul_escapes(text, ev->payloadlen, "0001") > 0;
     const char *end = NULL;
     root = cJSON_ParseWithLengthOpts(text, ev->payloadlen, &end, false);
     const char *stop = text + ev->payloadlen;

@@ -35,6 +35,7 @@ struct chat_control_req {
     size_t work_max;   /* ... at most (MAX_WORK in control.c) */
     size_t cap;        /* bytes the whole answer may take (chat_answer_cap) */
     bool hold;         /* a push registration holds the answer (push.h) */
+    bool nuls;         /* the request held \u0000, read as U+0001 (control.c) */
 };
 
 /* control_entry.c */

@@ -11,9 +11,10 @@
  * id order, and it counts in unread (sync's head - acked) and is covered
  * by read markers like any id: ids stay dense and a read marker stays one
  * number. It never notifies: push notifications are for new messages (see
- * changed_no_push). */
+ * withdraw_text). */
 #include "access.h"
 #include "control.h"
+#include "push.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,12 +140,13 @@ static const char *change_message(struct change_req *q, const char *group)
 /* Push notifications (plugin/push*.c, protocol v1.2) wake offline members
  * for new messages; a change is not one, so M is never handed to them (the
  * append path calls chat_push_stored for a publish; this path does not).
- * The hook where push could withdraw what it still holds for N (a recall
- * within push_delay of N) once it offers that. */
-static void changed_no_push(struct chat_plugin *pl, const char *group, uint64_t n, uint64_t m,
-                            bool recall)
+ * But a notification of N decided before the change may still be on its
+ * way with N's text (push_body): deferred for push_interval, in a walk
+ * that spans ticks, queued or retried by the sender. A recall takes its
+ * text back, an edit replaces it. */
+static void withdraw_text(struct chat_plugin *pl, const char *group, uint64_t n)
 {
-    (void)pl, (void)group, (void)n, (void)m, (void)recall;
+    chat_push_changed(pl, group, n);
 }
 
 /* M is stored: the same afterwards as for a publish (figures, the batch
@@ -175,13 +177,30 @@ static void after_change(struct change_req *q, const char *group)
     }
     chat_envelope_cache_put(pl, group, q->ap.id, q->ap.env, q->ap.len);
     q->ap.env = NULL;
-    changed_no_push(pl, group, q->id, q->ap.id, q->recall);
+    withdraw_text(pl, group, q->id);
     chat_retention_count(pl, group, q->ap.id);
     bool moderated = q->admin && strcmp(q->facts.from, q->r->member) != 0;
     mosquitto_log_printf(moderated ? MOSQ_LOG_NOTICE : MOSQ_LOG_DEBUG,
                          "mosquitto-chat: %s %s message %llu of %s (sent by %s): message %llu",
                          q->r->member, q->recall ? "recalled" : "edited", (unsigned long long)q->id,
                          group, q->facts.from, (unsigned long long)q->ap.id);
+}
+
+/* Whether the members of item hold U+0001 in a key or a string, at any
+ * depth (bounded by cJSON's nesting limit), but its correlationData. */
+static bool holds_u0001(const cJSON *item)
+{
+    for (const cJSON *it = item->child; it; it = it->next) {
+        if (it->string && !strcmp(it->string, "correlationData")) {
+            continue;
+        }
+        if ((it->string && strchr(it->string, '\x01')) ||
+            (cJSON_IsString(it) && strchr(it->valuestring, '\x01')) ||
+            ((cJSON_IsObject(it) || cJSON_IsArray(it)) && holds_u0001(it))) {
+            return true;
+        }
+    }
+    return false;
 }
 
 void chat_control_change(struct chat_control_req *r, const cJSON *c, bool recall)
@@ -201,6 +220,12 @@ void chat_control_change(struct chat_control_req *r, const cJSON *c, bool recall
     }
     if (!recall && !cJSON_GetObjectItemCaseSensitive(c, "body")) {
         chat_control_fail(r, "body is missing");
+        return;
+    }
+    /* A request's \u0000 is read as U+0001 (control.c): an edit would
+     * store another character than the one sent, in silence. */
+    if (!recall && r->nuls && holds_u0001(c)) {
+        chat_control_fail(r, "edit fields cannot hold \\u0000");
         return;
     }
     if ((why = may_change(&q, group)) != NULL || (why = change_message(&q, group)) != NULL) {

@@ -68,6 +68,25 @@ static cJSON *envelope_head(uint64_t id, const char *group, const char *from, in
 /* U+FDD0 in UTF-8: a noncharacter, "never for interchange". */
 #define NUL_STAND_IN "\xEF\xB7\x90"
 
+/* Whether a key of the tree (\u0000 carried as NUL_STAND_IN) is one that
+ * readers which end a key at its NUL take for one of the plugin's keys or
+ * cid: cJSON, and so the plugin itself, the client library and mqchat, read
+ * "recall\u0000" as "recall" (a forged recall of another member's message)
+ * and "cid\u0000" as a second cid. Such a key is dropped as the plugin's
+ * keys are, so that every reader sees the same envelope. */
+static bool spells_plugin_key(const char *name)
+{
+    const char *nul = name ? strstr(name, NUL_STAND_IN) : NULL;
+    char head[16];
+    size_t n = nul ? (size_t)(nul - name) : 0;
+    if (!nul || n >= sizeof(head)) {
+        return false;
+    }
+    memcpy(head, name, n);
+    head[n] = '\0';
+    return reserved(head) || !strcmp(head, "cid");
+}
+
 /* Replaces every stand-in in the printed envelope (3 bytes) by the escape
  * \u0000 (6 bytes). Frees env; returns the new text or NULL. */
 static char *restore_nuls(char *env)
@@ -432,7 +451,7 @@ void chat_envelope_build_way(enum chat_envelope_way way, const void *payload, si
         cJSON *it = in->child;
         while (it) {
             cJSON *next = it->next;
-            if (!reserved(it->string)) {
+            if (!reserved(it->string) && !(nuls && spells_plugin_key(it->string))) {
                 cJSON_DetachItemViaPointer(in, it);
                 if (!cJSON_AddItemToObject(out, it->string, it)) {
                     cJSON_Delete(it);

@@ -14,10 +14,22 @@
  * So a message is "not out yet" from its append until the first read check
  * of its envelope: QoS 2 ones go into a set at once; QoS 0 and 1 ones are
  * kept as the last stored message, which enters the set only if the next
- * stored message finds it still not out (its fan-out, if any, happened in
- * between). The set holds FANOUT_MAX messages; the oldest leave it first,
- * and a retry of a message no longer in it is taken as fanned out (nothing
- * twice; those subscribers catch it up by id).
+ * stored message (or a retry of it) finds it still not out (its fan-out, if
+ * any, happened in between). The set holds FANOUT_MAX messages; the oldest
+ * leave it first, and a retry of a message no longer in it is taken as
+ * fanned out (nothing twice; those subscribers catch it up by id).
+ *
+ * A retry of a message not out yet carries the envelope: the first copy may
+ * never go out (refused over the quota, its session gone). But the first
+ * copy may also be a QoS 2 publish whose PUBREL is still to come, and a
+ * client that retries under a new packet id on the same session then has
+ * two copies released (the broker matches retransmissions by packet id
+ * only). So a message with copies stays in the set, marked, and remembers
+ * the payload of the copy whose fan-out came first (the broker hands every
+ * subscriber's read check of one copy the same payload, the one the message
+ * event set, and two live copies never share an address): the read checks
+ * of any other copy are refused (copies-once). Each subscriber gets one
+ * copy live, whichever the broker releases first.
  *
  * Ownership: struct chat_fanout is this module's, created by
  * chat_fanout_init and freed by chat_fanout_free. Broker's thread only. */
@@ -31,13 +43,16 @@
 /* A key of the set: the group's bytes, a NUL, the id big-endian. */
 #define FANOUT_KEY_MAX (CHAT_GROUP_MAX + 1 + 8)
 
+/* A message of the set: its key, and its copies. */
 struct fanout_key {
     size_t len;
     char b[FANOUT_KEY_MAX];
+    bool copies;       /* a retry carried it too (chat_fanout_retry) */
+    const void *owner; /* copies: the payload of the copy that went out, NULL before */
 };
 
 struct chat_fanout {
-    chat_hmap *set;          /* key -> the set itself (a non-NULL marker) */
+    chat_hmap *set;          /* key -> its slot of ring */
     struct fanout_key *ring; /* the keys in insertion order, FANOUT_MAX of them */
     size_t next;             /* the ring's slot for the next key */
     /* The last QoS 0 or 1 message stored, until the next one. */
@@ -87,19 +102,39 @@ void chat_fanout_free(struct chat_plugin *pl)
     pl->fanout = NULL;
 }
 
-/* Puts (group, id) in the set, making room by forgetting the oldest. */
-static void set_add(struct chat_fanout *f, const char *group, uint64_t id)
+/* Puts (group, id) in the set, making room by forgetting the oldest;
+ * returns its slot, or NULL when out of memory (the message then counts
+ * as fanned out: nothing twice). */
+static struct fanout_key *set_add(struct chat_fanout *f, const char *group, uint64_t id)
 {
     struct fanout_key *slot = &f->ring[f->next];
     if (slot->len) {
         chat_hmap_remove(f->set, slot->b, slot->len);
     }
     make_key(slot, group, id);
-    /* Out of memory: the message counts as fanned out (nothing twice). */
-    if (!chat_hmap_put(f->set, slot->b, slot->len, f->set, NULL)) {
-        slot->len = 0;
-    }
+    slot->copies = false;
+    slot->owner = NULL;
     f->next = (f->next + 1) % FANOUT_MAX;
+    if (!chat_hmap_put(f->set, slot->b, slot->len, slot, NULL)) {
+        slot->len = 0;
+        return NULL;
+    }
+    return slot;
+}
+
+static struct fanout_key *set_get(struct chat_fanout *f, const char *group, uint64_t id)
+{
+    struct fanout_key k;
+    if (chat_hmap_count(f->set) == 0) {
+        return NULL;
+    }
+    make_key(&k, group, id);
+    return chat_hmap_get(f->set, k.b, k.len);
+}
+
+static bool is_last(const struct chat_fanout *f, const char *group, uint64_t id)
+{
+    return f->last_id == id && !strcmp(f->last_group, group);
 }
 
 void chat_fanout_stored(struct chat_plugin *pl, const char *group, uint64_t id, int qos)
@@ -124,33 +159,53 @@ void chat_fanout_stored(struct chat_plugin *pl, const char *group, uint64_t id, 
     f->last_out = false;
 }
 
-void chat_fanout_seen(struct chat_plugin *pl, const char *group, uint64_t id)
+bool chat_fanout_seen(struct chat_plugin *pl, const char *group, uint64_t id, const void *payload)
 {
     struct chat_fanout *f = pl->fanout;
     if (!f) {
-        return;
+        return true;
     }
-    if (f->last_id == id && !strcmp(f->last_group, group)) {
+    if (is_last(f, group, id)) {
         f->last_out = true;
-        return;
+        return true;
     }
-    if (chat_hmap_count(f->set) > 0) {
-        struct fanout_key k;
-        make_key(&k, group, id);
-        chat_hmap_remove(f->set, k.b, k.len);
+    struct fanout_key *slot = set_get(f, group, id);
+    if (!slot) {
+        return true;
     }
+    if (!slot->copies) {
+        /* out; a retry from now on carries nothing */
+        chat_hmap_remove(f->set, slot->b, slot->len);
+        slot->len = 0;
+        return true;
+    }
+    /* copies-once */
+    if (!slot->owner) {
+        slot->owner = payload;
+    }
+    return slot->owner == payload;
 }
 
-bool chat_fanout_pending(struct chat_plugin *pl, const char *group, uint64_t id)
+bool chat_fanout_retry(struct chat_plugin *pl, const char *group, uint64_t id)
 {
     struct chat_fanout *f = pl->fanout;
     if (!f) {
         return false;
     }
-    if (f->last_id == id && !strcmp(f->last_group, group)) {
-        return !f->last_out;
+    struct fanout_key *slot = NULL;
+    if (is_last(f, group, id)) {
+        if (f->last_out) {
+            return false;
+        }
+        /* its fan-out, if any, is over: from now on the set tracks it */
+        f->last_id = 0;
+        slot = set_add(f, group, id);
+    } else {
+        slot = set_get(f, group, id);
     }
-    struct fanout_key k;
-    make_key(&k, group, id);
-    return chat_hmap_get(f->set, k.b, k.len) != NULL;
+    if (!slot || slot->owner) {
+        return false;
+    }
+    slot->copies = true;
+    return true;
 }

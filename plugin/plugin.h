@@ -427,14 +427,18 @@ void chat_fanout_free(struct chat_plugin *pl);
  * (QoS 2 goes out at the PUBREL). */
 void chat_fanout_stored(struct chat_plugin *pl, const char *group, uint64_t id, int qos);
 
-/* A delivery of the stored envelope (group, id) is being checked: it went
- * out. */
-void chat_fanout_seen(struct chat_plugin *pl, const char *group, uint64_t id);
+/* A delivery of the stored envelope (group, id) is being checked, of the
+ * copy whose payload the broker holds at payload (compared, never read): it
+ * went out. Returns false when another copy of it went out already (a
+ * retry that carried it too, see chat_fanout_retry): this one must not. */
+bool chat_fanout_seen(struct chat_plugin *pl, const char *group, uint64_t id, const void *payload);
 
-/* True when (group, id) is known not to have gone out to anyone yet: a
- * retry of it must still be delivered live. False once it went out, and for
- * messages no longer remembered (see fanout.c). */
-bool chat_fanout_pending(struct chat_plugin *pl, const char *group, uint64_t id);
+/* A retry of (group, id) came (its cid was stored already). True when the
+ * message is known not to have gone out to anyone yet: the retry must
+ * carry it, and from now on only the first of its copies to be fanned out
+ * goes out (chat_fanout_seen). False once it went out, and for messages no
+ * longer remembered (see fanout.c). */
+bool chat_fanout_retry(struct chat_plugin *pl, const char *group, uint64_t id);
 
 /* A device that joined group for member gets its cursor at the join
  * (chat_store_cursor_start): the membership then has a device whose

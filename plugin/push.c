@@ -271,7 +271,6 @@ static void mark_free(void *p)
     struct pmark *m = p;
     if (m) {
         free(m->pending_from);
-        free(m->pending_text);
         free(m);
     }
 }
@@ -282,6 +281,7 @@ static void walk_clear(struct pwalk *w)
     free(w->other_from);
     free(w->new_text);
     free(w->other_text);
+    free(w->pending_text);
     free(w->note_text);
     free(w->note_from);
     memset(w, 0, sizeof(*w));
@@ -519,6 +519,35 @@ void chat_push_stored(struct chat_plugin *pl, const char *group, uint64_t id, co
     }
 }
 
+static char *message_text(struct chat_plugin *pl, const char *group, uint64_t id);
+
+void chat_push_changed(struct chat_plugin *pl, const char *group, uint64_t id)
+{
+    struct chat_push *ps = pl->push;
+    if (!ps || !ps->opts.body) {
+        return; /* no notification carries a text */
+    }
+    /* What the walk under way read of it (a walk spans ticks), and what
+     * the sender holds: the stored version's text from now on. Marks hold
+     * no text (decide reads it when a deferred note goes). */
+    struct pwalk *w = &ps->walk;
+    if (w->g && !strcmp(w->g->name, group)) {
+        if (w->new_id == id) {
+            free(w->new_text);
+            w->new_text = message_text(pl, group, id);
+        }
+        if (w->other_id == id) {
+            free(w->other_text);
+            w->other_text = message_text(pl, group, id);
+        }
+        if (w->pending_id == id) {
+            free(w->pending_text);
+            w->pending_text = message_text(pl, group, id);
+        }
+    }
+    push_sender_withdraw(ps->sender, group, id);
+}
+
 /* ===========================================================================
  * Marks: (member, group) notified within push_interval (invariant 2)
  * ========================================================================= */
@@ -579,8 +608,7 @@ static void mark_clear_pending(struct chat_push *ps, struct pmark *m)
     }
     m->pending_id = 0;
     free(m->pending_from);
-    free(m->pending_text);
-    m->pending_from = m->pending_text = NULL;
+    m->pending_from = NULL;
     /* back in the list, in last_ms order: at its place from the tail */
     struct pmark *after = ps->mtail;
     while (after && after->last_ms > m->last_ms) {
@@ -715,11 +743,20 @@ static bool decide(struct chat_plugin *pl, struct pwalk *w, const char *member, 
         w->note =
             (struct push_note){group, w->other_id, w->other_from, 0, w->other_text, NULL, NULL};
     } else if (mark && mark->pending_id) {
-        /* copies: the mark lets go of its pending message below */
+        /* copies: the mark lets go of its pending message below. Its
+         * text is read now: recalled or edited since it was deferred, the
+         * stored version says so (no text, or the new one). */
         w->note_from = strdup(mark->pending_from);
-        w->note_text = mark->pending_text ? strdup(mark->pending_text) : NULL;
         if (!w->note_from) {
             return false;
+        }
+        if (pl->push->opts.body) {
+            if (w->pending_id != mark->pending_id) {
+                free(w->pending_text);
+                w->pending_text = message_text(pl, group, mark->pending_id);
+                w->pending_id = mark->pending_id;
+            }
+            w->note_text = w->pending_text ? strdup(w->pending_text) : NULL;
         }
         w->note =
             (struct push_note){group, mark->pending_id, w->note_from, 0, w->note_text, NULL, NULL};
@@ -738,21 +775,20 @@ static bool decide(struct chat_plugin *pl, struct pwalk *w, const char *member, 
         /* Notified within the interval: the newest waits for its end. */
         if (w->note.id > mark->pending_id) {
             char *from = strdup(w->note.from);
-            char *text = w->note.text ? strdup(w->note.text) : NULL;
             if (from) {
                 free(mark->pending_from);
-                free(mark->pending_text);
                 mark->pending_from = from;
-                mark->pending_text = text;
                 mark->pending_id = w->note.id;
                 list_unlink(ps, mark);
-            } else {
-                free(text);
             }
         }
         if (!w->deferred_ms || ready < w->deferred_ms) {
             w->deferred_ms = ready;
         }
+        mosquitto_log_printf(MOSQ_LOG_DEBUG,
+                             "mosquitto-chat: notification of %s in %s deferred to the end of "
+                             "its push_interval: message %llu",
+                             member, group, (unsigned long long)w->note.id);
         return false;
     }
     if (!mark) {
@@ -777,8 +813,7 @@ static bool decide(struct chat_plugin *pl, struct pwalk *w, const char *member, 
         /* a pending message goes now (the note holds copies of it) */
         mark->pending_id = 0;
         free(mark->pending_from);
-        free(mark->pending_text);
-        mark->pending_from = mark->pending_text = NULL;
+        mark->pending_from = NULL;
         list_unlink(ps, mark);
     }
     mark->last_ms = now;

@@ -47,6 +47,12 @@ void chat_push_free(struct chat_plugin *pl);
  * constant work, whatever the group's size; the tick does the rest. */
 void chat_push_stored(struct chat_plugin *pl, const char *group, uint64_t id, const char *from);
 
+/* Message id of group was recalled or edited (protocol v1.2): no
+ * notification sent from now on carries its old text (push_body); those
+ * still to be decided, deferred or held by the sender take the stored
+ * version's (none for a recall). */
+void chat_push_changed(struct chat_plugin *pl, const char *group, uint64_t id);
+
 /* One `push` command, as control.c hands it over. */
 struct chat_push_req {
     struct chat_plugin *pl;

@@ -58,8 +58,8 @@ struct pgroup {
 struct pmark {
     int64_t last_ms;     /* when it was last notified */
     uint64_t pending_id; /* a message waiting for the interval's end; 0: none */
-    char *pending_from;
-    char *pending_text;
+    char *pending_from;  /* its sender (its text is read when it goes: it may have been
+                            recalled or edited meanwhile) */
     bool in_list;
     struct pmark *prev, *next;
     size_t klen;
@@ -90,7 +90,10 @@ struct pwalk {
     char after[CHAT_STORE_MAX_NAME + 1];
     uint64_t new_id, other_id, head;
     char *new_from, *other_from;
-    char *new_text, *other_text; /* push_body: the messages' text */
+    char *new_text, *other_text; /* push_body: the messages' text (chat_push_changed
+                                    reads it again) */
+    uint64_t pending_id;         /* push_body: the deferred message whose text is read */
+    char *pending_text;          /* ... its text, NULL: none */
     int64_t deferred_ms;         /* the earliest deferred member; 0: none */
     /* The member being decided and what it gets (its registrations come one
      * after another). */

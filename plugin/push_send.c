@@ -49,6 +49,8 @@ struct push_sender {
     struct push_result *res_head, *res_tail;
     size_t held, queue_max;
     struct push_send_stats st;
+    uint64_t withdrawn[PUSH_WITHDRAWN_MAX]; /* messages recalled or edited (withdrawn_key) */
+    size_t next_withdrawn;
     /* The thread's own: */
     struct push_job *wait_head, *wait_tail; /* taken, waiting for a slot or a retry */
     struct transfer *xfer[PUSH_INFLIGHT];
@@ -155,6 +157,33 @@ static void finish(push_sender *s, struct push_job *job, bool sent, bool gone, i
     }
     pthread_mutex_unlock(&s->lock);
     push_job_free(job);
+}
+
+/* A message's key among the withdrawn: its group and id hashed (FNV-1a);
+ * a collision only sends another message's notification without its
+ * text. 0 marks an empty slot. */
+static uint64_t withdrawn_key(const char *group, uint64_t id)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *p = (const unsigned char *)group; *p; p++) {
+        h = (h ^ *p) * 0x100000001b3ull;
+    }
+    for (int i = 0; i < 8; i++) {
+        h = (h ^ ((id >> (8 * i)) & 0xff)) * 0x100000001b3ull;
+    }
+    return h ? h : 1;
+}
+
+/* Whether job's message was withdrawn; the caller holds the lock. */
+static bool withdrawn_locked(const push_sender *s, const struct push_job *job)
+{
+    uint64_t k = withdrawn_key(job->group, job->id);
+    for (size_t i = 0; i < PUSH_WITHDRAWN_MAX; i++) {
+        if (s->withdrawn[i] == k) {
+            return true;
+        }
+    }
+    return false;
 }
 
 static void wait_append(push_sender *s, struct push_job *job)
@@ -361,6 +390,13 @@ static struct transfer *transfer_start(push_sender *s, struct push_job *job, con
         curl_easy_setopt(e, CURLOPT_PRIVATE, t) == CURLE_OK &&
         curl_easy_setopt(e, CURLOPT_USERAGENT, "mosquitto-chat") == CURLE_OK &&
         add_header(t, "Expect:");
+    if (ok && job->kind == PUSH_JOB_NOTIFY && job->lean && !job->use_lean) {
+        /* recalled or edited since the notification was made: its text is
+         * no longer the message's */
+        pthread_mutex_lock(&s->lock);
+        job->use_lean = withdrawn_locked(s, job);
+        pthread_mutex_unlock(&s->lock);
+    }
     if (ok && job->kind == PUSH_JOB_NOTIFY) {
         const char *body = job->use_lean ? job->lean : job->body;
         size_t len = job->use_lean ? job->lean_len : job->body_len;
@@ -739,6 +775,21 @@ void push_sender_stats(push_sender *s, struct push_send_stats *out)
     pthread_mutex_lock(&s->lock);
     *out = s->st;
     out->queued = s->held;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void push_sender_withdraw(push_sender *s, const char *group, uint64_t id)
+{
+    pthread_mutex_lock(&s->lock);
+    s->withdrawn[s->next_withdrawn] = withdrawn_key(group, id);
+    s->next_withdrawn = (s->next_withdrawn + 1) % PUSH_WITHDRAWN_MAX;
+    /* not prepared yet: the text goes now */
+    for (struct push_job *j = s->in_head; j; j = j->next) {
+        if (j->kind == PUSH_JOB_NOTIFY && j->id == id && j->group && !strcmp(j->group, group)) {
+            free(j->text);
+            j->text = NULL;
+        }
+    }
     pthread_mutex_unlock(&s->lock);
 }
 

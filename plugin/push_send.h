@@ -147,6 +147,15 @@ void push_sender_stats(push_sender *s, struct push_send_stats *out);
  * caller's own bounds), so that the figures hold every one. */
 void push_sender_count_dropped(push_sender *s);
 
+/* Message id of group was recalled or edited: notifications of it that
+ * the sender holds go out without its text (their lean version) from now
+ * on, those not prepared yet at once, those waiting (to start, or to be
+ * retried) when they next start; one already on the wire is not stopped.
+ * The sender remembers the last PUSH_WITHDRAWN_MAX such messages. */
+void push_sender_withdraw(push_sender *s, const char *group, uint64_t id);
+
+#define PUSH_WITHDRAWN_MAX 1024u
+
 /* Frees a job or a result and everything it owns (not its next). Accept
  * NULL. */
 void push_job_free(struct push_job *job);

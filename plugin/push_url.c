@@ -49,11 +49,20 @@ static bool host_chars_ok(const char *host)
 }
 
 /* Encoded dots, slashes and backslashes in a path: a server that decodes
- * them before it routes would leave an allowed prefix ("/up/%2e%2e/x"). */
+ * them before it routes would leave an allowed prefix ("/up/%2e%2e/x"); so
+ * would one that decodes twice ("%252e", an encoded percent) or drops a
+ * segment's parameters before it resolves dot segments ("/up/..;/x", as
+ * Tomcat and Jetty do). */
 static bool path_ok(const char *path)
 {
     for (const char *p = strchr(path, '%'); p; p = strchr(p + 1, '%')) {
-        if (!strncasecmp(p, "%2e", 3) || !strncasecmp(p, "%2f", 3) || !strncasecmp(p, "%5c", 3)) {
+        if (!strncasecmp(p, "%2e", 3) || !strncasecmp(p, "%2f", 3) || !strncasecmp(p, "%5c", 3) ||
+            !strncasecmp(p, "%25", 3)) {
+            return false;
+        }
+    }
+    for (const char *seg = strchr(path, '/'); seg; seg = strchr(seg + 1, '/')) {
+        if (!strncmp(seg, "/.;", 3) || !strncmp(seg, "/..;", 4)) {
             return false;
         }
     }
@@ -184,6 +193,16 @@ bool push_url_addr_ok(const struct sockaddr *sa, bool loopback_ok)
         }
         if (zero && b[15] == 1) {
             return loopback_ok; /* ::1 */
+        }
+        /* An IPv4 address inside: ::a.b.c.d (IPv4-compatible, deprecated)
+         * and 64:ff9b::a.b.c.d (NAT64, RFC 6052), which a translator takes
+         * to a.b.c.d: the rules of that address. */
+        static const uint8_t compat[12] = {0};
+        static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
+        if ((!memcmp(b, compat, sizeof(compat)) && !zero) || !memcmp(b, nat64, sizeof(nat64))) {
+            struct sockaddr_in v4 = {.sin_family = AF_INET};
+            memcpy(&v4.sin_addr, b + 12, 4);
+            return push_url_addr_ok((const struct sockaddr *)&v4, loopback_ok);
         }
         /* :: (unspecified), fe80::/10 (link-local), ff00::/8 (multicast) */
         return !(zero && b[15] == 0) && !(b[0] == 0xfe && (b[1] & 0xc0) == 0x80) && b[0] != 0xff;

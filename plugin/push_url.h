@@ -8,8 +8,9 @@
  *   - at most PUSH_URL_MAX bytes of printable ASCII (a host in punycode,
  *     a path percent-encoded), no backslash;
  *   - scheme http or https, a host, no user or password, no fragment, no
- *     IPv6 zone, no encoded dot, slash or backslash in the path (a server
- *     that decodes them would walk out of an allowed path prefix);
+ *     IPv6 zone, no encoded dot, slash, backslash or percent in the path,
+ *     no ".;" or "..;" segment (a server that decodes them, or drops a
+ *     segment's parameters, would walk out of an allowed path prefix);
  *   - http only to a literal loopback address (127.0.0.0/8, [::1]): only
  *     a test's server or a gateway on the broker's own machine is reached
  *     without TLS, and no name can stand for loopback;
@@ -20,7 +21,8 @@
  *     "https://Push.Example:443/up?x" and not "https://push.example.evil/".
  * At connect time (push_url_addr_ok) a name that resolves to a loopback,
  * link-local (cloud metadata), unspecified or multicast address is
- * refused; private networks stay allowed (a push server of the
+ * refused, also inside an IPv6 address that carries an IPv4 one
+ * (IPv4-mapped, IPv4-compatible, NAT64); private networks stay allowed (a push server of the
  * operator's own on the LAN), since push_allow already names the host.
  *
  * Threading: none; push_url_addr_ok runs on the sender thread, the rest on

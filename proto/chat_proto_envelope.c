@@ -201,11 +201,46 @@ static const struct later_field {
 
 #define LATER_FIELDS (sizeof(later_fields) / sizeof(later_fields[0]))
 
+/* Whether the JSON string [s, e) holds the escape \u0000 (its backslashes
+ * each start an escape: "\\u0000" is none). */
+static bool has_nul_escape(const char *s, const char *e)
+{
+    for (const char *p = s; p + 1 < e; p++) {
+        if (*p != '\\') {
+            continue;
+        }
+        if (p[1] == 'u' && e - p >= 6 && !memcmp(p + 2, "0000", 4)) {
+            return true;
+        }
+        p++; /* the escaped character */
+    }
+    return false;
+}
+
+/* key (a decoded key's first bytes, cut at its first NUL or at the
+ * buffer's end, zero-filled) as a reader that ends a key at its NUL sees
+ * it: the field of the plugin it names, or NULL. */
+static const char *cut_key(const char *key)
+{
+    for (size_t i = 0; i < sizeof(own_fields) / sizeof(own_fields[0]); i++) {
+        if (!strcmp(key, own_fields[i].key)) {
+            return own_fields[i].key;
+        }
+    }
+    for (size_t i = 0; i < LATER_FIELDS; i++) {
+        if (!strcmp(key, later_fields[i].key)) {
+            return later_fields[i].key;
+        }
+    }
+    return NULL;
+}
+
 /* The members after "ts", from p (at its ',' or the closing '}'). */
 static const char *check_later(const char *p, const char *end, chat_proto_envelope *out)
 {
     bool seen[LATER_FIELDS] = {false};
     while (p < end && *p == ',') {
+        const char *why = NULL;
         bool escaped = false;
         char key[16];
         const char *k = chat_proto_json_skip_ws(p + 1, end);
@@ -213,11 +248,20 @@ static const char *check_later(const char *p, const char *end, chat_proto_envelo
         const char *v = chat_proto_json_skip_ws(chat_proto_json_skip_ws(kend, end) + 1, end);
         const char *vend = chat_proto_json_skip_value(v, end, 0, 0);
         /* a key spelt with escapes is the key they spell (the plugin's
-         * reader decodes keys); a NUL in it makes it none of these */
+         * reader decodes keys); one with a \u0000 in it is what readers
+         * that end a key at its NUL take it for (cJSON: the plugin, the
+         * client library), which the plugin never stores when that is one
+         * of these (plugin/envelope.c drops it) */
+        memset(key, 0, sizeof(key));
         size_t n = chat_proto_json_unescape(k, kend, key, sizeof(key));
         bool named = n != SIZE_MAX && strlen(key) == n;
         if (!vend) {
             return "envelope is not a JSON object";
+        }
+        if (!named && has_nul_escape(k, kend) && (why = cut_key(key)) != NULL) {
+            out->field = why;
+            return "a key holds \\u0000 after this name: readers that end a key at a NUL take it "
+                   "for this field";
         }
         for (size_t i = 0; named && i < sizeof(own_fields) / sizeof(own_fields[0]); i++) {
             if (!strcmp(key, own_fields[i].key)) {
@@ -230,7 +274,7 @@ static const char *check_later(const char *p, const char *end, chat_proto_envelo
                 continue;
             }
             out->field = later_fields[i].key;
-            const char *why = seen[i] ? later_fields[i].twice : later_fields[i].check(v, vend, out);
+            why = seen[i] ? later_fields[i].twice : later_fields[i].check(v, vend, out);
             if (why) {
                 return why;
             }

@@ -219,3 +219,28 @@ void sec_deaf_unsubscribe(int fd, uint16_t mid, const char *filter)
 {
     send_filter(fd, 0xA2, mid, filter);
 }
+
+void sec_deaf_publish_qos2(int fd, uint16_t mid, const char *topic, const char *payload)
+{
+    size_t tlen = strlen(topic), plen = strlen(payload), n = 0;
+    unsigned char *pkt = malloc(tlen + plen + 16);
+    ASSERT(pkt != NULL);
+    pkt[n++] = 0x34;
+    n += put_varint(pkt + n, 2 + tlen + 2 + plen);
+    pkt[n++] = (unsigned char)(tlen >> 8);
+    pkt[n++] = (unsigned char)tlen;
+    memcpy(pkt + n, topic, tlen);
+    n += tlen;
+    pkt[n++] = (unsigned char)(mid >> 8);
+    pkt[n++] = (unsigned char)mid;
+    memcpy(pkt + n, payload, plen);
+    n += plen;
+    send_all(fd, pkt, n);
+    free(pkt);
+}
+
+void sec_deaf_pubrel(int fd, uint16_t mid)
+{
+    const unsigned char pkt[4] = {0x62, 0x02, (unsigned char)(mid >> 8), (unsigned char)mid};
+    send_all(fd, pkt, sizeof pkt);
+}

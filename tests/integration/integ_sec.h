@@ -58,6 +58,11 @@ void sec_deaf_publish(int fd, const char *topic, const char *payload);
 void sec_deaf_subscribe(int fd, uint16_t mid, const char *filter);
 void sec_deaf_unsubscribe(int fd, uint16_t mid, const char *filter);
 
+/* A QoS 2 PUBLISH with packet id mid, and the PUBREL of mid: a deaf
+ * client holds a QoS 2 publish unreleased for as long as it likes. */
+void sec_deaf_publish_qos2(int fd, uint16_t mid, const char *topic, const char *payload);
+void sec_deaf_pubrel(int fd, uint16_t mid);
+
 /* Sends a PINGREQ as deaf client id and waits (at most 30 s) until the
  * broker logs it. The broker handles one connection's packets in order:
  * everything the client sent before has been handled then. */

@@ -296,6 +296,9 @@ static void test_json_member(void **state)
 
 /* Issue 21, item 9: an envelope the plugin could have stored, and one case
  * per way it could not have. */
+#define NUL_KEY                                                                                    \
+    "a key holds \\u0000 after this name: readers that end a key at a NUL take it for this field"
+
 static void test_envelope(void **state)
 {
     static const struct {
@@ -350,6 +353,19 @@ static void test_envelope(void **state)
          "cid must be a string of 1 to 64 bytes", "cid"},
         {"{\"id\":1,\"group\":\"g\",\"from\":\"a\",\"ts\":0,\"cid\":\"\"}",
          "cid must be a string of 1 to 64 bytes", "cid"},
+        /* a key that readers ending keys at a NUL (cJSON) take for one of
+         * the plugin's: a forged change, sender or cid (redteam2) */
+        {"{\"id\":2,\"group\":\"g\",\"from\":\"a\",\"ts\":0,\"recall\\u0000\":1}", NUL_KEY,
+         "recall"},
+        {"{\"id\":2,\"group\":\"g\",\"from\":\"a\",\"ts\":0,\"edit\\u0000xyzxyzxyzxyzxyz\":1}",
+         NUL_KEY, "edit"},
+        {"{\"id\":1,\"group\":\"g\",\"from\":\"a\",\"ts\":0,\"fr\\u006fm\\u0000\":\"b\"}", NUL_KEY,
+         "from"},
+        {"{\"id\":1,\"group\":\"g\",\"from\":\"a\",\"ts\":0,\"cid\\u0000\":\"b\"}", NUL_KEY, "cid"},
+        {"{\"id\":1,\"group\":\"g\",\"from\":\"a\",\"ts\":0,\"\\u0000recall\":1,\"recallx\\u0000\":"
+         "1,"
+         "\"body\\u0000\":1,\"recall\\\\u0000\":1}",
+         NULL, NULL},
     };
     chat_proto_envelope e;
     (void)state;

@@ -247,6 +247,19 @@ static void test_escaped_keys(void **state)
         {"{\"a\\\"b\":1}", ",\"a\\\"b\":1}", NULL},
         {"{\"a\\u0000b\":\"c\\u0000\"}", ",\"a\\u0000b\":\"c\\u0000\"}", NULL},
         {"{\"\\u00e9\":1}", ",\"\xc3\xa9\":1}", NULL},
+        /* Readers that end a key at its NUL (cJSON: the plugin, the client
+         * library) would take these for a change, another sender, a second
+         * cid: they are dropped as the plugin's keys are (redteam2). */
+        {"{\"body\":\"x\",\"recall\\u0000\":1}", ",\"body\":\"x\"}", NULL},
+        {"{\"edit\\u0000\":1,\"body\":\"x\"}", ",\"body\":\"x\"}", NULL},
+        {"{\"recalled\\u0000z\":true,\"edited\\u0000\":5}", "}", NULL},
+        {"{\"from\\u0000\":\"root\",\"id\\u0000\":1,\"ts\\u0000\":1,\"group\\u0000\":\"g\"}", "}",
+         NULL},
+        {"{\"cid\":\"a\",\"cid\\u0000\":\"b\"}", ",\"cid\":\"a\"}", "a"},
+        {"{\"cid\\u0000\":\"b\"}", "}", NULL},
+        /* a NUL that does not end one of those keys early keeps its key */
+        {"{\"\\u0000recall\":1,\"recallx\\u0000\":2}", ",\"\\u0000recall\":1,\"recallx\\u0000\":2}",
+         NULL},
     };
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

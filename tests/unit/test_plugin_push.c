@@ -210,6 +210,10 @@ static void test_url_normalize(void **state)
         {"gopher://push.example/", NULL, false},
         {"https://push.example/up/%2e%2e/admin", NULL, false},
         {"https://push.example/up/%2F..", NULL, false},
+        {"https://push.example/up/%252e%252e/admin", NULL, false}, /* decoded twice */
+        {"https://push.example/up/..;/admin", NULL, false},        /* Tomcat's path parameter */
+        {"https://push.example/up/.;x/a", NULL, false},
+        {"https://push.example/up/a;b/c..;", "https://push.example/up/a;b/c..;", false},
         {"https://push.example/a b", NULL, false},
         {"https://push.example\\@evil/", NULL, false},
         {"https://pu\xc3\xa9sh.example/", NULL, false}, /* not punycode */
@@ -293,6 +297,12 @@ static void test_url_addresses(void **state)
         {"::ffff:127.0.0.1", true, true},
         {"::ffff:169.254.169.254", true, false},
         {"2001:db8::1", false, true},
+        {"::127.0.0.1", false, false}, /* IPv4-compatible */
+        {"::169.254.169.254", true, false},
+        {"::10.1.2.3", false, true},
+        {"64:ff9b::127.0.0.1", false, false}, /* NAT64 */
+        {"64:ff9b::a9fe:a9fe", true, false},
+        {"64:ff9b::93.184.216.34", false, true},
     };
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
