@@ -29,10 +29,21 @@ endif()
 
 set(stage "${CHAT_BINARY_DIR}/install-time")
 file(MAKE_DIRECTORY "${stage}")
-configure_file("${CHAT_SOURCE_DIR}/packaging/mosquitto-chat.conf.in" "${stage}/mosquitto-chat.conf"
-               @ONLY)
-file(INSTALL "${stage}/mosquitto-chat.conf" DESTINATION "${confdir}"
+# "00-": Mosquitto reads an include_dir in name order, and the plugin refuses
+# to start behind another plugin that answers access checks (dynsec.conf).
+configure_file("${CHAT_SOURCE_DIR}/packaging/mosquitto-chat.conf.in"
+               "${stage}/00-mosquitto-chat.conf" @ONLY)
+file(INSTALL "${stage}/00-mosquitto-chat.conf" DESTINATION "${confdir}"
      PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
+# The name up to 0.1.0. Not deleted (it may hold the user's edits), but a
+# broker that reads both loads the plugin twice, and refuses to start. CPack
+# installs into an empty staging directory: never there.
+if(EXISTS "$ENV{DESTDIR}${confdir}/mosquitto-chat.conf")
+  message(WARNING "$ENV{DESTDIR}${confdir}/mosquitto-chat.conf is the snippet's name up to "
+                  "0.1.0: move your changes into 00-mosquitto-chat.conf beside it and delete it "
+                  "(and any copy of it in /etc/mosquitto/conf.d): a broker that reads both "
+                  "loads mosquitto-chat twice and refuses to start")
+endif()
 # The web page's listener, off: beside the page's files, not in conf.d.
 configure_file("${CHAT_SOURCE_DIR}/packaging/mosquitto-chat-web.conf.in"
                "${stage}/mosquitto-chat-web.conf" @ONLY)

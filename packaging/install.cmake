@@ -21,9 +21,12 @@
 #   <datadir>/mosquitto-chat/mosquitto-chat-web.conf
 #                                                 the page's listener snippet,
 #                                                 off until copied to conf.d
-#   <sysconfdir>/mosquitto/conf.d/mosquitto-chat.conf
+#   <sysconfdir>/mosquitto/conf.d/00-mosquitto-chat.conf
 #                                                 loads the plugin; sysconfdir
-#                                                 is /etc for the prefix /usr
+#                                                 is /etc for the prefix /usr;
+#                                                 "00-" so that an include_dir,
+#                                                 read in name order, loads it
+#                                                 before other plugins
 #
 # The pkg-config file and the conf snippets name installed paths, so they are
 # written at install time, from the prefix in force then (`cmake --install

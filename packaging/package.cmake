@@ -1,8 +1,10 @@
 # package.cmake: the Debian package, built by `cmake --build <dir> --target
 # package` into <dir>/mosquitto-chat_<version>_<arch>.deb. It holds what
-# install.cmake installs under /usr, the conf snippet in /etc/mosquitto/conf.d
-# (a conffile), and maintainer scripts that create the store directory owned
-# by the broker's user (postinst) and delete it on purge only (postrm).
+# install.cmake installs under /usr, the conf snippet
+# /etc/mosquitto/conf.d/00-mosquitto-chat.conf (a conffile), and maintainer
+# scripts that create the store directory owned by the broker's user
+# (postinst), delete it on purge only (postrm), and rename 0.1.0's snippet
+# mosquitto-chat.conf with the operator's edits (preinst, postinst, postrm).
 set(CHAT_DEB_MAINTAINER "mosquitto-chat maintainers <maintainers@users.noreply.a-seed-d923033b.example>"
     CACHE STRING "Maintainer field of the Debian package")
 
@@ -42,6 +44,7 @@ set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libpq5, libcurl4")
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     ${PROJECT_SOURCE_DIR}/packaging/deb/conffiles
+    ${PROJECT_SOURCE_DIR}/packaging/deb/preinst
     ${PROJECT_SOURCE_DIR}/packaging/deb/postinst
     ${PROJECT_SOURCE_DIR}/packaging/deb/postrm
     ${PROJECT_SOURCE_DIR}/packaging/deb/triggers)

@@ -126,6 +126,7 @@ probe() { # <setup>: prints the table row's cells
     "${c[@]}" addRoleACL chatter publishClientReceive 'chat/#' allow >/dev/null 2>&1
     "${c[@]}" addRoleACL chatter subscribePattern 'chat/#' allow >/dev/null 2>&1
     "${c[@]}" addRoleACL chatter publishClientSend '$CONTROL/chat/v1' allow >/dev/null 2>&1
+    "${c[@]}" addRoleACL chatter subscribeLiteral '$CONTROL/chat/v1/response' allow >/dev/null 2>&1
     for u in alice bob; do
       "${c[@]}" createClient "$u" -p "${u}pw" >/dev/null 2>&1
       "${c[@]}" addClientRole "$u" chatter >/dev/null 2>&1

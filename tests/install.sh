@@ -3,7 +3,9 @@
 # (--prefix, so nothing outside this test's directory changes). Checks that every file is where
 # packaging/install.cmake says, that the client library exports its API and
 # nothing else and installs its public header only, and that the
-# pkg-config file and the conf snippet name the installed paths. Then the
+# pkg-config file and the conf snippet (00-mosquitto-chat.conf) name the
+# installed paths; an install over 0.1.0's snippet (mosquitto-chat.conf)
+# leaves that file alone and warns. Then the
 # example application, taken from the installed docs, is built outside the
 # tree against the installed library, once with CMake and pkg-config and
 # once with cc and pkg-config (shared and static), and chats, with the
@@ -39,7 +41,7 @@ cmake --install "$BUILD" --prefix "$P" >"$WORK/install.log" ||
 for f in bin/mqchat "$libdir/mosquitto-chat/mosquitto_chat.so" \
   "$libdir/libmosquitto-chat-client.a" "$libdir/libmosquitto-chat-client.so" \
   "$libdir/libmosquitto-chat-client.so.0" "$libdir/pkgconfig/mosquitto-chat-client.pc" \
-  include/mosquitto-chat/chat_client.h etc/mosquitto/conf.d/mosquitto-chat.conf \
+  include/mosquitto-chat/chat_client.h etc/mosquitto/conf.d/00-mosquitto-chat.conf \
   share/doc/mosquitto-chat/README.md share/doc/mosquitto-chat/docs/protocol.md \
   share/doc/mosquitto-chat/docs/client.md share/doc/mosquitto-chat/docs/install.md \
   share/doc/mosquitto-chat/docs/web.md share/doc/mosquitto-chat/mosquitto.conf \
@@ -61,12 +63,26 @@ extra=$(nm -D --defined-only "$LIB/libmosquitto-chat-client.so" | awk '{print $3
 soname=$(objdump -p "$LIB/libmosquitto-chat-client.so" | awk '/SONAME/ {print $2}')
 [ "$soname" = libmosquitto-chat-client.so.0 ] || die "SONAME $soname"
 grep -qx "plugin $P/$libdir/mosquitto-chat/mosquitto_chat.so" \
-  "$P/etc/mosquitto/conf.d/mosquitto-chat.conf" || die "the snippet names another plugin path"
+  "$P/etc/mosquitto/conf.d/00-mosquitto-chat.conf" || die "the snippet names another plugin path"
 grep -qx "http_dir $P/share/mosquitto-chat/web" "$P/share/mosquitto-chat/mosquitto-chat-web.conf" ||
   die "the web snippet names another http_dir"
 # Every document README.md links to is installed, and what those link to.
 doc_links "$DOC/README.md" || die "the installed docs link to files that are not installed"
 log "cmake --install: every file in place; headers: $headers; SONAME $soname"
+
+# Installed over 0.1.0, whose snippet was mosquitto-chat.conf: the old file
+# stays as it is (it may hold the user's edits), and the install says to
+# move them, since a broker that reads both snippets refuses to start.
+old_snippet=$P/etc/mosquitto/conf.d/mosquitto-chat.conf
+[ ! -e "$old_snippet" ] || die "cmake --install wrote the old snippet name $old_snippet"
+echo '# the user: edited' >"$old_snippet"
+cmake --install "$BUILD" --prefix "$P" >"$WORK/reinstall.log" 2>&1 || die "cmake --install again failed"
+tr -s ' \n' ' ' <"$WORK/reinstall.log" |
+  grep -q "$old_snippet is the snippet's name up to 0.1.0: move your changes into 00-mosquitto-chat.conf" ||
+  die "cmake --install over 0.1.0's snippet did not warn"
+[ "$(cat "$old_snippet")" = '# the user: edited' ] || die "cmake --install changed $old_snippet"
+rm "$old_snippet"
+log "cmake --install over 0.1.0's mosquitto-chat.conf: kept, with a warning to move it"
 
 # --- the example, outside the tree ----------------------------------------
 # PKG_CONFIG_PATH: the prefix is not one pkg-config searches by itself.
@@ -94,7 +110,7 @@ log "example built with CMake + pkg-config, with cc + pkg-config, and statically
 # --- a broker with the installed plugin, loaded by the installed snippet --
 mkdir -p "$WORK/conf.d" "$WORK/store"
 sed "s#^plugin_opt_db_path .*#plugin_opt_db_path $WORK/store#" \
-  "$P/etc/mosquitto/conf.d/mosquitto-chat.conf" >"$WORK/conf.d/mosquitto-chat.conf"
+  "$P/etc/mosquitto/conf.d/00-mosquitto-chat.conf" >"$WORK/conf.d/00-mosquitto-chat.conf"
 cat >"$WORK/broker" <<EOF
 # Written by tests/install.sh: a loopback listener and the installed snippet.
 listener @PORT@ 127.0.0.1

@@ -12,15 +12,14 @@
 # plugin; both through the same wrapper (suite-<version>/mosquitto), which
 # stands where the tests start /usr/sbin/mosquitto (Debian's deb-test.patch)
 # and, with the plugin, adds `plugin <plugin.so>` and `plugin_opt_db_path <a
-# new directory>` after the configuration it is given (after every other
-# line: with per_listener_settings true that attaches the plugin to the last
-# listener only; the wrapper below says how). The broker's own plugins and
-# the test plugins come from the same build.
+# new directory>` to the configuration it is given, before every other
+# plugin line and for every listener (the wrapper below says how). The
+# broker's own plugins and the test plugins come from the same build.
 #
 # Prints one line per test (pass/fail without and with the plugin), then the
 # counts, and exits 1 if any test passes without the plugin and fails with it.
 # Logs: build-brokers/suite-<version>/logs/<test>.{plain,chat}.log.
-# Serial, about 15-25 minutes per version on 2 cores: not part of CI (see
+# Serial, about 20 (2.0.21) and 30 (2.1.2) minutes on 2 cores: not in CI (see
 # docs/testing.md). Needs python3-psutil (installed when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,22 +53,28 @@ chmod 1777 "$work/db" # the broker drops to the mosquitto user when started as r
 cp -a "$top/src/mosquitto-$version" "$work/src"
 chmod 755 "$work/src/test/broker/"*.py
 
-# The wrapper the tests start instead of /usr/sbin/mosquitto. With a
-# configuration file it runs the broker on a new main file that includes a
-# directory holding a link to the test's file and then the chat plugin's
-# lines, so that a reload (SIGHUP) reads the test's file as it is then; a
-# test file with an include_dir of its own (which Mosquitto reads only in the
-# main file) is copied instead, the plugin's lines appended. Run as root, both
-# runs get `user root` unless the test sets a user: the broker would drop to
-# the user mosquitto, which cannot write the files the tests make (dynamic
-# security's, persistence). A missing file, or no -c, goes to the broker as
-# it is, `mosquitto -p <port>` with the plugin excepted: a new file with
-# `allow_anonymous true` and the plugin, the port left on the command line.
+# The wrapper the tests start instead of /usr/sbin/mosquitto. With the
+# plugin, its lines (`plugin`, `plugin_opt_db_path`) come before every other
+# plugin line, as docs/protocol.md says to load it: the broker runs on a new
+# main file that includes a directory holding them (00-chat.conf) and a link
+# to the test's file (50-test.conf), so that a reload (SIGHUP) reads the
+# test's file as it is then. A test file with per_listener_settings true is
+# copied instead, with the plugin's lines after each `listener` and `port`
+# line on 2.0 (every listener loads it, as protocol.md requires), or once as
+# `global_plugin` right after per_listener_settings on 2.1; one with an
+# include_dir of its own (read only in the main file) is copied with the
+# plugin's lines first. Run as root, both runs get `user root` unless the
+# test sets a user: the broker would drop to the user mosquitto, which cannot
+# write the files the tests make (dynamic security's, persistence). A missing
+# file, or no -c, goes to the broker as it is, `mosquitto -p <port>` with the
+# plugin excepted: a new file with `allow_anonymous true` and the plugin, the
+# port left on the command line.
 cat >"$work/mosquitto" <<EOF
 #!/usr/bin/env bash
 # Written by tests/mosquitto-suite.sh: mosquitto $version, with the chat plugin
 # added to its configuration when CHAT_SUITE_PLUGIN is set.
 broker=$prefix/sbin/mosquitto
+global=$( [[ $version == 2.0.* ]] && echo no || echo yes )
 args=() conf=
 orig=("\$@")
 while [ \$# -gt 0 ]; do
@@ -85,19 +90,31 @@ d=\$(mktemp -d "$work/db/XXXXXX")
 chmod 777 "\$d"
 mkdir "\$d/conf.d" "\$d/store"
 chmod 777 "\$d/store"
-: >"\$d/conf.d/99-chat.conf"
+chat=\$d/conf.d/00-chat.conf
+: >"\$chat"
 if [ -n "\${CHAT_SUITE_PLUGIN:-}" ]; then
-  printf 'plugin %s\nplugin_opt_db_path %s\n' "\$CHAT_SUITE_PLUGIN" "\$d/store" >"\$d/conf.d/99-chat.conf"
+  printf 'plugin %s\nplugin_opt_db_path %s\n' "\$CHAT_SUITE_PLUGIN" "\$d/store" >"\$chat"
 fi
 user_root() { # the line, unless not root or the test sets a user
   [ "\$(id -u)" -ne 0 ] || grep -q '^[[:space:]]*user[[:space:]]' "\$1" || echo 'user root'
 }
 if [ -z "\$conf" ]; then
-  { echo 'allow_anonymous true'; cat "\$d/conf.d/99-chat.conf"; } >"\$d/main.conf"
+  { echo 'allow_anonymous true'; cat "\$chat"; } >"\$d/main.conf"
+elif grep -Eq '^[[:space:]]*per_listener_settings[[:space:]]+true' "\$conf"; then
+  if [ "\$global" = yes ]; then
+    # 2.1: once, as global_plugin, right after per_listener_settings
+    sed -i 's/^plugin /global_plugin /' "\$chat"
+    pattern='^[[:space:]]*per_listener_settings[[:space:]]'
+  else
+    pattern='^[[:space:]]*(listener|port)[[:space:]]'
+  fi
+  { user_root "\$conf"
+    awk -v chat="\$chat" -v pat="\$pattern" '{ print } \$0 ~ pat {
+      while ((getline l < chat) > 0) print l; close(chat) }' "\$conf"; } >"\$d/main.conf"
 elif grep -q '^[[:space:]]*include_dir' "\$conf"; then
-  { cat "\$conf"; echo; user_root "\$conf"; cat "\$d/conf.d/99-chat.conf"; } >"\$d/main.conf"
+  { user_root "\$conf"; cat "\$chat" "\$conf"; } >"\$d/main.conf"
 else
-  ln -s "\$(realpath "\$conf")" "\$d/conf.d/00-test.conf"
+  ln -s "\$(realpath "\$conf")" "\$d/conf.d/50-test.conf"
   { user_root "\$conf"; echo "include_dir \$d/conf.d"; } >"\$d/main.conf"
 fi
 exec "\$broker" -c "\$d/main.conf" "\${args[@]}"

@@ -17,6 +17,15 @@
 # conffiles, the snippet), dpkg --purge removes both, and the backup
 # directory when empty.
 #
+# The snippet is /etc/mosquitto/conf.d/00-mosquitto-chat.conf, read before
+# any other snippet there (the plugin refuses to start behind another
+# plugin); 0.1.0 named it mosquitto-chat.conf. Upgrades from a stand-in for
+# 0.1.0 (the same package, the old snippet its only file) rename it: an
+# unedited one becomes this version's, an edited one keeps the operator's
+# edits under the new name (this version's beside it, as .dpkg-new) and
+# the broker starts with it, a deleted one stays deleted under both names,
+# one renamed by hand is kept; dpkg asks nothing, and purge leaves nothing.
+#
 #   tests/package.sh [build dir]     (default build-rel; scripts/test runs it)
 #
 # Needs root (CI is): skips otherwise. Leaves the machine as it found it: it
@@ -30,7 +39,9 @@ case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 NAME=package
 STORE=/var/lib/mosquitto/chat
 BACKUPS=/var/backups/mosquitto-chat
-SNIPPET=/etc/mosquitto/conf.d/mosquitto-chat.conf
+CONFD=/etc/mosquitto/conf.d
+SNIPPET=$CONFD/00-mosquitto-chat.conf
+OLD_SNIPPET=$CONFD/mosquitto-chat.conf # up to 0.1.0
 PLUGIN=/usr/lib/mosquitto-chat/mosquitto_chat.so
 WEB=/usr/share/mosquitto-chat/web
 WEB_SNIPPET=/usr/share/mosquitto-chat/mosquitto-chat-web.conf
@@ -73,9 +84,23 @@ exec 9>/run/lock/mosquitto-chat-package-test.lock
 flock -w 600 9 || die "another package test held the lock for 10 minutes"
 status=$(dpkg-query -W -f='${Status}' mosquitto-chat 2>/dev/null || true)
 case "$status" in "" | *not-installed) ;; *) die "mosquitto-chat is installed ($status): not touching it" ;; esac
-for f in "$STORE" "$SNIPPET" "$BACKUPS"; do
+for f in "$STORE" "$BACKUPS" "$CONFD"/*mosquitto-chat.conf*; do
   [ ! -e "$f" ] || die "$f exists already: not touching it"
 done
+
+# snippet_dir <name>: the directory a broker of this test includes:
+# /etc/mosquitto/conf.d, or, when that holds other snippets, $WORK/<name>
+# with a link to ours alone.
+snippet_dir() {
+  if [ -z "$(find "$CONFD" -maxdepth 1 -name '*.conf' ! -name "$(basename "$SNIPPET")")" ]; then
+    echo "$CONFD"
+    return
+  fi
+  mkdir -m 755 "$WORK/$1"
+  ln -s "$SNIPPET" "$WORK/$1/"
+  log "other snippets in $CONFD: including ours alone"
+  echo "$WORK/$1"
+}
 
 # --- build and inspect ----------------------------------------------------
 version=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$BUILD/CMakeCache.txt")
@@ -141,13 +166,7 @@ cc -Wall -Wextra -Werror "$WORK/app/example.c" $(pkg-config --cflags --libs mosq
 # /var/log: this one has only a listener, and reads the snippet from
 # /etc/mosquitto/conf.d (or, when that holds other snippets, from a copy of
 # the directory with ours alone).
-include=/etc/mosquitto/conf.d
-if [ -n "$(find "$include" -name '*.conf' ! -name mosquitto-chat.conf)" ]; then
-  include=$WORK/conf.d
-  mkdir -m 755 "$include"
-  ln -s "$SNIPPET" "$include/"
-  log "other snippets in /etc/mosquitto/conf.d: including ours alone"
-fi
+include=$(snippet_dir conf.d)
 cat >"$WORK/broker" <<EOF
 # Written by tests/package.sh. No "user" line: started as root, the broker
 # drops to the user mosquitto.
@@ -240,5 +259,140 @@ INSTALLED=0
 [ ! -e "$SNIPPET" ] || die "dpkg --purge left $SNIPPET"
 [ ! -e /usr/lib/mosquitto-chat ] || die "dpkg --purge left /usr/lib/mosquitto-chat"
 log "dpkg --purge: store and snippet gone"
+
+# --- upgrades from 0.1.0, which named the snippet mosquitto-chat.conf -------
+# The stand-in for 0.1.0: the same package name, and as its only file and
+# conffile the snippet as 0.1.0 shipped it (no plugin_opt_backup_dir yet),
+# its plugin line naming where this package puts the plugin.
+mkdir -p "$WORK/old/DEBIAN" "$WORK/old$CONFD"
+cat >"$WORK/old/DEBIAN/control" <<EOF
+Package: mosquitto-chat
+Version: 0.1.0
+Architecture: $(dpkg --print-architecture)
+Maintainer: $(dpkg-deb -f "$deb" Maintainer)
+Description: stand-in for mosquitto-chat 0.1.0 (tests/package.sh)
+EOF
+echo "$OLD_SNIPPET" >"$WORK/old/DEBIAN/conffiles"
+cat >"$WORK/old$OLD_SNIPPET" <<EOF
+# mosquitto-chat: loads the chat plugin into this broker. Nothing else here:
+# listeners and access control stay as you configured them.
+# Every plugin option: $DOC/protocol.md
+plugin $PLUGIN
+# The store, owned by the user the broker runs as ("mosquitto" for a broker
+# started as root, which drops privileges before loading plugins).
+plugin_opt_db_path $STORE
+# Catch-up pages are small packets: without this they wait on Nagle's algorithm.
+set_tcp_nodelay true
+EOF
+olddeb=$WORK/mosquitto-chat_0.1.0.deb
+dpkg-deb --root-owner-group -b "$WORK/old" "$olddeb" >"$WORK/olddeb.log" 2>&1 ||
+  die "dpkg-deb could not build the 0.1.0 stand-in"
+
+# install_old: the stand-in, installed as a fresh package.
+install_old() {
+  INSTALLED=1
+  dpkg_wait -i "$olddeb" >>"$WORK/dpkg.log" || die "dpkg -i of the 0.1.0 stand-in failed"
+  dpkg-query -W -f='${Conffiles}' mosquitto-chat | grep -q "^ $OLD_SNIPPET " ||
+    die "the 0.1.0 stand-in does not own $OLD_SNIPPET as a conffile"
+}
+# upgrade <case> [dpkg option...]: this package over the stand-in, with no
+# terminal (a conffile question would fail it); the old name is gone in
+# every case, and so are the traces of the renaming.
+upgrade() {
+  local c=$1
+  shift
+  dpkg_wait -i "$@" "$deb" </dev/null >"$WORK/upgrade-$c.out" || die "$c: dpkg -i over 0.1.0 failed"
+  cp "$WORK/dpkg.err" "$WORK/upgrade-$c.err"
+  [ "$(dpkg-query -W -f='${Version}' mosquitto-chat)" = "$version" ] ||
+    die "$c: mosquitto-chat is not $version after the upgrade"
+  [ ! -e "$OLD_SNIPPET" ] || die "$c: $OLD_SNIPPET is still there after the upgrade"
+  [ ! -e "$OLD_SNIPPET.dpkg-remove" ] || die "$c: $OLD_SNIPPET.dpkg-remove is left over"
+  [ ! -e "$OLD_SNIPPET.dpkg-deleted" ] || die "$c: the preinst's $OLD_SNIPPET.dpkg-deleted is left over"
+}
+# purge_all <case>: dpkg --purge leaves no snippet of any name or suffix.
+purge_all() {
+  dpkg_wait --purge mosquitto-chat >>"$WORK/dpkg.log" 2>&1 || die "$1: dpkg --purge failed"
+  INSTALLED=0
+  local left
+  left=$(find "$CONFD" -maxdepth 1 -name '*mosquitto-chat.conf*')
+  [ -z "$left" ] || die "$1: dpkg --purge left $left"
+  [ ! -e "$STORE" ] || die "$1: dpkg --purge left $STORE"
+}
+
+# Unedited: dpkg-maintscript-helper deletes it; the new name is this
+# version's snippet, as a fresh install has it.
+install_old
+upgrade unedited
+cmp -s "$SNIPPET" "$WORK/snippet.out" || die "unedited: $SNIPPET is not this version's snippet"
+[ ! -e "$SNIPPET.dpkg-new" ] || die "unedited: $SNIPPET.dpkg-new is left over"
+purge_all unedited
+log "upgrade from 0.1.0, snippet unedited: $SNIPPET is this version's, the old name gone"
+
+# Edited (an option added, as docs/install.md tells operators to): the
+# edits move to the new name, this version's snippet waits beside it, the
+# postinst says so, and the broker loads the plugin from the edited file.
+install_old
+printf '# the operator: a month of history\nplugin_opt_retention_days 30\n' >>"$OLD_SNIPPET"
+cp "$OLD_SNIPPET" "$WORK/edited.conf"
+upgrade edited
+cmp -s "$SNIPPET" "$WORK/edited.conf" || die "edited: $SNIPPET is not the operator's edited snippet"
+cmp -s "$SNIPPET.dpkg-new" "$WORK/snippet.out" ||
+  die "edited: $SNIPPET.dpkg-new is not this version's snippet"
+grep -q "Preserving user changes to $SNIPPET" "$WORK/upgrade-edited.out" ||
+  die "edited: dpkg-maintscript-helper did not say it kept the edits"
+grep -q "is $SNIPPET.dpkg-new, which adds plugin_opt_backup_dir" "$WORK/upgrade-edited.err" ||
+  die "edited: the postinst did not point to $SNIPPET.dpkg-new"
+dpkg-query -W -f='${Conffiles}' mosquitto-chat | grep -q "^ $SNIPPET " ||
+  die "edited: $SNIPPET is not a conffile of the package"
+include=$(snippet_dir conf.d-upgrade)
+sed "s|^include_dir .*|include_dir $include|" "$WORK/broker" >"$WORK/broker-upgrade"
+start_broker "$WORK/broker-upgrade" "$WORK/broker-upgrade.log"
+grep -q "mosquitto-chat: store \"$STORE\".*retention_days 30," "$WORK/broker-upgrade.log" ||
+  die "edited: the broker's start line does not show the operator's retention_days 30"
+mqchat -i alice send room 'hello after the upgrade' || die "edited: mqchat send failed"
+mqchat -i alice history room -n 1 >"$WORK/history-upgrade.out" || die "edited: mqchat history failed"
+grep -q '^\[room #1\] alice: hello after the upgrade$' "$WORK/history-upgrade.out" ||
+  die "edited: the message is not #1 of the upgraded broker's store"
+stop_broker
+purge_all edited
+log "upgrade from 0.1.0, snippet edited: the edits in $SNIPPET, this version's beside it" \
+  "as .dpkg-new, the broker started with retention_days 30"
+
+# Deleted (the operator's way, before 0.2.0, to keep the plugin out of the
+# broker): dpkg keeps a deleted conffile deleted, and the rename does too
+# (mv_conffile alone would have installed the new name). The postinst says
+# how to get it back; a plain reinstall does not, --force-confmiss does.
+install_old
+rm "$OLD_SNIPPET"
+upgrade deleted
+[ ! -e "$SNIPPET" ] ||
+  die "deleted: the upgrade installed $SNIPPET, loading the plugin the operator had taken out"
+grep -q "you had deleted $OLD_SNIPPET, so $SNIPPET, its new name, is not installed" \
+  "$WORK/upgrade-deleted.err" || die "deleted: the postinst did not say why $SNIPPET is missing"
+dpkg-query -W -f='${Conffiles}' mosquitto-chat | grep -q "^ $SNIPPET " ||
+  die "deleted: $SNIPPET is not a conffile of the package"
+dpkg_wait -i "$deb" </dev/null >>"$WORK/dpkg.log" || die "deleted: dpkg -i again failed"
+[ ! -e "$SNIPPET" ] || die "deleted: reinstalling the package brought back $SNIPPET"
+dpkg_wait -i --force-confmiss "$deb" </dev/null >>"$WORK/dpkg.log" ||
+  die "deleted: dpkg -i --force-confmiss failed"
+cmp -s "$SNIPPET" "$WORK/snippet.out" || die "deleted: --force-confmiss did not bring back $SNIPPET"
+purge_all deleted
+log "upgrade from 0.1.0, snippet deleted: neither name after the upgrade nor a reinstall;" \
+  "--force-confmiss brings $SNIPPET back"
+
+# Renamed (and edited) by hand to the new name, as the plugin's refusal to
+# start behind another plugin advises: a file where the new conffile goes,
+# which dpkg keeps as it keeps an edited conffile (--force-confold: what it
+# asks otherwise), this version's beside it as .dpkg-dist.
+install_old
+mv "$OLD_SNIPPET" "$SNIPPET"
+printf 'plugin_opt_retention_days 30\n' >>"$SNIPPET"
+cp "$SNIPPET" "$WORK/renamed.conf"
+upgrade renamed --force-confdef --force-confold
+cmp -s "$SNIPPET" "$WORK/renamed.conf" || die "renamed: $SNIPPET is not the operator's file"
+cmp -s "$SNIPPET.dpkg-dist" "$WORK/snippet.out" ||
+  die "renamed: $SNIPPET.dpkg-dist is not this version's snippet"
+purge_all renamed
+log "upgrade from 0.1.0, snippet renamed by hand: kept, this version's beside it as .dpkg-dist"
 FAILED=0
 log "passed"

@@ -250,6 +250,7 @@ static void case_per_listener(void)
         .plugin_opts = (const char *const[]){"admins admin", NULL}, .top = top, .after = after};
     ts_broker *b = ts_broker_create(&conf);
     sec_make_passwd(b, (const char *const[]){"admin", "admin-pw", NULL});
+    sec_suppress_config_leaks(b); /* 2.0.11: plugin lines inside listeners */
     ts_broker_launch(b);
 
     /* On the anonymous listener anyone may claim "admin": no admin. */
@@ -366,9 +367,21 @@ static void count_envelope(void *arg, const char *group, const cJSON *env)
 /* A persistent session comes back after OFFLINE_MESSAGES were sent:
  * resubscribe says whether it subscribes again (else it sends sync, as the
  * contract asks of persistent sessions). */
+/* A broker for sessions that outlive their connections. Mosquitto 2.0.11
+ * leaks, at exit, the subscription a resumed session makes again to a
+ * filter it holds (sub__add): not ours, suppressed by name in the
+ * sanitizer run. */
+static ts_broker *start_sessions_broker(void)
+{
+    ts_broker *b = ts_broker_create(NULL);
+    ts_broker_suppress_leaks(b, (const char *const[]){"sub__add", NULL});
+    ts_broker_launch(b);
+    return b;
+}
+
 static void persistent_once(bool resubscribe, int version)
 {
-    ts_broker *b = ts_broker_start(NULL);
+    ts_broker *b = start_sessions_broker();
     harness_client *alice = harness_client_connect(b, "alice", "alice");
     harness_client_opts po = {
         .client_id = "bob-phone", .username = "bob", .persistent = true, .mqtt_version = version};
@@ -407,7 +420,7 @@ static void persistent_once(bool resubscribe, int version)
 /* The same with Debian's python3-paho-mqtt (persistent_once.py). */
 static void persistent_once_python(void)
 {
-    ts_broker *b = ts_broker_start(NULL);
+    ts_broker *b = start_sessions_broker();
     harness_client *alice = harness_client_connect(b, "alice", "alice");
     char port[16], last[16];
     snprintf(port, sizeof port, "%d", ts_broker_port(b));
