@@ -313,7 +313,8 @@ typedef struct chat_appended {
     uint64_t id;    /* the message's id: the new one, or the original of a duplicate */
     int64_t ts;     /* the time put in a new envelope (0 for a duplicate) */
     bool duplicate; /* (group, from, cid) was stored before: nothing was written */
-    bool read;      /* the sender's read marker moved to id (sender_read, a member) */
+    bool read;      /* the sender's read marker moved to id (a member: sender_read, or
+                       M of chat_store_change) */
     char *env;      /* the stored envelope (the original of a duplicate), NUL-terminated:
                        heap memory, free() */
     size_t len;     /* bytes in env, not counting the NUL */
@@ -369,7 +370,10 @@ typedef struct chat_change {
  * shared backend): the caller reads it again and decides anew. Otherwise
  * out is as chat_store_append's for M (never a duplicate): its id, its
  * time, which is also the one put in N's version when ch->stamp, and its
- * envelope (the caller frees out->env).
+ * envelope (the caller frees out->env). M is from's own message: from's
+ * read marker moves to it in the same write, as chat_store_append's with
+ * sender_read (when from is a member of group: invariant 8; an admin
+ * recalling in another group has none), and out->read says so.
  *
  * N keeps its key, its cid index entries and their reverse: a change adds
  * no record but M (invariant one-copy: whatever reads N, retention and

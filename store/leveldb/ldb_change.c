@@ -10,18 +10,18 @@ chat_err ldb_change(chat_store *cs, const char *group, const char *from, const c
                     chat_appended *out, bool *applied)
 {
     ldb *st = ldb_of(cs);
-    key kn, km, kh;
+    key kn, km, kh, kr;
     chat_msg cur = {0};
-    bool found = false;
-    uint64_t head = 0;
+    bool found = false, member = false;
+    uint64_t head = 0, marker = 0;
     char *version = NULL;
     size_t vlen = 0;
 
-    /* M has no cid: no key names its sender. */
-    (void)from;
+    /* M has no cid: no key names its sender, but its read marker. */
     id_key(&kn, NULL, TAG_MSG, group, ch->id);
     group_key(&kh, TAG_HEAD, group);
-    if (kn.overflow || kh.overflow) {
+    read_key(&kr, group, from);
+    if (kn.overflow || kh.overflow || kr.overflow) {
         return CHAT_EINVAL;
     }
     chat_err rc = ldb_get(cs, group, ch->id, &cur, &found);
@@ -42,6 +42,12 @@ chat_err ldb_change(chat_store *cs, const char *group, const char *from, const c
         rc = CHAT_EINVAL;
         goto done;
     }
+    /* M is its sender's own message, read by it as a publish is (only a
+     * member has a marker: an admin's recall elsewhere moves none). */
+    rc = ldb_get_u64(st, &kr, &marker, &member);
+    if (rc != CHAT_OK) {
+        goto done;
+    }
     int64_t ts = store_now_ms(cs);
     rc = store_envelope_fill(&ch->msg, head + 1, ts, out);
     if (rc == CHAT_OK) {
@@ -56,9 +62,21 @@ chat_err ldb_change(chat_store *cs, const char *group, const char *from, const c
     leveldb_writebatch_clear(wb);
     leveldb_writebatch_put(wb, kn.buf, kn.len, version, vlen);
     leveldb_writebatch_put(wb, km.buf, km.len, out->env, out->len);
+    /* In the batch that stores M, as ldb_append's (M is the new head:
+     * above any marker). */
+    bool mark = member && head + 1 > marker;
+    if (mark) {
+        char val[8];
+        put_u64(val, head + 1);
+        leveldb_writebatch_put(wb, kr.buf, kr.len, val, sizeof(val));
+    }
     rc = ldb_write_raw(st, wb, st->wopt, &km);
     if (rc == CHAT_OK) {
         chat_cache_put(st->cache, kh.buf, kh.len, true, head + 1, 0);
+        if (mark) {
+            chat_cache_put(st->cache, kr.buf, kr.len, true, head + 1, 0);
+            out->read = true;
+        }
         atomic_fetch_add(&st->appended, 1);
         out->id = head + 1;
         out->ts = ts;

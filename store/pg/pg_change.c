@@ -46,6 +46,7 @@ chat_err pg_change(chat_store *cs, const char *group, const char *from, const ch
         return rc;
     }
     bool ok = pg_i64(res, 0, 2) != 0;
+    bool read = pg_i64(res, 0, 3) != 0;
     uint64_t id = (uint64_t)pg_i64(res, 0, 0);
     int64_t ts = pg_i64(res, 0, 1);
     PQclear(res);
@@ -58,6 +59,7 @@ chat_err pg_change(chat_store *cs, const char *group, const char *from, const ch
     rc = store_envelope_fill(&ch->msg, id, ts, out);
     out->id = id;
     out->ts = ts;
+    out->read = read;
     return rc;
 }
 

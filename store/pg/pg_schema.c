@@ -186,15 +186,22 @@ const char *const pg_schema_sql[] = {
      * takes it, n is compared with the version the caller decided on (x),
      * rewritten in place (its sender and cid stay: the cid stays taken)
      * and the message carrying the change stored under head + 1, all in
-     * this one transaction (change-atomic). ok false: n is gone (below
-     * first) or was changed meanwhile, and nothing is written. */
+     * this one transaction (change-atomic). With rd, that message moves
+     * its sender's read marker, as chat_append's rd (it is the sender's
+     * own); rdm says whether it did. ok false: n is gone (below first) or
+     * was changed meanwhile, and nothing is written. (Brokers of 0.2.0
+     * call the overload without rd and create it at their start: it
+     * stays. Replacing it instead would change its result, which
+     * PostgreSQL allows only by a DROP, and such a broker restarted beside
+     * this one would then not start.) */
     "CREATE OR REPLACE FUNCTION chat_change(g text, s text, n bigint, x bytea, vh bytea,\n"
-    "    st boolean, vt bytea, o bigint, h bytea, m bytea, t bytea, OUT nid bigint,\n"
-    "    OUT nts bigint, OUT ok boolean) LANGUAGE plpgsql AS $$\n"
+    "    st boolean, vt bytea, o bigint, h bytea, m bytea, t bytea, rd boolean,\n"
+    "    OUT nid bigint, OUT nts bigint, OUT ok boolean, OUT rdm boolean)\n"
+    "LANGUAGE plpgsql AS $$\n"
     "DECLARE now_ms bigint := floor(extract(epoch FROM clock_timestamp()) * 1000);\n"
     "  f bigint; cur bytea;\n"
     "BEGIN\n"
-    "  ok := false; nid := 0; nts := 0;\n"
+    "  ok := false; nid := 0; nts := 0; rdm := false;\n"
     "  SELECT first INTO f FROM chat_groups WHERE grp = g FOR UPDATE;\n"
     "  IF NOT FOUND OR n < f THEN RETURN; END IF;\n"
     "  SELECT mm.env INTO cur FROM chat_messages mm WHERE mm.grp = g AND mm.id = n;\n"
@@ -205,6 +212,12 @@ const char *const pg_schema_sql[] = {
     "    || vt ELSE vh END WHERE grp = g AND id = n;\n"
     "  INSERT INTO chat_messages VALUES (g, nid, s, NULL, o, h || convert_to(nid::text, 'UTF8')\n"
     "    || m || convert_to(nts::text, 'UTF8') || t);\n"
+    "  IF rd THEN\n"
+    "    UPDATE chat_members mm SET read_id = nid FROM chat_groups gg\n"
+    "      WHERE mm.grp = g AND mm.member = s AND gg.grp = g AND mm.read_id < nid\n"
+    "      AND (gg.del_gen IS NULL OR mm.gen = gg.del_gen);\n"
+    "    rdm := FOUND;\n"
+    "  END IF;\n"
     "  ok := true;\n"
     "  PERFORM pg_notify('" PG_CHANNEL_MSG "', o::text || '/' || nid::text || '/' || g);\n"
     "END $$;\n",
@@ -663,8 +676,8 @@ const struct pg_statement pg_statements[PG_STMT_COUNT] = {
                        "ORDER BY mm.member LIMIT $3 + 1",
                        3},
     [PG_STMT_CHANGE] = {"chat_change",
-                        "SELECT nid, nts, ok FROM chat_change($1, $2, $3, $4, $5, $6, $7, $8, "
-                        "$9, $10, $11)",
+                        "SELECT nid, nts, ok, rdm FROM chat_change($1, $2, $3, $4, $5, $6, $7, $8, "
+                        "$9, $10, $11, true)",
                         11},
     [PG_STMT_CID_OF] = {"chat_cid_of",
                         "SELECT cid FROM chat_messages WHERE grp = $1 AND id = $2 AND id >= "

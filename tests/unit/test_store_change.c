@@ -222,6 +222,37 @@ static void test_edit_stamps_version(void **state)
     free(n);
 }
 
+/* M is its sender's own message: a member's read marker moves to it in
+ * the same write, as a publish's does (issue 25); a non-member (an admin
+ * recalling elsewhere) gets none. */
+static void test_change_read_by_sender(void **state)
+{
+    struct cfx *fx = *state;
+    chat_appended ap;
+    uint64_t since = 0, read = 0;
+
+    put(fx->st, "g", NULL, "one");
+    put(fx->st, "g", NULL, "two");
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "bob", &since));
+    assert_true(change(fx->st, "g", 1, true, NULL, &ap));
+    assert_true(ap.read);
+    free(ap.env);
+    ASSERT_OK(chat_store_read_get(fx->st, "g", "bob", &read));
+    assert_int_equal(read, 3);
+    assert_true(change(fx->st, "g", 2, false, "2", &ap));
+    assert_true(ap.read);
+    free(ap.env);
+    ASSERT_OK(chat_store_read_get(fx->st, "g", "bob", &read));
+    assert_int_equal(read, 4);
+    /* bob is no member of h */
+    put(fx->st, "h", NULL, "one");
+    assert_true(change(fx->st, "h", 1, true, NULL, &ap));
+    assert_false(ap.read);
+    free(ap.env);
+    ASSERT_OK(chat_store_read_get(fx->st, "h", "bob", &read));
+    assert_int_equal(read, 0);
+}
+
 /* Nothing is written when N no longer holds what the caller read (another
  * broker changed it meanwhile), nor for an id that is not stored. */
 static void test_not_applied(void **state)
@@ -502,6 +533,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         CXCASE(test_recall_rewrites_and_appends),
         CXCASE(test_edit_stamps_version),
+        CXCASE(test_change_read_by_sender),
         CXCASE(test_not_applied),
         CXCASE(test_trimmed),
         CXCASE(test_cid_reserved),

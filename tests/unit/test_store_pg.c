@@ -7,8 +7,9 @@
  * carried), a compaction, a close while a backup runs, read markers and
  * member counts (protocol v1.1) as the LevelDB backend keeps them, device
  * expiry with members (issue 21, item 8: the cases the LevelDB backend
- * runs, store_expiry_cases.c), and push registrations (protocol v1.2) by
- * the cases the LevelDB backend runs.
+ * runs, store_expiry_cases.c), push registrations (protocol v1.2) by
+ * the cases the LevelDB backend runs, and a database whose chat_change
+ * 0.2.0 made, shared by a broker of this version and one of 0.2.0.
  *
  * They need a PostgreSQL cluster: CHAT_TEST_PG_PORT names one on
  * 127.0.0.1 (scripts/test's pg stage makes it); without it the test exits
@@ -542,6 +543,108 @@ static void test_close_during_backup(void **state)
     assert_int_equal(head, 300);
 }
 
+/* chat_change as 0.2.0 created it, word for word: no rd, and no rdm in
+ * its result. */
+static const char old_change_sql[] =
+    "CREATE OR REPLACE FUNCTION chat_change(g text, s text, n bigint, x bytea, vh bytea,\n"
+    "    st boolean, vt bytea, o bigint, h bytea, m bytea, t bytea, OUT nid bigint,\n"
+    "    OUT nts bigint, OUT ok boolean) LANGUAGE plpgsql AS $$\n"
+    "DECLARE now_ms bigint := floor(extract(epoch FROM clock_timestamp()) * 1000);\n"
+    "  f bigint; cur bytea;\n"
+    "BEGIN\n"
+    "  ok := false; nid := 0; nts := 0;\n"
+    "  SELECT first INTO f FROM chat_groups WHERE grp = g FOR UPDATE;\n"
+    "  IF NOT FOUND OR n < f THEN RETURN; END IF;\n"
+    "  SELECT mm.env INTO cur FROM chat_messages mm WHERE mm.grp = g AND mm.id = n;\n"
+    "  IF NOT FOUND OR cur <> x THEN RETURN; END IF;\n"
+    "  UPDATE chat_groups SET head = head + 1, last_ts = greatest(last_ts, now_ms)\n"
+    "    WHERE grp = g RETURNING head, last_ts INTO nid, nts;\n"
+    "  UPDATE chat_messages SET env = CASE WHEN st THEN vh || convert_to(nts::text, 'UTF8')\n"
+    "    || vt ELSE vh END WHERE grp = g AND id = n;\n"
+    "  INSERT INTO chat_messages VALUES (g, nid, s, NULL, o, h || convert_to(nid::text, 'UTF8')\n"
+    "    || m || convert_to(nts::text, 'UTF8') || t);\n"
+    "  ok := true;\n"
+    "  PERFORM pg_notify('chat_msg', o::text || '/' || nid::text || '/' || g);\n"
+    "END $$;\n";
+
+/* Recalls id of group as from, as the plugin would (N read, then the
+ * change); returns whether it was applied, M in *out (env freed). */
+static bool recall(chat_store *st, const char *group, const char *from, uint64_t id,
+                   chat_appended *out)
+{
+    chat_msg cur = {0};
+    bool found = false, applied = false;
+    char before[64], tail[64];
+    ASSERT_OK(chat_store_get(st, group, id, &cur, &found));
+    assert_true(found);
+    snprintf(before, sizeof(before), "{\"id\":%llu,\"recalled\":true}", (unsigned long long)id);
+    snprintf(tail, sizeof(tail), ",\"recall\":%llu}", (unsigned long long)id);
+    chat_change ch = {.id = id,
+                      .expect = cur.data,
+                      .expect_len = cur.len,
+                      .before = before,
+                      .before_len = strlen(before),
+                      .msg = {"{\"id\":", 6, ",\"ts\":", 6, tail, strlen(tail)}};
+    ASSERT_OK(chat_store_change(st, group, from, &ch, out, &applied));
+    free(cur.data);
+    free(out->env);
+    out->env = NULL;
+    return applied;
+}
+
+/* A database whose chat_change 0.2.0 made (it moved no read marker, and
+ * its result had no rdm): a broker of this version starts on it, and its
+ * recall moves the sender's marker; a 0.2.0 broker beside it still calls
+ * its own chat_change as it prepared it, and still starts (it creates
+ * that function again), after which this version starts again. */
+static void test_change_upgrade_from_0_2_0(void **state)
+{
+    struct pgfx *fx = *state;
+    chat_appended ap;
+    uint64_t read = 0;
+    struct problems p = {0};
+    uint64_t groups = 0, problems = 0;
+
+    publish(fx->st, "g", 3, false);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alice", NULL));
+    chat_store_close(fx->st);
+    fx->st = NULL;
+    /* back to what 0.2.0 left */
+    sql(fx, "DROP FUNCTION chat_change(text, text, bigint, bytea, bytea, boolean, bytea, "
+            "bigint, bytea, bytea, bytea, boolean)");
+    sql(fx, old_change_sql);
+    fx->st = open_pg(fx->conninfo);
+    assert_true(recall(fx->st, "g", "alice", 1, &ap));
+    assert_int_equal(ap.id, 4);
+    assert_true(ap.read);
+    ASSERT_OK(chat_store_read_get(fx->st, "g", "alice", &read));
+    assert_int_equal(read, 4);
+    /* 0.2.0's statement, on its old function: applied, no marker moved */
+    sql(fx, "DO $$ DECLARE r record; BEGIN\n"
+            "  SELECT nid, nts, ok INTO r FROM chat_change('g', 'alice', 2,\n"
+            "    (SELECT env FROM chat_messages WHERE grp = 'g' AND id = 2),\n"
+            "    convert_to('{\"id\":2,\"recalled\":true}', 'UTF8'), false, ''::bytea, 0,\n"
+            "    convert_to('{\"id\":', 'UTF8'), convert_to(',\"ts\":', 'UTF8'),\n"
+            "    convert_to(',\"recall\":2}', 'UTF8'));\n"
+            "  IF NOT r.ok OR r.nid <> 5 THEN RAISE EXCEPTION 'old chat_change: %', r; END IF;\n"
+            "END $$");
+    ASSERT_OK(chat_store_read_get(fx->st, "g", "alice", &read));
+    assert_int_equal(read, 4);
+    /* a 0.2.0 broker starts again: its CREATE OR REPLACE of the old one */
+    sql(fx, old_change_sql);
+    chat_store_close(fx->st);
+    fx->st = open_pg(fx->conninfo);
+    assert_true(recall(fx->st, "g", "alice", 3, &ap));
+    assert_int_equal(ap.id, 6);
+    assert_true(ap.read);
+    ASSERT_OK(chat_store_read_get(fx->st, "g", "alice", &read));
+    assert_int_equal(read, 6);
+    ASSERT_OK(chat_store_check(fx->st, collect_problem, &p, &groups, &problems));
+    if (problems) {
+        fail_msg("%d problems:\n%s", p.n, p.all);
+    }
+}
+
 int main(void)
 {
     const char *port = getenv("CHAT_TEST_PG_PORT");
@@ -557,6 +660,7 @@ int main(void)
         PGCASE(test_backup_and_compact),
         PGCASE(test_close_during_backup),
         PGCASE(test_read_markers),
+        PGCASE(test_change_upgrade_from_0_2_0),
         PGCASE(test_i21_8_members_expire),
         PGCASE(test_i21_8_members_expire_one_step),
         PGCASE(test_i21_8_closed_groups_keep_members),
