@@ -8,9 +8,10 @@
  * any other, with the next id. It reaches the group's subscribers live
  * (published through the broker, so that each delivery passes the read
  * check of chat.c as a publish's does), devices catching up or fetching in
- * id order, and it counts in unread (sync's head - acked) and is covered
- * by read markers like any id: ids stay dense and a read marker stays one
- * number. It never notifies: push notifications are for new messages (see
+ * id order, and it counts in unread (head - max(acked, read)) and is
+ * covered by read markers like any id: ids stay dense and a read marker
+ * stays one number. Its sender has read it, as a publish's sender has. It
+ * never notifies: push notifications are for new messages (see
  * withdraw_text). */
 #include "access.h"
 #include "control.h"
@@ -179,6 +180,10 @@ static void after_change(struct change_req *q, const char *group)
     q->ap.env = NULL;
     withdraw_text(pl, group, q->id);
     chat_retention_count(pl, group, q->ap.id);
+    /* M is the sender's own message: the store moved its read marker to
+     * M (q->ap.read) in the write that stored it, as for a publish, so
+     * its sync counts nothing up to M unread and receipts show it. Not
+     * pushed, as a publish's is not (chat.c): its next read pushes it. */
     bool moderated = q->admin && strcmp(q->facts.from, q->r->member) != 0;
     mosquitto_log_printf(moderated ? MOSQ_LOG_NOTICE : MOSQ_LOG_DEBUG,
                          "mosquitto-chat: %s %s message %llu of %s (sent by %s): message %llu",

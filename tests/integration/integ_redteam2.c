@@ -18,6 +18,11 @@
  *                 and so did one the sender was retrying
  *   edit_nul      an edit holding \u0000 was stored with U+0001 instead, in
  *                 silence: now refused, and the message is unchanged
+ *   change_read   the message M that carries a member's recall or edit did
+ *                 not move its read marker, as its publish does (issue 25):
+ *                 every device of the member counted M, and what came
+ *                 before it, unread, and receipts showed the others it had
+ *                 not read them
  */
 #include "harness.h"
 #include "integ_sec.h"
@@ -271,6 +276,86 @@ static void case_edit_nul(void)
     ts_broker_destroy(b);
 }
 
+/* ------------------------------------------------------------------------
+ * change_read
+ * --------------------------------------------------------------------- */
+
+/* c's sync of GROUP: its unread, and head in *head. */
+static int64_t unread_of(harness_client *c, int64_t *head)
+{
+    cJSON *e = command(c, "{\"command\":\"sync\",\"replay\":false}");
+    int64_t unread = -1;
+    ASSERTF(harness_sync_find(e, GROUP, head, NULL, &unread), "%s: sync does not list " GROUP,
+            harness_client_id(c));
+    cJSON_Delete(e);
+    return unread;
+}
+
+/* member's read marker, as c's receipts show it. */
+static int64_t marker_of(harness_client *c, const char *member)
+{
+    cJSON *e = command(c, "{\"command\":\"receipts\",\"group\":\"" GROUP "\"}");
+    harness_expect_ok(e, "receipts", GROUP);
+    const cJSON *r =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "reads"), member);
+    ASSERTF(cJSON_IsNumber(r), "receipts list no %s", member);
+    int64_t v = (int64_t)r->valuedouble;
+    cJSON_Delete(e);
+    return v;
+}
+
+/* A change by alice: the entry's "by" (M), which must be head. */
+static int64_t change_by(harness_client *alice, const char *cmd, const char *what)
+{
+    cJSON *e = command(alice, cmd);
+    harness_expect_ok(e, what, GROUP);
+    int64_t m = harness_json_int(e, "by");
+    cJSON_Delete(e);
+    return m;
+}
+
+static void case_change_read(void)
+{
+    ts_broker *b = ts_broker_start(NULL);
+    /* alice: a plain client that never acks nor reads (her cursor stays
+     * where she joined), and a second device of hers */
+    harness_client *alice = connect_as(b, "alice-phone", "alice");
+    harness_client *bob = connect_as(b, "bob-phone", "bob");
+    int64_t head = 0;
+
+    harness_client_publish(alice, TOPIC, "{\"body\":\"one\"}", 1);
+    harness_client_publish(alice, TOPIC, "{\"body\":\"two\"}", 1);
+    harness_client_publish(bob, TOPIC, "{\"body\":\"hi\"}", 1);
+    /* bob's message is the one she has not read */
+    ASSERTF(unread_of(alice, &head) == 1 && head == 3, "alice's sync before: head %lld",
+            (long long)head);
+    int64_t m =
+        change_by(alice, "{\"command\":\"recall\",\"group\":\"" GROUP "\",\"id\":1}", "recall");
+    ASSERT(m == 4);
+    int64_t unread = unread_of(alice, &head);
+    ASSERTF(unread == 0 && head == 4, "after her recall alice has %lld unread of head %lld",
+            (long long)unread, (long long)head);
+    ASSERTF(marker_of(bob, "alice") == 4, "bob's receipts: alice read %lld, not her recall",
+            (long long)marker_of(bob, "alice"));
+    /* an edit, after bob wrote again; on a device of hers that joined
+     * before it */
+    harness_client *tablet = connect_as(b, "alice-tablet", "alice");
+    harness_client_publish(bob, TOPIC, "{\"body\":\"and?\"}", 1);
+    ASSERT(unread_of(tablet, &head) == 1 && head == 5);
+    m = change_by(alice, "{\"command\":\"edit\",\"group\":\"" GROUP "\",\"id\":2,\"body\":\"2\"}",
+                  "edit");
+    ASSERT(m == 6);
+    unread = unread_of(tablet, &head);
+    ASSERTF(unread == 0 && head == 6, "after her edit alice's tablet has %lld unread of head %lld",
+            (long long)unread, (long long)head);
+    ASSERT(marker_of(bob, "alice") == 6);
+    ASSERT(marker_of(alice, "bob") == 5);
+    harness_client_disconnect(alice);
+    harness_client_disconnect(tablet);
+    harness_client_disconnect(bob);
+    ts_broker_destroy(b);
+}
+
 int main(int argc, char **argv)
 {
     static const ts_case cases[] = {
@@ -279,6 +364,7 @@ int main(int argc, char **argv)
         {"qos2_copies_reversed", case_qos2_copies_reversed},
         {"push_recalled", case_push_recalled},
         {"edit_nul", case_edit_nul},
+        {"change_read", case_change_read},
     };
     return ts_run_case(argc, argv, "integ_redteam2_", cases, sizeof cases / sizeof cases[0]);
 }
