@@ -221,16 +221,26 @@ static bool raw_open(struct pr_run *r, struct raw *c, int ep, const char *id, co
     memcpy(p + n, id, il);
     n += il;
     if (topic) {
-        size_t tl = strlen(topic);
+        /* The group, and the response topic: pushes go only to a device
+         * subscribed there (protocol v1.2), as a client on the library is. */
+        const char *filters[2] = {topic, RESPONSE_TOPIC};
+        size_t tl = strlen(topic), rl = strlen(RESPONSE_TOPIC);
+        if (2 + (2 + tl + 1) + (2 + rl + 1) > 127) {
+            fprintf(stderr, "chat_bench: group name too long for a one-byte length\n");
+            return false;
+        }
         p[n++] = 0x82;
-        p[n++] = (unsigned char)(2 + 2 + tl + 1);
+        p[n++] = (unsigned char)(2 + (2 + tl + 1) + (2 + rl + 1));
         p[n++] = 0;
         p[n++] = 1;
-        p[n++] = (unsigned char)(tl >> 8);
-        p[n++] = (unsigned char)(tl & 0xff);
-        memcpy(p + n, topic, tl);
-        n += tl;
-        p[n++] = 0;
+        for (size_t f = 0; f < 2; f++) {
+            size_t fl = strlen(filters[f]);
+            p[n++] = (unsigned char)(fl >> 8);
+            p[n++] = (unsigned char)(fl & 0xff);
+            memcpy(p + n, filters[f], fl);
+            n += fl;
+            p[n++] = 0;
+        }
     }
     if (!raw_write(r, c, p, n)) {
         return false;

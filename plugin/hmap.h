@@ -37,6 +37,11 @@ void *chat_hmap_remove(chat_hmap *m, const void *key, size_t len);
 
 size_t chat_hmap_count(const chat_hmap *m);
 
+/* Removes up to n entries, calling free_val (when not NULL) on each value,
+ * and returns how many are left: a map too large to free in one go (a
+ * group of 50,000 members) goes in slices, then chat_hmap_destroy. */
+size_t chat_hmap_drain(chat_hmap *m, size_t n, void (*free_val)(void *));
+
 /* Calls fn once per entry, in no particular order. When fn returns true the
  * entry is removed from the map (fn then owns, or has freed, its value);
  * fn must not otherwise change the map. */

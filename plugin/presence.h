@@ -35,15 +35,19 @@
  *      (read > 0).
  *   group-lifetime: A group exists while it has subscribed devices: when
  *      the last one goes, nobody is left to tell, and the group, its members
- *      and any push under way go with it. So everything here is bounded by the
- *      connected clients' subscriptions and the reads of one interval.
+ *      and any push under way go with it (its members freed by the ticks
+ *      that follow, DEAD_PER_TICK at a time: freeing the 50,000 members of
+ *      a group at once held the broker's thread 40 ms, in the disconnect
+ *      event). So everything here is bounded by the connected clients'
+ *      subscriptions and the reads of one interval.
  *   push-cursor: A group pushes at most once per receipt_interval, one
  *      message that holds every change since its last push (what exceeds
- *      PUSH_MAX bytes waits for the next one), sent to the devices subscribed
- *      while it goes out: those in subs[0, cursor) have it, those from cursor
- *      on get it in turn. Removing a device keeps that so (see subs_remove),
- *      and a device that comes meanwhile gets it too. So a push costs no copy
- *      of the group's subscribers, whatever their number.
+ *      PUSH_MAX bytes or PUSH_NAMES members waits for the next one), sent to
+ *      the devices subscribed while it goes out: those in subs[0, cursor)
+ *      have it, those from cursor on get it in turn. Removing a device keeps
+ *      that so (see subs_remove), and a device that comes meanwhile gets it
+ *      too. So a push costs no copy of the group's subscribers, whatever
+ *      their number.
  *   stamp-queue: Every device is in the stamp queue, and a device one of
  *      whose links was not marked used today (link->stamped, the UTC day)
  *      comes before every device whose links all were: a new device, or
@@ -55,7 +59,8 @@
  *   tick-bound: The work of one tick is bounded: at most SENDS_PER_TICK
  *      pushes, BYTES_PER_TICK bytes and TICK_BUDGET_US of time, over all
  *      groups in turn (a push to 10,000 devices spreads over several ticks),
- *      and a group starts its next push only once the last one went out. The
+ *      and NAMES_PER_TICK members written into pushes being built; a group
+ *      starts its next push only once the last one went out. The
  *      broker copies each push to its client's queue at the start of its next
  *      loop pass, outside our tick: the bounds keep that pass short too
  *      (measured: docs/benchmarks.md, Receipts and presence). A pass that has
@@ -119,6 +124,7 @@ struct chat_presence {
     chat_hmap *groups;                           /* name -> struct pres_group */
     chat_hmap *devices;                          /* client id -> struct pres_device */
     struct pres_group *head, *tail;              /* the active groups, served in turn */
+    struct pres_group *dead;                     /* dropped, their members freed by the ticks */
     struct pres_device *stamp_head, *stamp_tail; /* every device (stamp-queue) */
     size_t stamped;                              /* links marked used by this day's marking */
     int64_t limit_log_ms;
@@ -157,10 +163,15 @@ void pres_device_drop(struct chat_presence *ps, struct pres_device *d);
 /* The group named name, or NULL when nobody there is subscribed. */
 struct pres_group *pres_group_find(struct chat_presence *ps, const char *name);
 
-/* Drops g from the maps and lists and frees it (invariant group-lifetime); its links
+/* Drops g from the maps and lists (invariant group-lifetime); its links
  * leave their devices' arrays first, so that a device may be left with
- * none (the caller frees it then). */
+ * none (the caller frees it then). Its members are freed by
+ * pres_dead_reap. */
 void pres_group_drop(struct chat_presence *ps, struct pres_group *g);
+
+/* Frees up to n members of dropped groups, and each group once it has none
+ * left (from the tick). */
+void pres_dead_reap(struct chat_presence *ps, size_t n);
 
 /* The member's entry in g, created (offline, nothing to say) when create
  * is set; NULL when absent or out of memory. Owned by g. */

@@ -166,6 +166,11 @@ void chat_presence_free(struct chat_plugin *pl)
     }
     /* Links belong to their groups (freed there); devices only point. */
     chat_hmap_destroy(ps->groups, pres_group_free);
+    while (ps->dead) {
+        struct pres_group *g = ps->dead;
+        ps->dead = g->next;
+        pres_group_free(g);
+    }
     chat_hmap_destroy(ps->devices, pres_device_free);
     free(ps);
     pl->presence = NULL;
@@ -191,7 +196,29 @@ void pres_group_drop(struct chat_presence *ps, struct pres_group *g)
     }
     pres_active_remove(ps, g);
     chat_hmap_remove(ps->groups, g->name, strlen(g->name));
-    pres_group_free(g);
+    pres_push_clear(g);
+    for (size_t i = 0; i < g->nsubs; i++) {
+        free(g->subs[i]);
+    }
+    g->nsubs = 0;
+    g->nchanged = 0; /* the members it points to go with the group */
+    g->next = ps->dead;
+    ps->dead = g;
+}
+
+void pres_dead_reap(struct chat_presence *ps, size_t n)
+{
+    while (ps->dead && n > 0) {
+        struct pres_group *g = ps->dead;
+        size_t had = chat_hmap_count(g->members);
+        size_t left = chat_hmap_drain(g->members, n, free);
+        if (left > 0) {
+            return; /* n used up */
+        }
+        n -= had;
+        ps->dead = g->next;
+        pres_group_free(g);
+    }
 }
 
 /* The member's entry in g, created (offline, nothing to say) when create

@@ -10,7 +10,9 @@
  * a cache, not a second store, so correctness never depends on it.
  *
  * Memory: its slots (48 bytes each) grow with the entries, to twice
- * max_entries slots when full.
+ * max_entries slots when full; while they double, the old half stays
+ * beside the new slots until moved over, a few slots at each put. No call
+ * walks every entry (see chat_cache.c).
  *
  * Ownership: keys are copied in; chat_cache_destroy frees everything.
  * Threading: none; the store's one thread owns it.
