@@ -148,9 +148,11 @@ export async function brokerLink(browser, opts, dir) {
   await new Promise((resolve) => attacker.listen(0, '127.0.0.1', resolve));
   const evil = `ws://127.0.0.1:${attacker.address().port}/mqtt`;
   await broker.start();
-  const realUrl = `ws://127.0.0.1:${broker.wsPort}/mqtt`;
+  /* The page's own broker is where it was served from: the broker's
+   * websockets listener (http_dir), or nginx's /mqtt in front of it (2.1). */
+  const realUrl = `ws://127.0.0.1:${broker.httpPort}/mqtt`;
   try {
-    const link = `http://127.0.0.1:${broker.wsPort}/?broker=${encodeURIComponent(evil)}#room5`;
+    const link = `http://127.0.0.1:${broker.httpPort}/?broker=${encodeURIComponent(evil)}#room5`;
     let { ctx, page } = await openPage(browser, broker, 'dana', '#room5');
     await page.goto(link);
     await page.waitForSelector('#signin:not([hidden])');
