@@ -40,9 +40,9 @@
 #define BUDGET_RATE (2u << 20)  /* bytes per second the budget comes back */
 #define ERRORS_PER_SECOND 10u   /* "slow down" answers while over budget */
 #define DROP_LOG_EVERY_MS 10000 /* one log line per client per period */
-/* What each answer costs besides its bytes. Mosquitto 2.0 never frees a
- * message it drops for a client's full queue (see chat_budget_spend), and
- * holds about 300 bytes for each beyond its payload (measured on 2.0.11):
+/* What each answer costs besides its bytes. Mosquitto (2.0.11 to 2.1.2)
+ * never frees a message it drops for a client's full queue (see
+ * chat_budget_spend), and holds about 300 bytes for each beyond its payload:
  * so that the budget bounds how many answers a client is sent, not only
  * their bytes. */
 #define MSG_COST 1024u
@@ -430,8 +430,8 @@ static void refill(struct chat_peer *p, int64_t now)
 /* A request of p dropped unanswered at now: a client that goes on sending
  * them, past its budget and past the errors that say so, for longer than
  * it takes to read one, reads nothing. Each answer the budget lets through
- * again is one the broker may drop and, on 2.0, never free: only a
- * disconnect stops that. */
+ * again is one the broker may drop and never free: only a disconnect stops
+ * that. */
 static void count_drop(struct chat_peers *t, struct chat_peer *p, int64_t now)
 {
     if (now - p->run_last_ms >= RUN_GAP_MS) {
@@ -509,9 +509,10 @@ void chat_budget_spend(struct chat_plugin *pl, const char *client_id, size_t byt
 {
     struct chat_peer *p = peer_get(pl, client_id, false);
     if (p) {
-        /* One message more at the broker: on 2.0 one it never frees if it
-         * drops it for the client's full queue (single_publish stores it
-         * unreferenced, and nothing frees such messages; 2.1 does). */
+        /* One message more at the broker, which it never frees if it drops
+         * it for the client's full queue (single_publish stores it
+         * unreferenced, and only the broker's start clears such messages,
+         * 2.0.11 to 2.1.2). */
         p->budget -= (int64_t)bytes + (int64_t)MSG_COST;
     }
 }
