@@ -265,7 +265,10 @@ static void case_deaf_kick(void)
     ts_broker_wait_log(b, "deaf2 " KICK_LINE, 1, WAIT_MS);
     after = sec_rss_kb(pid);
     ts_log("two floods from clients that never read: broker RSS %ld kB -> %ld kB", before, after);
-    ASSERTF(after - before < 32 * 1024, "the broker grew by %ld kB", after - before);
+    /* Under AddressSanitizer freed memory waits in a quarantine, and the
+     * broker's resident memory only grows: not checked then. */
+    if (getenv("CHAT_BROKER_PRELOAD") == NULL || getenv("CHAT_BROKER_PRELOAD")[0] == '\0')
+        ASSERTF(after - before < 32 * 1024, "the broker grew by %ld kB", after - before);
 
     /* One message stored, however many retries; bob is served, and was
      * not disconnected. */
