@@ -19,7 +19,13 @@
  *      peer by client id, then the group, and nothing repeats the client id
  *      per group.
  *   budget-bound: budget <= BUDGET_BYTES; it may fall below zero by at most
- *      one answer (an answer is bounded by chat_answer_cap).
+ *      one answer and its MSG_COST (an answer is bounded by chat_answer_cap).
+ *   kick-count: kicks is the number of peers whose kick is KICK_DUE; a
+ *      peer's kick leaves KICK_NONE only while it is connected, and goes back
+ *      to it when its connection ends. A peer whose kick is not KICK_NONE is
+ *      sent nothing more (chat_budget_check, chat_budget_left): KICK_DUE
+ *      until the broker's tick disconnects it (chat_peers_kick), KICK_DONE
+ *      from then until the broker says it is gone.
  */
 #include "plugin.h"
 
@@ -34,6 +40,19 @@
 #define BUDGET_RATE (2u << 20)  /* bytes per second the budget comes back */
 #define ERRORS_PER_SECOND 10u   /* "slow down" answers while over budget */
 #define DROP_LOG_EVERY_MS 10000 /* one log line per client per period */
+/* What each answer costs besides its bytes. Mosquitto (2.0.11 to 2.1.2)
+ * never frees a message it drops for a client's full queue (see
+ * chat_budget_spend), and holds about 300 bytes for each beyond its payload:
+ * so that the budget bounds how many answers a client is sent, not only
+ * their bytes. */
+#define MSG_COST 1024u
+/* A client disconnected for reading nothing (chat_budget_check): it had
+ * requests dropped unanswered for KICK_AFTER_MS, at least KICK_DROPS of
+ * them, with no pause of RUN_GAP_MS in between. */
+#define KICK_DROPS 1000u
+#define KICK_AFTER_MS 1000
+#define RUN_GAP_MS 1000
+#define KICKS_PER_TICK 64u /* clients disconnected per tick, at most */
 
 /* The table: every peer by client id, and how many are disconnected
  * persistent sessions (invariant kept-sessions). */
@@ -41,7 +60,10 @@ struct chat_peers {
     chat_hmap *map;                    /* client id -> struct chat_peer */
     unsigned gone;                     /* peers kept for disconnected persistent sessions */
     struct chat_peer *oldest, *newest; /* those, in the order they went away */
+    unsigned kicks;                    /* peers to disconnect (kick-count) */
 };
+
+enum kick { KICK_NONE, KICK_DUE, KICK_DONE };
 
 struct chat_peer {
     chat_hmap *pending; /* group names (values unused), NULL when none */
@@ -56,6 +78,12 @@ struct chat_peer {
     unsigned errs;                   /* "slow down" answers sent in err_sec */
     uint64_t dropped;                /* requests dropped unanswered since the last log line */
     int64_t drop_log_ms;             /* when the last line was logged */
+    uint64_t missed;                 /* pushes not sent since the last log line ... */
+    int64_t miss_log_ms;             /* ... logged then */
+    int64_t run_ms;                  /* when the current run of dropped requests began */
+    int64_t run_last_ms;             /* when its last request was dropped */
+    uint64_t run_drops;              /* requests dropped in it */
+    enum kick kick;                  /* see kick-count */
     size_t id_len;
     char id[];
 };
@@ -212,8 +240,20 @@ static void away_unlink(struct chat_peers *t, struct chat_peer *p)
     t->gone--;
 }
 
+/* kick-count: p's connection ended, or p goes. */
+static void unkick(struct chat_peers *t, struct chat_peer *p)
+{
+    if (p->kick == KICK_DUE) {
+        t->kicks--;
+    }
+    p->kick = KICK_NONE;
+    p->run_drops = 0;
+    p->run_ms = p->run_last_ms = 0;
+}
+
 static void peer_remove(struct chat_plugin *pl, struct chat_peer *p)
 {
+    unkick(pl->peers, p);
     if (!p->connected) {
         away_unlink(pl->peers, p);
     }
@@ -304,6 +344,9 @@ void chat_peer_disconnected(struct chat_plugin *pl, const struct mosquitto *clie
     if (!p) {
         return;
     }
+    /* kick-count: whatever connection ends, a later one starts afresh (the
+     * budget itself keeps refilling with time) */
+    unkick(pl->peers, p);
     if (how == CHAT_GONE_REPLACED) {
         /* The session goes on in the newer connection: whether it was
          * away (it resumes) or connected (it was taken over), nothing the
@@ -371,6 +414,39 @@ bool chat_peer_note(struct chat_plugin *pl, const struct mosquitto *client)
  * Answer budget
  * ========================================================================= */
 
+/* Brings p's budget up to date: Mosquitto 2.0 does not tell a plugin when a
+ * client has read what it was sent, so the budget comes back with time, as
+ * if the client read BUDGET_RATE bytes a second. */
+static void refill(struct chat_peer *p, int64_t now)
+{
+    if (now > p->budget_ms) {
+        int64_t back = (now - p->budget_ms) * (int64_t)BUDGET_RATE / 1000;
+        p->budget =
+            p->budget + back > (int64_t)BUDGET_BYTES ? (int64_t)BUDGET_BYTES : p->budget + back;
+        p->budget_ms = now;
+    }
+}
+
+/* A request of p dropped unanswered at now: a client that goes on sending
+ * them, past its budget and past the errors that say so, for longer than
+ * it takes to read one, reads nothing. Each answer the budget lets through
+ * again is one the broker may drop and never free: only a disconnect stops
+ * that. */
+static void count_drop(struct chat_peers *t, struct chat_peer *p, int64_t now)
+{
+    if (now - p->run_last_ms >= RUN_GAP_MS) {
+        p->run_ms = now;
+        p->run_drops = 0;
+    }
+    p->run_last_ms = now;
+    p->run_drops++;
+    if (p->run_drops >= KICK_DROPS && now - p->run_ms >= KICK_AFTER_MS && p->connected &&
+        p->kick == KICK_NONE) {
+        p->kick = KICK_DUE;
+        t->kicks++;
+    }
+}
+
 enum chat_budget chat_budget_check(struct chat_plugin *pl, const char *client_id)
 {
     struct chat_peer *p = peer_get(pl, client_id, true);
@@ -378,15 +454,10 @@ enum chat_budget chat_budget_check(struct chat_plugin *pl, const char *client_id
     if (!p) {
         return CHAT_BUDGET_DROP;
     }
-    if (now > p->budget_ms) {
-        /* Mosquitto 2.0 does not tell a plugin when a client has read what
-         * it was sent, so the budget comes back with time, as if the client
-         * read BUDGET_RATE bytes a second. */
-        int64_t refill = (now - p->budget_ms) * (int64_t)BUDGET_RATE / 1000;
-        p->budget =
-            p->budget + refill > (int64_t)BUDGET_BYTES ? (int64_t)BUDGET_BYTES : p->budget + refill;
-        p->budget_ms = now;
+    if (p->kick != KICK_NONE) {
+        return CHAT_BUDGET_DROP; /* kick-count: nothing more until the tick disconnects it */
     }
+    refill(p, now);
     if (p->budget > 0) {
         return CHAT_BUDGET_OK;
     }
@@ -407,13 +478,94 @@ enum chat_budget chat_budget_check(struct chat_plugin *pl, const char *client_id
         p->dropped = 0;
         p->drop_log_ms = now;
     }
+    count_drop(pl->peers, p, now);
     return CHAT_BUDGET_DROP;
+}
+
+bool chat_budget_left(struct chat_plugin *pl, const char *client_id)
+{
+    struct chat_peer *p = peer_get(pl, client_id, true);
+    if (!p || p->kick != KICK_NONE) {
+        return false;
+    }
+    int64_t now = chat_now_ms();
+    refill(p, now);
+    if (p->budget > 0) {
+        return true;
+    }
+    p->missed++;
+    if (now - p->miss_log_ms >= DROP_LOG_EVERY_MS) {
+        mosquitto_log_printf(MOSQ_LOG_NOTICE,
+                             "mosquitto-chat: %s is sent answers faster than it reads them; "
+                             "%llu pushes not sent",
+                             client_id, (unsigned long long)p->missed);
+        p->missed = 0;
+        p->miss_log_ms = now;
+    }
+    return false;
 }
 
 void chat_budget_spend(struct chat_plugin *pl, const char *client_id, size_t bytes)
 {
     struct chat_peer *p = peer_get(pl, client_id, false);
     if (p) {
-        p->budget -= (int64_t)bytes;
+        /* One message more at the broker, which it never frees if it drops
+         * it for the client's full queue (single_publish stores it
+         * unreferenced, and only the broker's start clears such messages,
+         * 2.0.11 to 2.1.2). */
+        p->budget -= (int64_t)bytes + (int64_t)MSG_COST;
+    }
+}
+
+/* Collects the ids of up to KICKS_PER_TICK peers to disconnect. */
+struct kick_list {
+    char *id[KICKS_PER_TICK];
+    unsigned n;
+};
+
+static bool collect_kick(void *ctx, const void *key, size_t len, void *val)
+{
+    struct kick_list *k = ctx;
+    const struct chat_peer *p = val;
+    (void)key;
+    (void)len;
+    if (p->kick == KICK_DUE && k->n < KICKS_PER_TICK && (k->id[k->n] = strdup(p->id)) != NULL) {
+        k->n++;
+    }
+    return false;
+}
+
+void chat_peers_kick(struct chat_plugin *pl)
+{
+    struct kick_list k = {{NULL}, 0};
+    if (pl->peers->kicks == 0) {
+        return;
+    }
+    /* Ids, not peers: each disconnect runs our disconnect callback at
+     * once, which changes the table (and may free the peer). */
+    chat_hmap_foreach(pl->peers->map, collect_kick, &k);
+    for (unsigned i = 0; i < k.n; i++) {
+        const struct chat_peer *p = peer_get(pl, k.id[i], false);
+        if (p && p->kick == KICK_DUE) {
+            int rc = mosquitto_kick_client_by_clientid(k.id[i], false);
+            /* Our disconnect callback has normally run by now and forgotten
+             * the kick. Where the broker closes later (a websocket) the peer
+             * stays silenced until it does, and is not kicked twice; where
+             * the broker knows no such client, no disconnect will come. */
+            struct chat_peer *q = peer_get(pl, k.id[i], false);
+            if (q && q->kick == KICK_DUE && rc == MOSQ_ERR_SUCCESS) {
+                q->kick = KICK_DONE;
+                pl->peers->kicks--;
+            } else if (q) {
+                unkick(pl->peers, q);
+            }
+            if (rc == MOSQ_ERR_SUCCESS) {
+                mosquitto_log_printf(MOSQ_LOG_NOTICE,
+                                     "mosquitto-chat: %s disconnected: it sends requests faster "
+                                     "than it reads their answers",
+                                     k.id[i]);
+            }
+        }
+        free(k.id[i]);
     }
 }

@@ -13,7 +13,8 @@
  *   chat.c            the chat topics: publishes, acks, access checks
  *   tick.c            periodic work: fsync batch, the store's health,
  *                     relay, replay timeouts, retention, figures, device
- *                     expiry, deletions and jobs, pushes
+ *                     expiry, deletions and jobs, pushes, clients that
+ *                     read nothing disconnected
  *   admin.c           the admin commands (admin.h: admin_jobs.c, the
  *                     deletions and jobs they leave, and admin_entry.c)
  *   stats.c           the figures under $SYS/broker/chat/ (stats.h)
@@ -518,13 +519,28 @@ bool chat_peer_back(struct chat_plugin *pl, const struct mosquitto *client, bool
  * one (the first event of a persistent session the table does not know). */
 bool chat_peer_note(struct chat_plugin *pl, const struct mosquitto *client);
 
-/* May the client be sent another answer? The plugin cannot see how much of
- * what it sent a client has read, so answers draw on a budget that refills
- * with time: over it, a few short "slow down" errors a second, then nothing
- * (logged). chat_budget_spend charges an answer sent. */
+/* May the client be sent an answer to what it sent (a request, a publish)?
+ * The plugin cannot see how much of what it sent a client has read, so
+ * answers draw on a budget that refills with time: over it, a few short
+ * "slow down" errors a second, then nothing (logged). A client that goes on
+ * sending for a second past that, its requests dropped unanswered, is sent
+ * nothing more and is disconnected at the broker's next tick
+ * (chat_peers_kick). chat_budget_left asks the same for a push, which is
+ * none of the client's doing: true while the budget lasts, without using
+ * the client's errors or counting towards its disconnect.
+ * chat_budget_spend charges one message sent of bytes bytes: its bytes and
+ * a fixed cost per message. */
 enum chat_budget { CHAT_BUDGET_OK, CHAT_BUDGET_SLOW_DOWN, CHAT_BUDGET_DROP };
 enum chat_budget chat_budget_check(struct chat_plugin *pl, const char *client_id);
+bool chat_budget_left(struct chat_plugin *pl, const char *client_id);
 void chat_budget_spend(struct chat_plugin *pl, const char *client_id, size_t bytes);
+
+/* Disconnects the clients chat_budget_check found reading nothing (at most
+ * 64 a call), each with a log line. Only from the broker's tick: a
+ * disconnect runs the plugin's disconnect callback at once, and must not
+ * happen inside an event of the client itself, nor while the broker walks
+ * its clients or subscriptions. */
+void chat_peers_kick(struct chat_plugin *pl);
 
 /* control.c: $CONTROL/chat/v1 */
 int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev);
@@ -678,11 +694,12 @@ void chat_tick_free(struct chat_plugin *pl);
 /* The broker's tick: notes that the broker sends ticks (chat_tick_set_seen)
  * and runs the periodic work: fsync batch, the store's health, relay,
  * replay timeouts, retention, figures, device expiry, deletions and jobs,
- * pushes. */
+ * pushes; then disconnects the clients that read nothing (chat_peers_kick). */
 void chat_tick_from_broker(struct chat_plugin *pl);
 
 /* A client event: runs the periodic work (at most every 200 ms) while the
- * broker has sent no tick. */
+ * broker has sent no tick; disconnects nobody (a client found reading
+ * nothing stays silenced instead: chat_budget_check). */
 void chat_tick_from_event(struct chat_plugin *pl);
 
 /* Notes that the broker sends ticks, without running the work (a test

@@ -36,7 +36,7 @@ void chat_reply_send(struct chat_plugin *pl, const char *client_id, const char *
 
 bool chat_push(struct chat_plugin *pl, const char *client_id, const char *payload, size_t len)
 {
-    if (chat_budget_check(pl, client_id) != CHAT_BUDGET_OK) {
+    if (!chat_budget_left(pl, client_id)) {
         return false;
     }
     chat_budget_spend(pl, client_id, len);

@@ -2,7 +2,9 @@
  * retention, figures, device expiry, deletions, other brokers' messages, the
  * reads/presence pushes, push notifications), from the broker's tick, or
  * from client events while the broker sends no tick (Mosquitto 2.0.11 with
- * per_listener_settings true). It keeps the longest tick, for the log. */
+ * per_listener_settings true); and, from the broker's tick alone, the
+ * disconnect of clients that read nothing. It keeps the longest tick, for
+ * the log. */
 #include "plugin.h"
 #include "push.h"
 
@@ -98,6 +100,10 @@ void chat_tick_from_broker(struct chat_plugin *pl)
 {
     chat_tick_set_seen(pl);
     run(pl);
+    /* Here only: the broker's tick comes from its main loop, between the
+     * passes over its clients, where a client may be disconnected. The
+     * work run from client events (below) may not do it. */
+    chat_peers_kick(pl);
 }
 
 void chat_tick_from_event(struct chat_plugin *pl)

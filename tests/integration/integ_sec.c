@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,6 +209,49 @@ void sec_deaf_barrier(const ts_broker *b, int fd, const char *id)
     before = ts_broker_log_count(b, line);
     send_all(fd, pingreq, sizeof pingreq);
     ts_broker_wait_log(b, line, before + 1, 30000);
+}
+
+bool sec_deaf_flood(int fd, const char *topic, const char *payload, int timeout_ms)
+{
+    size_t tlen = strlen(topic), plen = strlen(payload), n = 0, len, off = 0;
+    unsigned char one[300];
+    unsigned char *batch;
+    int64_t deadline = ts_now_ms() + timeout_ms;
+    bool closed = false;
+
+    ASSERT(tlen + plen + 16 <= sizeof one);
+    one[n++] = 0x30;
+    n += put_varint(one + n, 2 + tlen + plen);
+    one[n++] = (unsigned char)(tlen >> 8);
+    one[n++] = (unsigned char)tlen;
+    memcpy(one + n, topic, tlen);
+    n += tlen;
+    memcpy(one + n, payload, plen);
+    n += plen;
+    /* whole packets, 200 at a time: a partial send resumes where it stopped */
+    len = 200 * n;
+    batch = malloc(len);
+    ASSERT(batch != NULL);
+    for (size_t i = 0; i < 200; i++)
+        memcpy(batch + i * n, one, n);
+    for (long sends = 0; !closed && ts_now_ms() < deadline && sends < 100000000L; sends++) {
+        ssize_t w = send(fd, batch + off, len - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w > 0) {
+            off = (off + (size_t)w) % len;
+        } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            /* the broker is behind: wait until it reads (or closes) */
+            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+            (void)poll(&pfd, 1, 100);
+        } else if (w < 0 && errno == EINTR) {
+            continue;
+        } else {
+            closed = w < 0 && (errno == EPIPE || errno == ECONNRESET);
+            if (!closed)
+                FAILF("send: %s", w < 0 ? strerror(errno) : "nothing sent");
+        }
+    }
+    free(batch);
+    return closed;
 }
 
 void sec_deaf_subscribe(int fd, uint16_t mid, const char *filter)

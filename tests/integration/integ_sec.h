@@ -58,6 +58,11 @@ void sec_deaf_publish(int fd, const char *topic, const char *payload);
 void sec_deaf_subscribe(int fd, uint16_t mid, const char *filter);
 void sec_deaf_unsubscribe(int fd, uint16_t mid, const char *filter);
 
+/* Sends the same QoS 0 PUBLISH over and over, as fast as the broker takes
+ * it, until the broker closes the connection (returns true) or timeout_ms
+ * passed (false). */
+bool sec_deaf_flood(int fd, const char *topic, const char *payload, int timeout_ms);
+
 /* A QoS 2 PUBLISH with packet id mid, and the PUBREL of mid: a deaf
  * client holds a QoS 2 publish unreleased for as long as it likes. */
 void sec_deaf_publish_qos2(int fd, uint16_t mid, const char *topic, const char *payload);

@@ -21,6 +21,11 @@ static struct {
     int cb_fail_rc;
     int acl_answer;
     unsigned acl_calls;
+    unsigned kicks;
+    char *kick_last;
+    void (*kick_hook)(void *ctx, const char *clientid);
+    void *kick_ctx;
+    int kick_rc;
 } S = {.alloc_left = -1, .cb_fail_at = -1};
 
 /* ===========================================================================
@@ -64,6 +69,29 @@ void stub_reset(void)
     S.cb_fail_at = -1;
     S.acl_answer = MOSQ_ERR_SUCCESS;
     S.acl_calls = 0;
+    S.kicks = 0;
+    free(S.kick_last);
+    S.kick_last = NULL;
+    S.kick_hook = NULL;
+    S.kick_ctx = NULL;
+    S.kick_rc = MOSQ_ERR_SUCCESS;
+}
+
+unsigned stub_kick_count(void)
+{
+    return S.kicks;
+}
+
+const char *stub_kick_last(void)
+{
+    return S.kick_last;
+}
+
+void stub_kick_set(void (*hook)(void *ctx, const char *clientid), void *ctx, int rc)
+{
+    S.kick_hook = hook;
+    S.kick_ctx = ctx;
+    S.kick_rc = rc;
 }
 
 size_t stub_publish_count(void)
@@ -288,9 +316,14 @@ int mosquitto_set_username(struct mosquitto *client, const char *username)
 
 int mosquitto_kick_client_by_clientid(const char *clientid, bool with_will)
 {
-    (void)clientid;
     (void)with_will;
-    return MOSQ_ERR_SUCCESS;
+    S.kicks++;
+    free(S.kick_last);
+    S.kick_last = clientid ? strdup(clientid) : NULL;
+    if (S.kick_hook) {
+        S.kick_hook(S.kick_ctx, clientid);
+    }
+    return S.kick_rc;
 }
 
 int mosquitto_kick_client_by_username(const char *username, bool with_will)

@@ -92,6 +92,15 @@ size_t stub_callback_count(void);
 const struct stub_callback *stub_callback_find(int event);
 void stub_callback_fail_at(long n, int rc);
 
+/* mosquitto_kick_client_by_clientid: the calls since the last stub_reset,
+ * the client id of the last (NULL: none), and what the next ones do: call
+ * hook(ctx, clientid) first, as the broker runs the plugin's disconnect
+ * callback within the call (NULL: nothing), then answer rc
+ * (MOSQ_ERR_SUCCESS by default). */
+unsigned stub_kick_count(void);
+const char *stub_kick_last(void);
+void stub_kick_set(void (*hook)(void *ctx, const char *clientid), void *ctx, int rc);
+
 /* The broker's own access check, as chat_broker_set_test takes
  * it: answers stub_acl_answer (MOSQ_ERR_SUCCESS by default) and counts its calls. */
 int stub_acl_check(struct mosquitto *client, const char *topic, uint32_t payloadlen, void *payload,

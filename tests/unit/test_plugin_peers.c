@@ -1,6 +1,7 @@
 /* Unit tests of plugin/peer_table.c and plugin/hmap.c: the per client state the
  * plugin keeps between events (pending subscriptions and their caps, the
- * answer budget and its refill) and the map it lives in.
+ * answer budget, its refill, and the disconnect of clients that read
+ * nothing) and the map it lives in.
  *
  * The clock is this file's: it defines chat_now_ms, so the linker takes it
  * instead of clock.c's (which nothing else here needs), and the budget's
@@ -309,6 +310,7 @@ static void test_persistent_cap(void **state)
  * unread at once, and how fast that comes back (bytes a second). */
 #define BUDGET (8u << 20)
 #define RATE (2u << 20)
+#define COST 1024u /* MSG_COST: charged per message besides its bytes */
 
 static void test_budget(void **state)
 {
@@ -316,9 +318,9 @@ static void test_budget(void **state)
 
     /* The whole budget to start with; an answer may take it below zero. */
     assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_OK);
-    chat_budget_spend(pl, "c1", BUDGET - 1);
+    chat_budget_spend(pl, "c1", BUDGET - 1 - COST);
     assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_OK);
-    chat_budget_spend(pl, "c1", 2 * RATE); /* 1 - 2 RATE left */
+    chat_budget_spend(pl, "c1", 2 * RATE - COST); /* 1 - 2 RATE left */
     /* Over it: ten "slow down" answers a second, then nothing. */
     for (int i = 0; i < 10; i++) {
         assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_SLOW_DOWN);
@@ -365,6 +367,143 @@ static void test_budget(void **state)
     assert_false(chat_peer_known(pl, "unknown"));
 }
 
+/* Every message costs COST besides its bytes: the budget bounds how many
+ * answers a client is sent at once, however small. */
+static void test_budget_per_message(void **state)
+{
+    struct chat_plugin *pl = *state;
+
+    for (unsigned i = 0; i < BUDGET / COST; i++) {
+        assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_OK);
+        chat_budget_spend(pl, "c1", 0);
+    }
+    assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_SLOW_DOWN);
+    /* and comes back RATE / COST messages a second */
+    fake_now += COST * 1000 / RATE + 1;
+    assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_OK);
+}
+
+/* Pushes stop while the budget is spent, without using the client's "slow
+ * down" errors, and are logged (one line per 10 s). */
+static void test_budget_pushes(void **state)
+{
+    struct chat_plugin *pl = *state;
+
+    assert_true(chat_budget_left(pl, "c1"));
+    chat_budget_spend(pl, "c1", BUDGET);
+    for (int i = 0; i < 20; i++) {
+        assert_false(chat_budget_left(pl, "c1"));
+    }
+    assert_true(stub_log_has(MOSQ_LOG_NOTICE, "c1 is sent answers faster than it reads them; 1 "
+                                              "pushes not sent"));
+    assert_int_equal(stub_log_count(), 1);
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_SLOW_DOWN);
+    }
+    assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_DROP);
+}
+
+/* Checks as client id until n requests were dropped (the "slow down"
+ * errors of the second first); none may be answered. */
+static void drop_n(struct chat_plugin *pl, const char *id, unsigned n)
+{
+    unsigned dropped = 0, slowed = 0;
+    while (dropped < n) {
+        enum chat_budget b = chat_budget_check(pl, id);
+        assert_int_not_equal(b, CHAT_BUDGET_OK);
+        if (b == CHAT_BUDGET_DROP) {
+            dropped++;
+        } else {
+            assert_true(++slowed <= 10);
+        }
+    }
+}
+
+static void disconnect_hook(void *ctx, const char *clientid)
+{
+    struct mosquitto client = {.id = clientid, .clean_session = true, .protocol_version = 4};
+    chat_peer_disconnected(ctx, &client, CHAT_GONE_ENDED);
+}
+
+#define KICKED "c1 disconnected: it sends requests faster than it reads their answers"
+
+/* A client that goes on sending for a second after its requests are
+ * dropped, 1000 of them at least, is sent nothing more and disconnected
+ * from the tick; one that pauses is not. */
+static void test_budget_kick(void **state)
+{
+    struct chat_plugin *pl = *state;
+    struct mosquitto c1 = {.id = "c1", .clean_session = true, .protocol_version = 4};
+
+    assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_OK);
+    chat_budget_spend(pl, "c1", 40 * RATE); /* 20 s of refill: over budget throughout */
+    /* Bursts of 999 drops, a second apart: the client paused in between. */
+    for (int i = 0; i < 3; i++) {
+        drop_n(pl, "c1", 999);
+        fake_now += 1000;
+    }
+    chat_peers_kick(pl);
+    assert_int_equal(stub_kick_count(), 0);
+    /* 1000 drops in less than a second: not yet. */
+    drop_n(pl, "c1", 1000);
+    fake_now += 999;
+    drop_n(pl, "c1", 1);
+    chat_peers_kick(pl);
+    assert_int_equal(stub_kick_count(), 0);
+    /* A second after the run began: nothing more for it, not even the
+     * errors of a new second, nor pushes. */
+    fake_now += 1;
+    drop_n(pl, "c1", 1);
+    fake_now += 1000;
+    assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_DROP);
+    assert_false(chat_budget_left(pl, "c1"));
+    assert_int_equal(chat_budget_check(pl, "c2"), CHAT_BUDGET_OK); /* no one else */
+    /* The broker closes later (a websocket): disconnected once, silenced
+     * until its disconnect comes. */
+    stub_log_clear();
+    chat_peers_kick(pl);
+    assert_int_equal(stub_kick_count(), 1);
+    assert_string_equal(stub_kick_last(), "c1");
+    assert_true(stub_log_has(MOSQ_LOG_NOTICE, KICKED));
+    chat_peers_kick(pl);
+    assert_int_equal(stub_kick_count(), 1);
+    assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_DROP);
+    chat_peer_disconnected(pl, &c1, CHAT_GONE_ENDED);
+    /* Its next connection starts afresh. */
+    assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_OK);
+
+    /* Again, the broker running our disconnect callback within the call,
+     * as it does for a client on a socket. */
+    stub_kick_set(disconnect_hook, pl, MOSQ_ERR_SUCCESS);
+    chat_budget_spend(pl, "c1", 40 * RATE);
+    drop_n(pl, "c1", 1000);
+    fake_now += 500;
+    drop_n(pl, "c1", 1);
+    fake_now += 500;
+    drop_n(pl, "c1", 1);
+    chat_peers_kick(pl);
+    assert_int_equal(stub_kick_count(), 2);
+    assert_false(chat_peer_known(pl, "c1"));
+    chat_peers_kick(pl);
+    assert_int_equal(stub_kick_count(), 2);
+
+    /* A client the broker does not know: no line, and it is not silenced. */
+    stub_kick_set(NULL, NULL, MOSQ_ERR_NOT_FOUND);
+    stub_log_clear();
+    assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_OK); /* a new connection */
+    chat_budget_spend(pl, "c1", 40 * RATE);
+    drop_n(pl, "c1", 1000);
+    fake_now += 500;
+    drop_n(pl, "c1", 1);
+    fake_now += 500;
+    drop_n(pl, "c1", 1);
+    chat_peers_kick(pl);
+    assert_int_equal(stub_kick_count(), 3);
+    assert_false(stub_log_has(-1, "disconnected"));
+    fake_now += 1000;
+    assert_int_equal(chat_budget_check(pl, "c1"), CHAT_BUDGET_SLOW_DOWN);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -376,6 +515,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_replaced_sessions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_persistent_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_budget, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_budget_per_message, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_budget_pushes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_budget_kick, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
