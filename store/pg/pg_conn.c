@@ -225,3 +225,36 @@ bool pg_name_ok(const char *s)
 {
     return s && strlen(s) <= CHAT_STORE_MAX_NAME;
 }
+
+bool pg_resume_get(const char *resume, char (*parts)[CHAT_STORE_MAX_NAME + 1], int n)
+{
+    const unsigned char *r = (const unsigned char *)resume;
+    size_t total = ((size_t)r[0] << 8) | r[1], at = 2;
+    if (total == 0) {
+        return false;
+    }
+    for (int i = 0; i < n; i++) {
+        size_t len = ((size_t)r[at] << 8) | r[at + 1];
+        if (len > CHAT_STORE_MAX_NAME || at + 2 + len > total + 2) {
+            return false;
+        }
+        memcpy(parts[i], resume + at + 2, len);
+        parts[i][len] = '\0';
+        at += 2 + len;
+    }
+    return true;
+}
+
+void pg_resume_put(char *resume, const char *const *parts, int n)
+{
+    size_t at = 2;
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(parts[i]);
+        resume[at] = (char)(len >> 8);
+        resume[at + 1] = (char)(len & 0xff);
+        memcpy(resume + at + 2, parts[i], len);
+        at += 2 + len;
+    }
+    resume[0] = (char)((at - 2) >> 8);
+    resume[1] = (char)((at - 2) & 0xff);
+}

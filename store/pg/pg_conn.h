@@ -91,4 +91,12 @@ const char *pg_i64s(char buf[24], int64_t v);
 /* Whether a name fits the store's limit; the ops refuse longer ones. */
 bool pg_name_ok(const char *s);
 
+/* A sweep's resume point (the caller's buffer, as chat_store.h's sweeps
+ * give it): two bytes of length, then n names, each two bytes of length
+ * and its bytes. pg_resume_get reads them into parts (false when the point
+ * is empty, the start, or does not hold n names that fit); pg_resume_put
+ * writes them. The resume buffer holds n names of the store's limit. */
+bool pg_resume_get(const char *resume, char (*parts)[CHAT_STORE_MAX_NAME + 1], int n);
+void pg_resume_put(char *resume, const char *const *parts, int n);
+
 #endif

@@ -108,41 +108,6 @@ chat_err pg_cursor_touch(chat_store *cs, const char *group, const char *member, 
     return rc;
 }
 
-/* The resume point: two bytes of length, then group, member and device,
- * each two bytes of length and its bytes. */
-static bool resume_get(const char *resume, char parts[3][CHAT_STORE_MAX_NAME + 1])
-{
-    const unsigned char *r = (const unsigned char *)resume;
-    size_t total = ((size_t)r[0] << 8) | r[1], at = 2;
-    if (total == 0) {
-        return false;
-    }
-    for (int i = 0; i < 3; i++) {
-        size_t n = ((size_t)r[at] << 8) | r[at + 1];
-        if (n > CHAT_STORE_MAX_NAME || at + 2 + n > total + 2) {
-            return false;
-        }
-        memcpy(parts[i], resume + at + 2, n);
-        parts[i][n] = '\0';
-        at += 2 + n;
-    }
-    return true;
-}
-
-static void resume_put(char *resume, const char *const parts[3])
-{
-    size_t at = 2;
-    for (int i = 0; i < 3; i++) {
-        size_t n = strlen(parts[i]);
-        resume[at] = (char)(n >> 8);
-        resume[at + 1] = (char)(n & 0xff);
-        memcpy(resume + at + 2, parts[i], n);
-        at += 2 + n;
-    }
-    resume[0] = (char)((at - 2) >> 8);
-    resume[1] = (char)((at - 2) & 0xff);
-}
-
 chat_err pg_expire_devices(chat_store *cs, int64_t older_than_ms, bool drop_members,
                            size_t max_keys, char *resume, size_t resume_cap, chat_expired *out,
                            bool *done)
@@ -151,7 +116,7 @@ chat_err pg_expire_devices(chat_store *cs, int64_t older_than_ms, bool drop_memb
     char b1[24], b2[24];
     chat_err rc;
     (void)resume_cap; /* at least CHAT_STORE_RESUME_MAX: three names fit */
-    bool from = resume_get(resume, parts);
+    bool from = pg_resume_get(resume, parts, 3);
     const char *p[6] = {pg_i64s(b1, older_than_ms),      pg_u64(b2, max_keys),
                         drop_members ? "true" : "false", from ? parts[0] : NULL,
                         from ? parts[1] : NULL,          from ? parts[2] : NULL};
@@ -166,7 +131,7 @@ chat_err pg_expire_devices(chat_store *cs, int64_t older_than_ms, bool drop_memb
         resume[0] = resume[1] = 0;
     } else if (!PQgetisnull(res, 0, 3)) {
         const char *last[3] = {PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 4), PQgetvalue(res, 0, 5)};
-        resume_put(resume, last);
+        pg_resume_put(resume, last, 3);
     }
     PQclear(res);
     if (out->members > 0) {

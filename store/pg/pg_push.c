@@ -148,41 +148,6 @@ chat_err pg_push_members(chat_store *cs, const char *group, const char *after, s
     return CHAT_OK;
 }
 
-/* The resume point: two bytes of length, then member and device, each two
- * bytes of length and its bytes. */
-static bool resume_get(const char *resume, char parts[2][CHAT_STORE_MAX_NAME + 1])
-{
-    const unsigned char *r = (const unsigned char *)resume;
-    size_t total = ((size_t)r[0] << 8) | r[1], at = 2;
-    if (total == 0) {
-        return false;
-    }
-    for (int i = 0; i < 2; i++) {
-        size_t n = ((size_t)r[at] << 8) | r[at + 1];
-        if (n > CHAT_STORE_MAX_NAME || at + 2 + n > total + 2) {
-            return false;
-        }
-        memcpy(parts[i], resume + at + 2, n);
-        parts[i][n] = '\0';
-        at += 2 + n;
-    }
-    return true;
-}
-
-static void resume_put(char *resume, const char *const parts[2])
-{
-    size_t at = 2;
-    for (int i = 0; i < 2; i++) {
-        size_t n = strlen(parts[i]);
-        resume[at] = (char)(n >> 8);
-        resume[at + 1] = (char)(n & 0xff);
-        memcpy(resume + at + 2, parts[i], n);
-        at += 2 + n;
-    }
-    resume[0] = (char)((at - 2) >> 8);
-    resume[1] = (char)((at - 2) & 0xff);
-}
-
 chat_err pg_push_expire(chat_store *cs, int64_t older_than_ms, size_t max_keys, char *resume,
                         size_t resume_cap, size_t *removed, bool *done)
 {
@@ -190,7 +155,7 @@ chat_err pg_push_expire(chat_store *cs, int64_t older_than_ms, size_t max_keys, 
     char b1[24], b2[24];
     chat_err rc;
     (void)resume_cap; /* at least CHAT_STORE_RESUME_MAX: two names fit */
-    bool from = resume_get(resume, parts);
+    bool from = pg_resume_get(resume, parts, 2);
     const char *p[4] = {pg_i64s(b1, older_than_ms), pg_u64(b2, max_keys), from ? parts[0] : NULL,
                         from ? parts[1] : NULL};
     PGresult *res =
@@ -204,7 +169,7 @@ chat_err pg_push_expire(chat_store *cs, int64_t older_than_ms, size_t max_keys, 
         resume[0] = resume[1] = 0;
     } else if (!PQgetisnull(res, 0, 2)) {
         const char *lastp[2] = {PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 3)};
-        resume_put(resume, lastp);
+        pg_resume_put(resume, lastp, 2);
     }
     PQclear(res);
     return CHAT_OK;
