@@ -40,6 +40,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Room for a path and a log file name. */
 #define PATH_MAX_LEN 4096
@@ -90,6 +91,23 @@ static inline char *iter_error(const leveldb_iterator_t *it)
 {
     char *err = NULL;
     leveldb_iter_get_error(it, &err);
+    return err;
+}
+
+/* Seeks it to the key k, and past it when past and the key is there: where
+ * a walk resumes after the last key it visited (which a step may have
+ * deleted meanwhile). Returns the iterator's error, if it has one. */
+static inline char *iter_seek_after(leveldb_iterator_t *it, const char *k, size_t klen, bool past)
+{
+    leveldb_iter_seek(it, k, klen);
+    char *err = iter_error(it);
+    if (past && !err && leveldb_iter_valid(it)) {
+        size_t n = 0;
+        const char *at = leveldb_iter_key(it, &n);
+        if (n == klen && memcmp(at, k, n) == 0) {
+            leveldb_iter_next(it);
+        }
+    }
     return err;
 }
 

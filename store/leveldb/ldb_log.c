@@ -388,14 +388,7 @@ chat_err ldb_groups(chat_store *cs, const char *after, size_t max, chat_head_fn 
         }
     }
     leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
-    leveldb_iter_seek(it, start.buf, start.len);
-    if (after && !(err = iter_error(it)) && leveldb_iter_valid(it)) {
-        size_t klen = 0;
-        const char *kb = leveldb_iter_key(it, &klen);
-        if (klen == start.len && memcmp(kb, start.buf, klen) == 0) {
-            leveldb_iter_next(it);
-        }
-    }
+    err = iter_seek_after(it, start.buf, start.len, after);
     while (!err && !(err = iter_error(it)) && leveldb_iter_valid(it)) {
         size_t klen = 0, vlen = 0;
         const char *kb = leveldb_iter_key(it, &klen);

@@ -431,14 +431,7 @@ chat_err ldb_push_expire(chat_store *cs, int64_t older_than_ms, size_t max_keys,
     last = start;
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
     leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
-    leveldb_iter_seek(it, start.buf, start.len);
-    if (rlen > 0 && !(err = iter_error(it)) && leveldb_iter_valid(it)) {
-        size_t klen = 0;
-        const char *kb = leveldb_iter_key(it, &klen);
-        if (klen == start.len && memcmp(kb, start.buf, klen) == 0) {
-            leveldb_iter_next(it);
-        }
-    }
+    err = iter_seek_after(it, start.buf, start.len, rlen > 0);
     while (rc == CHAT_OK && !err && !(err = iter_error(it))) {
         size_t klen = 0, vlen = 0;
         const char *kb = leveldb_iter_valid(it) ? leveldb_iter_key(it, &klen) : NULL;
