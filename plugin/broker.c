@@ -131,7 +131,8 @@ static bool same_chain(const struct chat_bc_listener *a, const struct chat_bc_li
         return false;
     }
     for (size_t k = 0; k < a->n_chain; k++) {
-        if (a->chain[k].kind != b->chain[k].kind || strcmp(a->chain[k].path, b->chain[k].path)) {
+        if (a->chain[k].kind != b->chain[k].kind ||
+            strcmp(a->chain[k].path, b->chain[k].path) != 0) {
             return false;
         }
     }

@@ -219,6 +219,15 @@ static bool is_listener_word(const char *word)
     return false;
 }
 
+/* The port a `listener` or `port` line names, read as the broker reads it
+ * (atoi: its leading digits, whatever follows); 0 when out of range, which
+ * the broker refuses, so that no client comes through such a listener. */
+static int port_of(const char *arg)
+{
+    long v = strtol(arg, NULL, 10);
+    return v < 0 || v > 65535 ? 0 : (int)v;
+}
+
 static void scan_line(struct parse *p, const char *word, const char *arg, int depth)
 {
     struct chat_broker_conf *bc = p->bc;
@@ -230,7 +239,7 @@ static void scan_line(struct parse *p, const char *word, const char *arg, int de
             bc->too_many = true;
             return;
         }
-        p->port[p->n] = atoi(arg);
+        p->port[p->n] = port_of(arg);
         memset(&p->own[p->n], 0, sizeof(p->own[p->n]));
         p->cur = &p->own[p->n];
         p->n++;
@@ -238,7 +247,7 @@ static void scan_line(struct parse *p, const char *word, const char *arg, int de
         /* Anywhere in the file, they make the default listener; on 2.1 the
          * lines after them set it, as after a `listener` line. */
         if (!strcmp(word, "port")) {
-            p->default_port = atoi(arg);
+            p->default_port = port_of(arg);
         }
         p->dflt.set = true;
         if (p->v21) {
@@ -359,6 +368,9 @@ static void chain_add(struct chat_bc_listener *l, const struct scope *s)
             if (!taken[i] && (best == CHAT_BC_CHAIN || s->seq[i] < s->seq[best])) {
                 best = i;
             }
+        }
+        if (best == CHAT_BC_CHAIN) {
+            break; /* cannot happen: n_plugins entries, n taken so far */
         }
         taken[best] = true;
         if (l->n_chain == CHAT_BC_CHAIN) {

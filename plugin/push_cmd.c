@@ -227,15 +227,16 @@ void chat_push_command(const struct chat_push_req *r, const cJSON *c)
         return;
     }
     const char *why = push_reg_from_command(c, &ps->opts, &reg, &query);
+    if (!why && !query && reg.kind != PUSH_KIND_NONE) {
+        /* a registration that would never wake anyone is refused */
+        why = chat_access_wake(r->pl);
+    }
     if (why) {
         entry_fail(r->out, r->corr, r->device, why);
     } else if (query) {
         answer_query(r);
     } else if (reg.kind == PUSH_KIND_NONE) {
         answer_remove(r);
-    } else if ((why = chat_access_wake(r->pl)) != NULL) {
-        /* a registration that would never wake anyone */
-        entry_fail(r->out, r->corr, r->device, why);
     } else if (reg.kind == PUSH_KIND_UNIFIEDPUSH) {
         start_check(r, &reg);
     } else {
