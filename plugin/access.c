@@ -64,6 +64,15 @@ int chat_access_pass(struct chat_plugin *pl, const struct mosquitto *client)
     return chat_broker_alone(pl, client) ? MOSQ_ERR_SUCCESS : MOSQ_ERR_PLUGIN_DEFER;
 }
 
+int chat_access_aside(const struct chat_plugin *pl)
+{
+    /* The broker's verdict is what the checkers after ours answer, and on
+     * 2.1, where none answers, the broker's default: the verdict the broker
+     * gives a live reader when we pass (chat_access_pass). On 2.0 "defer"
+     * is all there is. */
+    return chat_broker_v21(pl) ? CHAT_PLUGIN_IGNORE : MOSQ_ERR_PLUGIN_DEFER;
+}
+
 static struct chat_decision deny(const char *why)
 {
     struct chat_decision d = {.verdict = CHAT_DENY, .why = why};

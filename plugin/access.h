@@ -254,4 +254,10 @@ const char *chat_access_list(struct chat_plugin *pl, struct mosquitto *client, c
  * default). */
 int chat_access_pass(struct chat_plugin *pl, const struct mosquitto *client);
 
+/* The answer to an access check the plugin itself put to the broker's
+ * chain to learn the broker's verdict (verdict.c, while probing): the
+ * checkers after ours decide; on 2.1 CHAT_PLUGIN_IGNORE (with none
+ * answering, the broker's default), on 2.0 MOSQ_ERR_PLUGIN_DEFER. */
+int chat_access_aside(const struct chat_plugin *pl);
+
 #endif

@@ -104,7 +104,7 @@ static int on_acl(int event, void *event_data, void *userdata)
     if (chat_verdict_probing(pl)) {
         /* Our own question (verdict.c), inside an event: the other
          * checkers answer it. */
-        return MOSQ_ERR_PLUGIN_DEFER;
+        return chat_access_aside(pl);
     }
     pl = enter(userdata);
     seen(pl, ev->client, ev->access != MOSQ_ACL_READ);

@@ -546,6 +546,12 @@ static void case_other_plugin(void)
     m = harness_client_receive_if(a, sec_on_topic, (void *)"chat/room1", WAIT_MS);
     ASSERTF(m != NULL && strstr(m->payload, "live"), "the chat message did not arrive");
     harness_msg_free(m);
+    /* what the plugin serves itself follows the broker's read verdict,
+     * which the broker gives as it would without mosquitto-chat */
+    cJSON *resp = harness_request(
+        a, "{\"commands\":[{\"command\":\"history\",\"group\":\"room1\"}]}", WAIT_MS);
+    harness_expect_ok(harness_response_only(resp), "history", "room1");
+    cJSON_Delete(resp);
     /* the plugin's own refusals: a forged answer and the wildcard */
     ASSERTF(harness_client_publish_bytes(a, "$CONTROL/chat/v1/response", "{}", 2, 1, NULL) >= 0x80,
             "a publish to the response topic was accepted");
