@@ -49,7 +49,28 @@ const char *chat_identity_of(struct chat_plugin *pl, const struct mosquitto *cli
 
 int chat_access_pass(struct chat_plugin *pl, const struct mosquitto *client)
 {
+    if (chat_broker_v21(pl)) {
+        /* 2.1 can be told "no opinion": the checkers after ours decide, and
+         * where none answers (none loaded, or plugins that check no
+         * access, which the configuration scan cannot tell from checkers)
+         * the broker decides as it would without us. "Allow" would skip a
+         * checker the scan missed (2.1's plugin_use); "defer" with no one
+         * to answer is a denial of everything we do not object to. Safe
+         * because ours is the first checker of its chain (chat_broker_check
+         * refuses to start otherwise): 2.1 keeps the last answer of a
+         * chain, so an "ignore" after another's "defer" would hide it. */
+        return CHAT_PLUGIN_IGNORE;
+    }
     return chat_broker_alone(pl, client) ? MOSQ_ERR_SUCCESS : MOSQ_ERR_PLUGIN_DEFER;
+}
+
+int chat_access_aside(const struct chat_plugin *pl)
+{
+    /* The broker's verdict is what the checkers after ours answer, and on
+     * 2.1, where none answers, the broker's default: the verdict the broker
+     * gives a live reader when we pass (chat_access_pass). On 2.0 "defer"
+     * is all there is. */
+    return chat_broker_v21(pl) ? CHAT_PLUGIN_IGNORE : MOSQ_ERR_PLUGIN_DEFER;
 }
 
 static struct chat_decision deny(const char *why)

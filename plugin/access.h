@@ -247,9 +247,17 @@ const char *chat_access_wake(const struct chat_plugin *pl);
 const char *chat_access_list(struct chat_plugin *pl, struct mosquitto *client, const char *group,
                              uint64_t *members);
 
-/* The answer for an access check on a chat topic that mosquitto-chat
- * allows: MOSQ_ERR_SUCCESS alone, MOSQ_ERR_PLUGIN_DEFER behind other
- * checkers (they decide). */
+/* The answer for an access check that mosquitto-chat allows (a chat topic
+ * it lets the client use, or any other topic): on 2.0 MOSQ_ERR_SUCCESS
+ * alone, MOSQ_ERR_PLUGIN_DEFER behind other checkers (they decide); on 2.1
+ * CHAT_PLUGIN_IGNORE (the others decide, and with none the broker's
+ * default). */
 int chat_access_pass(struct chat_plugin *pl, const struct mosquitto *client);
+
+/* The answer to an access check the plugin itself put to the broker's
+ * chain to learn the broker's verdict (verdict.c, while probing): the
+ * checkers after ours decide; on 2.1 CHAT_PLUGIN_IGNORE (with none
+ * answering, the broker's default), on 2.0 MOSQ_ERR_PLUGIN_DEFER. */
+int chat_access_aside(const struct chat_plugin *pl);
 
 #endif

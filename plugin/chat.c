@@ -509,7 +509,7 @@ int chat_on_acl(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev)
     }
     if (chat_verdict_probing(pl)) {
         /* Our own question (verdict.c): the other checkers answer it. */
-        return MOSQ_ERR_PLUGIN_DEFER;
+        return chat_access_aside(pl);
     }
     int pass = chat_access_pass(pl, ev->client);
     if (!ev->topic) {

@@ -42,8 +42,17 @@ struct chat_evt_client_offline {
     void *future2[4];
 };
 
+/* MOSQ_ERR_PLUGIN_IGNORE (2.1 on): an access checker's "no opinion". 2.1
+ * goes on to the next checker as after "defer", but when every checker
+ * ignores (or there is none), the broker decides as if none were loaded,
+ * where "defer" from all of them is a denial. A 2.0 broker knows no such
+ * answer: only for 2.1. The broker's ABI, as above. */
+#define CHAT_PLUGIN_IGNORE 32
+
 #ifdef CHAT_MOSQUITTO_ONE_HEADER
 #include <stddef.h>
+_Static_assert(CHAT_PLUGIN_IGNORE == MOSQ_ERR_PLUGIN_IGNORE,
+               "the broker's headers number MOSQ_ERR_PLUGIN_IGNORE differently");
 _Static_assert(CHAT_EVT_CLIENT_OFFLINE == MOSQ_EVT_CLIENT_OFFLINE,
                "the broker's headers number MOSQ_EVT_CLIENT_OFFLINE differently");
 _Static_assert(offsetof(struct chat_evt_client_offline, client) ==

@@ -37,10 +37,6 @@ static unsigned g_instances, g_made;
  * as an error and stops the broker. */
 static int g_reload_go_on = MOSQ_ERR_PLUGIN_DEFER;
 
-/* 2.1's MOSQ_ERR_PLUGIN_IGNORE: "no opinion", as if we were not there. Only
- * 2.1 asks access checks from another thread (its http_api listener). */
-#define CHAT_PLUGIN_IGNORE 32
-
 /* 2.1's MOSQ_EVT_CONNECT, and MQTT's reason for a session taken over. */
 #define CHAT_EVT_CONNECT 11
 struct chat_evt_connect {
@@ -108,7 +104,7 @@ static int on_acl(int event, void *event_data, void *userdata)
     if (chat_verdict_probing(pl)) {
         /* Our own question (verdict.c), inside an event: the other
          * checkers answer it. */
-        return MOSQ_ERR_PLUGIN_DEFER;
+        return chat_access_aside(pl);
     }
     pl = enter(userdata);
     seen(pl, ev->client, ev->access != MOSQ_ACL_READ);

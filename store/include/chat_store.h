@@ -184,14 +184,17 @@ typedef struct chat_store_opts {
                                  with CHAT_EINVAL instead of getting a new, empty store
                                  (LevelDB; the tools that read a store) */
     size_t cid_filter_bytes;  /* test hook: the size of the filter that answers "never
-                                 stored" for new cids (LevelDB; 0: 8 MiB) */
+                                 stored" for new cids (LevelDB; 0: by the store, 64 KiB
+                                 to 8 MiB) */
+    size_t cid_filter_max;    /* test hook: the most it grows to (LevelDB; 0: 8 MiB
+                                 when cid_filter_bytes is 0, else it does not grow) */
     bool cid_filter_hold;     /* test hook: the filter's scan waits until released
                                  (LevelDB; lookups go to LevelDB until then) */
 } chat_store_opts;
 
 #define CHAT_STORE_OPTS_INIT                                                                       \
     {                                                                                              \
-        CHAT_SYNC_NONE, 0, NULL, NULL, false, false, 0, false                                      \
+        CHAT_SYNC_NONE, 0, NULL, NULL, false, false, 0, 0, false                                   \
     }
 
 /* The LevelDB store's filter of the cid index (docs/scaling.md): filled

@@ -491,7 +491,8 @@ chat_err ldb_open(const char *path, const chat_store_opts *opts, chat_store **ou
     /* Last, when nothing else at open writes: its snapshot is the store
      * every later 'I' key is added to (ldb_cidf.h, filled-at-open). Without
      * memory for it, LevelDB answers every lookup as before. */
-    st->cidf = ldb_cidf_create(st, opts->cid_filter_bytes, opts->cid_filter_hold);
+    st->cidf =
+        ldb_cidf_create(st, opts->cid_filter_bytes, opts->cid_filter_max, opts->cid_filter_hold);
     *out = &st->base;
     return CHAT_OK;
 

@@ -37,9 +37,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #define GROUP "secret"
 
-static const char *g_dynsec; /* argv[2] of the dynsec cases */
+static const char *g_dynsec; /* argv[2] of the dynsec cases (other_plugin: its plugin) */
 
 /* ===========================================================================
  * dynamic-security
@@ -504,11 +505,67 @@ static void case_admin_inspect(void)
  * main
  * ========================================================================= */
 
+/* ===========================================================================
+ * another plugin that checks no access (2.1)
+ * ========================================================================= */
+
+/* Mosquitto 2.1 with a plugin after mosquitto-chat that checks no access
+ * (2.1's own sparkplug-aware, argv[2]): the configuration scan cannot tell
+ * it from a checker, so the plugin used to defer everything it allows, and
+ * with no checker to answer, 2.1 denied every topic outside chat, and chat
+ * itself (Mosquitto's own test/broker 09-plugin-evt-*, 15-persist-*,
+ * 20-sparkplug-aware failed only with the plugin). On 2.1 it now answers
+ * "no opinion": the broker decides as without it, and the plugin's own
+ * refusals still hold. */
+static void case_other_plugin(void)
+{
+    if (ts_broker_version() < 20100)
+        ts_skip("Mosquitto %d: no \"no opinion\" answer before 2.1", ts_broker_version());
+    if (g_dynsec == NULL || access(g_dynsec, R_OK) != 0)
+        ts_skip("no plugin that checks no access (%s)", g_dynsec ? g_dynsec : "none given");
+    char line[PATH_MAX + 16];
+    snprintf(line, sizeof line, "plugin %s", g_dynsec);
+    const char *const after[] = {line, NULL};
+    ts_broker_conf conf = {.after = after};
+    ts_broker *b = ts_broker_start_conf(&conf);
+    harness_client_opts o = {.client_id = "op-a", .mqtt_version = 5};
+    harness_client *a = harness_client_connect_opts(b, &o);
+    harness_msg *m;
+
+    /* outside chat: what the broker allows with no checker */
+    ASSERTF(harness_client_try_subscribe(a, "plain/topic", 1) < 0x80,
+            "a subscription outside chat was refused");
+    ASSERTF(harness_client_publish_bytes(a, "plain/topic", "plain", 5, 1, NULL) < 0x80,
+            "a publish outside chat was refused");
+    m = harness_client_receive_if(a, sec_on_topic, (void *)"plain/topic", WAIT_MS);
+    ASSERTF(m != NULL, "the message outside chat did not arrive");
+    harness_msg_free(m);
+    /* a chat group: joined by subscribing, messages live */
+    harness_client_subscribe(a, "chat/room1", 1);
+    harness_client_publish(a, "chat/room1", "{\"body\":\"live\"}", 1);
+    m = harness_client_receive_if(a, sec_on_topic, (void *)"chat/room1", WAIT_MS);
+    ASSERTF(m != NULL && strstr(m->payload, "live"), "the chat message did not arrive");
+    harness_msg_free(m);
+    /* what the plugin serves itself follows the broker's read verdict,
+     * which the broker gives as it would without mosquitto-chat */
+    cJSON *resp = harness_request(
+        a, "{\"commands\":[{\"command\":\"history\",\"group\":\"room1\"}]}", WAIT_MS);
+    harness_expect_ok(harness_response_only(resp), "history", "room1");
+    cJSON_Delete(resp);
+    /* the plugin's own refusals: a forged answer and the wildcard */
+    ASSERTF(harness_client_publish_bytes(a, "$CONTROL/chat/v1/response", "{}", 2, 1, NULL) >= 0x80,
+            "a publish to the response topic was accepted");
+    ASSERTF(harness_client_try_subscribe(a, "chat/#", 1) >= 0x80, "chat/# was granted");
+    harness_client_disconnect(a);
+    ts_broker_destroy(b);
+}
+
 static const ts_case cases[] = {
     {"dynsec_first", case_dynsec_first},         {"dynsec_after", case_dynsec_after},
     {"dynsec_no_export", case_dynsec_no_export}, {"admins_unverified", case_admins_unverified},
     {"per_listener", case_per_listener},         {"unsolicited", case_unsolicited},
     {"persistent_once", case_persistent_once},   {"admin_inspect", case_admin_inspect},
+    {"other_plugin", case_other_plugin},
 };
 
 int main(int argc, char **argv)

@@ -280,18 +280,25 @@ static void test_groups_bad_arguments(void **state)
  * --------------------------------------------------------------------- */
 
 /* Closes the fixture's store and opens it again with a filter of `bytes`
- * (0: the default) whose scan waits for ldb_cidf_release when hold. */
-static void reopen_filter(struct fixture *fx, size_t bytes, bool hold)
+ * (0: the default) growing up to `max` (0: the default), whose scan waits
+ * for ldb_cidf_release when hold. */
+static void reopen_filter_max(struct fixture *fx, size_t bytes, size_t max, bool hold)
 {
     chat_store_opts o = CHAT_STORE_OPTS_INIT;
     char *errmsg = NULL;
     o.cid_filter_bytes = bytes;
+    o.cid_filter_max = max;
     o.cid_filter_hold = hold;
     chat_store_close(fx->st);
     fx->st = NULL;
     chat_err rc = chat_store_open_opts(fx->dir, &o, &fx->st, &errmsg);
     free(errmsg);
     ASSERT_OK(rc);
+}
+
+static void reopen_filter(struct fixture *fx, size_t bytes, bool hold)
+{
+    reopen_filter_max(fx, bytes, 0, hold);
 }
 
 /* Appends (group, from, cid) and checks whether it was a duplicate and of
@@ -419,6 +426,57 @@ static void test_cid_filter_tiny_exact(void **state)
     }
 }
 
+/* A filter past its design count grows (grow-by-rescan): a bigger one,
+ * filled by a scan while appends go on, replaces it, and no stored cid is
+ * ever answered "new" on the way; a default filter over a small store is
+ * the small size, ready at once (small-inline). */
+static void test_cid_filter_grows(void **state)
+{
+    struct fixture *fx = *state;
+    char cid[32];
+    bool ready = false;
+    uint64_t keys = 0, ms = 0, absent = 0, absent_before = 0;
+    const unsigned n = 400;
+
+    reopen_filter(fx, 0, false);
+    ldb_cidf_figures(fx->st, &ready, &keys, &ms, &absent);
+    assert_true(ready); /* read at open, no scan to wait for */
+    assert_int_equal(ldb_cidf_bytes(fx->st), LDB_CIDF_MIN_BYTES);
+    for (unsigned i = 0; i < 30; i++) {
+        snprintf(cid, sizeof(cid), "k%u", i);
+        append_cid(fx->st, "g", cid, false, i + 1);
+    }
+    /* one block (51 keys by design), growing up to 4 KiB (3276 keys) */
+    reopen_filter_max(fx, 64, 4096, false);
+    assert_true(ldb_cidf_wait(fx->st));
+    assert_int_equal(ldb_cidf_bytes(fx->st), 64);
+    for (unsigned i = 30; i < n; i++) {
+        snprintf(cid, sizeof(cid), "k%u", i);
+        append_cid(fx->st, "g", cid, false, i + 1);
+        /* every cid stored so far is still a duplicate, whichever filter answers */
+        snprintf(cid, sizeof(cid), "k%u", i / 2);
+        append_cid(fx->st, "g", cid, true, i / 2 + 1);
+        if (i % 50 == 0) {
+            assert_true(ldb_cidf_wait(fx->st));
+        }
+    }
+    assert_true(ldb_cidf_wait(fx->st));
+    append_cid(fx->st, "g", "one-more", false, n + 1); /* puts a ready one in place */
+    assert_true(ldb_cidf_bytes(fx->st) > 64);
+    assert_true(ldb_cidf_bytes(fx->st) <= 4096);
+    ldb_cidf_figures(fx->st, &ready, &keys, &ms, &absent_before);
+    for (unsigned i = 0; i < n; i++) {
+        snprintf(cid, sizeof(cid), "k%u", i);
+        append_cid(fx->st, "g", cid, true, i + 1);
+        snprintf(cid, sizeof(cid), "fresh%u", i);
+        append_cid(fx->st, "g", cid, false, n + 2 + i);
+    }
+    ldb_cidf_figures(fx->st, &ready, &keys, &ms, &absent);
+    assert_true(ready);
+    /* the bigger filter answers most new cids by itself again */
+    assert_true(absent - absent_before > n / 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -433,6 +491,7 @@ int main(void)
         CASE(test_cid_filter_reopen),
         CASE(test_cid_filter_trim_delete),
         CASE(test_cid_filter_tiny_exact),
+        CASE(test_cid_filter_grows),
     };
 
     return cmocka_run_group_tests_name("store_log", tests, NULL, NULL);
