@@ -275,8 +275,9 @@ static void test_json_unescape(void **state)
         }
     }
     /* out with room for the bytes but not the NUL: refused */
-    assert_true(chat_proto_json_unescape("\"abc\"", "\"abc\"" + 5, out, 3) == SIZE_MAX);
-    assert_int_equal(chat_proto_json_unescape("\"abc\"", "\"abc\"" + 5, out, 4), 3);
+    const char *abc = "\"abc\"";
+    assert_true(chat_proto_json_unescape(abc, abc + 5, out, 3) == SIZE_MAX);
+    assert_int_equal(chat_proto_json_unescape(abc, abc + 5, out, 4), 3);
 }
 
 static void test_json_member(void **state)
