@@ -143,7 +143,8 @@ int main(int argc, char **argv)
     const char *group = "big";
     int rc = 1;
 
-    for (int i = 1; i < argc; i++) {
+    /* options come in pairs: name, value */
+    for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
             usage();
@@ -165,7 +166,6 @@ int main(int argc, char **argv)
             usage();
             return 2;
         }
-        i++;
     }
     if (r.n < 2 || r.n > 1000000 || readers >= r.n || rate == 0) {
         usage();

@@ -292,7 +292,8 @@ static void test_json_member(void **state)
     v = chat_proto_json_member(obj, end, "a", &vend);
     assert_memory_equal(v, "{\"envelope\":1}", (size_t)(vend - v));
     assert_null(chat_proto_json_member(obj, end, "b", &vend));
-    assert_null(chat_proto_json_member("[1]", "[1]" + 3, "a", &vend));
+    const char *arr = "[1]";
+    assert_null(chat_proto_json_member(arr, arr + 3, "a", &vend));
 }
 
 /* Issue 21, item 9: an envelope the plugin could have stored, and one case
