@@ -32,6 +32,12 @@ next=99.0.0
   die "scripts/release $next failed"
 head -1 "$WORK/a/packaging/deb/changelog" | grep -qx "mosquitto-chat ($next) unstable; urgency=medium" ||
   die "the changelog's newest entry: $(head -1 "$WORK/a/packaging/deb/changelog")"
+for f in package.json package-lock.json; do
+  [ "$(grep -c "\"version\": \"$next\"" "$WORK/a/$f")" = "$([ $f = package.json ] && echo 1 || echo 2)" ] ||
+    die "$f does not name $next: $(grep -m2 '"version"' "$WORK/a/$f" | tr -d '\n')"
+done
+cmp -s <(grep -v '"version"' "$ROOT/package-lock.json") <(grep -v '"version"' "$WORK/a/package-lock.json") ||
+  die "scripts/release changed package-lock.json beyond its version lines"
 configure "$WORK/a" || die "the build does not configure after scripts/release"
 grep -qx "CMAKE_PROJECT_VERSION:STATIC=$next" "$WORK/a/build/CMakeCache.txt" ||
   die "the configured version is not $next"
