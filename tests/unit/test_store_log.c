@@ -477,6 +477,63 @@ static void test_cid_filter_grows(void **state)
     assert_true(absent - absent_before > n / 2);
 }
 
+/* Red team (item 3): retries of any stored cid race many growths of a tiny
+ * filter (64 bytes up to 64 KiB, a scan thread per growth, never waited
+ * for), over three groups; then the store is reopened with the default
+ * filter at exactly LDB_CIDF_INLINE cids (read inline) and at one more (the
+ * big filter, its scan on a thread, asked before it ends). Every retry must
+ * be answered duplicate with its first id: a cid is never stored twice. */
+static void test_cid_filter_grow_stress(void **state)
+{
+    struct fixture *fx = *state;
+    char cid[32], grp[8];
+    const unsigned groups = 3, n = LDB_CIDF_INLINE;
+    uint64_t heads[3] = {0, 0, 0}, ids[LDB_CIDF_INLINE + 1];
+    uint32_t rnd = 12345;
+
+    reopen_filter_max(fx, 64, 64u << 10, false);
+    for (unsigned i = 0; i < n; i++) {
+        snprintf(grp, sizeof(grp), "g%u", i % groups);
+        snprintf(cid, sizeof(cid), "s%u", i);
+        ids[i] = ++heads[i % groups];
+        append_cid(fx->st, grp, cid, false, ids[i]);
+        for (unsigned r = 0; r < 2; r++) {
+            rnd = rnd * 1103515245u + 12345u;
+            unsigned k = (rnd >> 8) % (i + 1);
+            snprintf(grp, sizeof(grp), "g%u", k % groups);
+            snprintf(cid, sizeof(cid), "s%u", k);
+            append_cid(fx->st, grp, cid, true, ids[k]);
+        }
+    }
+    assert_true(ldb_cidf_bytes(fx->st) > 64);
+    /* exactly LDB_CIDF_INLINE cids: read at open */
+    reopen_filter(fx, 0, false);
+    assert_int_equal(ldb_cidf_bytes(fx->st), LDB_CIDF_MIN_BYTES);
+    for (unsigned k = 0; k < n; k++) {
+        snprintf(grp, sizeof(grp), "g%u", k % groups);
+        snprintf(cid, sizeof(cid), "s%u", k);
+        append_cid(fx->st, grp, cid, true, ids[k]);
+    }
+    snprintf(grp, sizeof(grp), "g%u", n % groups);
+    ids[n] = ++heads[n % groups];
+    append_cid(fx->st, grp, "s-last", false, ids[n]);
+    /* one more: the big filter, asked while its scan runs */
+    reopen_filter(fx, 0, false);
+    for (unsigned k = 0; k < n; k++) {
+        snprintf(grp, sizeof(grp), "g%u", k % groups);
+        snprintf(cid, sizeof(cid), "s%u", k);
+        append_cid(fx->st, grp, cid, true, ids[k]);
+    }
+    snprintf(grp, sizeof(grp), "g%u", n % groups);
+    append_cid(fx->st, grp, "s-last", true, ids[n]);
+    assert_true(ldb_cidf_wait(fx->st));
+    for (unsigned k = 0; k < n; k += 7) {
+        snprintf(grp, sizeof(grp), "g%u", k % groups);
+        snprintf(cid, sizeof(cid), "s%u", k);
+        append_cid(fx->st, grp, cid, true, ids[k]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -492,6 +549,7 @@ int main(void)
         CASE(test_cid_filter_trim_delete),
         CASE(test_cid_filter_tiny_exact),
         CASE(test_cid_filter_grows),
+        CASE(test_cid_filter_grow_stress),
     };
 
     return cmocka_run_group_tests_name("store_log", tests, NULL, NULL);
