@@ -5,6 +5,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 static char g_dir[64]; /* /tmp/mqchat-test-XXXXXX */
 
@@ -72,4 +74,27 @@ void ct_violation(char *bad, size_t size, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(bad, size, fmt, ap);
     va_end(ap);
+}
+
+int ct_run_output(char *const argv[], const char *in_path, int timeout_ms, char **out, char **err)
+{
+    char out_path[512], err_path[512];
+    int status;
+
+    ct_path(out_path, sizeof out_path, "run.out");
+    ct_path(err_path, sizeof err_path, "run.err");
+    unlink(out_path);
+    unlink(err_path);
+    status = ts_run(argv, in_path, out_path, err_path, timeout_ms);
+    free(*out);
+    free(*err);
+    *out = ts_read_file(out_path, NULL);
+    *err = ts_read_file(err_path, NULL);
+    if (*out == NULL)
+        *out = strdup("");
+    if (*err == NULL)
+        *err = strdup("");
+    if (*out == NULL || *err == NULL)
+        FAIL("out of memory");
+    return status;
 }

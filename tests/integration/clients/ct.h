@@ -41,6 +41,12 @@ int ct_pass(void);
 void ct_violation(char *bad, size_t size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Runs argv (argv[0] a path, NULL-terminated) with stdin from in_path
+ * (NULL: none), to its end or timeout_ms (ts_run), and returns its exit
+ * status; its stdout and stderr replace *out and *err (freed first; "" when
+ * it wrote nothing). The output goes through files in ct_dir. */
+int ct_run_output(char *const argv[], const char *in_path, int timeout_ms, char **out, char **err);
+
 /* The test's temporary directory, and path = <dir>/<name> in buf. */
 const char *ct_dir(void);
 const char *ct_path(char *buf, size_t size, const char *name);

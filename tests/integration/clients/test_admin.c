@@ -22,7 +22,6 @@
 #define MAX_ARGS 32
 #define EXPORTER "/usr/bin/prometheus-mqtt-exporter"
 
-static char g_out[512], g_err[512];
 static char *g_stdout, *g_stderr; /* of the last run */
 static char g_port[16];
 
@@ -50,15 +49,7 @@ static void mqchat_run(int expect, ...)
     }
     va_end(ap);
     argv[argc] = NULL;
-    unlink(g_out);
-    unlink(g_err);
-    status = ts_run(argv, NULL, g_out, g_err, 30000);
-    free(g_stdout);
-    free(g_stderr);
-    g_stdout = ts_read_file(g_out, NULL);
-    g_stderr = ts_read_file(g_err, NULL);
-    g_stdout = g_stdout ? g_stdout : strdup("");
-    g_stderr = g_stderr ? g_stderr : strdup("");
+    status = ct_run_output(argv, NULL, 30000, &g_stdout, &g_stderr);
     CHECK(status == expect, "%s: exit status %d, expected %d; stdout:\n%s\nstderr:\n%s", cmd,
           status, expect, g_stdout, g_stderr);
 }
@@ -277,8 +268,6 @@ static void exporter(ts_broker *b)
 int main(void)
 {
     ct_init("clients_admin");
-    ct_path(g_out, sizeof g_out, "stdout.txt");
-    ct_path(g_err, sizeof g_err, "stderr.txt");
     ts_broker_conf conf = {.plugin_opts = (const char *const[]){"admins alice", NULL},
                            .users = ts_test_users,
                            .after = (const char *const[]){"sys_interval 1", NULL}};

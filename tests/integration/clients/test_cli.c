@@ -12,7 +12,7 @@
 
 #define MAX_ARGS 32
 
-static char g_out[512], g_err[512], g_in[512], g_state[512];
+static char g_in[512], g_state[512];
 static char *g_stdout, *g_stderr; /* of the last run */
 
 /* Runs mqchat with the NULL-terminated arguments (stdin from in, or
@@ -40,17 +40,7 @@ static void run_in(int expect, const char *in, ...)
     }
     va_end(ap);
     argv[argc] = NULL;
-    unlink(g_out);
-    unlink(g_err);
-    status = ts_run(argv, in, g_out, g_err, 30000);
-    free(g_stdout);
-    free(g_stderr);
-    g_stdout = ts_read_file(g_out, NULL);
-    g_stderr = ts_read_file(g_err, NULL);
-    if (g_stdout == NULL)
-        g_stdout = strdup("");
-    if (g_stderr == NULL)
-        g_stderr = strdup("");
+    status = ct_run_output(argv, in, 30000, &g_stdout, &g_stderr);
     CHECK(status == expect, "%s: exit status %d, expected %d; stdout:\n%s\nstderr:\n%s", cmd,
           status, expect, g_stdout, g_stderr);
 }
@@ -269,8 +259,6 @@ static void refusals(void)
 int main(void)
 {
     ct_init("clients_cli");
-    ct_path(g_out, sizeof g_out, "stdout.txt");
-    ct_path(g_err, sizeof g_err, "stderr.txt");
     ct_path(g_in, sizeof g_in, "stdin.txt");
     ct_path(g_state, sizeof g_state, "unreachable.state");
     usage_errors();

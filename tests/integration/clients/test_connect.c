@@ -19,7 +19,6 @@
 
 #define MAX_ARGS 32
 
-static char g_out[512], g_err[512];
 static char *g_stdout, *g_stderr; /* of the last run or finish */
 
 /* mqchat's argv from a NULL-terminated list of arguments. */
@@ -52,14 +51,8 @@ static void slurp(const char *out, const char *err)
 static int run_args(const char *const *args)
 {
     char *argv[MAX_ARGS + 1];
-    int status;
-
     make_argv(argv, args);
-    unlink(g_out);
-    unlink(g_err);
-    status = ts_run(argv, NULL, g_out, g_err, 30000);
-    slurp(g_out, g_err);
-    return status;
+    return ct_run_output(argv, NULL, 30000, &g_stdout, &g_stderr);
 }
 
 /* Starts mqchat in the background, its output in <name>.out and .err. */
@@ -371,8 +364,6 @@ int main(void)
     char port[16];
 
     ct_init("clients_connect");
-    ct_path(g_out, sizeof g_out, "stdout.txt");
-    ct_path(g_err, sizeof g_err, "stderr.txt");
     b = ts_broker_start(NULL);
     snprintf(port, sizeof port, "%d", ts_broker_port(b));
     send_waits(b, port);

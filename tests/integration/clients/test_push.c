@@ -26,7 +26,7 @@
 #define MAX_ARGS 32
 
 static ts_push_server *srv;
-static char g_port[16], g_out[512], g_err[512];
+static char g_port[16];
 static char *g_stdout, *g_stderr;
 
 /* What alice's callbacks saw. */
@@ -73,15 +73,7 @@ static void mqchat_run(int expect, ...)
     }
     va_end(ap);
     argv[argc] = NULL;
-    unlink(g_out);
-    unlink(g_err);
-    status = ts_run(argv, NULL, g_out, g_err, 30000);
-    free(g_stdout);
-    free(g_stderr);
-    g_stdout = ts_read_file(g_out, NULL);
-    g_stderr = ts_read_file(g_err, NULL);
-    g_stdout = g_stdout ? g_stdout : strdup("");
-    g_stderr = g_stderr ? g_stderr : strdup("");
+    status = ct_run_output(argv, NULL, 30000, &g_stdout, &g_stderr);
     CHECK(status == expect, "%s: exit status %d, expected %d; stdout:\n%s\nstderr:\n%s", cmd,
           status, expect, g_stdout, g_stderr);
 }
@@ -225,8 +217,6 @@ int main(void)
     snprintf(allow, sizeof allow, "push_allow http://127.0.0.1:%d/", ts_push_server_port(srv));
     ts_broker *b = ts_broker_start((const char *const[]){allow, "push_delay 100", NULL});
     snprintf(g_port, sizeof g_port, "%d", ts_broker_port(b));
-    ct_path(g_out, sizeof g_out, "mqchat.out");
-    ct_path(g_err, sizeof g_err, "mqchat.err");
     library(b);
     cli();
     ts_broker_destroy(b);
