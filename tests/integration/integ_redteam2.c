@@ -138,10 +138,10 @@ static void qos2_copies(bool reversed)
     ASSERT(harness_json_int(env, "id") == 1);
     ASSERT(strcmp(harness_json_str(env, "body"), "once") == 0);
     cJSON_Delete(env);
-    /* nothing else is on its way to bob before a fence sent now (one
-     * publisher's messages are queued for him in order): the second copy
-     * never comes */
-    harness_client_publish(fence, TOPIC, "fence", 1);
+    /* nothing else is on its way to bob before a fence sent now at the
+     * QoS the second copy would have (Mosquitto queues a client's messages
+     * of one QoS in order): the second copy never comes */
+    harness_client_publish(fence, TOPIC, "fence", 2);
     env = live(bob);
     char *text = cJSON_PrintUnformatted(env);
     ASSERTF(harness_json_int(env, "id") == 2, "bob got %s, not the fence (message 2)", text);
