@@ -81,8 +81,7 @@ chat_err ldb_push_orphans_add(ldb *st, const char *m, size_t mlen, const char *e
  * --------------------------------------------------------------------- */
 
 struct count_others {
-    const char *device; /* the one being replaced does not count */
-    key own;            /* its key */
+    key own; /* the key of the one being replaced, which does not count */
     size_t n;
 };
 
@@ -111,7 +110,7 @@ chat_err ldb_push_put(chat_store *cs, const char *member, const char *device, co
     if (rc != CHAT_OK || !member_of) {
         return rc; /* *result stays CHAT_PUSH_NO_GROUP */
     }
-    struct count_others c = {device, k, 0};
+    struct count_others c = {k, 0};
     rc = ldb_walk(st, &prefix, visit_count, &c);
     if (rc != CHAT_OK) {
         return rc;
