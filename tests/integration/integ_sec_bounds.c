@@ -21,6 +21,15 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Under AddressSanitizer freed memory waits in a quarantine (256 MiB), so
+ * the broker's resident memory counts every answer built and dropped, not
+ * what it keeps: memory bounds are checked in the other stages only. */
+static bool broker_sanitized(void)
+{
+    const char *preload = getenv("CHAT_BROKER_PRELOAD");
+    return preload != NULL && preload[0] != '\0';
+}
+
 /* ===========================================================================
  * 5. Unbounded answers
  * ========================================================================= */
@@ -119,8 +128,9 @@ static void case_unbounded_answers(void)
         ts_log("broker RSS %ld kB before, %ld kB after 200 requests from a client that "
                "never reads",
                before, after);
-        ASSERTF(after - before < 64 * 1024, "the broker grew by %ld kB for one deaf client",
-                after - before);
+        if (!broker_sanitized())
+            ASSERTF(after - before < 64 * 1024, "the broker grew by %ld kB for one deaf client",
+                    after - before);
         ASSERTF(ts_broker_log_count(b, "faster than it reads them") >= 1,
                 "no log line about the client over its budget");
         close(fd);
@@ -265,9 +275,7 @@ static void case_deaf_kick(void)
     ts_broker_wait_log(b, "deaf2 " KICK_LINE, 1, WAIT_MS);
     after = sec_rss_kb(pid);
     ts_log("two floods from clients that never read: broker RSS %ld kB -> %ld kB", before, after);
-    /* Under AddressSanitizer freed memory waits in a quarantine, and the
-     * broker's resident memory only grows: not checked then. */
-    if (getenv("CHAT_BROKER_PRELOAD") == NULL || getenv("CHAT_BROKER_PRELOAD")[0] == '\0')
+    if (!broker_sanitized())
         ASSERTF(after - before < 32 * 1024, "the broker grew by %ld kB", after - before);
 
     /* One message stored, however many retries; bob is served, and was

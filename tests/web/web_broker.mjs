@@ -235,7 +235,7 @@ export class Broker {
   /* Starts on this.port/this.wsPort; false if it exited at start. */
   async startOnPorts() {
     this.launch();
-    const deadline = Date.now() + 20_000; /* sanitizer builds start slowly */
+    const deadline = Date.now() + 60_000; /* sanitizer builds start slowly, more so beside other tests */
     while (Date.now() < deadline) {
       if (!this.proc) return false;
       if (this.nginx) {
@@ -245,7 +245,7 @@ export class Broker {
       }
       await sleep(50);
     }
-    throw new Error(`broker not ready on ${this.port}/${this.wsPort} after 20 s\n${this.tail()}`);
+    throw new Error(`broker not ready on ${this.port}/${this.wsPort} after 60 s\n${this.tail()}`);
   }
 
   async start() {
