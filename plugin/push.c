@@ -724,11 +724,6 @@ static bool decide(struct chat_plugin *pl, struct pwalk *w, const char *member, 
     free(w->note_from);
     w->note_text = w->note_from = NULL;
     memset(&w->note, 0, sizeof(w->note));
-    /* Nobody is woken where the broker's own checks could not be asked
-     * (a reload may have put one behind ours since it registered). */
-    if (chat_access_wake(pl) != NULL) {
-        return false;
-    }
     /* Online in the group: it catches up by itself. */
     if (chat_presence_online(pl, group, member)) {
         if (mark) {
@@ -847,6 +842,7 @@ struct walk_ctx {
     int64_t deadline_us;
     size_t members;     /* decided this tick */
     bool out_of_budget; /* the walk stopped for the tick's bounds */
+    bool wake;          /* members may be woken at all (chat_access_wake) */
 };
 
 static int walk_member(void *ctx, const char *member, uint64_t seen, const char *device,
@@ -863,7 +859,7 @@ static int walk_member(void *ctx, const char *member, uint64_t seen, const char 
         }
         wc->members++;
         snprintf(w->member, sizeof(w->member), "%s", member);
-        w->notify = decide(wc->pl, w, member, seen);
+        w->notify = wc->wake && decide(wc->pl, w, member, seen);
     }
     if (w->notify) {
         struct push_job *job = make_job(&w->note, member, device, reg, len);
@@ -881,7 +877,10 @@ static void walks_tick(struct chat_plugin *pl)
 {
     struct chat_push *ps = pl->push;
     struct pwalk *w = &ps->walk;
-    struct walk_ctx wc = {pl, mono_us() + TICK_BUDGET_US, 0, false};
+    /* Nobody is woken where the broker's own checks could not be asked (a
+     * reload may have put one behind ours since it registered): asked once
+     * a tick, since only a reload, between two ticks, changes the answer. */
+    struct walk_ctx wc = {pl, mono_us() + TICK_BUDGET_US, 0, false, chat_access_wake(pl) == NULL};
 
     /* Each store call looks at up to WALK_SLICE members: at most
      * WALK_MEMBERS of them per tick, with or without registrations. */
