@@ -262,6 +262,21 @@ chat_err ldb_cid_find(chat_store *cs, const char *group, const char *from, const
     return cid_find_key(cs, group, &k, ldb_cidf_hash(k.buf, k.len), id, found);
 }
 
+chat_err ldb_sender_marker(ldb *st, const char *group, const char *from, uint64_t id, key *kr,
+                           bool *move)
+{
+    uint64_t marker = 0;
+    bool member = false;
+    *move = false;
+    read_key(kr, group, from);
+    if (kr->overflow) {
+        return CHAT_EINVAL;
+    }
+    chat_err rc = ldb_get_u64(st, kr, &marker, &member);
+    *move = rc == CHAT_OK && member && id > marker;
+    return rc;
+}
+
 chat_err ldb_get(chat_store *cs, const char *group, uint64_t id, chat_msg *msg, bool *found)
 {
     ldb *st = ldb_of(cs);
