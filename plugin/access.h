@@ -166,7 +166,7 @@ void chat_verdict_changed(struct chat_plugin *pl);
 void chat_verdict_forget_client(struct chat_plugin *pl, const char *client_id);
 
 /* True while verdict.c asks the broker's own access check: our own access
- * check (chat_on_acl) stands aside for that question. */
+ * check (plugin.c's on_acl) stands aside for that question. */
 bool chat_verdict_probing(const struct chat_plugin *pl);
 
 /* Test hooks: MOSQUITTO_CHAT_TEST_NO_ACL_CHECK=1 in the broker's

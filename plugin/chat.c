@@ -129,10 +129,8 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
                 goto fail;
             }
             ev->retain = false;
-            free(ap.env);
-            free(env);
-            free(cid);
-            return MOSQ_ERR_SUCCESS;
+            rc = MOSQ_ERR_SUCCESS;
+            goto done;
         }
     }
     if (!set_payload(ev, ap.env, ap.len)) {
@@ -144,9 +142,8 @@ static int on_group_message(struct chat_plugin *pl, struct mosquitto_evt_message
     ap.env = NULL;
     /* The log is the history; a retained envelope would be a second one. */
     ev->retain = false;
-    free(env);
-    free(cid);
-    return MOSQ_ERR_SUCCESS;
+    rc = MOSQ_ERR_SUCCESS;
+    goto done;
 
 fail:
     pl->stats.refused++;
@@ -155,6 +152,7 @@ fail:
         cid = chat_payload_cid(ev->payload, ev->payloadlen, 4 * pl->cfg.max_payload);
     }
     chat_respond_error(pl, ev->client, "publish", group, cid, why);
+done:
     free(ap.env);
     free(env);
     free(cid);
@@ -502,15 +500,6 @@ static int on_control_topic(struct chat_plugin *pl, struct mosquitto_evt_acl_che
 
 int chat_on_acl(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev)
 {
-    if (!chat_broker_on_thread(pl)) {
-        /* A 2.1 http_api listener asks from its own thread, for a URL: none
-         * of ours, and nothing here may touch the plugin's state. */
-        return MOSQ_ERR_PLUGIN_DEFER;
-    }
-    if (chat_verdict_probing(pl)) {
-        /* Our own question (verdict.c): the other checkers answer it. */
-        return chat_access_aside(pl);
-    }
     int pass = chat_access_pass(pl, ev->client);
     if (!ev->topic) {
         return pass;

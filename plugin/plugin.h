@@ -306,6 +306,9 @@ bool chat_ack_parse(const void *payload, size_t len, uint64_t *id);
 /* chat.c: the chat topics */
 
 int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev);
+/* An access check of the chat topics. Only on the broker's thread, and
+ * never for verdict.c's own question to the broker: plugin.c's on_acl
+ * answers those before it calls this. */
 int chat_on_acl(struct chat_plugin *pl, struct mosquitto_evt_acl_check *ev);
 
 /* Applies an ack from client for group; moves the cursor and the replay.

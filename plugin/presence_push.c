@@ -2,6 +2,7 @@
  * to the devices subscribed to a group, sent from the tick within a bounded
  * amount of work (invariants push-cursor and tick-bound of presence.h). */
 #include "presence.h"
+#include "chat_mono.h"
 #include "reply.h"
 
 #include <stdlib.h>
@@ -27,13 +28,6 @@ struct budget {
     int64_t deadline_us;
 };
 
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static bool budget_left(struct budget *bu)
 {
     if (bu->sends >= SENDS_PER_TICK || bu->bytes >= BYTES_PER_TICK || bu->names >= NAMES_PER_TICK) {
@@ -44,7 +38,7 @@ static bool budget_left(struct budget *bu)
         return true;
     }
     bu->built = false;
-    return mono_us() < bu->deadline_us;
+    return chat_mono_us() < bu->deadline_us;
 }
 
 /* Appends one member's changes to the entries being built; false (and
@@ -165,7 +159,7 @@ static void push_send(struct chat_plugin *pl, struct pres_group *g, struct budge
 void chat_presence_tick(struct chat_plugin *pl, int64_t now_ms)
 {
     struct chat_presence *ps = pl->presence;
-    struct budget bu = {0, 0, 0, false, mono_us() + TICK_BUDGET_US};
+    struct budget bu = {0, 0, 0, false, chat_mono_us() + TICK_BUDGET_US};
     size_t n = 0;
 
     pres_dead_reap(ps, DEAD_PER_TICK);

@@ -4,6 +4,7 @@
  * registrations whose device is gone. The design note and invariants are
  * in push_priv.h. */
 #include "access.h"
+#include "chat_mono.h"
 #include "push_lib.h"
 #include "push_priv.h"
 #include "reply.h"
@@ -27,18 +28,6 @@
 #define SWEEP_BUDGET_US 1000
 #define DROP_LOG_EVERY_MS 10000
 #define OPTION_PREFIX "push_"
-
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int64_t mono_ms(void)
-{
-    return mono_us() / 1000;
-}
 
 /* ===========================================================================
  * Options
@@ -503,7 +492,7 @@ void chat_push_stored(struct chat_plugin *pl, const char *group, uint64_t id, co
     }
     g->new_id = id;
     if (!g->first_ms) {
-        g->first_ms = mono_ms();
+        g->first_ms = chat_mono_us() / 1000;
         if (!g->walking) {
             if (g->in_heap) {
                 /* deferred members only until now: maybe due sooner */
@@ -718,17 +707,12 @@ static bool decide(struct chat_plugin *pl, struct pwalk *w, const char *member, 
     char key[2 * CHAT_STORE_MAX_NAME + 3];
     size_t klen = mark_key(key, member, group);
     struct pmark *mark = chat_hmap_get(ps->marks, key, klen);
-    int64_t now = mono_ms();
+    int64_t now = chat_mono_us() / 1000;
 
     free(w->note_text);
     free(w->note_from);
     w->note_text = w->note_from = NULL;
     memset(&w->note, 0, sizeof(w->note));
-    /* Nobody is woken where the broker's own checks could not be asked
-     * (a reload may have put one behind ours since it registered). */
-    if (chat_access_wake(pl) != NULL) {
-        return false;
-    }
     /* Online in the group: it catches up by itself. */
     if (chat_presence_online(pl, group, member)) {
         if (mark) {
@@ -847,6 +831,7 @@ struct walk_ctx {
     int64_t deadline_us;
     size_t members;     /* decided this tick */
     bool out_of_budget; /* the walk stopped for the tick's bounds */
+    bool wake;          /* members may be woken at all (chat_access_wake) */
 };
 
 static int walk_member(void *ctx, const char *member, uint64_t seen, const char *device,
@@ -857,13 +842,13 @@ static int walk_member(void *ctx, const char *member, uint64_t seen, const char 
     struct pwalk *w = &ps->walk;
     if (strcmp(member, w->member) != 0) {
         /* A new member: decided whole, so a tick's end falls between two. */
-        if (wc->members >= WALK_MEMBERS || mono_us() >= wc->deadline_us) {
+        if (wc->members >= WALK_MEMBERS || chat_mono_us() >= wc->deadline_us) {
             wc->out_of_budget = true;
             return 1;
         }
         wc->members++;
         snprintf(w->member, sizeof(w->member), "%s", member);
-        w->notify = decide(wc->pl, w, member, seen);
+        w->notify = wc->wake && decide(wc->pl, w, member, seen);
     }
     if (w->notify) {
         struct push_job *job = make_job(&w->note, member, device, reg, len);
@@ -881,14 +866,18 @@ static void walks_tick(struct chat_plugin *pl)
 {
     struct chat_push *ps = pl->push;
     struct pwalk *w = &ps->walk;
-    struct walk_ctx wc = {pl, mono_us() + TICK_BUDGET_US, 0, false};
+    /* Nobody is woken where the broker's own checks could not be asked (a
+     * reload may have put one behind ours since it registered): asked once
+     * a tick, since only a reload, between two ticks, changes the answer. */
+    struct walk_ctx wc = {pl, chat_mono_us() + TICK_BUDGET_US, 0, false,
+                          chat_access_wake(pl) == NULL};
 
     /* Each store call looks at up to WALK_SLICE members: at most
      * WALK_MEMBERS of them per tick, with or without registrations. */
-    for (size_t calls = 0; calls < WALK_MEMBERS / WALK_SLICE && mono_us() < wc.deadline_us;
+    for (size_t calls = 0; calls < WALK_MEMBERS / WALK_SLICE && chat_mono_us() < wc.deadline_us;
          calls++) {
         if (!w->g) {
-            if (!ps->nheap || ps->heap[0]->due_ms > mono_ms()) {
+            if (!ps->nheap || ps->heap[0]->due_ms > chat_mono_us() / 1000) {
                 return;
             }
             if (!walk_start(pl, heap_pop(ps))) {
@@ -973,7 +962,7 @@ static void results_tick(struct chat_plugin *pl)
 static void sweep_tick(struct chat_plugin *pl, int64_t now_ms)
 {
     struct chat_push *ps = pl->push;
-    int64_t mono = mono_ms();
+    int64_t mono = chat_mono_us() / 1000;
     if (pl->cfg.device_expiry_days == 0) {
         return;
     }
@@ -985,9 +974,9 @@ static void sweep_tick(struct chat_plugin *pl, int64_t now_ms)
         ps->sweep_resume[0] = ps->sweep_resume[1] = 0;
     }
     int64_t older = now_ms - (int64_t)pl->cfg.device_expiry_days * 86400000;
-    int64_t deadline = mono_us() + SWEEP_BUDGET_US;
+    int64_t deadline = chat_mono_us() + SWEEP_BUDGET_US;
     bool done = false;
-    while (!done && mono_us() < deadline) {
+    while (!done && chat_mono_us() < deadline) {
         size_t removed = 0;
         chat_err rc = chat_store_push_expire(pl->store, older, SWEEP_STEP, ps->sweep_resume,
                                              sizeof(ps->sweep_resume), &removed, &done);
@@ -1016,7 +1005,7 @@ void chat_push_tick(struct chat_plugin *pl, int64_t now_ms)
     }
     results_tick(pl);
     walks_tick(pl);
-    marks_tick(pl->push, mono_ms());
+    marks_tick(pl->push, chat_mono_us() / 1000);
     sweep_tick(pl, now_ms);
 }
 

@@ -3,6 +3,7 @@
  * broker's thread touches only the two lists and the figures under the
  * mutex, and wakes the thread with curl_multi_wakeup. */
 #include "push_send.h"
+#include "chat_mono.h"
 #include "push_url.h"
 
 #include <cjson/cJSON.h>
@@ -103,13 +104,6 @@ void push_url_origin(const char *url, char *out, size_t cap)
     }
     memcpy(out, url, n);
     out[n] = '\0';
-}
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static char *dup_or_null(const char *s)
@@ -497,7 +491,7 @@ static void done(push_sender *s, struct transfer *t, CURLcode code)
 {
     struct push_job *job = t->job;
     long status = 0;
-    int64_t now = mono_ms();
+    int64_t now = chat_mono_us() / 1000;
     char why[128];
 
     curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
@@ -568,7 +562,7 @@ static int origin_count(const push_sender *s, const char *origin)
  * returns the ms until the next one is due (POLL_MAX_MS at most). */
 static int64_t start_due(push_sender *s)
 {
-    int64_t now = mono_ms(), next = POLL_MAX_MS;
+    int64_t now = chat_mono_us() / 1000, next = POLL_MAX_MS;
     struct push_job *prev = NULL, *job = s->wait_head;
     while (job) {
         struct push_job *following = job->next;

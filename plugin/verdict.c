@@ -88,28 +88,30 @@ bool chat_verdict_probing(const struct chat_plugin *pl)
     return pl->verdicts->probing;
 }
 
-/* Asks (or works out) the broker's answers to a subscription to topic and
- * a delivery on it, the two questions a live reader puts to the broker's
- * checks (dynamic-security answers them apart; acl_file allows every
- * subscription and checks reads). */
+/* Asks (or works out) the broker's answer to access on topic for client:
+ * CHAT_BV_UNKNOWN where it can do neither. */
+static enum chat_bv ask_one(struct chat_plugin *pl, struct mosquitto *client, const char *topic,
+                            int access)
+{
+    int rc = MOSQ_ERR_ACL_DENIED;
+    /* on_acl stands aside while the broker's chain, ours first, runs. */
+    pl->verdicts->probing = true;
+    bool asked = chat_broker_ask(pl, client, topic, access, &rc);
+    pl->verdicts->probing = false;
+    if (!asked && !chat_broker_emulate(pl, client, topic, access, &rc)) {
+        return CHAT_BV_UNKNOWN;
+    }
+    return rc == MOSQ_ERR_SUCCESS ? CHAT_BV_ALLOW : CHAT_BV_DENY;
+}
+
+/* The broker's answers to a subscription to topic and a delivery on it,
+ * the two questions a live reader puts to the broker's checks
+ * (dynamic-security answers them apart; acl_file allows every subscription
+ * and checks reads). */
 static enum chat_bv ask(struct chat_plugin *pl, struct mosquitto *client, const char *topic)
 {
-    static const int accesses[2] = {MOSQ_ACL_SUBSCRIBE, MOSQ_ACL_READ};
-    struct chat_verdicts *v = pl->verdicts;
-    for (size_t i = 0; i < 2; i++) {
-        int rc = MOSQ_ERR_ACL_DENIED;
-        /* on_acl stands aside while the broker's chain, ours first, runs. */
-        v->probing = true;
-        bool asked = chat_broker_ask(pl, client, topic, accesses[i], &rc);
-        v->probing = false;
-        if (!asked && !chat_broker_emulate(pl, client, topic, accesses[i], &rc)) {
-            return CHAT_BV_UNKNOWN;
-        }
-        if (rc != MOSQ_ERR_SUCCESS) {
-            return CHAT_BV_DENY;
-        }
-    }
-    return CHAT_BV_ALLOW;
+    enum chat_bv bv = ask_one(pl, client, topic, MOSQ_ACL_SUBSCRIBE);
+    return bv == CHAT_BV_ALLOW ? ask_one(pl, client, topic, MOSQ_ACL_READ) : bv;
 }
 
 enum chat_bv chat_verdict_write(struct chat_plugin *pl, struct mosquitto *client, const char *group)
@@ -118,15 +120,8 @@ enum chat_bv chat_verdict_write(struct chat_plugin *pl, struct mosquitto *client
         return CHAT_BV_ALLOW; /* our own answer is the broker's */
     }
     char topic[CHAT_GROUP_MAX + 256];
-    int rc = MOSQ_ERR_ACL_DENIED;
     snprintf(topic, sizeof(topic), "%s/%s", pl->cfg.topic_prefix, group);
-    pl->verdicts->probing = true;
-    bool asked = chat_broker_ask(pl, client, topic, MOSQ_ACL_WRITE, &rc);
-    pl->verdicts->probing = false;
-    if (!asked && !chat_broker_emulate(pl, client, topic, MOSQ_ACL_WRITE, &rc)) {
-        return CHAT_BV_UNKNOWN;
-    }
-    return rc == MOSQ_ERR_SUCCESS ? CHAT_BV_ALLOW : CHAT_BV_DENY;
+    return ask_one(pl, client, topic, MOSQ_ACL_WRITE);
 }
 
 enum chat_bv chat_verdict_read(struct chat_plugin *pl, struct mosquitto *client, const char *group,

@@ -12,16 +12,15 @@ chat_err ldb_change(chat_store *cs, const char *group, const char *from, const c
     ldb *st = ldb_of(cs);
     key kn, km, kh, kr;
     chat_msg cur = {0};
-    bool found = false, member = false;
-    uint64_t head = 0, marker = 0;
+    bool found = false, mark = false;
+    uint64_t head = 0;
     char *version = NULL;
     size_t vlen = 0;
 
     /* M has no cid: no key names its sender, but its read marker. */
     id_key(&kn, NULL, TAG_MSG, group, ch->id);
     group_key(&kh, TAG_HEAD, group);
-    read_key(&kr, group, from);
-    if (kn.overflow || kh.overflow || kr.overflow) {
+    if (kn.overflow || kh.overflow) {
         return CHAT_EINVAL;
     }
     chat_err rc = ldb_get(cs, group, ch->id, &cur, &found);
@@ -44,7 +43,7 @@ chat_err ldb_change(chat_store *cs, const char *group, const char *from, const c
     }
     /* M is its sender's own message, read by it as a publish is (only a
      * member has a marker: an admin's recall elsewhere moves none). */
-    rc = ldb_get_u64(st, &kr, &marker, &member);
+    rc = ldb_sender_marker(st, group, from, head + 1, &kr, &mark);
     if (rc != CHAT_OK) {
         goto done;
     }
@@ -64,7 +63,6 @@ chat_err ldb_change(chat_store *cs, const char *group, const char *from, const c
     leveldb_writebatch_put(wb, km.buf, km.len, out->env, out->len);
     /* In the batch that stores M, as ldb_append's (M is the new head:
      * above any marker). */
-    bool mark = member && head + 1 > marker;
     if (mark) {
         char val[8];
         put_u64(val, head + 1);

@@ -1,5 +1,6 @@
 /* ldb_cidf: the in-memory filter over the cid index (see ldb_cidf.h). */
 #include "ldb_cidf.h"
+#include "chat_mono.h"
 #include "ldb_db.h"
 
 #include <pthread.h>
@@ -89,13 +90,6 @@ static bool probe(struct gen *f, uint64_t h, bool set)
     return all;
 }
 
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* How read_keys ended. */
 enum read_end { READ_ALL, READ_MORE, READ_ERROR, READ_STOPPED };
 
@@ -159,7 +153,7 @@ static void gen_finish(struct gen *g, bool ok, uint64_t n, uint64_t t0)
 {
     if (ok) {
         atomic_store(&g->keys, n);
-        atomic_store(&g->ms, now_ms() - t0);
+        atomic_store(&g->ms, (uint64_t)chat_mono_us() / 1000u - t0);
         atomic_store_explicit(&g->ready, true, memory_order_release);
     }
     pthread_mutex_lock(&g->lock);
@@ -173,7 +167,7 @@ static void gen_finish(struct gen *g, bool ok, uint64_t n, uint64_t t0)
 static void *scan(void *arg)
 {
     struct gen *g = arg;
-    uint64_t t0 = now_ms(), n = 0;
+    uint64_t t0 = (uint64_t)chat_mono_us() / 1000u, n = 0;
 
     pthread_mutex_lock(&g->lock);
     while (g->hold && !atomic_load(&g->stop)) {
@@ -264,7 +258,7 @@ static bool gen_scan(struct gen *g)
  * out of memory. */
 static struct gen *gen_at_open(ldb *st, size_t bytes, size_t big)
 {
-    uint64_t t0 = now_ms(), n = 0;
+    uint64_t t0 = (uint64_t)chat_mono_us() / 1000u, n = 0;
     uint64_t *hashes = malloc(LDB_CIDF_INLINE * sizeof(*hashes));
     if (!hashes) {
         return NULL;

@@ -368,14 +368,9 @@ chat_err ldb_expire_devices(chat_store *cs, int64_t older_than_ms, bool drop_mem
     /* At least CHAT_STORE_RESUME_MAX (chat_store.c checked it), which holds
      * any key (ldb_keys.h). */
     (void)resume_cap;
-    size_t rlen = ((size_t)(unsigned char)resume[0] << 8) | (unsigned char)resume[1];
-    if (rlen > sizeof(start.buf) || (rlen > 0 && resume[2] != TAG_CURSOR)) {
+    bool after = false;
+    if (!ldb_resume_get(resume, TAG_CURSOR, &start, &after)) {
         return CHAT_EINVAL;
-    }
-    key_init(&start, TAG_CURSOR);
-    if (rlen > 0) {
-        memcpy(start.buf, resume + 2, rlen);
-        start.len = rlen;
     }
     last = start;
     int64_t now = store_now_ms(cs);
@@ -389,7 +384,7 @@ chat_err ldb_expire_devices(chat_store *cs, int64_t older_than_ms, bool drop_mem
     x->drop = drop_members;
     x->wb = wb;
     leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
-    err = iter_seek_after(it, start.buf, start.len, rlen > 0);
+    err = iter_seek_after(it, start.buf, start.len, after);
     while (rc == CHAT_OK && !err && !(err = iter_error(it))) {
         size_t klen = 0, vlen = 0;
         const char *kb = leveldb_iter_valid(it) ? leveldb_iter_key(it, &klen) : NULL;
@@ -411,7 +406,8 @@ chat_err ldb_expire_devices(chat_store *cs, int64_t older_than_ms, bool drop_mem
             run.active = true;
             run.all_gone = true;
             run.plen = plen;
-            run.resumed = visited == 0 && rlen >= plen && memcmp(start.buf, kb, plen) == 0;
+            run.resumed =
+                visited == 0 && after && start.len >= plen && memcmp(start.buf, kb, plen) == 0;
             memcpy(run.first.buf, kb, klen);
             run.first.len = klen;
         }
@@ -461,12 +457,8 @@ chat_err ldb_expire_devices(chat_store *cs, int64_t older_than_ms, bool drop_mem
     out->devices = gone;
     out->members = members;
     *done = finished;
-    if (finished) {
-        resume[0] = resume[1] = 0;
-    } else if (visited > 0) {
-        resume[0] = (char)(last.len >> 8);
-        resume[1] = (char)(last.len & 0xff);
-        memcpy(resume + 2, last.buf, last.len);
+    if (finished || visited > 0) {
+        ldb_resume_put(resume, finished ? NULL : &last);
     }
     return CHAT_OK;
 }

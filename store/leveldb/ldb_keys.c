@@ -1,4 +1,5 @@
-/* ldb_keys: a key's description for error messages (see ldb_keys.h). */
+/* ldb_keys: resume points, and a key's description for error messages
+ * (see ldb_keys.h). */
 #include "ldb_keys.h"
 #include "store_text.h"
 
@@ -90,4 +91,29 @@ void ldb_describe_key(const char *k, size_t len, char *out, size_t cap)
     }
     store_put_text(out, cap, "record '%c' of %zu bytes", k[0] >= 0x20 && k[0] < 0x7f ? k[0] : '?',
                    len);
+}
+
+bool ldb_resume_get(const char *resume, char tag, key *start, bool *after)
+{
+    size_t rlen = ((size_t)(unsigned char)resume[0] << 8) | (unsigned char)resume[1];
+    if (rlen > sizeof(start->buf) || (rlen > 0 && resume[2] != tag)) {
+        return false;
+    }
+    key_init(start, tag);
+    if (rlen > 0) {
+        memcpy(start->buf, resume + 2, rlen);
+        start->len = rlen;
+    }
+    *after = rlen > 0;
+    return true;
+}
+
+void ldb_resume_put(char *resume, const key *last)
+{
+    size_t n = last ? last->len : 0;
+    resume[0] = (char)(n >> 8);
+    resume[1] = (char)(n & 0xff);
+    if (n > 0) {
+        memcpy(resume + 2, last->buf, n);
+    }
 }

@@ -66,7 +66,8 @@ typedef struct key {
     bool overflow;
 } key;
 
-/* A resume point of chat_store_expire_devices is a key and its length. */
+/* A resume point of chat_store_expire_devices and chat_store_push_expire
+ * is a key and its length (ldb_resume_get, ldb_resume_put). */
 _Static_assert(CHAT_STORE_RESUME_MAX >= 2 + sizeof(((key *)0)->buf), "resume point too small");
 
 static inline void put_u64(char *p, uint64_t v)
@@ -254,6 +255,18 @@ static inline bool cid_keys(key *ki, key *kk, key *kv, const char *group, const 
     bool ok = cid_key(ki, group, from, cid);
     return cid_rev_keys(kk, kv, group, from, cid, id) && ok;
 }
+
+/* Reads a step's resume point: its key's big-endian length in two bytes,
+ * then the last key the step before looked at; length 0 starts at the
+ * first of tag's records. Sets *start to that key (tag alone when empty)
+ * and *after to whether the step goes on after it. False when resume is
+ * not a resume point of tag's records. */
+bool ldb_resume_get(const char *resume, char tag, key *start, bool *after);
+
+/* Writes the resume point of a step that looked at last (NULL: the walk
+ * is done and the next one starts at the first record). resume holds
+ * CHAT_STORE_RESUME_MAX bytes. */
+void ldb_resume_put(char *resume, const key *last);
 
 /* Writes a reader's description of a key (the record kind, its group,
  * member, device, cid and id) to out: error messages name the keys whose

@@ -157,8 +157,8 @@ chat_err ldb_append(chat_store *cs, const char *group, const char *from, const c
 {
     ldb *st = ldb_of(cs);
     key kh, km, ki, kk, kv, kr;
-    uint64_t head = 0, id, marker = 0;
-    bool member = false;
+    uint64_t head = 0, id;
+    bool mark = false;
     char val[8];
     chat_err rc;
 
@@ -188,16 +188,8 @@ chat_err ldb_append(chat_store *cs, const char *group, const char *from, const c
     if (cid && !cid_rev_keys(&kk, &kv, group, from, cid, id)) {
         return CHAT_EINVAL;
     }
-    if (sender_read) {
-        /* Only a member has a marker (invariant 8); a cached lookup. */
-        read_key(&kr, group, from);
-        if (kr.overflow) {
-            return CHAT_EINVAL;
-        }
-        rc = ldb_get_u64(st, &kr, &marker, &member);
-        if (rc != CHAT_OK) {
-            return rc;
-        }
+    if (sender_read && (rc = ldb_sender_marker(st, group, from, id, &kr, &mark)) != CHAT_OK) {
+        return rc;
     }
     int64_t ts = store_now_ms(cs);
     rc = store_envelope_fill(env, id, ts, out);
@@ -229,7 +221,6 @@ chat_err ldb_append(chat_store *cs, const char *group, const char *from, const c
     }
     /* The sender has read its own message: its marker moves in the batch
      * that stores it (the new head is above any marker). */
-    bool mark = sender_read && member && id > marker;
     if (mark) {
         leveldb_writebatch_put(wb, kr.buf, kr.len, val, sizeof(val));
     }
@@ -260,6 +251,21 @@ chat_err ldb_cid_find(chat_store *cs, const char *group, const char *from, const
         return CHAT_EINVAL;
     }
     return cid_find_key(cs, group, &k, ldb_cidf_hash(k.buf, k.len), id, found);
+}
+
+chat_err ldb_sender_marker(ldb *st, const char *group, const char *from, uint64_t id, key *kr,
+                           bool *move)
+{
+    uint64_t marker = 0;
+    bool member = false;
+    *move = false;
+    read_key(kr, group, from);
+    if (kr->overflow) {
+        return CHAT_EINVAL;
+    }
+    chat_err rc = ldb_get_u64(st, kr, &marker, &member);
+    *move = rc == CHAT_OK && member && id > marker;
+    return rc;
 }
 
 chat_err ldb_get(chat_store *cs, const char *group, uint64_t id, chat_msg *msg, bool *found)

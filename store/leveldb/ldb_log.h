@@ -8,6 +8,13 @@
 
 #include "ldb_db.h"
 
+/* The read marker of from in group, for a message from it stored at id,
+ * which its sender has read: its key in *kr, and *move when it moves (from
+ * is a member, and only a member has a marker, whose marker is below id),
+ * which the batch that stores the message then puts. A cached lookup. */
+chat_err ldb_sender_marker(ldb *st, const char *group, const char *from, uint64_t id, key *kr,
+                           bool *move);
+
 /* The ops below (store_backend.h) keep the contracts of the chat_store.h
  * functions of the same names; each comment says how this backend does it. */
 

@@ -2,6 +2,7 @@
 #include "ldb_push.h"
 #include "ldb_cursor.h"
 #include "ldb_member.h"
+#include "ldb_read.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -13,43 +14,24 @@
  * --------------------------------------------------------------------- */
 
 struct other_group {
-    size_t plen;        /* the 'G' prefix's length: the group's name follows */
     const char *except; /* a group that does not count (its membership is going), or NULL */
     bool found;
 };
 
-static chat_err visit_other(ldb *st, void *ctx, const char *k, size_t klen, const char *v,
-                            size_t vlen, bool *stop)
+static int other_group(void *ctx, const char *group, uint64_t joined)
 {
     struct other_group *o = ctx;
-    const char *name = k + o->plen;
-    size_t n = klen - o->plen;
-    rec r;
-    bool live = false;
-    if (o->except && strlen(o->except) == n && memcmp(name, o->except, n) == 0) {
-        return CHAT_OK;
-    }
-    if (!ldb_decode(TAG_GROUPS, v, vlen, &r)) {
-        return ldb_corrupt_key(st, k, klen, vlen);
-    }
-    chat_err rc = ldb_membership_live(st, name, n, &r, &live);
-    o->found = rc == CHAT_OK && live;
-    *stop = o->found;
-    return rc;
+    (void)joined;
+    o->found = !o->except || strcmp(group, o->except) != 0;
+    return o->found;
 }
 
-/* Whether member (mlen bytes at m) has a membership that counts in a group
- * other than except (NULL: any). */
-static chat_err in_a_group(ldb *st, const char *m, size_t mlen, const char *except, bool *found)
+/* Whether member has a membership that counts in a group other than
+ * except (NULL: any). */
+static chat_err in_a_group(ldb *st, const char *member, const char *except, bool *found)
 {
-    key prefix;
-    key_init(&prefix, TAG_GROUPS);
-    key_part(&prefix, m, mlen);
-    if (prefix.overflow) {
-        return CHAT_EINVAL;
-    }
-    struct other_group o = {prefix.len, except, false};
-    chat_err rc = ldb_walk(st, &prefix, visit_other, &o);
+    struct other_group o = {except, false};
+    chat_err rc = ldb_member_groups(&st->base, member, other_group, &o);
     *found = o.found;
     return rc;
 }
@@ -66,8 +48,14 @@ chat_err ldb_push_orphans_add(ldb *st, const char *m, size_t mlen, const char *e
                               leveldb_writebatch_t *wb)
 {
     key prefix;
+    char member[MAX_PART + 1];
     bool other = false;
-    chat_err rc = in_a_group(st, m, mlen, except_group, &other);
+    if (mlen > MAX_PART) {
+        return CHAT_EINVAL;
+    }
+    memcpy(member, m, mlen);
+    member[mlen] = '\0';
+    chat_err rc = in_a_group(st, member, except_group, &other);
     if (rc != CHAT_OK || other) {
         return rc;
     }
@@ -106,7 +94,7 @@ chat_err ldb_push_put(chat_store *cs, const char *member, const char *device, co
     if (k.overflow || prefix.overflow) {
         return CHAT_EINVAL;
     }
-    chat_err rc = in_a_group(st, member, strlen(member), NULL, &member_of);
+    chat_err rc = in_a_group(st, member, NULL, &member_of);
     if (rc != CHAT_OK || !member_of) {
         return rc; /* *result stays CHAT_PUSH_NO_GROUP */
     }
@@ -136,29 +124,39 @@ chat_err ldb_push_put(chat_store *cs, const char *member, const char *device, co
     return rc;
 }
 
+/* The 'P' record at k: its value (leveldb_free), or NULL without one; a
+ * value too short to hold a registration is damage. */
+static chat_err reg_read(ldb *st, const key *k, char **v, size_t *vlen)
+{
+    char *err = NULL;
+    *v = leveldb_get(st->db, st->ropt, k->buf, k->len, vlen, &err);
+    if (err) {
+        return ldb_read_key_error(st, err, k->buf, k->len);
+    }
+    if (*v && *vlen <= CREATED_LEN) {
+        leveldb_free(*v);
+        *v = NULL;
+        return ldb_corrupt_key(st, k->buf, k->len, *vlen);
+    }
+    return CHAT_OK;
+}
+
 chat_err ldb_push_get(chat_store *cs, const char *member, const char *device, char **reg,
                       size_t *len, int64_t *created_ms, bool *found)
 {
-    ldb *st = ldb_of(cs);
     key k;
-    char *err = NULL;
+    char *v = NULL;
     size_t vlen = 0;
 
     push_key(&k, member, device);
     if (k.overflow) {
         return CHAT_EINVAL;
     }
-    char *v = leveldb_get(st->db, st->ropt, k.buf, k.len, &vlen, &err);
-    if (err) {
-        return ldb_read_key_error(st, err, k.buf, k.len);
+    chat_err rc = reg_read(ldb_of(cs), &k, &v, &vlen);
+    if (rc != CHAT_OK || !v) {
+        return rc;
     }
-    if (!v) {
-        return CHAT_OK;
-    }
-    chat_err rc = CHAT_OK;
-    if (vlen <= CREATED_LEN) {
-        rc = ldb_corrupt_key(st, k.buf, k.len, vlen);
-    } else if (!(*reg = malloc(vlen - CREATED_LEN + 1))) {
+    if (!(*reg = malloc(vlen - CREATED_LEN + 1))) {
         rc = CHAT_ENOMEM;
     } else {
         memcpy(*reg, v + CREATED_LEN, vlen - CREATED_LEN);
@@ -176,18 +174,18 @@ chat_err ldb_push_remove(chat_store *cs, const char *member, const char *device,
 {
     ldb *st = ldb_of(cs);
     key k;
-    char *reg = NULL;
-    size_t len = 0;
-    int64_t created = 0;
-    bool found = false;
+    char *v = NULL;
+    size_t vlen = 0;
 
     push_key(&k, member, device);
     if (k.overflow) {
         return CHAT_EINVAL;
     }
-    chat_err rc = ldb_push_get(cs, member, device, &reg, &len, &created, &found);
-    bool same = found && (!if_reg || (len == if_len && memcmp(reg, if_reg, len) == 0));
-    free(reg);
+    chat_err rc = reg_read(st, &k, &v, &vlen);
+    bool same =
+        v &&
+        (!if_reg || (vlen - CREATED_LEN == if_len && memcmp(v + CREATED_LEN, if_reg, if_len) == 0));
+    leveldb_free(v);
     if (rc != CHAT_OK || !same) {
         return rc;
     }
@@ -285,79 +283,54 @@ static chat_err member_regs(ldb *st, leveldb_iterator_t *it, const char *group, 
     return err ? ldb_read_key_error(st, err, prefix.buf, prefix.len) : rc;
 }
 
+struct members_walk {
+    ldb *st;
+    leveldb_iterator_t *regs; /* sought to each counting member's 'P' records */
+    const char *group;
+    chat_push_member_fn fn;
+    void *ctx;
+    size_t max, looked;
+    char *last;
+    bool stopped; /* by fn, or at max */
+};
+
+static chat_err visit_member(void *ctx, const char *member, uint64_t marker, bool live,
+                             uint64_t joined, bool *stop)
+{
+    struct members_walk *w = ctx;
+    chat_err rc = CHAT_OK;
+    (void)marker;
+    if (w->looked == w->max) {
+        w->stopped = *stop = true;
+        return CHAT_OK;
+    }
+    w->looked++;
+    /* A membership a deletion did away with is passed over, as ldb_reads
+     * does. */
+    if (live) {
+        rc = member_regs(w->st, w->regs, w->group, member, joined, w->fn, w->ctx, &w->stopped);
+    }
+    if (w->stopped) {
+        *stop = true;
+    } else if (rc == CHAT_OK) {
+        memcpy(w->last, member, strlen(member) + 1);
+    }
+    return rc;
+}
+
 chat_err ldb_push_members(chat_store *cs, const char *group, const char *after, size_t max,
                           chat_push_member_fn fn, void *ctx, char *last, size_t last_cap,
                           bool *done)
 {
     ldb *st = ldb_of(cs);
-    key prefix, start;
-    char name[MAX_PART + 1];
-    size_t looked = 0;
-    char *err = NULL;
-    chat_err rc = CHAT_OK;
-    bool stopped = false;
-
     (void)last_cap; /* at least CHAT_STORE_MAX_NAME + 1 (store_push.c checked) */
-    key_init(&prefix, TAG_READ);
-    key_str(&prefix, group);
-    start = prefix;
-    if (after) {
-        key_raw(&start, after);
-    }
-    if (prefix.overflow || start.overflow) {
-        return CHAT_EINVAL;
-    }
-    /* Members in name order, as the 'R' records keep them (invariant 8),
-     * so that the walk goes on after the last one whatever joined since. */
-    leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
-    leveldb_iterator_t *regs = leveldb_create_iterator(st->db, st->ropt);
-    leveldb_iter_seek(it, start.buf, start.len);
-    bool end = true;
-    while (rc == CHAT_OK && !(err = iter_error(it)) && leveldb_iter_valid(it)) {
-        size_t klen = 0;
-        const char *kb = leveldb_iter_key(it, &klen);
-        if (klen <= prefix.len || memcmp(kb, prefix.buf, prefix.len) != 0) {
-            break;
-        }
-        size_t n = klen - prefix.len;
-        if (n > MAX_PART) {
-            rc = ldb_corrupt_key(st, kb, klen, 0);
-            break;
-        }
-        memcpy(name, kb + prefix.len, n);
-        name[n] = '\0';
-        if (after && strcmp(name, after) <= 0) {
-            leveldb_iter_next(it); /* `after` itself */
-            continue;
-        }
-        if (looked == max) {
-            end = false;
-            break;
-        }
-        looked++;
-        uint64_t joined = 0;
-        bool live = false;
-        /* A membership a deletion did away with is passed over, as
-         * ldb_reads does. */
-        rc = ldb_member_get(cs, group, name, &joined, &live);
-        if (rc == CHAT_OK && live) {
-            rc = member_regs(st, regs, group, name, joined, fn, ctx, &stopped);
-        }
-        if (stopped) {
-            end = false;
-            break;
-        }
-        if (rc == CHAT_OK) {
-            memcpy(last, name, n + 1);
-        }
-        leveldb_iter_next(it);
-    }
-    leveldb_iter_destroy(regs);
-    leveldb_iter_destroy(it);
-    if (err) {
-        return ldb_read_key_error(st, err, prefix.buf, prefix.len);
-    }
-    *done = rc == CHAT_OK && end && !stopped;
+    /* Members in name order, as the 'R' records keep them, so that the
+     * walk goes on after the last one whatever joined since. */
+    struct members_walk w = {
+        st, leveldb_create_iterator(st->db, st->ropt), group, fn, ctx, max, 0, last, false};
+    chat_err rc = ldb_read_walk(st, group, after, visit_member, &w);
+    leveldb_iter_destroy(w.regs);
+    *done = rc == CHAT_OK && !w.stopped;
     return rc;
 }
 
@@ -418,19 +391,14 @@ chat_err ldb_push_expire(chat_store *cs, int64_t older_than_ms, size_t max_keys,
     chat_err rc = CHAT_OK;
 
     (void)resume_cap; /* at least CHAT_STORE_RESUME_MAX (store_push.c checked) */
-    size_t rlen = ((size_t)(unsigned char)resume[0] << 8) | (unsigned char)resume[1];
-    if (rlen > sizeof(start.buf) || (rlen > 0 && resume[2] != TAG_PUSH)) {
+    bool after = false;
+    if (!ldb_resume_get(resume, TAG_PUSH, &start, &after)) {
         return CHAT_EINVAL;
-    }
-    key_init(&start, TAG_PUSH);
-    if (rlen > 0) {
-        memcpy(start.buf, resume + 2, rlen);
-        start.len = rlen;
     }
     last = start;
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
     leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
-    err = iter_seek_after(it, start.buf, start.len, rlen > 0);
+    err = iter_seek_after(it, start.buf, start.len, after);
     while (rc == CHAT_OK && !err && !(err = iter_error(it))) {
         size_t klen = 0, vlen = 0;
         const char *kb = leveldb_iter_valid(it) ? leveldb_iter_key(it, &klen) : NULL;
@@ -479,12 +447,8 @@ chat_err ldb_push_expire(chat_store *cs, int64_t older_than_ms, size_t max_keys,
     }
     *removed = gone;
     *done = finished;
-    if (finished) {
-        resume[0] = resume[1] = 0;
-    } else if (visited > 0) {
-        resume[0] = (char)(last.len >> 8);
-        resume[1] = (char)(last.len & 0xff);
-        memcpy(resume + 2, last.buf, last.len);
+    if (finished || visited > 0) {
+        ldb_resume_put(resume, finished ? NULL : &last);
     }
     return CHAT_OK;
 }

@@ -73,15 +73,14 @@ chat_err ldb_read_advance(chat_store *cs, const char *group, const char *member,
  * The members of a group in name order
  * --------------------------------------------------------------------- */
 
-chat_err ldb_reads(chat_store *cs, const char *group, const char *after, size_t max,
-                   chat_read_fn fn, void *ctx, bool *more)
+chat_err ldb_read_walk(ldb *st, const char *group, const char *after, ldb_read_visit_fn *fn,
+                       void *ctx)
 {
-    ldb *st = ldb_of(cs);
     key prefix, start;
     char name[MAX_PART + 1];
-    size_t given = 0;
     char *err = NULL;
     chat_err rc = CHAT_OK;
+    bool stop = false;
 
     key_init(&prefix, TAG_READ);
     key_str(&prefix, group);
@@ -94,7 +93,7 @@ chat_err ldb_reads(chat_store *cs, const char *group, const char *after, size_t 
     }
     leveldb_iterator_t *it = leveldb_create_iterator(st->db, st->ropt);
     leveldb_iter_seek(it, start.buf, start.len);
-    while (rc == CHAT_OK && !(err = iter_error(it)) && leveldb_iter_valid(it)) {
+    while (rc == CHAT_OK && !stop && !(err = iter_error(it)) && leveldb_iter_valid(it)) {
         size_t klen = 0, vlen = 0;
         const char *kb = leveldb_iter_key(it, &klen);
         if (klen <= prefix.len || memcmp(kb, prefix.buf, prefix.len) != 0) {
@@ -116,22 +115,46 @@ chat_err ldb_reads(chat_store *cs, const char *group, const char *after, size_t 
             rc = ldb_corrupt_key(st, kb, klen, vlen);
             break;
         }
-        uint64_t marker = get_u64(v), joined = 0;
+        uint64_t joined = 0;
         bool live = false;
-        /* A deletion's walk removes the markers of the memberships it did
-         * away with a step at a time: until then they are passed over. */
-        rc = ldb_member_get(cs, group, name, &joined, &live);
-        if (rc == CHAT_OK && live) {
-            if (given == max || fn(ctx, name, marker) != 0) {
-                *more = true;
-                break;
-            }
-            given++;
+        rc = ldb_member_get(&st->base, group, name, &joined, &live);
+        if (rc == CHAT_OK) {
+            rc = fn(ctx, name, get_u64(v), live, joined, &stop);
         }
         leveldb_iter_next(it);
     }
     leveldb_iter_destroy(it);
     return err ? ldb_read_key_error(st, err, prefix.buf, prefix.len) : rc;
+}
+
+struct reads_walk {
+    chat_read_fn fn;
+    void *ctx;
+    size_t max, given;
+    bool *more;
+};
+
+static chat_err visit_read(void *ctx, const char *member, uint64_t marker, bool live,
+                           uint64_t joined, bool *stop)
+{
+    struct reads_walk *w = ctx;
+    (void)joined;
+    if (!live) {
+        return CHAT_OK;
+    }
+    if (w->given == w->max || w->fn(w->ctx, member, marker) != 0) {
+        *w->more = *stop = true;
+        return CHAT_OK;
+    }
+    w->given++;
+    return CHAT_OK;
+}
+
+chat_err ldb_reads(chat_store *cs, const char *group, const char *after, size_t max,
+                   chat_read_fn fn, void *ctx, bool *more)
+{
+    struct reads_walk w = {fn, ctx, max, 0, more};
+    return ldb_read_walk(ldb_of(cs), group, after, visit_read, &w);
 }
 
 /* ------------------------------------------------------------------------

@@ -9,6 +9,21 @@
 
 #include "ldb_db.h"
 
+/* What ldb_read_walk hands over of one member: its name, its read marker,
+ * whether its membership counts (live; while the group is being deleted,
+ * the deletion's walk removes the markers of the memberships it did away
+ * with a step at a time, and until then they are met not live) and, when
+ * it does, the id at which it joined. Sets *stop to end the walk; an
+ * error ends it too and is the walk's. */
+typedef chat_err ldb_read_visit_fn(void *ctx, const char *member, uint64_t marker, bool live,
+                                   uint64_t joined, bool *stop);
+
+/* Walks group's 'R' records, the members in name order (invariant
+ * read-markers), from the first after `after` (NULL: from the first),
+ * with one iterator: what receipts page through and pushes walk. */
+chat_err ldb_read_walk(ldb *st, const char *group, const char *after, ldb_read_visit_fn *fn,
+                       void *ctx);
+
 /* The ops below (store_backend.h) keep the contracts of the chat_store.h
  * functions of the same names; each comment says how this backend does it. */
 
@@ -19,9 +34,7 @@ store_read_advance_fn ldb_read_advance;
 /* The 'R' record through the cache; 0 without one. */
 store_read_get_fn ldb_read_get;
 
-/* One iterator over the group's 'R' records from the one after `after`;
- * while the group is being deleted, records of memberships that no longer
- * count (which the deletion's walk is about to remove) are passed over. */
+/* ldb_read_walk, passing over the memberships that no longer count. */
 store_reads_fn ldb_reads;
 
 /* At open, before anything else is served: when the '#receipts' record is

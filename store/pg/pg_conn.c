@@ -1,6 +1,7 @@
 /* pg_conn: one connection to PostgreSQL and the calls on it (see
  * pg_conn.h). */
 #include "pg_conn.h"
+#include "chat_mono.h"
 #include "store_text.h"
 
 #include <errno.h>
@@ -8,13 +9,10 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 int64_t pg_mono_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return chat_mono_us() / 1000;
 }
 
 void pg_put_message(char *out, size_t cap, const char *msg)

@@ -77,7 +77,7 @@ PGresult *pg_await(PGconn *conn, pg_wait_fn *wait, void *ctx, char *err, size_t 
  * may hold more, which a log line must not. */
 void pg_put_message(char *out, size_t cap, const char *msg);
 
-/* CLOCK_MONOTONIC in ms, for deadlines. */
+/* chat_mono_us in ms, for deadlines. */
 int64_t pg_mono_ms(void);
 
 /* Reads a binary bigint (or a bool, as 0/1) at (row, col); 0 when NULL. */

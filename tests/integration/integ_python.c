@@ -29,10 +29,9 @@ int main(int argc, char **argv)
     {
         char *probe[] = {argv[2], "-c", "import paho.mqtt.client", NULL};
         if (access(argv[2], X_OK) != 0 || ts_run(probe, NULL, NULL, NULL, 20000) != 0) {
-            printf("SKIP %s: %s cannot import paho.mqtt (apt-get install python3-paho-mqtt; "
-                   "scripts/deps --test does)\n",
-                   argv[1], argv[2]);
-            return 77;
+            ts_skip("%s cannot import paho.mqtt (apt-get install python3-paho-mqtt; "
+                    "scripts/deps --test does)",
+                    argv[2]);
         }
     }
     ts_broker *b = ts_broker_start(NULL);

@@ -808,24 +808,13 @@ static void case_export(void)
     ts_broker_destroy(b);
 }
 
+static const ts_case cases[] = {
+    {"online", case_online},   {"offline", case_offline}, {"catching", case_catching},
+    {"trimmed", case_trimmed}, {"cid", case_cid},         {"rights", case_rights},
+    {"window", case_window},   {"kill9", case_kill9},     {"export", case_export},
+};
+
 int main(int argc, char **argv)
 {
-    static const struct {
-        const char *name;
-        void (*run)(void);
-    } cases[] = {{"online", case_online},   {"offline", case_offline}, {"catching", case_catching},
-                 {"trimmed", case_trimmed}, {"cid", case_cid},         {"rights", case_rights},
-                 {"window", case_window},   {"kill9", case_kill9},     {"export", case_export}};
-    char name[64];
-    for (size_t i = 0; argc > 1 && i < sizeof(cases) / sizeof(cases[0]); i++) {
-        if (!strcmp(argv[1], cases[i].name)) {
-            snprintf(name, sizeof(name), "integ_recall_%s", cases[i].name);
-            ts_init(name);
-            cases[i].run();
-            return 0;
-        }
-    }
-    fprintf(stderr, "usage: %s online|offline|catching|trimmed|cid|rights|window|kill9|export\n",
-            argv[0]);
-    return 2;
+    return ts_run_case(argc, argv, "integ_recall_", cases, sizeof cases / sizeof cases[0]);
 }

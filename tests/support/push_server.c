@@ -47,6 +47,7 @@ struct conn {
     int fd;
     pthread_t thread;
     bool used;
+    bool done; /* its thread has ended: the accepter joins it and takes the slot */
 };
 
 struct ts_push_server {
@@ -591,7 +592,24 @@ static void *serve(void *arg)
     }
     free(buf);
     shutdown(c->fd, SHUT_RDWR);
+    pthread_mutex_lock(&s->lock);
+    c->done = true;
+    pthread_mutex_unlock(&s->lock);
     return NULL;
+}
+
+/* Frees the slots of connections that ended (s->lock held): a test makes
+ * as many as it needs, MAX_CONNS at a time. */
+static void reap(ts_push_server *s)
+{
+    for (int i = 0; i < MAX_CONNS; i++) {
+        struct conn *c = &s->conns[i];
+        if (c->used && c->done) {
+            pthread_join(c->thread, NULL);
+            close(c->fd);
+            c->used = c->done = false;
+        }
+    }
 }
 
 static void *accept_loop(void *arg)
@@ -602,6 +620,7 @@ static void *accept_loop(void *arg)
         pthread_mutex_lock(&s->lock);
         bool stop = s->stop;
         struct conn *c = NULL;
+        reap(s);
         for (int i = 0; !stop && fd >= 0 && i < MAX_CONNS && !c; i++) {
             if (!s->conns[i].used) {
                 c = &s->conns[i];

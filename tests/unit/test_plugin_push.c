@@ -3,7 +3,8 @@
  * decryption (tests/support/push_server.c), base64url, the URL rules of
  * push_url.c (normal form, push_allow prefixes, addresses at connect
  * time), the push command's fields (push_reg.c) and the notification
- * bodies. Tables of named cases. */
+ * bodies; and that the test server serves as many connections as a test
+ * makes. Tables of named cases. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include "push_crypto.h"
 #include "push_reg.h"
@@ -507,6 +510,55 @@ static void test_note_bodies(void **state)
     cJSON_free(body);
 }
 
+/* ===========================================================================
+ * The test server
+ * ========================================================================= */
+
+/* One connection to port: a discovery GET of path, answered 200. */
+static void get_once(int port, const char *path)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    struct timeval tv = {.tv_sec = 10};
+    char req[256], buf[64];
+    size_t have = 0;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path);
+    assert_int_equal(write(fd, req, (size_t)n), n);
+    /* the status line, or what came before the connection closed */
+    while (have < 12) {
+        ssize_t got = read(fd, buf + have, sizeof(buf) - 1 - have);
+        if (got <= 0) {
+            break;
+        }
+        have += (size_t)got;
+    }
+    buf[have] = '\0';
+    close(fd);
+    if (strncmp(buf, "HTTP/1.1 200", 12) != 0) {
+        fail_msg("a connection to the test server got \"%s\"", buf);
+    }
+}
+
+/* More connections, one after another, than the server has slots for
+ * (64) at a time: each is served, since a closed one frees its slot. */
+static void test_server_connections(void **state)
+{
+    (void)state;
+    ts_push_server *s = ts_push_server_start();
+    ts_push_endpoint(s, "/up/many", TS_PUSH_UNIFIEDPUSH, NULL);
+    for (int i = 0; i < 200; i++) {
+        get_once(ts_push_server_port(s), "/up/many");
+    }
+    ts_push_arrival *a = ts_push_wait(s, "/up/many", 200, 10000);
+    assert_non_null(a);
+    ts_push_arrival_free(a);
+    ts_push_server_stop(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -514,7 +566,7 @@ int main(void)
         cmocka_unit_test(test_crypto_round_trip),  cmocka_unit_test(test_b64url),
         cmocka_unit_test(test_url_normalize),      cmocka_unit_test(test_url_allowed),
         cmocka_unit_test(test_url_addresses),      cmocka_unit_test(test_reg_from_command),
-        cmocka_unit_test(test_note_bodies),
+        cmocka_unit_test(test_note_bodies),        cmocka_unit_test(test_server_connections),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
