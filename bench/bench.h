@@ -124,6 +124,10 @@ double ms_since(uint64_t t0);
  * false when there is no such process. */
 bool proc_cpu_us(long pid, uint64_t *us);
 
+/* Resident memory (VmRSS) of process pid in KiB; 0 when there is no such
+ * process or no pid (0). */
+long proc_rss_kib(long pid);
+
 /* CPU time all processes of the machine spent busy (user, nice, system,
  * irq, softirq, steal), in microseconds, from /proc/stat. */
 bool machine_busy_us(uint64_t *us);

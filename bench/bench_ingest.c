@@ -106,6 +106,9 @@ int cmd_ingest(const struct opts *o)
     int rc = 1;
 
     g_ingest = &in;
+    /* The broker's memory before the members connect and once they are
+     * online (bench/run: KiB per online device). */
+    long rss_idle = proc_rss_kib(o->pid), rss_online = 0;
     snprintf(topic, sizeof(topic), "chat/%s", o->group);
     in.subs = calloc(m ? m : 1, sizeof(*in.subs));
     s = bench_set_create();
@@ -123,16 +126,19 @@ int cmd_ingest(const struct opts *o)
         }
         c->on_msg = ingest_on_msg;
     }
-    if (!bench_set_wait_connected(s, 5000)) {
+    /* A thousand members connect and join one by one on a shared machine. */
+    int setup_ms = 5000 + 20 * (int)m;
+    if (!bench_set_wait_connected(s, setup_ms)) {
         goto done;
     }
-    if (!bench_set_subscribe_all(s, topic, 1, 5000)) {
+    if (!bench_set_subscribe_all(s, topic, 1, setup_ms)) {
         goto done;
     }
     pub = bench_set_add(s, "pub0", true, o->pub_port ? o->pub_port : o->port, NULL);
     if (!pub || !bench_set_wait_connected(s, 5000)) {
         goto done;
     }
+    rss_online = proc_rss_kib(o->pid);
 
     uint64_t begin = bench_now_ns();
     uint64_t t0 = begin + (uint64_t)o->warm_ms * 1000000ull;
@@ -233,6 +239,9 @@ int cmd_ingest(const struct opts *o)
                              (double)o->dur_ms);
         }
     }
+    if (rss_idle > 0 && rss_online > 0) {
+        printf(" rss_idle_kb=%ld rss_online_kb=%ld", rss_idle, rss_online);
+    }
     if (o->rate > 0) {
         qsort(in.lat, in.nlat, sizeof(*in.lat), cmp_u64);
         printf(" target_rate=%.0f p50_us=%.0f p99_us=%.0f samples=%zu%s", o->rate,
@@ -272,13 +281,14 @@ int cmd_join(const struct opts *o)
             goto done;
         }
     }
-    if (!bench_set_wait_connected(s, 10000)) {
+    int setup_ms = 10000 + 20 * (int)o->devices;
+    if (!bench_set_wait_connected(s, setup_ms)) {
         goto done;
     }
-    if (!bench_set_subscribe_all(s, topic, 1, 10000)) {
+    if (!bench_set_subscribe_all(s, topic, 1, setup_ms)) {
         goto done;
     }
-    if (!bench_set_disconnect_all(s, 10000)) {
+    if (!bench_set_disconnect_all(s, setup_ms)) {
         goto done;
     }
     printf("joined=%u\n", o->devices);

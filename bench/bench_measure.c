@@ -38,6 +38,28 @@ bool proc_cpu_us(long pid, uint64_t *us)
     return true;
 }
 
+long proc_rss_kib(long pid)
+{
+    char path[64], line[256];
+    long kib = 0;
+
+    if (pid <= 0) {
+        return 0;
+    }
+    snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        return 0;
+    }
+    while (fgets(line, sizeof(line), f)) {
+        if (sscanf(line, "VmRSS: %ld", &kib) == 1) {
+            break;
+        }
+    }
+    fclose(f);
+    return kib;
+}
+
 bool machine_busy_us(uint64_t *us)
 {
     unsigned long long v[8] = {0};
