@@ -124,6 +124,7 @@ class Publisher:
             n += 1
             cid = f"{self.name}-{n}"
             body = json.dumps({"cid": cid, "body": f"{self.name} message {n}"})
+            t0 = time.monotonic()
             while not self.stop.is_set():
                 t0 = time.monotonic()
                 info = self.c.publish(f"chat/{self.group}", body, qos=1)
