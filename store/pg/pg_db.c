@@ -4,6 +4,9 @@
 #include "pg_watch.h"
 #include "store_text.h"
 
+#include <poll.h>
+#include <stdio.h>
+
 PGresult *pg_call(pg *st, enum pg_stmt stmt, const char *const *params, const int *lens,
                   const char *what, chat_err *rc)
 {
@@ -38,4 +41,42 @@ PGresult *pg_call_long(pg *st, enum pg_stmt stmt, const char *const *params, con
         pg_watch_want_writer(st);
     }
     return NULL;
+}
+
+bool pg_writer_ready(pg *st)
+{
+    if (!st->conn) {
+        st->conn = pg_watch_take_writer(st);
+    }
+    if (!st->conn) {
+        return false;
+    }
+    /* An idle connection is sent nothing unasked but its end: what can be
+     * read is read, a few times at most, until the socket is quiet again
+     * (alive) or libpq finds the end (dropped). */
+    for (int i = 0; i < 4; i++) {
+        struct pollfd p = {PQsocket(st->conn), POLLIN, 0};
+        if (p.fd < 0) {
+            break;
+        }
+        if (poll(&p, 1, 0) <= 0) {
+            return true;
+        }
+        if (!PQconsumeInput(st->conn) || PQstatus(st->conn) != CONNECTION_OK) {
+            break;
+        }
+    }
+    if (PQstatus(st->conn) == CONNECTION_OK && PQsocket(st->conn) >= 0) {
+        return true; /* still talking after four reads: not an end */
+    }
+    char err[CHAT_STORE_ERROR_MAX];
+    err[0] = '\0';
+    pg_put_message(err, sizeof(err), PQerrorMessage(st->conn));
+    /* The store has no logger of its own: stderr reaches the broker's log
+     * when it runs in the foreground, as the watcher's lines do. */
+    fprintf(stderr, "mosquitto-chat: PostgreSQL writer lost: %s\n", err);
+    PQfinish(st->conn);
+    st->conn = NULL;
+    pg_watch_want_writer(st);
+    return false;
 }

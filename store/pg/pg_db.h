@@ -60,6 +60,16 @@ static inline pg *pg_of(chat_store *cs)
 PGresult *pg_call(pg *st, enum pg_stmt stmt, const char *const *params, const int *lens,
                   const char *what, chat_err *rc);
 
+/* Whether the writer is there and, as far as its socket tells without a
+ * round trip, alive: a connection the server closed (a failover, a
+ * terminated backend, haproxy dropping a dead server's sessions) has
+ * something to read while idle, its farewell and end of file. Such a
+ * writer is dropped (and the watcher asked for a new one), as a failed
+ * call drops it, and the answer is false; so is it while there is none.
+ * A server that vanished without a word (no FIN) is found by the next
+ * call's deadline instead. Broker's thread; no database call. */
+bool pg_writer_ready(pg *st);
+
 /* pg_call with a deadline of timeout_ms instead: for the calls of a tool
  * that read the whole database (chat_store_check), never the broker's. */
 PGresult *pg_call_long(pg *st, enum pg_stmt stmt, const char *const *params, const int *lens,

@@ -155,6 +155,17 @@ size_t pg_feed(chat_store *cs, size_t max, chat_feed_fn fn, void *ctx)
     struct item *list = NULL;
     size_t n = 0;
     pthread_mutex_lock(&w->mu);
+    bool any = w->q_head != NULL;
+    pthread_mutex_unlock(&w->mu);
+    /* The broker delivers what it is handed through its read check, which
+     * asks the writer (memberships: no cache while the listener is away,
+     * as it is in a failover). Without a writer that check refuses every
+     * delivery, fail closed, and the message would reach this broker's
+     * subscribers only by catch-up: it waits here for the writer instead. */
+    if (!any || !pg_writer_ready(pg_of(cs))) {
+        return 0;
+    }
+    pthread_mutex_lock(&w->mu);
     bool was_full = w->queued >= QUEUE_MAX;
     list = w->q_head;
     struct item *last = NULL;

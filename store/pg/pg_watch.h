@@ -36,7 +36,9 @@ PGconn *pg_watch_take_writer(pg *st);
 /* Asks the thread for a new writer connection. */
 void pg_watch_want_writer(pg *st);
 
-/* The ops chat_store_follow and chat_store_feed. */
+/* The ops chat_store_follow and chat_store_feed. pg_feed hands nothing
+ * over while the writer is gone (pg_writer_ready): the broker's read
+ * check of each delivery needs it. */
 store_follow_fn pg_follow;
 store_feed_fn pg_feed;
 

@@ -9,7 +9,9 @@
  * expiry with members (issue 21, item 8: the cases the LevelDB backend
  * runs, store_expiry_cases.c), push registrations (protocol v1.2) by
  * the cases the LevelDB backend runs, and a database whose chat_change
- * 0.2.0 made, shared by a broker of this version and one of 0.2.0.
+ * 0.2.0 made, shared by a broker of this version and one of 0.2.0, and
+ * the relay of another broker's messages waiting for the writer after a
+ * lost connection (issue 23, item 5).
  *
  * They need a PostgreSQL cluster: CHAT_TEST_PG_PORT names one on
  * 127.0.0.1 (scripts/test's pg stage makes it); without it the test exits
@@ -645,6 +647,66 @@ static void test_change_upgrade_from_0_2_0(void **state)
     }
 }
 
+/* What chat_store_feed handed over: the ids, and whether the membership
+ * read the broker's read check makes right after each failed. */
+struct fed {
+    chat_store *st;
+    uint64_t ids[8];
+    int n;
+    int member_failures;
+};
+
+static void on_fed(void *ctx, const char *group, uint64_t id, const char *env, size_t len)
+{
+    struct fed *f = ctx;
+    uint64_t since = 0;
+    bool found = false;
+    (void)env;
+    (void)len;
+    if (f->n < 8) {
+        f->ids[f->n++] = id;
+    }
+    /* the broker's read check of the delivery, as plugin/access.c makes it */
+    if (chat_store_member_get(f->st, group, "bob", &since, &found) != CHAT_OK || !found) {
+        f->member_failures++;
+    }
+}
+
+/* A message another broker stored is handed over only while this store's
+ * writer is alive (issue 23, item 5: in bench/failover the broker's read
+ * check refused, fail closed, the deliveries of the messages its listener
+ * had read just before the primary went, since the writer it asks was
+ * gone). This store's connections are terminated behind its back; the
+ * listener reconnects and reads the other broker's message; feed must not
+ * hand it over before the writer is back, so every membership read right
+ * after a delivery succeeds. */
+static void test_feed_waits_for_writer(void **state)
+{
+    struct pgfx *fx = *state;
+    char other_info[200];
+    uint64_t since = 0;
+    snprintf(other_info, sizeof(other_info), "%s application_name=other-broker", fx->conninfo);
+    chat_store *other = open_pg(other_info);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "bob", &since));
+    assert_int_equal(publish(other, "g", 1, false), 1);
+    ASSERT_OK(chat_store_follow(fx->st, "g", 1));
+
+    sql(fx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = 'mosquitto-chat' AND datname = current_database()");
+    assert_int_equal(publish(other, "g", 1, false), 2);
+
+    struct fed f = {.st = fx->st};
+    int64_t until = ts_now_ms() + 20000;
+    while (f.n == 0 && ts_now_ms() < until) {
+        chat_store_feed(fx->st, 8, on_fed, &f);
+        ts_sleep_ms(5);
+    }
+    assert_int_equal(f.n, 1);
+    assert_int_equal(f.ids[0], 2);
+    assert_int_equal(f.member_failures, 0);
+    chat_store_close(other);
+}
+
 int main(void)
 {
     const char *port = getenv("CHAT_TEST_PG_PORT");
@@ -669,6 +731,7 @@ int main(void)
         PGCASE(test_push_membership),
         PGCASE(test_push_members),
         PGCASE(test_push_expire),
+        PGCASE(test_feed_waits_for_writer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
