@@ -291,7 +291,12 @@ chat_err ldb_append_floor(chat_store *cs, const char *group, const char *from, c
     chat_err rc = store_envelope_fill(env, id, store_now_ms(cs), &out);
     if (rc == CHAT_OK) {
         rc = append_write(st, group, from, cid, hi, id, id == 1, mark, &out);
-        atomic_fetch_add(&st->appended, rc == CHAT_OK);
+    }
+    if (rc == CHAT_OK) {
+        atomic_fetch_add(&st->appended, 1);
+        if (id == 1) {
+            st->groups++; /* as ldb_append counts a new group */
+        }
     }
     free(out.env);
     return rc;
