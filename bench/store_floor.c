@@ -103,7 +103,7 @@ int main(int argc, char **argv)
             return usage();
         }
     }
-    if (!dir || (strcmp(fsync, "none") && strcmp(fsync, "batch")) || dur_ms == 0) {
+    if (!dir || (strcmp(fsync, "none") != 0 && strcmp(fsync, "batch") != 0) || dur_ms == 0) {
         return usage();
     }
     struct stat sb;
@@ -111,7 +111,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "store_floor: %s exists; it wants a fresh store\n", dir);
         return 2;
     }
-    bool batch = !strcmp(fsync, "batch");
+    bool batch = strcmp(fsync, "batch") == 0;
 
     bench_payload_init();
     static struct ring_entry ring[RING];
