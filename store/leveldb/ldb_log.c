@@ -152,14 +152,73 @@ static chat_err find_duplicate(chat_store *cs, const char *group, const key *ki,
     return rc;
 }
 
+/* The records of new message id (invariants dense-ids and deletable-keys):
+ * its 'M', for a group's first message its 'H' and the groups' count, the
+ * cid keys both ways when cid is not NULL, and from's read marker with
+ * mark; one batch, written with the append's options. ldb_append and
+ * ldb_append_floor both write through here, so that the floor bench writes
+ * what an append writes. */
+static chat_err append_write(ldb *st, const char *group, const char *from, const char *cid,
+                             uint64_t hi, uint64_t id, bool first, bool mark,
+                             const chat_appended *out)
+{
+    key kh, km, ki, kk, kv, kr;
+    char val[8];
+
+    group_key(&kh, TAG_HEAD, group);
+    id_key(&km, NULL, TAG_MSG, group, id);
+    if (kh.overflow || km.overflow) {
+        return CHAT_EINVAL;
+    }
+    if (cid && !cid_keys(&ki, &kk, &kv, group, from, cid, id)) {
+        return CHAT_EINVAL;
+    }
+    if (mark) {
+        read_key(&kr, group, from);
+        if (kr.overflow) {
+            return CHAT_EINVAL;
+        }
+    }
+    /* One batch for every append: a new one was an allocation (and its
+     * buffer another) per message. */
+    leveldb_writebatch_t *wb = st->append_wb;
+    leveldb_writebatch_clear(wb);
+    leveldb_writebatch_put(wb, km.buf, km.len, out->env, out->len);
+    put_u64(val, id);
+    /* The message is the new head (invariant dense-ids): no 'H' record per
+     * message, only a group's first, which makes it a group and is
+     * counted in the same batch. */
+    if (first) {
+        char n[8];
+        leveldb_writebatch_put(wb, kh.buf, kh.len, val, sizeof(val));
+        put_u64(n, st->groups + 1);
+        ldb_put_meta(wb, META_GROUPS, n, sizeof(n));
+    }
+    if (cid) {
+        /* Before the write: a key in the store always has its bits (a
+         * failed write only leaves bits for nothing). */
+        ldb_cidf_add(st->cidf, hi);
+        leveldb_writebatch_put(wb, ki.buf, ki.len, val, sizeof(val));
+        leveldb_writebatch_put(wb, kk.buf, kk.len, kv.buf, kv.len);
+    }
+    /* The sender has read its own message: its marker moves in the batch
+     * that stores it (the new head is above any marker). */
+    if (mark) {
+        leveldb_writebatch_put(wb, kr.buf, kr.len, val, sizeof(val));
+    }
+    /* Nothing in this batch but the head and the marker goes through the
+     * cache: the caller puts them there directly, without a walk over the
+     * batch. */
+    return ldb_write_raw(st, wb, st->wopt, &km);
+}
+
 chat_err ldb_append(chat_store *cs, const char *group, const char *from, const char *cid,
                     const chat_envelope *env, bool sender_read, chat_appended *out)
 {
     ldb *st = ldb_of(cs);
-    key kh, km, ki, kk, kv, kr;
+    key kh, ki, kr;
     uint64_t head = 0, id;
     bool mark = false;
-    char val[8];
     chat_err rc;
 
     /* The only writer: the head read here (from the cache) is the one the
@@ -181,13 +240,6 @@ chat_err ldb_append(chat_store *cs, const char *group, const char *from, const c
     }
     id = head + 1;
     group_key(&kh, TAG_HEAD, group);
-    id_key(&km, NULL, TAG_MSG, group, id);
-    if (kh.overflow || km.overflow) {
-        return CHAT_EINVAL;
-    }
-    if (cid && !cid_rev_keys(&kk, &kv, group, from, cid, id)) {
-        return CHAT_EINVAL;
-    }
     if (sender_read && (rc = ldb_sender_marker(st, group, from, id, &kr, &mark)) != CHAT_OK) {
         return rc;
     }
@@ -197,36 +249,7 @@ chat_err ldb_append(chat_store *cs, const char *group, const char *from, const c
         return rc;
     }
     out->ts = ts;
-    /* One batch for every append: a new one was an allocation (and its
-     * buffer another) per message. */
-    leveldb_writebatch_t *wb = st->append_wb;
-    leveldb_writebatch_clear(wb);
-    leveldb_writebatch_put(wb, km.buf, km.len, out->env, out->len);
-    put_u64(val, id);
-    /* The message is the new head (invariant dense-ids): no 'H' record per
-     * message, only a group's first, which makes it a group and is
-     * counted in the same batch. */
-    if (head == 0) {
-        char n[8];
-        leveldb_writebatch_put(wb, kh.buf, kh.len, val, sizeof(val));
-        put_u64(n, st->groups + 1);
-        ldb_put_meta(wb, META_GROUPS, n, sizeof(n));
-    }
-    if (cid) {
-        /* Before the write: a key in the store always has its bits (a
-         * failed write only leaves bits for nothing). */
-        ldb_cidf_add(st->cidf, hi);
-        leveldb_writebatch_put(wb, ki.buf, ki.len, val, sizeof(val));
-        leveldb_writebatch_put(wb, kk.buf, kk.len, kv.buf, kv.len);
-    }
-    /* The sender has read its own message: its marker moves in the batch
-     * that stores it (the new head is above any marker). */
-    if (mark) {
-        leveldb_writebatch_put(wb, kr.buf, kr.len, val, sizeof(val));
-    }
-    /* Nothing in this batch but the head and the marker goes through the
-     * cache: they are put there directly, without a walk over the batch. */
-    rc = ldb_write_raw(st, wb, st->wopt, &km);
+    rc = append_write(st, group, from, cid, hi, id, head == 0, mark, out);
     if (rc == CHAT_OK) {
         chat_cache_put(st->cache, kh.buf, kh.len, true, id, 0);
         if (mark) {
@@ -239,6 +262,34 @@ chat_err ldb_append(chat_store *cs, const char *group, const char *from, const c
             st->groups++;
         }
     }
+    return rc;
+}
+
+chat_err ldb_append_floor(chat_store *cs, const char *group, const char *from, const char *cid,
+                          const chat_envelope *env, uint64_t id, bool mark)
+{
+    ldb *st = ldb_of(cs);
+    key ki;
+    chat_appended out = {0};
+    uint64_t hi = 0;
+
+    if (cid) {
+        if (!cid_key(&ki, group, from, cid)) {
+            return CHAT_EINVAL;
+        }
+        hi = ldb_cidf_hash(ki.buf, ki.len);
+    }
+    chat_err rc = store_envelope_fill(env, id, store_now_ms(cs), &out);
+    if (rc == CHAT_OK) {
+        rc = append_write(st, group, from, cid, hi, id, id == 1, mark, &out);
+    }
+    if (rc == CHAT_OK) {
+        atomic_fetch_add(&st->appended, 1);
+        if (id == 1) {
+            st->groups++; /* as ldb_append counts a new group */
+        }
+    }
+    free(out.env);
     return rc;
 }
 

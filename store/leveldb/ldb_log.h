@@ -33,6 +33,15 @@ store_first_fn ldb_first;
  * and deletable-keys). */
 store_append_fn ldb_append;
 
+/* For bench/store_floor alone: the writes ldb_append makes for a new
+ * message id of group (the same batch, keys, envelope and write options),
+ * without its reads (no cid lookup, no head, no marker: the caller picks id,
+ * 1 for the group's first message, and says with mark whether from's read
+ * marker moves) and without touching the cache. The store's floor per
+ * message: what LevelDB costs before the plugin does anything. */
+chat_err ldb_append_floor(chat_store *cs, const char *group, const char *from, const char *cid,
+                          const chat_envelope *env, uint64_t id, bool mark);
+
 /* One 'I' lookup (a Bloom filter answers most), valid while its id is at
  * least first. */
 store_cid_find_fn ldb_cid_find;

@@ -3,6 +3,7 @@
  * One table of named cases, each on a fresh store (store_fixture.h). */
 #include "store_fixture.h"
 #include "ldb_cidf.h"
+#include "ldb_log.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,6 +164,57 @@ static void test_cid_index(void **state)
         assert_false(found);
     else
         assert_int_equal(rc, CHAT_EINVAL);
+}
+
+/* bench/store_floor's writes (ldb_append_floor) are an append's: group
+ * "f" written by them reads back as group "a" written by chat_store_append
+ * (the same envelopes, head, cid entries both ways), and retention deletes
+ * its cid entries (invariant deletable-keys). */
+static void test_append_floor_as_append(void **state)
+{
+    struct fixture *fx = *state;
+    chat_envelope tpl = {"{\"id\":", 6, ",\"ts\":", 6, ",\"body\":\"hi\"}", 14};
+    chat_appended ap = {0};
+    chat_page *pa = NULL, *pf = NULL;
+    const char *cids[] = {"c1", "c2", "c3"};
+    uint64_t head = 0, first = 0;
+
+    for (uint64_t id = 1; id <= 3; id++) {
+        ASSERT_OK(chat_store_append(fx->st, "a", "alice", cids[id - 1], &tpl, false, &ap));
+        assert_int_equal(ap.id, id);
+        free(ap.env);
+        ASSERT_OK(ldb_append_floor(fx->st, "f", "alice", cids[id - 1], &tpl, id, false));
+    }
+    ASSERT_OK(chat_store_head(fx->st, "f", &head));
+    assert_int_equal(head, 3);
+    ASSERT_OK(chat_store_read_forward(fx->st, "a", 0, 10, SIZE_MAX, &pa));
+    ASSERT_OK(chat_store_read_forward(fx->st, "f", 0, 10, SIZE_MAX, &pf));
+    assert_int_equal(pf->count, 3);
+    assert_int_equal(pa->count, pf->count);
+    for (size_t i = 0; i < pf->count; i++) {
+        assert_int_equal(pf->msgs[i].id, i + 1);
+        assert_int_equal(pf->msgs[i].len, pa->msgs[i].len);
+        assert_memory_equal(pf->msgs[i].data, pa->msgs[i].data, pa->msgs[i].len);
+    }
+    chat_page_destroy(pa);
+    chat_page_destroy(pf);
+    for (uint64_t id = 1; id <= 3; id++) {
+        char *cid = NULL;
+        bool found = false;
+        assert_cid(fx->st, "f", "alice", cids[id - 1], true, id);
+        ASSERT_OK(chat_store_cid_of(fx->st, "f", id, &cid, &found));
+        assert_true(found);
+        assert_string_equal(cid, cids[id - 1]);
+        free(cid);
+    }
+    ASSERT_OK(chat_store_trim(fx->st, "f", 3, 100, &first));
+    assert_cid(fx->st, "f", "alice", "c1", false, 0);
+    assert_cid(fx->st, "f", "alice", "c2", false, 0);
+    assert_cid(fx->st, "f", "alice", "c3", true, 3);
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_cid(fx->st, "f", "alice", "c1", false, 0);
+    assert_cid(fx->st, "f", "alice", "c3", true, 3);
+    assert_head(fx->st, "f", 3);
 }
 
 /* ------------------------------------------------------------------------
@@ -542,6 +594,7 @@ int main(void)
         CASE(test_append_duplicate_cid),
         CASE(test_groups_isolated),
         CASE(test_cid_index),
+        CASE(test_append_floor_as_append),
         CASE(test_groups_cases),
         CASE(test_groups_empty_store),
         CASE(test_groups_bad_arguments),
