@@ -22,9 +22,14 @@
  *   kill9     the broker killed with SIGKILL while it changes messages,
  *             again and again: every changed message has exactly one
  *             message carrying its change, and none other
- *   export    mqchat-store export and import carry tombstones (with their
- *             cid, still taken) and edited versions; an import whose
+ *   export    a recall takes the recalled texts out of every stored copy,
+ *             the messages that carried its edits included (fetch,
+ *             history, catch-up, export, after a restart); mqchat-store
+ *             export and import carry tombstones (with their cid, still
+ *             taken), recalled edits and edited versions; an import whose
  *             changes do not pair up is refused
+ *   bound     at most CHAT_PROTO_EDITS_MAX edits of one message, all of
+ *             them rewritten by its recall
  */
 #include "harness.h"
 #include "integ_ops.h"
@@ -939,6 +944,42 @@ static void case_export(void)
     ts_broker_destroy(b);
 }
 
+/* At most CHAT_PROTO_EDITS_MAX edits of one message (the bound of a
+ * recall's write): the next is refused; the recall rewrites them all, and
+ * another message's edits stay as they are. */
+static void case_bound(void)
+{
+    ts_broker *b = ts_broker_start(NULL);
+    harness_client *alice = member(b, "alice-phone", "alice");
+    harness_client_subscribe(alice, TOPIC, 1);
+    ASSERT(send_msg(alice, "{\"body\":\"first\"}") == 1);
+    ASSERT(send_msg(alice, "{\"body\":\"keep\"}") == 2);
+    ASSERT(edit_ok(alice, 2, "kept edit") == 3);
+    cJSON_Delete(live(alice));
+    for (unsigned k = 0; k < CHAT_PROTO_EDITS_MAX; k++) {
+        char body[32];
+        snprintf(body, sizeof body, "hidden %u", k);
+        ASSERT(edit_ok(alice, 1, body) == 4 + (int64_t)k);
+        cJSON_Delete(live(alice));
+    }
+    change_refused(alice, false, 1, CHAT_PROTO_ERR_EDITS_MAX);
+    int64_t m = recall_ok(alice, 1);
+    ASSERT(m == 4 + (int64_t)CHAT_PROTO_EDITS_MAX);
+    cJSON *all = store_view(alice);
+    ASSERT(cJSON_GetArraySize(all) == (int)m);
+    char *text = cJSON_PrintUnformatted(all);
+    ASSERTF(strstr(text, "hidden") == NULL && strstr(text, "first") == NULL,
+            "a recalled text survives: %s", text);
+    ASSERTF(strstr(text, "kept edit") != NULL, "another message's edit was rewritten: %s", text);
+    free(text);
+    for (int64_t id = 4; id < m; id++) {
+        expect_recalled_edit(cJSON_GetArrayItem(all, (int)id - 1), id, 1);
+    }
+    cJSON_Delete(all);
+    harness_client_disconnect(alice);
+    ts_broker_destroy(b);
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -946,7 +987,8 @@ int main(int argc, char **argv)
         void (*run)(void);
     } cases[] = {{"online", case_online},   {"offline", case_offline}, {"catching", case_catching},
                  {"trimmed", case_trimmed}, {"cid", case_cid},         {"rights", case_rights},
-                 {"window", case_window},   {"kill9", case_kill9},     {"export", case_export}};
+                 {"window", case_window},   {"kill9", case_kill9},     {"export", case_export},
+                 {"bound", case_bound}};
     char name[64];
     for (size_t i = 0; argc > 1 && i < sizeof(cases) / sizeof(cases[0]); i++) {
         if (!strcmp(argv[1], cases[i].name)) {
@@ -956,7 +998,8 @@ int main(int argc, char **argv)
             return 0;
         }
     }
-    fprintf(stderr, "usage: %s online|offline|catching|trimmed|cid|rights|window|kill9|export\n",
+    fprintf(stderr,
+            "usage: %s online|offline|catching|trimmed|cid|rights|window|kill9|export|bound\n",
             argv[0]);
     return 2;
 }
