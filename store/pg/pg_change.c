@@ -46,7 +46,8 @@ static chat_err rewrite_arrays(const chat_change *ch, char **ids, char **expect,
     const char *xv[CHAT_STORE_REWRITES_MAX], *tv[CHAT_STORE_REWRITES_MAX];
     size_t xl[CHAT_STORE_REWRITES_MAX], tl[CHAT_STORE_REWRITES_MAX];
     size_t n = ch->nrewrites;
-    *ids = malloc(2 + n * 21);
+    /* '{', each id with its comma (21 bytes), '}', the NUL */
+    *ids = malloc(3 + n * 22);
     if (!*ids) {
         return CHAT_ENOMEM;
     }
