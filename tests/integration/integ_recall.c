@@ -19,9 +19,10 @@
  *   window    recall_seconds and edit_seconds: too late for the sender
  *             (the plugin's clock moved ahead), never for an admin's
  *             recall; 0 turns recall off
- *   kill9     the broker killed with SIGKILL while it changes messages,
- *             again and again: every changed message has exactly one
- *             message carrying its change, and none other
+ *   kill9     the broker killed with SIGKILL while it changes messages
+ *             (recalls of edited messages among them), again and again:
+ *             every change paired with its carrier, and no recalled
+ *             message's edit holding its text
  *   export    a recall takes the recalled texts out of every stored copy,
  *             the messages that carried its edits included (fetch,
  *             history, catch-up, export, after a restart); mqchat-store
@@ -650,39 +651,57 @@ static void case_window(void)
 }
 
 /* Pairs every change with its carrier over the whole store: fails unless
- * each changed message has exactly one message naming it and each message
- * naming one finds it changed (or gone below first). Returns the
- * changes. */
+ * each recalled message has exactly one recall naming it and no edit of it
+ * holding text (its edits' carriers are recalled edits: recall-complete),
+ * each edited one at least one edit with text and no recall, and each
+ * message naming one finds it changed that way. Returns the changes. */
 static int check_pairs(harness_client *c)
 {
     cJSON *all = store_view(c);
     int n = cJSON_GetArraySize(all), changes = 0;
-    int *named = calloc((size_t)n + 2, sizeof(int));
-    ASSERT(named != NULL);
+    int *recalls = calloc((size_t)n + 2, sizeof(int));
+    int *edits = calloc((size_t)n + 2, sizeof(int));
+    ASSERT(recalls != NULL && edits != NULL);
     for (int i = 0; i < n; i++) {
         const cJSON *env = cJSON_GetArrayItem(all, i);
         const cJSON *r = cJSON_GetObjectItemCaseSensitive(env, "recall");
         const cJSON *e = cJSON_GetObjectItemCaseSensitive(env, "edit");
-        if (r || e) {
-            int t = (int)(r ? r->valuedouble : e->valuedouble);
-            ASSERT(t >= 1 && t <= i);
-            ASSERTF(named[t] == 0, "message %d is changed by %d and by %d", t, named[t], i + 1);
-            named[t] = i + 1;
-            const cJSON *target = cJSON_GetArrayItem(all, t - 1);
-            bool changed = harness_json_bool(target, "recalled") ||
-                           cJSON_GetObjectItemCaseSensitive(target, "edited") != NULL;
-            ASSERTF(changed, "message %d names %d, which holds its first version", i + 1, t);
-            changes++;
+        if (!r && !e) {
+            continue;
         }
+        int t = (int)(r ? r->valuedouble : e->valuedouble);
+        ASSERT(t >= 1 && t <= i);
+        const cJSON *target = cJSON_GetArrayItem(all, t - 1);
+        bool recalled = harness_json_bool(target, "recalled");
+        bool edited = cJSON_GetObjectItemCaseSensitive(target, "edited") != NULL;
+        if (r) {
+            ASSERTF(recalls[t] == 0, "message %d is recalled by %d and by %d", t, recalls[t],
+                    i + 1);
+            recalls[t] = i + 1;
+            ASSERTF(recalled, "message %d recalls %d, which is not recalled", i + 1, t);
+        } else if (harness_json_bool(env, "recalled")) {
+            ASSERTF(recalled, "message %d is a recalled edit of %d, which is not recalled", i + 1,
+                    t);
+        } else {
+            edits[t]++;
+            ASSERTF(edited && !recalled, "message %d edits %d, which %s", i + 1, t,
+                    recalled ? "is recalled: its text survives the recall"
+                             : "holds its first version");
+        }
+        changes++;
     }
     for (int i = 0; i < n; i++) {
         const cJSON *env = cJSON_GetArrayItem(all, i);
-        bool changed = harness_json_bool(env, "recalled") ||
-                       cJSON_GetObjectItemCaseSensitive(env, "edited") != NULL;
-        ASSERTF(changed == (named[i + 1] != 0), "message %d is %s", i + 1,
-                changed ? "changed but no message carries it" : "named but not changed");
+        bool recalled =
+            harness_json_bool(env, "recalled") && !cJSON_GetObjectItemCaseSensitive(env, "edit");
+        bool edited = cJSON_GetObjectItemCaseSensitive(env, "edited") != NULL;
+        ASSERTF(recalled == (recalls[i + 1] != 0), "message %d is %s", i + 1,
+                recalled ? "recalled but no message carries it" : "named by a recall");
+        ASSERTF(edited == (edits[i + 1] != 0), "message %d is %s", i + 1,
+                edited ? "edited but no message carries it" : "named by an edit");
     }
-    free(named);
+    free(recalls);
+    free(edits);
     cJSON_Delete(all);
     return changes;
 }
@@ -716,6 +735,15 @@ static void case_kill9(void)
                              "\",\"id\":%lld}]}",
                      (long long)(first + i));
             harness_client_publish_async(alice, HARNESS_CONTROL_TOPIC, req, 0, NULL);
+            /* every other edited message recalled after its edit: the
+             * recall rewrites the edit's carrier in its write */
+            if (i % 4 == 1) {
+                snprintf(req, sizeof(req),
+                         "{\"commands\":[{\"command\":\"recall\",\"group\":\"" GROUP
+                         "\",\"id\":%lld}]}",
+                         (long long)(first + i));
+                harness_client_publish_async(alice, HARNESS_CONTROL_TOPIC, req, 0, NULL);
+            }
         }
         int k = 1 + (int)(rand_r(&seed) % (KILL_BATCH / 2));
         for (int i = 0; i < k; i++) {
