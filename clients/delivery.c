@@ -197,13 +197,16 @@ static void tell_change(chat_delivery *d, const struct chat_env *env)
     if (d->cfg.on_change == NULL || (env->m.recall == 0 && env->m.edit == 0))
         return;
     memset(&ch, 0, sizeof ch);
-    ch.type = env->m.recall != 0 ? CHAT_CLIENT_RECALLED : CHAT_CLIENT_EDITED;
+    /* an edit a later recall took back (a catch-up brings it so) says that
+     * N is recalled */
+    bool recalled = env->m.recall != 0 || env->m.recalled;
+    ch.type = recalled ? CHAT_CLIENT_RECALLED : CHAT_CLIENT_EDITED;
     ch.group = env->m.group;
     ch.id = env->m.recall != 0 ? env->m.recall : env->m.edit;
     ch.by = env->m.id;
     ch.member = env->m.from;
     ch.ts = env->m.ts;
-    ch.body = env->m.recall != 0 ? NULL : env->m.body;
+    ch.body = recalled ? NULL : env->m.body;
     ch.json = env->m.json;
     d->cfg.on_change(d->cfg.arg, &ch);
 }

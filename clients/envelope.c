@@ -622,12 +622,45 @@ static bool copy_field(cJSON *to, const cJSON *from, const char *key)
 
 static bool plugin_field(const char *key)
 {
-    static const char *const keys[] = {"id",     "group", "from",     "ts",    "cid",
-                                       "recall", "edit",  "recalled", "edited"};
+    static const char *const keys[] = {"id",     "group", "from",     "ts",     "cid",
+                                       "recall", "edit",  "recalled", "edited", "edits"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (strcmp(key, keys[i]) == 0)
             return true;
     return false;
+}
+
+/* Whether the "edits" list of old names m or a later message: old is
+ * the version m made, or a later one. */
+static bool lists_edit(const cJSON *old, uint64_t m)
+{
+    const cJSON *it = NULL;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(old, "edits"))
+    {
+        if (cJSON_IsNumber(it) && it->valuedouble >= (double)m)
+            return true;
+    }
+    return false;
+}
+
+/* Puts into nw the "edits" list of old (the messages that carried its
+ * edits) with m after them, as the plugin lists them in an edited version.
+ * Returns false when memory runs out. */
+static bool add_edit(cJSON *nw, const cJSON *old, uint64_t m)
+{
+    const cJSON *was = cJSON_GetObjectItemCaseSensitive(old, "edits");
+    cJSON *list = cJSON_IsArray(was) ? cJSON_Duplicate(was, true) : cJSON_CreateArray();
+    cJSON *id = cJSON_CreateNumber((double)m);
+    if (list == NULL || id == NULL || !cJSON_AddItemToArray(list, id)) {
+        cJSON_Delete(id);
+        cJSON_Delete(list);
+        return false;
+    }
+    if (!cJSON_AddItemToObject(nw, "edits", list)) {
+        cJSON_Delete(list);
+        return false;
+    }
+    return true;
 }
 
 chat_env_verdict chat_env_apply(const struct chat_env *n, const struct chat_env *m,
@@ -637,9 +670,13 @@ chat_env_verdict chat_env_apply(const struct chat_env *n, const struct chat_env 
     chat_env_verdict v = CHAT_ENV_NOMEM;
     char ts[24];
 
+    /* An edit's carrier that a recall of n rewrote ("recalled": true) says
+     * n is recalled: it applies as the recall does. */
+    bool recall = m->m.recall != 0 || (m->m.edit != 0 && m->m.recalled);
     *out = NULL;
     if ((m->m.recall != n->m.id && m->m.edit != n->m.id) || n->m.recalled ||
-        (m->m.edit != 0 && (n->m.edited > m->m.ts || strcmp(n->m.from, m->m.from) != 0)))
+        (m->m.edit != 0 && strcmp(n->m.from, m->m.from) != 0) ||
+        (m->m.edit != 0 && !recall && n->m.edited > m->m.ts))
         return CHAT_ENV_INVALID;
     old = cJSON_Parse(n->m.json);
     chg = cJSON_Parse(m->m.json);
@@ -647,10 +684,14 @@ chat_env_verdict chat_env_apply(const struct chat_env *n, const struct chat_env 
     if (old == NULL || chg == NULL || nw == NULL || !copy_field(nw, old, "id") ||
         !copy_field(nw, old, "group") || !copy_field(nw, old, "from") || !copy_field(nw, old, "ts"))
         goto done;
-    if (m->m.recall != 0) {
+    if (recall) {
         if (cJSON_AddTrueToObject(nw, "recalled") == NULL)
             goto done;
     } else {
+        if (lists_edit(old, m->m.id)) {
+            v = CHAT_ENV_INVALID; /* n is this edit's version, or a later one's */
+            goto done;
+        }
         if (!copy_field(nw, old, "cid"))
             goto done;
         for (const cJSON *f = chg->child; f != NULL; f = f->next) {
@@ -660,7 +701,7 @@ chat_env_verdict chat_env_apply(const struct chat_env *n, const struct chat_env 
                 goto done;
         }
         snprintf(ts, sizeof ts, "%lld", (long long)m->m.ts);
-        if (cJSON_AddRawToObject(nw, "edited", ts) == NULL)
+        if (cJSON_AddRawToObject(nw, "edited", ts) == NULL || !add_edit(nw, old, m->m.id))
             goto done;
     }
     v = chat_env_from_item(nw, out);

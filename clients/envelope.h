@@ -52,10 +52,13 @@ chat_env_verdict chat_env_from_item(const cJSON *item, struct chat_env **out);
  * message whose recall or edit names n) makes of it, as the plugin writes
  * it: a recall's tombstone (n's id, group, from, ts and "recalled": true),
  * or an edit's fields in place of n's but id, group, from, ts and cid, with
- * "edited": m's ts. On CHAT_ENV_OK *out is a new chat_env (free());
+ * "edited": m's ts and m's id added to n's "edits" list; an edit's carrier
+ * that a recall of n rewrote ("recalled": true) makes the tombstone, as
+ * that recall does. On CHAT_ENV_OK *out is a new chat_env (free());
  * CHAT_ENV_INVALID when the change does not apply: it names another
- * message, n is recalled, or (an edit) n's own edit is later or n has
- * another sender (only a sender edits). */
+ * message, n is recalled, or (an edit) n's own version is later (its
+ * "edited", or its "edits" names m or a later message) or n has another
+ * sender (only a sender edits). */
 chat_env_verdict chat_env_apply(const struct chat_env *n, const struct chat_env *m,
                                 struct chat_env **out);
 

@@ -208,7 +208,8 @@ static void line_begin(struct line *l, const char *group, uint64_t id)
 /* Prints one message as "[group #id] from: body" (or its JSON), and what
  * recall and edit (v1.2) made of it: "[room1 #9] alice: (recalled)",
  * "[room1 #10] alice: text (edited)", and the messages that carry them as
- * "[room1 #12] alice recalled #9" and "[room1 #13] alice edited #10: text".
+ * "[room1 #12] alice recalled #9" and "[room1 #13] alice edited #10: text"
+ * ("alice edited #10: (recalled)" once a recall of #10 took the text back).
  * Returns false when stdout failed. */
 static bool print_message(const chat_client_message *m, bool json)
 {
@@ -228,7 +229,10 @@ static bool print_message(const chat_client_message *m, bool json)
         line_id(&l, m->recall != 0 ? m->recall : m->edit);
         if (m->edit != 0) {
             line_put(&l, ": ", 2);
-            line_text(&l, text);
+            if (m->recalled)
+                line_str(&l, "(recalled)");
+            else
+                line_text(&l, text);
         }
         return line_out(&l);
     }

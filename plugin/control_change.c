@@ -34,6 +34,7 @@ struct change_req {
     const cJSON *fields;              /* edit: the command, whose fields are N's new ones */
     chat_appended ap;                 /* M, once stored */
     struct chat_envelope_facts facts; /* N's, as last read */
+    size_t carriers;                  /* recall: the edit carriers it rewrote */
 };
 
 /* Who may change messages of group (the one access policy, access.h): a
@@ -62,6 +63,11 @@ static const char *may_change_message(const struct change_req *q)
     if (f->change) {
         return CHAT_PROTO_ERR_CHANGE_FINAL;
     }
+    /* A recall rewrites every message that carried an edit of N, in one
+     * write: the bound of that write (CHAT_STORE_REWRITES_MAX). */
+    if (!q->recall && (f->nedits >= CHAT_PROTO_EDITS_MAX || f->edits_over)) {
+        return CHAT_PROTO_ERR_EDITS_MAX;
+    }
     bool sender = strcmp(f->from, q->r->member) == 0;
     if (!sender && !(q->recall && q->admin)) {
         return q->recall ? CHAT_PROTO_ERR_RECALL_SENDER : CHAT_PROTO_ERR_EDIT_SENDER;
@@ -80,6 +86,72 @@ static const char *may_change_message(const struct change_req *q)
     return NULL;
 }
 
+_Static_assert(CHAT_PROTO_EDITS_MAX <= CHAT_STORE_REWRITES_MAX,
+               "a recall rewrites every edit carrier in one store write");
+
+/* The earlier edit carriers a recall rewrites (recall-complete): their
+ * bytes as read (free()) and their tombstones (mosquitto_free). */
+struct carriers {
+    chat_rewrite rw[CHAT_PROTO_EDITS_MAX];
+    char *text[CHAT_PROTO_EDITS_MAX];
+    char *expect[CHAT_PROTO_EDITS_MAX];
+    size_t n;
+};
+
+static void carriers_free(struct carriers *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        free(c->expect[i]);
+        mosquitto_free(c->text[i]);
+    }
+    c->n = 0;
+}
+
+/* For a recall of N: each message N's list names that is what the list
+ * says, an edit of N by N's sender not yet rewritten, with its tombstone
+ * (chat_envelope_carrier_tombstone). Anything else the list names (a
+ * message an older broker stored with a list of its own) is left as it
+ * is: it holds none of N's texts. At most CHAT_PROTO_EDITS_MAX reads.
+ * Returns NULL, or the reason (a store error logged). */
+static const char *find_carriers(struct change_req *q, const char *group, struct carriers *c)
+{
+    struct chat_control_req *r = q->r;
+    struct chat_envelope_facts cf;
+    for (size_t i = 0; i < q->facts.nedits; i++) {
+        uint64_t m = q->facts.edits[i];
+        chat_msg cm = {0};
+        bool found = false;
+        if (m <= q->id) {
+            continue;
+        }
+        r->work++;
+        chat_err rc = chat_store_get(r->pl->store, group, m, &cm, &found);
+        if (rc != CHAT_OK) {
+            chat_log_store_error(r->pl, rc, "recall of message %llu of %s by %s: its edit %llu",
+                                 (unsigned long long)q->id, group, r->device,
+                                 (unsigned long long)m);
+            return "storage error";
+        }
+        if (!found || chat_envelope_facts(cm.data, cm.len, &cf) != NULL || cf.edit_of != q->id ||
+            cf.recalled || strcmp(cf.from, q->facts.from) != 0) {
+            free(cm.data);
+            continue;
+        }
+        size_t len = 0;
+        char *text = chat_envelope_carrier_tombstone(&cf, group, m, q->id, &len);
+        if (!text) {
+            free(cm.data);
+            return "out of memory";
+        }
+        c->expect[c->n] = cm.data;
+        c->text[c->n] = text;
+        c->rw[c->n] = (chat_rewrite){
+            .id = m, .expect = cm.data, .expect_len = cm.len, .text = text, .text_len = len};
+        c->n++;
+    }
+    return NULL;
+}
+
 /* Reads N, decides, and makes the change in one store write; again when N
  * changed in between (CHANGE_ATTEMPTS). Returns NULL with q->ap holding M,
  * or the reason (a store error logged). */
@@ -93,6 +165,7 @@ static const char *change_message(struct change_req *q, const char *group)
         bool found = false, applied = false;
         char *buf = NULL;
         chat_change ch = {0};
+        struct carriers cs = {.n = 0};
         r->work++;
         chat_err rc = chat_store_get(st, group, q->id, &n, &found);
         if (rc != CHAT_OK) {
@@ -117,13 +190,22 @@ static const char *change_message(struct change_req *q, const char *group)
                                        q->recall ? NULL : q->fields, r->pl->cfg.max_payload, &ch,
                                        &buf);
         }
+        if (!why && q->recall) {
+            why = find_carriers(q, group, &cs);
+        }
         if (why) {
+            carriers_free(&cs);
+            mosquitto_free(buf);
             free(n.data);
             return why;
         }
         ch.expect = n.data;
         ch.expect_len = n.len;
+        ch.rewrites = cs.rw;
+        ch.nrewrites = cs.n;
         rc = chat_store_change(st, group, r->member, &ch, &q->ap, &applied);
+        q->carriers = cs.n;
+        carriers_free(&cs);
         free(n.data);
         mosquitto_free(buf);
         if (rc != CHAT_OK) {
@@ -176,6 +258,10 @@ static void after_change(struct change_req *q, const char *group)
                              "mosquitto-chat: cannot publish message %llu of %s live: error %d",
                              (unsigned long long)q->ap.id, group, rc);
     }
+    /* M replaces whatever the cache held, so that no earlier edit carrier
+     * the recall rewrote (the cache holds the last envelope stored) passes
+     * a delivery's read check with its old text from here on: a delivery
+     * of it still queued in the broker finds the store's tombstone. */
     chat_envelope_cache_put(pl, group, q->ap.id, q->ap.env, q->ap.len);
     q->ap.env = NULL;
     withdraw_text(pl, group, q->id);
@@ -185,10 +271,14 @@ static void after_change(struct change_req *q, const char *group)
      * its sync counts nothing up to M unread and receipts show it. Not
      * pushed, as a publish's is not (chat.c): its next read pushes it. */
     bool moderated = q->admin && strcmp(q->facts.from, q->r->member) != 0;
+    char also[80] = "";
+    if (q->carriers) {
+        snprintf(also, sizeof(also), " (and the %zu messages that carried its edits)", q->carriers);
+    }
     mosquitto_log_printf(moderated ? MOSQ_LOG_NOTICE : MOSQ_LOG_DEBUG,
-                         "mosquitto-chat: %s %s message %llu of %s (sent by %s): message %llu",
+                         "mosquitto-chat: %s %s message %llu of %s (sent by %s): message %llu%s",
                          q->r->member, q->recall ? "recalled" : "edited", (unsigned long long)q->id,
-                         group, q->facts.from, (unsigned long long)q->ap.id);
+                         group, q->facts.from, (unsigned long long)q->ap.id, also);
 }
 
 /* Whether the members of item hold U+0001 in a key or a string, at any

@@ -18,7 +18,7 @@ static bool reserved(const char *name)
            (!strcmp(name, "id") || !strcmp(name, "group") || !strcmp(name, "from") ||
             !strcmp(name, "ts") || !strcmp(name, CHAT_PROTO_FIELD_RECALL) ||
             !strcmp(name, CHAT_PROTO_FIELD_EDIT) || !strcmp(name, CHAT_PROTO_FIELD_RECALLED) ||
-            !strcmp(name, CHAT_PROTO_FIELD_EDITED));
+            !strcmp(name, CHAT_PROTO_FIELD_EDITED) || !strcmp(name, CHAT_PROTO_FIELD_EDITS));
 }
 
 /* The reason to refuse an object that holds one of the plugin's keys, or
@@ -215,8 +215,8 @@ static bool has_u_escape(const char *text, size_t len)
 }
 
 /* The reserved key that key[0..len) is, or -1: 0..4 id group from ts cid,
- * then the fields of a change (5..8), which are dropped like 0..3. */
-#define RESERVED_KEYS 9
+ * then the fields of a change (5..9), which are dropped like 0..3. */
+#define RESERVED_KEYS 10
 static int reserved_index(const char *key, size_t len)
 {
     static const char *const keys[RESERVED_KEYS] = {"id",
@@ -227,8 +227,9 @@ static int reserved_index(const char *key, size_t len)
                                                     CHAT_PROTO_FIELD_RECALL,
                                                     CHAT_PROTO_FIELD_EDIT,
                                                     CHAT_PROTO_FIELD_RECALLED,
-                                                    CHAT_PROTO_FIELD_EDITED};
-    static const unsigned char lens[RESERVED_KEYS] = {2, 5, 4, 2, 3, 6, 4, 8, 6};
+                                                    CHAT_PROTO_FIELD_EDITED,
+                                                    CHAT_PROTO_FIELD_EDITS};
+    static const unsigned char lens[RESERVED_KEYS] = {2, 5, 4, 2, 3, 6, 4, 8, 6, 5};
     for (int k = 0; k < RESERVED_KEYS; k++) {
         if (len == lens[k] && !memcmp(key, keys[k], len)) {
             return k;
@@ -572,6 +573,17 @@ char *chat_payload_cid(const void *payload, size_t len, size_t max_len)
  * Changes (protocol v1.2): recall and edit
  * --------------------------------------------------------------------- */
 
+/* The id item holds (an integer from 1 to 2^53 - 1), else 0. */
+static uint64_t json_id(const cJSON *item)
+{
+    if (!cJSON_IsNumber(item) || !(item->valuedouble >= 1) ||
+        item->valuedouble > (double)CHAT_PROTO_JSON_INT_MAX ||
+        item->valuedouble != floor(item->valuedouble)) {
+        return 0;
+    }
+    return (uint64_t)item->valuedouble;
+}
+
 const char *chat_envelope_facts(const char *env, size_t len, struct chat_envelope_facts *f)
 {
     const char *why = NULL;
@@ -593,8 +605,29 @@ const char *chat_envelope_facts(const char *env, size_t len, struct chat_envelop
         f->has_cid = true;
     }
     f->recalled = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, CHAT_PROTO_FIELD_RECALLED));
-    f->change = cJSON_GetObjectItemCaseSensitive(o, CHAT_PROTO_FIELD_RECALL) != NULL ||
-                cJSON_GetObjectItemCaseSensitive(o, CHAT_PROTO_FIELD_EDIT) != NULL;
+    const cJSON *edit = cJSON_GetObjectItemCaseSensitive(o, CHAT_PROTO_FIELD_EDIT);
+    f->change = cJSON_GetObjectItemCaseSensitive(o, CHAT_PROTO_FIELD_RECALL) != NULL || edit;
+    f->edit_of = json_id(edit);
+    /* The messages that carried its edits (recall-complete), as this
+     * plugin lists them: ids only, each once. Whatever else a list holds
+     * (a message stored by an older broker) names nothing; the recall
+     * checks each id against what it names anyway. */
+    const cJSON *edits = cJSON_GetObjectItemCaseSensitive(o, CHAT_PROTO_FIELD_EDITS);
+    for (const cJSON *it = cJSON_IsArray(edits) ? edits->child : NULL; it; it = it->next) {
+        uint64_t m = json_id(it);
+        bool seen = m == 0;
+        for (size_t i = 0; i < f->nedits && !seen; i++) {
+            seen = f->edits[i] == m;
+        }
+        if (seen) {
+            continue;
+        }
+        if (f->nedits == CHAT_PROTO_EDITS_MAX) {
+            f->edits_over = true;
+            break;
+        }
+        f->edits[f->nedits++] = m;
+    }
 
 done:
     cJSON_Delete(o);
@@ -649,28 +682,45 @@ static const char *put_fields(sbuf *b, const cJSON *c, size_t max)
     return why ? why : n == 0 ? "edit has no new fields" : NULL;
 }
 
+/* The plugin's four fields of an envelope: {"id":id,"group":..,"from":..,"ts":ts */
+static void put_head(sbuf *b, uint64_t id, const char *group, const char *from, int64_t ts)
+{
+    char num[24];
+    sbuf_puts(b, "{\"id\":");
+    sbuf_u64(b, id);
+    sbuf_puts(b, ",\"group\":");
+    sbuf_json_str(b, group);
+    sbuf_puts(b, ",\"from\":");
+    sbuf_json_str(b, from);
+    sbuf_puts(b, ",\"ts\":");
+    snprintf(num, sizeof(num), "%lld", (long long)ts);
+    sbuf_puts(b, num);
+}
+
+char *chat_envelope_carrier_tombstone(const struct chat_envelope_facts *f, const char *group,
+                                      uint64_t id, uint64_t n, size_t *len)
+{
+    sbuf b = {0};
+    put_head(&b, id, group, f->from, f->ts);
+    sbuf_puts(&b, ",\"" CHAT_PROTO_FIELD_EDIT "\":");
+    sbuf_u64(&b, n);
+    sbuf_puts(&b, ",\"" CHAT_PROTO_FIELD_RECALLED "\":true}");
+    return sbuf_take(&b, len);
+}
+
 const char *chat_envelope_change(const struct chat_envelope_facts *f, const char *group,
                                  const char *by, uint64_t id, const struct cJSON *fields,
                                  size_t max, chat_change *ch, char **buf)
 {
     sbuf b = {0};
-    size_t at[6]; /* where each part starts; the last is the end */
+    size_t at[7]; /* where each part starts; at[5] is the end, at[6] N's list's end */
     const char *why = NULL;
 
     *buf = NULL;
     /* N's new version: its own fields, then (edit) the new ones and the
      * time, or (recall) the tombstone's mark alone. */
     at[0] = 0;
-    sbuf_puts(&b, "{\"id\":");
-    sbuf_u64(&b, id);
-    sbuf_puts(&b, ",\"group\":");
-    sbuf_json_str(&b, group);
-    sbuf_puts(&b, ",\"from\":");
-    sbuf_json_str(&b, f->from);
-    sbuf_puts(&b, ",\"ts\":");
-    char num[24];
-    snprintf(num, sizeof(num), "%lld", (long long)f->ts);
-    sbuf_puts(&b, num);
+    put_head(&b, id, group, f->from, f->ts);
     if (!fields) {
         sbuf_puts(&b, ",\"" CHAT_PROTO_FIELD_RECALLED "\":true}");
     } else {
@@ -684,8 +734,18 @@ const char *chat_envelope_change(const struct chat_envelope_facts *f, const char
         sbuf_puts(&b, ",\"" CHAT_PROTO_FIELD_EDITED "\":");
     }
     at[1] = b.len;
+    /* The edit's list of the messages that carried N's edits, M last (the
+     * store's id hole), which a recall rewrites (recall-complete). */
     if (fields) {
-        sbuf_puts(&b, "}");
+        sbuf_puts(&b, ",\"" CHAT_PROTO_FIELD_EDITS "\":[");
+        for (size_t i = 0; i < f->nedits; i++) {
+            sbuf_u64(&b, f->edits[i]);
+            sbuf_add(&b, ",", 1);
+        }
+    }
+    at[6] = b.len;
+    if (fields) {
+        sbuf_puts(&b, "]}");
     }
     /* M: the plugin's fields with the store's two holes (id, ts), then
      * what it changes. */
@@ -715,7 +775,10 @@ const char *chat_envelope_change(const struct chat_envelope_facts *f, const char
     ch->before_len = at[1];
     ch->stamp = fields != NULL;
     ch->after = p + at[1];
-    ch->after_len = at[2] - at[1];
+    ch->after_len = at[6] - at[1];
+    ch->stamp_id = fields != NULL;
+    ch->last = p + at[6];
+    ch->last_len = at[2] - at[6];
     ch->msg.head = p + at[2];
     ch->msg.head_len = at[3] - at[2];
     ch->msg.mid = p + at[3];

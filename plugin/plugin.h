@@ -279,8 +279,12 @@ struct chat_envelope_facts {
     int64_t ts;                 /* when it was stored */
     char cid[CHAT_CID_MAX + 1]; /* its cid, when has_cid */
     bool has_cid;
-    bool recalled; /* it is a tombstone ("recalled": true) */
-    bool change;   /* it carries a recall or an edit */
+    bool recalled;                        /* it is a tombstone ("recalled": true) */
+    bool change;                          /* it carries a recall or an edit */
+    uint64_t edit_of;                     /* it carries an edit of this id (0: it carries none) */
+    uint64_t edits[CHAT_PROTO_EDITS_MAX]; /* the messages its "edits" lists (its */
+    size_t nedits;                        /* edits' carriers), each once */
+    bool edits_over;                      /* the list names more than CHAT_PROTO_EDITS_MAX */
 };
 
 /* Reads them from the envelope env (len bytes). Returns NULL, or the
@@ -299,6 +303,14 @@ struct cJSON;
 const char *chat_envelope_change(const struct chat_envelope_facts *f, const char *group,
                                  const char *by, uint64_t id, const struct cJSON *fields,
                                  size_t max, chat_change *ch, char **buf);
+
+/* The tombstone of message id of group, the carrier of an edit of message
+ * n whose facts are f, that a recall of n writes over it: id, group, from,
+ * ts, "edit": n and "recalled": true, nothing of the text it carried.
+ * Returns it mosquitto_malloc'd (the caller frees it with mosquitto_free)
+ * with its length in *len, or NULL when memory runs out. */
+char *chat_envelope_carrier_tombstone(const struct chat_envelope_facts *f, const char *group,
+                                      uint64_t id, uint64_t n, size_t *len);
 
 /* Parses a cumulative ack (or read) payload (decimal digits only). */
 bool chat_ack_parse(const void *payload, size_t len, uint64_t *id);

@@ -43,6 +43,12 @@
 #define CHAT_PROTO_FIELD_EDIT "edit"         /* M: the id it edits */
 #define CHAT_PROTO_FIELD_RECALLED "recalled" /* N: true, its tombstone */
 #define CHAT_PROTO_FIELD_EDITED "edited"     /* N: the time of its latest edit (M's ts) */
+#define CHAT_PROTO_FIELD_EDITS "edits"       /* N: the ids of the Ms that edited it */
+
+/* The most edits of one message: a recall rewrites every message that
+ * carried one (so that none of the recalled texts stays stored), in one
+ * write, so this bounds a recall's work. */
+#define CHAT_PROTO_EDITS_MAX 20u
 
 /* The errors of the recall and edit commands (besides the group errors of
  * history and the field errors every command has). */
@@ -53,6 +59,7 @@
 #define CHAT_PROTO_ERR_EDIT_LATE "too late to edit"
 #define CHAT_PROTO_ERR_RECALLED "already recalled"
 #define CHAT_PROTO_ERR_CHANGE_FINAL "a recall or edit cannot be changed"
+#define CHAT_PROTO_ERR_EDITS_MAX "too many edits of this message"
 
 /* Push registrations (v1.2): the bounds of the push command's fields. */
 #define CHAT_PROTO_PUSH_URL_MAX 1000u    /* bytes of an endpoint or gateway URL */

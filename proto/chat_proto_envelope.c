@@ -174,6 +174,35 @@ static const char *check_edit(const char *v, const char *vend, chat_proto_envelo
                : "edit must be an integer from 1 to 9007199254740991";
 }
 
+/* An edited version's list of the messages that carried its edits (v1.2,
+ * recall-complete): [id,...] as the plugin prints it, plain ids from 1,
+ * at most CHAT_PROTO_EDITS_MAX of them. */
+static const char *check_edits(const char *v, const char *vend, chat_proto_envelope *out)
+{
+    static const char why[] = "edits must be a list of 1 to 20 message ids";
+    const char *p = v + 1;
+    unsigned n = 0;
+    (void)out;
+    _Static_assert(CHAT_PROTO_EDITS_MAX == 20, "the reason names the bound");
+    if (vend - v < 3 || *v != '[' || vend[-1] != ']') {
+        return why;
+    }
+    while (p < vend) {
+        const char *s = p;
+        uint64_t id = 0;
+        while (p < vend && *p >= '0' && *p <= '9' && p - s < 17) {
+            id = id * 10 + (uint64_t)(*p - '0');
+            p++;
+        }
+        if (p == s || *s == '0' || id > CHAT_PROTO_JSON_INT_MAX || ++n > CHAT_PROTO_EDITS_MAX ||
+            p == vend || (*p != ',' && *p != ']') || (*p == ']' && p + 1 != vend)) {
+            return why;
+        }
+        p++;
+    }
+    return NULL;
+}
+
 /* The keys of the plugin's own four fields, which come once, first. */
 static const struct {
     const char *key, *twice;
@@ -197,6 +226,7 @@ static const struct later_field {
     {"edited", "envelope has the key \"edited\" more than once", check_edited},
     {"recall", "envelope has the key \"recall\" more than once", check_recall},
     {"edit", "envelope has the key \"edit\" more than once", check_edit},
+    {"edits", "envelope has the key \"edits\" more than once", check_edits},
 };
 
 #define LATER_FIELDS (sizeof(later_fields) / sizeof(later_fields[0]))

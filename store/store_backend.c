@@ -99,17 +99,22 @@ chat_err store_envelope_fill(const chat_envelope *env, uint64_t id, int64_t ts, 
     return CHAT_OK;
 }
 
-chat_err store_version_fill(const chat_change *ch, int64_t ts, char **out, size_t *len)
+chat_err store_version_fill(const chat_change *ch, int64_t ts, uint64_t id, char **out, size_t *len)
 {
-    char nts[24];
-    size_t lts = 0;
+    char nts[24], nid[24];
+    size_t lts = 0, lid = 0;
     if (ch->stamp) {
         lts = ts < 0 ? 1 + decimal(nts + 1, 0 - (uint64_t)ts) : decimal(nts, (uint64_t)ts);
         if (ts < 0) {
             nts[0] = '-';
         }
     }
-    size_t n = ch->before_len + (ch->stamp ? lts + ch->after_len : 0);
+    bool with_id = ch->stamp && ch->stamp_id;
+    if (with_id) {
+        lid = decimal(nid, id);
+    }
+    size_t n =
+        ch->before_len + (ch->stamp ? lts + ch->after_len : 0) + (with_id ? lid + ch->last_len : 0);
     char *p = malloc(n + 1);
     if (!p) {
         return CHAT_ENOMEM;
@@ -125,6 +130,14 @@ chat_err store_version_fill(const chat_change *ch, int64_t ts, char **out, size_
         if (ch->after_len) {
             memcpy(o, ch->after, ch->after_len);
             o += ch->after_len;
+        }
+    }
+    if (with_id) {
+        memcpy(o, nid, lid);
+        o += lid;
+        if (ch->last_len) {
+            memcpy(o, ch->last, ch->last_len);
+            o += ch->last_len;
         }
     }
     *o = '\0';

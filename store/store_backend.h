@@ -255,10 +255,12 @@ chat_err store_unsupported(chat_store *st, const char *what);
 chat_err store_envelope_fill(const chat_envelope *env, uint64_t id, int64_t ts, chat_appended *out);
 
 /* The new version of a changed message, as chat_change says (ch->before,
- * then when ch->stamp the time ts in decimal and ch->after), into *out
- * (malloc'd, NUL-terminated, for the caller to free) and *len;
- * CHAT_ENOMEM when memory runs out. */
-chat_err store_version_fill(const chat_change *ch, int64_t ts, char **out, size_t *len);
+ * then when ch->stamp the time ts in decimal and ch->after, then when
+ * ch->stamp_id too M's id in decimal and ch->last), into *out (malloc'd,
+ * NUL-terminated, for the caller to free) and *len; CHAT_ENOMEM when
+ * memory runs out. */
+chat_err store_version_fill(const chat_change *ch, int64_t ts, uint64_t id, char **out,
+                            size_t *len);
 
 /* A malloc'd copy of the len bytes at p with a NUL after them (the
  * envelopes a read or a duplicate append hands out), for the caller to

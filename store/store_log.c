@@ -72,8 +72,23 @@ chat_err chat_store_change(chat_store *st, const char *group, const char *from,
     if (!group || !from || !ch || ch->id == 0 || (!ch->expect && ch->expect_len) ||
         (!ch->before && ch->before_len) || (!ch->after && ch->after_len) ||
         (!ch->msg.head && ch->msg.head_len) || (!ch->msg.mid && ch->msg.mid_len) ||
-        (!ch->msg.tail && ch->msg.tail_len)) {
+        (!ch->msg.tail && ch->msg.tail_len) || (!ch->last && ch->last_len) ||
+        (ch->stamp_id && !ch->stamp) || ch->nrewrites > CHAT_STORE_REWRITES_MAX ||
+        (!ch->rewrites && ch->nrewrites)) {
         return CHAT_EINVAL;
+    }
+    /* Each rewrite a later message than N, once: two of one id in one write
+     * would leave whichever the backend wrote last. */
+    for (size_t i = 0; i < ch->nrewrites; i++) {
+        const chat_rewrite *w = &ch->rewrites[i];
+        if (w->id <= ch->id || (!w->expect && w->expect_len) || (!w->text && w->text_len)) {
+            return CHAT_EINVAL;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (ch->rewrites[j].id == w->id) {
+                return CHAT_EINVAL;
+            }
+        }
     }
     chat_err rc = st->ops->change(st, group, from, ch, out, applied);
     if (rc != CHAT_OK || !*applied) {

@@ -85,6 +85,9 @@
  *   cid-reserved    A message's cid stays taken while the message is kept,
  *                   whatever its version: a retry is answered with the
  *                   current version, never stored again.
+ *   recall-complete A recall rewrites N and the messages that carried N's
+ *                   edits in the write that stores the recall: after it no
+ *                   record holds any of N's texts (tombstones only).
  */
 #ifndef CHAT_STORE_H
 #define CHAT_STORE_H
@@ -346,6 +349,21 @@ chat_err chat_store_append(chat_store *st, const char *group, const char *from, 
 chat_err chat_store_cid_find(chat_store *st, const char *group, const char *from, const char *cid,
                              uint64_t *id, bool *found);
 
+/* Most messages one change rewrites besides N: the bound of a recall's
+ * work (the plugin allows as many edits of one message). */
+#define CHAT_STORE_REWRITES_MAX 20u
+
+/* One more message a change rewrites (a recall's earlier edit carriers,
+ * which hold N's edited text): the same compare-and-swap as N's. Ids are
+ * above N and at most head, each once. */
+typedef struct chat_rewrite {
+    uint64_t id;        /* the message rewritten */
+    const char *expect; /* its bytes as the caller read them: the whole change */
+    size_t expect_len;  /* is made only while every one still holds these */
+    const char *text;   /* its new version */
+    size_t text_len;
+} chat_rewrite;
+
 /* A change of a stored message (protocol v1.2: recall and edit), as
  * chat_store_change takes it: message id (N) gets a new version, and a new
  * message (M) carries the change. The store knows no JSON: the caller
@@ -357,11 +375,17 @@ typedef struct chat_change {
     size_t expect_len;  /* change is made only while N still holds exactly these */
     const char *before; /* N's new version: these bytes, */
     size_t before_len;
-    bool stamp;        /* then, when set, the change's time (M's ts) in decimal */
-    const char *after; /* and these bytes (an edit's "edited":<ts>; a recall's */
-    size_t after_len;  /* tombstone has no time of its own: stamp false) */
-    chat_envelope msg; /* M, as chat_store_append takes it: the store fills in
-                          its id (head + 1) and its time */
+    bool stamp;                   /* then, when set, the change's time (M's ts) in decimal */
+    const char *after;            /* and these bytes (an edit's "edited":<ts>; a recall's */
+    size_t after_len;             /* tombstone has no time of its own: stamp false) */
+    bool stamp_id;                /* then (only with stamp), when set, M's id in decimal */
+    const char *last;             /* and these bytes (an edit's list of the messages that */
+    size_t last_len;              /* carried N's edits, M the last of them) */
+    const chat_rewrite *rewrites; /* other messages rewritten in the same */
+    size_t nrewrites;             /* write (a recall's earlier edit carriers), at most
+                                     CHAT_STORE_REWRITES_MAX */
+    chat_envelope msg;            /* M, as chat_store_append takes it: the store fills in
+                                     its id (head + 1) and its time */
 } chat_change;
 
 /* Rewrites message ch->id of group with its new version and stores the
@@ -382,7 +406,13 @@ typedef struct chat_change {
  * no record but M (invariant one-copy: whatever reads N, retention and
  * deletion included, finds only its current version), and a publish that
  * retries N's cid is still a duplicate, answered with N's current version
- * (cid-reserved). */
+ * (cid-reserved).
+ *
+ * The messages of ch->rewrites are rewritten in the same write, under the
+ * same compare-and-swap: when one of them is not stored or no longer holds
+ * its expect, nothing is written and *applied is false. A recall passes
+ * the messages that carried N's edits, so that none of N's texts survives
+ * it in the store (invariant recall-complete). */
 chat_err chat_store_change(chat_store *st, const char *group, const char *from,
                            const chat_change *ch, chat_appended *out, bool *applied);
 

@@ -6,6 +6,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Whether every message of ch->rewrites is kept and holds its expect
+ * (*same); their keys are as short as N's, which fitted. */
+static chat_err rewrites_hold(chat_store *cs, const char *group, const chat_change *ch, bool *same)
+{
+    for (size_t i = 0; i < ch->nrewrites && *same; i++) {
+        const chat_rewrite *w = &ch->rewrites[i];
+        chat_msg cur = {0};
+        bool found = false;
+        chat_err rc = ldb_get(cs, group, w->id, &cur, &found);
+        if (rc != CHAT_OK) {
+            return rc;
+        }
+        *same = found && cur.len == w->expect_len &&
+                (cur.len == 0 || memcmp(cur.data, w->expect, cur.len) == 0);
+        free(cur.data);
+    }
+    return CHAT_OK;
+}
+
 chat_err ldb_change(chat_store *cs, const char *group, const char *from, const chat_change *ch,
                     chat_appended *out, bool *applied)
 {
@@ -27,6 +46,14 @@ chat_err ldb_change(chat_store *cs, const char *group, const char *from, const c
     if (rc != CHAT_OK || !found || cur.len != ch->expect_len ||
         (cur.len && memcmp(cur.data, ch->expect, cur.len) != 0)) {
         goto done; /* gone, or another version than the caller decided on */
+    }
+    /* recall-complete: every other message rewritten must hold what the
+     * caller read too, or nothing is written (the store's only writer
+     * cannot see them change, but a caller's list can be stale). */
+    bool same = true;
+    rc = rewrites_hold(cs, group, ch, &same);
+    if (rc != CHAT_OK || !same) {
+        goto done;
     }
     /* The only writer: the head read here (from the cache) is the one the
      * batch below moves on, as in ldb_append (dense-ids). N is stored, so
@@ -50,7 +77,7 @@ chat_err ldb_change(chat_store *cs, const char *group, const char *from, const c
     int64_t ts = store_now_ms(cs);
     rc = store_envelope_fill(&ch->msg, head + 1, ts, out);
     if (rc == CHAT_OK) {
-        rc = store_version_fill(ch, ts, &version, &vlen);
+        rc = store_version_fill(ch, ts, head + 1, &version, &vlen);
     }
     if (rc != CHAT_OK) {
         goto done;
@@ -60,6 +87,11 @@ chat_err ldb_change(chat_store *cs, const char *group, const char *from, const c
     leveldb_writebatch_t *wb = st->append_wb;
     leveldb_writebatch_clear(wb);
     leveldb_writebatch_put(wb, kn.buf, kn.len, version, vlen);
+    for (size_t i = 0; i < ch->nrewrites; i++) {
+        key kw;
+        id_key(&kw, NULL, TAG_MSG, group, ch->rewrites[i].id);
+        leveldb_writebatch_put(wb, kw.buf, kw.len, ch->rewrites[i].text, ch->rewrites[i].text_len);
+    }
     leveldb_writebatch_put(wb, km.buf, km.len, out->env, out->len);
     /* In the batch that stores M, as ldb_append's (M is the new head:
      * above any marker). */

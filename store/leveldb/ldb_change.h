@@ -14,7 +14,9 @@
 
 /* One 'M' lookup of N (never below first) compared with ch->expect; then
  * one batch that puts N's new version over its 'M' record and M under the
- * cached head + 1 (this process is the only writer), as ldb_append does.
+ * cached head + 1 (this process is the only writer), as ldb_append does;
+ * each of ch->rewrites is read and compared first, and put over its own
+ * 'M' record in that batch (recall-complete).
  * No other record is written: N's 'I' and 'K' keys stay as they are
  * (cid-reserved), and retention or a deletion removes the one 'M' record
  * as before (deletable-keys). */

@@ -222,6 +222,55 @@ const char *const pg_schema_sql[] = {
     "  PERFORM pg_notify('" PG_CHANNEL_MSG "', o::text || '/' || nid::text || '/' || g);\n"
     "END $$;\n",
 
+    /* The same change, as brokers since recall-complete call it: with si,
+     * N's new version also gets M's id and vl after vt (an edit's list of
+     * the messages that carried N's edits), and the messages ri (above n)
+     * are rewritten to rn in this transaction, each only while it holds rx
+     * (a recall's earlier edit carriers, which hold N's edited texts):
+     * when one does not, nothing is written. Every check comes before the
+     * first write. (A new overload beside the one of 0.2.x brokers, which
+     * they keep calling.) */
+    "CREATE OR REPLACE FUNCTION chat_change(g text, s text, n bigint, x bytea, vh bytea,\n"
+    "    st boolean, vt bytea, si boolean, vl bytea, o bigint, h bytea, m bytea, t bytea,\n"
+    "    rd boolean, ri bigint[], rx bytea[], rn bytea[],\n"
+    "    OUT nid bigint, OUT nts bigint, OUT ok boolean, OUT rdm boolean)\n"
+    "LANGUAGE plpgsql AS $$\n"
+    "DECLARE now_ms bigint := floor(extract(epoch FROM clock_timestamp()) * 1000);\n"
+    "  f bigint; cur bytea; k integer := coalesce(array_length(ri, 1), 0);\n"
+    "BEGIN\n"
+    "  ok := false; nid := 0; nts := 0; rdm := false;\n"
+    "  IF k <> coalesce(array_length(rx, 1), 0) OR k <> coalesce(array_length(rn, 1), 0) THEN\n"
+    "    RAISE EXCEPTION 'chat_change: % rewrites, % expected, % new texts', k,\n"
+    "      array_length(rx, 1), array_length(rn, 1) USING ERRCODE = '22023';\n"
+    "  END IF;\n"
+    "  SELECT first INTO f FROM chat_groups WHERE grp = g FOR UPDATE;\n"
+    "  IF NOT FOUND OR n < f THEN RETURN; END IF;\n"
+    "  SELECT mm.env INTO cur FROM chat_messages mm WHERE mm.grp = g AND mm.id = n;\n"
+    "  IF NOT FOUND OR cur <> x THEN RETURN; END IF;\n"
+    "  FOR i IN 1 .. k LOOP\n"
+    "    SELECT mm.env INTO cur FROM chat_messages mm WHERE mm.grp = g AND mm.id = ri[i];\n"
+    "    IF NOT FOUND OR ri[i] <= n OR cur <> rx[i] THEN RETURN; END IF;\n"
+    "  END LOOP;\n"
+    "  UPDATE chat_groups SET head = head + 1, last_ts = greatest(last_ts, now_ms)\n"
+    "    WHERE grp = g RETURNING head, last_ts INTO nid, nts;\n"
+    "  UPDATE chat_messages SET env = CASE WHEN st THEN vh || convert_to(nts::text, 'UTF8')\n"
+    "    || vt || CASE WHEN si THEN convert_to(nid::text, 'UTF8') || vl ELSE ''::bytea END\n"
+    "    ELSE vh END WHERE grp = g AND id = n;\n"
+    "  FOR i IN 1 .. k LOOP\n"
+    "    UPDATE chat_messages SET env = rn[i] WHERE grp = g AND id = ri[i];\n"
+    "  END LOOP;\n"
+    "  INSERT INTO chat_messages VALUES (g, nid, s, NULL, o, h || convert_to(nid::text, 'UTF8')\n"
+    "    || m || convert_to(nts::text, 'UTF8') || t);\n"
+    "  IF rd THEN\n"
+    "    UPDATE chat_members mm SET read_id = nid FROM chat_groups gg\n"
+    "      WHERE mm.grp = g AND mm.member = s AND gg.grp = g AND mm.read_id < nid\n"
+    "      AND (gg.del_gen IS NULL OR mm.gen = gg.del_gen);\n"
+    "    rdm := FOUND;\n"
+    "  END IF;\n"
+    "  ok := true;\n"
+    "  PERFORM pg_notify('" PG_CHANNEL_MSG "', o::text || '/' || nid::text || '/' || g);\n"
+    "END $$;\n",
+
     "CREATE OR REPLACE FUNCTION chat_trim(g text, b bigint, maxk bigint) RETURNS bigint\n"
     "LANGUAGE plpgsql AS $$\n"
     "DECLARE h bigint; f bigint; stop bigint;\n"
@@ -677,8 +726,8 @@ const struct pg_statement pg_statements[PG_STMT_COUNT] = {
                        3},
     [PG_STMT_CHANGE] = {"chat_change",
                         "SELECT nid, nts, ok, rdm FROM chat_change($1, $2, $3, $4, $5, $6, $7, $8, "
-                        "$9, $10, $11, true)",
-                        11},
+                        "$9, $10, $11, $12, $13, true, $14::bigint[], $15::bytea[], $16::bytea[])",
+                        16},
     [PG_STMT_CID_OF] = {"chat_cid_of",
                         "SELECT cid FROM chat_messages WHERE grp = $1 AND id = $2 AND id >= "
                         "coalesce((SELECT first FROM chat_groups WHERE grp = $1), 1)",

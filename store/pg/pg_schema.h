@@ -75,7 +75,7 @@ struct pg_statement {
 extern const struct pg_statement pg_statements[PG_STMT_COUNT];
 
 /* The most parameters a statement takes (pg_run's arrays). */
-#define PG_PARAMS_MAX 12
+#define PG_PARAMS_MAX 16
 
 /* The whole schema: tables, indexes and functions, idempotent (IF NOT
  * EXISTS, CREATE OR REPLACE), run in one transaction under an advisory

@@ -59,7 +59,8 @@ enum change_kind {
     CHANGE_RECALLED = 1, /* the message is a tombstone */
     CHANGE_EDITED,       /* the message is an edited version */
     CHANGE_RECALL,       /* a message recalls id */
-    CHANGE_EDIT          /* a message edits id */
+    CHANGE_EDIT,         /* a message edits id */
+    CHANGE_EDIT_RECALLED /* a message carried an edit of id, rewritten by its recall */
 };
 
 struct change_note {
@@ -361,8 +362,8 @@ static int check_changes(struct import *im)
     }
     for (size_t i = 0; i < im->nchanges;) {
         uint64_t id = im->changes[i].id;
-        unsigned n[5] = {0};
-        unsigned long at[5] = {0};
+        unsigned n[6] = {0};
+        unsigned long at[6] = {0};
         for (; i < im->nchanges && im->changes[i].id == id; i++) {
             n[im->changes[i].kind]++;
             at[im->changes[i].kind] = im->changes[i].line;
@@ -377,6 +378,9 @@ static int check_changes(struct import *im)
             why = n[CHANGE_RECALL] ? "is recalled by a later message but holds an edited version"
                                    : "is edited, but no later message carries the edit";
             line = at[CHANGE_EDITED];
+        } else if (n[CHANGE_EDIT_RECALLED] && !n[CHANGE_RECALLED] && id >= im->first) {
+            why = "is not recalled, but a message that carried its edit is";
+            line = at[CHANGE_EDIT_RECALLED];
         } else if (!n[CHANGE_RECALLED] && !n[CHANGE_EDITED] && id >= im->first) {
             why = "is named by a recall or an edit but holds its first version";
             line = n[CHANGE_RECALL] ? at[CHANGE_RECALL] : at[CHANGE_EDIT];
@@ -406,11 +410,26 @@ static int check_change_fields(struct import *im, const cJSON *env, uint64_t id,
     int fields = cJSON_GetArraySize(env), marks = !!recalled + !!edited + !!recall + !!edit;
     uint64_t n = 0;
 
+    /* A recalled edit (recall-complete): the carrier of an edit of a
+     * message recalled since, rewritten to id, group, from, ts, the edit's
+     * id and the mark. */
+    if (recalled && edit && marks == 2) {
+        if (!cJSON_IsTrue(recalled) || fields != 6 || line_cid || !json_u64(env, "edit", &n) ||
+            n == 0 || n >= id || !cJSON_GetObjectItemCaseSensitive(env, "group") ||
+            !cJSON_GetObjectItemCaseSensitive(env, "from")) {
+            return bad_line(im, "a recalled edit holds id, group, from, ts, \"edit\" (an earlier "
+                                "id) and \"recalled\":true alone");
+        }
+        return im->dry ? note_change(im, n, CHANGE_EDIT_RECALLED) : 0;
+    }
     if (marks > 1) {
         return bad_line(im, "an envelope is at most one of: recalled, edited, a recall, an edit");
     }
     if (line_cid && !recalled) {
         return bad_line(im, "only a recalled message's line has a cid of its own");
+    }
+    if (cJSON_GetObjectItemCaseSensitive(env, "edits") && !edited) {
+        return bad_line(im, "only an edited message lists \"edits\"");
     }
     if (recalled) {
         /* A tombstone: id, group, from, ts and the mark, nothing else. */
@@ -425,6 +444,14 @@ static int check_change_fields(struct import *im, const cJSON *env, uint64_t id,
     if (edited) {
         if (!json_u64(env, "edited", &n)) {
             return bad_line(im, "\"edited\" must be a time in ms");
+        }
+        /* the carriers of its edits come after it (chat_proto_envelope_error
+         * checked the list's shape) */
+        const cJSON *edits = cJSON_GetObjectItemCaseSensitive(env, "edits");
+        for (const cJSON *it = edits ? edits->child : NULL; it; it = it->next) {
+            if (!cJSON_IsNumber(it) || it->valuedouble <= (double)id) {
+                return bad_line(im, "\"edits\" names the later messages that carried the edits");
+            }
         }
         return im->dry ? note_change(im, id, CHANGE_EDITED) : 0;
     }

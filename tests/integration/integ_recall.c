@@ -19,12 +19,18 @@
  *   window    recall_seconds and edit_seconds: too late for the sender
  *             (the plugin's clock moved ahead), never for an admin's
  *             recall; 0 turns recall off
- *   kill9     the broker killed with SIGKILL while it changes messages,
- *             again and again: every changed message has exactly one
- *             message carrying its change, and none other
- *   export    mqchat-store export and import carry tombstones (with their
- *             cid, still taken) and edited versions; an import whose
+ *   kill9     the broker killed with SIGKILL while it changes messages
+ *             (recalls of edited messages among them), again and again:
+ *             every change paired with its carrier, and no recalled
+ *             message's edit holding its text
+ *   export    a recall takes the recalled texts out of every stored copy,
+ *             the messages that carried its edits included (fetch,
+ *             history, catch-up, export, after a restart); mqchat-store
+ *             export and import carry tombstones (with their cid, still
+ *             taken), recalled edits and edited versions; an import whose
  *             changes do not pair up is refused
+ *   bound     at most CHAT_PROTO_EDITS_MAX edits of one message, all of
+ *             them rewritten by its recall
  */
 #include "harness.h"
 #include "integ_ops.h"
@@ -238,10 +244,22 @@ static void view_apply(struct view *v, const cJSON *env)
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(old, "recalled"))) {
         return;
     }
+    /* an edit's carrier that a recall of n rewrote applies as that recall */
+    if (e && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(env, "recalled"))) {
+        r = e;
+        e = NULL;
+    }
     const cJSON *edited = cJSON_GetObjectItemCaseSensitive(old, "edited");
     int64_t ts = harness_json_int(env, "ts");
     if (e && edited && edited->valuedouble > (double)ts) {
         return; /* the held version is a later edit's */
+    }
+    const cJSON *listed = NULL;
+    cJSON_ArrayForEach(listed, cJSON_GetObjectItemCaseSensitive(old, "edits"))
+    {
+        if (e && listed->valuedouble >= (double)harness_json_int(env, "id")) {
+            return; /* the held version is this edit's, or a later one's */
+        }
     }
     cJSON *nw = cJSON_CreateObject();
     static const char *const keep[] = {"id", "group", "from", "ts", "cid"};
@@ -261,6 +279,10 @@ static void view_apply(struct view *v, const cJSON *env)
             }
         }
         cJSON_AddNumberToObject(nw, "edited", (double)ts);
+        const cJSON *was = cJSON_GetObjectItemCaseSensitive(old, "edits");
+        cJSON *list = was ? cJSON_Duplicate(was, true) : cJSON_CreateArray();
+        cJSON_AddItemToArray(list, cJSON_CreateNumber(harness_json_int(env, "id")));
+        cJSON_AddItemToObject(nw, "edits", list);
     }
     cJSON_Delete(old);
     v->msg[n] = nw;
@@ -629,39 +651,57 @@ static void case_window(void)
 }
 
 /* Pairs every change with its carrier over the whole store: fails unless
- * each changed message has exactly one message naming it and each message
- * naming one finds it changed (or gone below first). Returns the
- * changes. */
+ * each recalled message has exactly one recall naming it and no edit of it
+ * holding text (its edits' carriers are recalled edits: recall-complete),
+ * each edited one at least one edit with text and no recall, and each
+ * message naming one finds it changed that way. Returns the changes. */
 static int check_pairs(harness_client *c)
 {
     cJSON *all = store_view(c);
     int n = cJSON_GetArraySize(all), changes = 0;
-    int *named = calloc((size_t)n + 2, sizeof(int));
-    ASSERT(named != NULL);
+    int *recalls = calloc((size_t)n + 2, sizeof(int));
+    int *edits = calloc((size_t)n + 2, sizeof(int));
+    ASSERT(recalls != NULL && edits != NULL);
     for (int i = 0; i < n; i++) {
         const cJSON *env = cJSON_GetArrayItem(all, i);
         const cJSON *r = cJSON_GetObjectItemCaseSensitive(env, "recall");
         const cJSON *e = cJSON_GetObjectItemCaseSensitive(env, "edit");
-        if (r || e) {
-            int t = (int)(r ? r->valuedouble : e->valuedouble);
-            ASSERT(t >= 1 && t <= i);
-            ASSERTF(named[t] == 0, "message %d is changed by %d and by %d", t, named[t], i + 1);
-            named[t] = i + 1;
-            const cJSON *target = cJSON_GetArrayItem(all, t - 1);
-            bool changed = harness_json_bool(target, "recalled") ||
-                           cJSON_GetObjectItemCaseSensitive(target, "edited") != NULL;
-            ASSERTF(changed, "message %d names %d, which holds its first version", i + 1, t);
-            changes++;
+        if (!r && !e) {
+            continue;
         }
+        int t = (int)(r ? r->valuedouble : e->valuedouble);
+        ASSERT(t >= 1 && t <= i);
+        const cJSON *target = cJSON_GetArrayItem(all, t - 1);
+        bool recalled = harness_json_bool(target, "recalled");
+        bool edited = cJSON_GetObjectItemCaseSensitive(target, "edited") != NULL;
+        if (r) {
+            ASSERTF(recalls[t] == 0, "message %d is recalled by %d and by %d", t, recalls[t],
+                    i + 1);
+            recalls[t] = i + 1;
+            ASSERTF(recalled, "message %d recalls %d, which is not recalled", i + 1, t);
+        } else if (harness_json_bool(env, "recalled")) {
+            ASSERTF(recalled, "message %d is a recalled edit of %d, which is not recalled", i + 1,
+                    t);
+        } else {
+            edits[t]++;
+            ASSERTF(edited && !recalled, "message %d edits %d, which %s", i + 1, t,
+                    recalled ? "is recalled: its text survives the recall"
+                             : "holds its first version");
+        }
+        changes++;
     }
     for (int i = 0; i < n; i++) {
         const cJSON *env = cJSON_GetArrayItem(all, i);
-        bool changed = harness_json_bool(env, "recalled") ||
-                       cJSON_GetObjectItemCaseSensitive(env, "edited") != NULL;
-        ASSERTF(changed == (named[i + 1] != 0), "message %d is %s", i + 1,
-                changed ? "changed but no message carries it" : "named but not changed");
+        bool recalled =
+            harness_json_bool(env, "recalled") && !cJSON_GetObjectItemCaseSensitive(env, "edit");
+        bool edited = cJSON_GetObjectItemCaseSensitive(env, "edited") != NULL;
+        ASSERTF(recalled == (recalls[i + 1] != 0), "message %d is %s", i + 1,
+                recalled ? "recalled but no message carries it" : "named by a recall");
+        ASSERTF(edited == (edits[i + 1] != 0), "message %d is %s", i + 1,
+                edited ? "edited but no message carries it" : "named by an edit");
     }
-    free(named);
+    free(recalls);
+    free(edits);
     cJSON_Delete(all);
     return changes;
 }
@@ -695,6 +735,15 @@ static void case_kill9(void)
                              "\",\"id\":%lld}]}",
                      (long long)(first + i));
             harness_client_publish_async(alice, HARNESS_CONTROL_TOPIC, req, 0, NULL);
+            /* every other edited message recalled after its edit: the
+             * recall rewrites the edit's carrier in its write */
+            if (i % 4 == 1) {
+                snprintf(req, sizeof(req),
+                         "{\"commands\":[{\"command\":\"recall\",\"group\":\"" GROUP
+                         "\",\"id\":%lld}]}",
+                         (long long)(first + i));
+                harness_client_publish_async(alice, HARNESS_CONTROL_TOPIC, req, 0, NULL);
+            }
         }
         int k = 1 + (int)(rand_r(&seed) % (KILL_BATCH / 2));
         for (int i = 0; i < k; i++) {
@@ -730,11 +779,102 @@ static void rewrite(const char *in, const char *out, const char *from, const cha
     free(text);
 }
 
+/* Fails when text (a view of the group: an answer, pages, an export)
+ * holds any of the texts recalled in case_export. */
+static void expect_no_recalled_text(const char *where, const char *text)
+{
+    static const char *const gone[] = {"\"v1 of 1\"", "\"v1 of 2\"", "\"v1 of 3\"", "\"v2 of 3\"",
+                                       "\"v3 of 3\"", "a-1",         "a-3"};
+    for (size_t i = 0; i < sizeof(gone) / sizeof(gone[0]); i++) {
+        /* a tombstone's export line names its cid: the only one allowed */
+        const char *at = strstr(text, gone[i]);
+        if (at && gone[i][0] == 'a' && at >= text + 7 && !strncmp(at - 7, "\"cid\":\"", 7) &&
+            strstr(where, "export")) {
+            continue;
+        }
+        ASSERTF(at == NULL, "%s still holds %s: %s", where, gone[i], text);
+    }
+}
+
+/* Message 8 as a recall of 3 leaves it: the carrier of 3's edits, its
+ * text gone (recall-complete). */
+static void expect_recalled_edit(const cJSON *env, int64_t id, int64_t n)
+{
+    int fields = 0;
+    for (const cJSON *it = env->child; it; it = it->next) {
+        fields++;
+    }
+    char *text = cJSON_PrintUnformatted(env);
+    ASSERTF(harness_json_int(env, "id") == id && harness_json_int(env, "edit") == n &&
+                harness_json_bool(env, "recalled") && fields == 6 &&
+                strcmp(harness_json_str(env, "from"), "alice") == 0 &&
+                strcmp(harness_json_str(env, "group"), GROUP) == 0 &&
+                harness_json_int(env, "ts") > 0,
+            "message %lld is not the recalled edit of %lld: %s", (long long)id, (long long)n, text);
+    free(text);
+}
+
+/* What fetch from 0, history and a catch-up of user give now: none of the
+ * recalled texts, 8 and 10 recalled edits of 3, 2 with its edits listed. */
+static void expect_views(ts_broker *b, const char *when, const char *user)
+{
+    char where[128], device[64];
+    snprintf(device, sizeof device, "%s-phone", user);
+    harness_client *bob = member(b, device, user);
+    harness_client_subscribe(bob, TOPIC, 1);
+    cJSON *all = store_view(bob);
+    ASSERT(cJSON_GetArraySize(all) == 11);
+    char *text = cJSON_PrintUnformatted(all);
+    snprintf(where, sizeof where, "fetch (%s)", when);
+    expect_no_recalled_text(where, text);
+    free(text);
+    expect_tombstone(cJSON_GetArrayItem(all, 0), 1, "alice");
+    expect_tombstone(cJSON_GetArrayItem(all, 2), 3, "alice");
+    expect_recalled_edit(cJSON_GetArrayItem(all, 7), 8, 3);
+    expect_recalled_edit(cJSON_GetArrayItem(all, 9), 10, 3);
+    const cJSON *v2 = cJSON_GetArrayItem(all, 1);
+    const cJSON *edits = cJSON_GetObjectItemCaseSensitive(v2, "edits");
+    ASSERT(cJSON_GetArraySize(edits) == 2 && cJSON_GetArrayItem(edits, 0)->valuedouble == 6 &&
+           cJSON_GetArrayItem(edits, 1)->valuedouble == 7);
+    ASSERT(strcmp(harness_json_str(v2, "body"), "v3 of 2") == 0);
+    /* the edits of 2, which nothing recalled, keep their texts */
+    ASSERT(strcmp(harness_json_str(cJSON_GetArrayItem(all, 5), "body"), "v2 of 2") == 0);
+    cJSON_Delete(all);
+    cJSON *h = history(bob);
+    text = cJSON_PrintUnformatted(h);
+    snprintf(where, sizeof where, "history (%s)", when);
+    expect_no_recalled_text(where, text);
+    free(text);
+    cJSON_Delete(h);
+    /* bob's catch-up from where he joined (0): pages of the store, and
+     * what a client makes of them is what the store holds */
+    struct view v = {0};
+    harness_catchup cu = {.group = GROUP, .from = 1, .to = 11, .qos = 0};
+    harness_catch_up(bob, &cu, 1, 100, WAIT_MS, collect, &v);
+    for (int64_t id = 1; id <= 11; id++) {
+        text = cJSON_PrintUnformatted(v.msg[id]);
+        snprintf(where, sizeof where, "catch-up (%s)", when);
+        expect_no_recalled_text(where, text);
+        free(text);
+    }
+    expect_tombstone(v.msg[3], 3, "alice");
+    view_expect_store(&v, bob);
+    view_free(&v);
+    harness_client_disconnect(bob);
+}
+
 static void case_export(void)
 {
     ts_broker *b = ts_broker_start(NULL);
     harness_client *alice = member(b, "alice-phone", "alice");
     harness_client_subscribe(alice, TOPIC, 1);
+    /* bob and carol join (their cursors at 0) and are away for all that
+     * follows: each catches up once (below) */
+    for (int i = 0; i < 2; i++) {
+        harness_client *c = member(b, i ? "carol-phone" : "bob-phone", i ? "carol" : "bob");
+        harness_client_subscribe(c, TOPIC, 1);
+        harness_client_disconnect(c);
+    }
     for (int i = 1; i <= 4; i++) {
         char p[64];
         snprintf(p, sizeof(p), "{\"cid\":\"a-%d\",\"body\":\"v1 of %d\"}", i, i);
@@ -744,8 +884,27 @@ static void case_export(void)
     ASSERT(edit_ok(alice, 2, "v2 of 2") == 6);
     ASSERT(edit_ok(alice, 2, "v3 of 2") == 7);
     ASSERT(edit_ok(alice, 3, "v2 of 3") == 8);
-    ASSERT(recall_ok(alice, 3) == 9);
+    /* the carriers 8 and 10 go live (those copies are out of reach) */
+    for (int64_t id = 5; id <= 8; id++) {
+        cJSON_Delete(live(alice));
+    }
+    /* 9 is alice's own, between the edits of 3 */
+    ASSERT(send_msg(alice, "{\"body\":\"v1 of 4b\"}") == 9);
+    ASSERT(edit_ok(alice, 3, "v3 of 3") == 10);
+    cJSON_Delete(live(alice));
+    ASSERT(recall_ok(alice, 3) == 11);
+    cJSON_Delete(live(alice));
+    /* Edits after a recall are refused: 3 is recalled, 8 a recall's. */
+    change_refused(alice, false, 3, CHAT_PROTO_ERR_RECALLED);
+    change_refused(alice, false, 8, CHAT_PROTO_ERR_RECALLED);
+    change_refused(alice, true, 8, CHAT_PROTO_ERR_RECALLED);
     harness_client_disconnect(alice);
+    expect_views(b, "live broker", "bob");
+    /* Nothing of them comes back from what the broker keeps in memory, or
+     * from the store read afresh after a restart. */
+    ts_broker_stop(b);
+    ts_broker_restart(b);
+    expect_views(b, "after a restart", "carol");
     ts_broker_stop(b);
 
     char in[512], copy[512], out[512], bad[512], err[512];
@@ -757,16 +916,13 @@ static void case_export(void)
     ASSERT(ops_broker_store_tool(b, "export", GROUP, NULL, in) == 0);
     char *a = ts_read_file(in, NULL);
     /* Message 4 keeps its first version; 1 and 3 were recalled, so their
-     * text is gone, and 2's first version with its rewrite. The edit of 3
-     * before its recall stays in the message that carried it (id 8): a
-     * recall rewrites N only (docs/protocol.md, "Recall and edit"). */
+     * texts are gone, those 3's edits carried (8, 10) too, and 2's first
+     * version with its rewrite. */
     ASSERTF(strstr(a, "\"v1 of 4\"") != NULL, "%s", a);
-    ASSERTF(strstr(a, "\"v1 of 1\"") == NULL && strstr(a, "\"v1 of 3\"") == NULL &&
-                strstr(a, "\"v1 of 2\"") == NULL,
-            "the export holds what was recalled or replaced: %s", a);
-    ASSERTF(strstr(a, "{\"type\":\"message\",\"id\":8,") != NULL &&
-                strstr(strstr(a, "{\"type\":\"message\",\"id\":8,"), "\"v2 of 3\"") != NULL,
-            "the edit's carrier lost its text: %s", a);
+    expect_no_recalled_text("the export", a);
+    ASSERTF(strstr(a, "{\"type\":\"message\",\"id\":8,\"envelope\":{\"id\":8,") != NULL &&
+                strstr(a, "\"edit\":3,\"recalled\":true}}\n{\"type\":\"message\",\"id\":9,"),
+            "the export has no recalled edit at 8: %s", a);
     ASSERTF(strstr(a, "{\"type\":\"message\",\"id\":1,\"cid\":\"a-1\",\"envelope\":{\"id\":1,") &&
                 strstr(a, "{\"type\":\"message\",\"id\":3,\"cid\":\"a-3\",\"envelope\":"),
             "a tombstone's line carries its cid: %s", a);
@@ -793,6 +949,14 @@ static void case_export(void)
         {"\"recalled\":true}", "\"recalled\":true,\"body\":\"v1 of 1\"}", "alone"},
         /* a recall of a later message */
         {"\"recall\":1}", "\"recall\":7}", "names an earlier message id"},
+        /* a recalled edit of a message that is not recalled */
+        {"\"edit\":3,\"recalled\":true}", "\"edit\":4,\"recalled\":true}",
+         "is not recalled, but a message that carried its edit is"},
+        /* a recalled edit that still holds text */
+        {"\"edit\":3,\"recalled\":true}", "\"edit\":3,\"recalled\":true,\"body\":\"x\"}",
+         "a recalled edit holds"},
+        /* an edited message's list naming an earlier message */
+        {"\"edits\":[6,7]", "\"edits\":[1,7]", "names the later messages"},
     };
     for (size_t i = 0; i < sizeof(forged) / sizeof(forged[0]); i++) {
         char dest[600];
@@ -808,10 +972,47 @@ static void case_export(void)
     ts_broker_destroy(b);
 }
 
+/* At most CHAT_PROTO_EDITS_MAX edits of one message (the bound of a
+ * recall's write): the next is refused; the recall rewrites them all, and
+ * another message's edits stay as they are. */
+static void case_bound(void)
+{
+    ts_broker *b = ts_broker_start(NULL);
+    harness_client *alice = member(b, "alice-phone", "alice");
+    harness_client_subscribe(alice, TOPIC, 1);
+    ASSERT(send_msg(alice, "{\"body\":\"first\"}") == 1);
+    ASSERT(send_msg(alice, "{\"body\":\"keep\"}") == 2);
+    ASSERT(edit_ok(alice, 2, "kept edit") == 3);
+    cJSON_Delete(live(alice));
+    for (unsigned k = 0; k < CHAT_PROTO_EDITS_MAX; k++) {
+        char body[32];
+        snprintf(body, sizeof body, "hidden %u", k);
+        ASSERT(edit_ok(alice, 1, body) == 4 + (int64_t)k);
+        cJSON_Delete(live(alice));
+    }
+    change_refused(alice, false, 1, CHAT_PROTO_ERR_EDITS_MAX);
+    int64_t m = recall_ok(alice, 1);
+    ASSERT(m == 4 + (int64_t)CHAT_PROTO_EDITS_MAX);
+    cJSON *all = store_view(alice);
+    ASSERT(cJSON_GetArraySize(all) == (int)m);
+    char *text = cJSON_PrintUnformatted(all);
+    ASSERTF(strstr(text, "hidden") == NULL && strstr(text, "first") == NULL,
+            "a recalled text survives: %s", text);
+    ASSERTF(strstr(text, "kept edit") != NULL, "another message's edit was rewritten: %s", text);
+    free(text);
+    for (int64_t id = 4; id < m; id++) {
+        expect_recalled_edit(cJSON_GetArrayItem(all, (int)id - 1), id, 1);
+    }
+    cJSON_Delete(all);
+    harness_client_disconnect(alice);
+    ts_broker_destroy(b);
+}
+
 static const ts_case cases[] = {
     {"online", case_online},   {"offline", case_offline}, {"catching", case_catching},
     {"trimmed", case_trimmed}, {"cid", case_cid},         {"rights", case_rights},
     {"window", case_window},   {"kill9", case_kill9},     {"export", case_export},
+    {"bound", case_bound},
 };
 
 int main(int argc, char **argv)

@@ -207,6 +207,40 @@ static void test_not_applied(void **state)
     expect(fx, want, 10);
 }
 
+/* recall-complete: a catch-up brings the carriers of N's edits that N's
+ * recall rewrote (recalled edits) before the recall itself: the first of
+ * them recalls the held N, as the recall would. An edit lists its carrier
+ * in N's "edits", and an edit N's list already names is not applied again
+ * (a catch-up brings N's latest version before the Ms that made it). */
+static void test_recalled_edit(void **state)
+{
+    struct fx *fx = *state;
+    live(fx, 2, "alice", 100, ",\"body\":\"secret\",\"cid\":\"a-2\"");
+    live(fx, 3, "alice", 110, ",\"edit\":2,\"recalled\":true");
+    live(fx, 4, "alice", 120, ",\"recall\":2");
+    live(fx, 5, "alice", 130, ",\"body\":\"v3\",\"edited\":150,\"edits\":[6,7]");
+    live(fx, 6, "alice", 140, ",\"edit\":5,\"body\":\"v2\"");
+    live(fx, 7, "alice", 150, ",\"edit\":5,\"body\":\"v3 again\"");
+    assert_int_equal(fx->seen.n, 0); /* all held: 1 is missing */
+    live(fx, 1, "bob", 90, ",\"body\":\"x\"");
+    /* 5 shows v3: 7 (at the same time as 5's "edited") is listed in 5's
+     * "edits", so not applied again */
+    static const char *const want[] = {
+        "msg 1 r0 e0 - x",
+        "msg 2 r0 e0 recalled (no body)",
+        "change recalled 2 by 3 alice ts 110 -",
+        "msg 3 r0 e2 recalled (no body)",
+        "change recalled 2 by 4 alice ts 120 -",
+        "msg 4 r2 e0 - (no body)",
+        "msg 5 r0 e0 - edited v3",
+        "change edited 5 by 6 alice ts 140 v2",
+        "msg 6 r0 e5 - v2",
+        "change edited 5 by 7 alice ts 150 v3 again",
+        "msg 7 r0 e5 - v3 again",
+    };
+    expect(fx, want, 11);
+}
+
 /* The envelope reader: a change's fields in both its ways (the scanner,
  * and cJSON for what the scanner leaves to it). */
 static void test_reader(void **state)
@@ -235,6 +269,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_applied_to_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_applied, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reader, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_recalled_edit, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

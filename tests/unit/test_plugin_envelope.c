@@ -160,6 +160,8 @@ static void test_objects(void **state)
          * tree's way, which drops both. */
         {"{\"body\":\"b\",\"recall\":1,\"edit\":2,\"recalled\":true,\"edited\":5}",
          ",\"body\":\"b\"}", NULL},
+        {"{\"edits\":[3],\"body\":\"b\"}", ",\"body\":\"b\"}", NULL},
+        {"{\"body\":\"b\",\"edits\\u0000\":[3]}", ",\"body\":\"b\"}", NULL},
         {"{\"recall\":1,\"recall\":2,\"body\":\"b\"}", ",\"body\":\"b\"}", NULL},
         {"{\"recalls\":1,\"Edit\":2}", ",\"recalls\":1,\"Edit\":2}", NULL},
         {"{\"s\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\"}",
@@ -541,11 +543,12 @@ static void test_change(void **state)
     assert_non_null(c);
     assert_null(chat_envelope_change(&f, GROUP, FROM, ID, c, 100, &ch, &buf));
     assert_true(ch.stamp);
+    assert_true(ch.stamp_id);
     char version[256];
-    snprintf(version, sizeof(version), "%.*s%lld%.*s", (int)ch.before_len, ch.before,
-             1764448950000LL, (int)ch.after_len, ch.after);
+    snprintf(version, sizeof(version), "%.*s%lld%.*s%d%.*s", (int)ch.before_len, ch.before,
+             1764448950000LL, (int)ch.after_len, ch.after, 9, (int)ch.last_len, ch.last);
     assert_string_equal(version, HEAD ",\"cid\":\"a-1\",\"body\":\"hello\",\"n\":9007199254740992,"
-                                      "\"edited\":1764448950000}");
+                                      "\"edited\":1764448950000,\"edits\":[9]}");
     m = filled(&ch.msg, 9, 1764448950000);
     assert_string_equal(m, "{\"id\":9,\"group\":\"room1\",\"from\":\"alice\",\"ts\":1764448950000,"
                            "\"edit\":7,\"body\":\"hello\",\"n\":9007199254740992}");
@@ -555,6 +558,39 @@ static void test_change(void **state)
     free(m);
     mosquitto_free(buf);
     buf = NULL;
+    /* An edit of an edited version lists the carriers before M; the
+     * facts read the list (the ids, each once) and the carrier's N. */
+    static const char edited[] = "{\"id\":7,\"group\":\"room1\",\"from\":\"alice\",\"ts\":1,"
+                                 "\"body\":\"x\",\"edited\":2,\"edits\":[9,12,9,0,\"13\",14]}";
+    assert_null(chat_envelope_facts(edited, strlen(edited), &f));
+    assert_int_equal(f.nedits, 3);
+    assert_int_equal(f.edits[0], 9);
+    assert_int_equal(f.edits[1], 12);
+    assert_int_equal(f.edits[2], 14);
+    assert_false(f.edits_over);
+    assert_null(chat_envelope_change(&f, GROUP, FROM, ID, c, 100, &ch, &buf));
+    snprintf(version, sizeof(version), "%.*s%d%.*s", (int)ch.after_len, ch.after, 15,
+             (int)ch.last_len, ch.last);
+    assert_string_equal(version, ",\"edits\":[9,12,14,15]}");
+    mosquitto_free(buf);
+    buf = NULL;
+    assert_null(chat_envelope_facts(carrier, strlen(carrier), &f));
+    assert_int_equal(f.edit_of, 3);
+    /* The tombstone a recall of 3 writes over that carrier. */
+    size_t tlen = 0;
+    char *t = chat_envelope_carrier_tombstone(&f, GROUP, 8, 3, &tlen);
+    assert_string_equal(t, "{\"id\":8,\"group\":\"room1\",\"from\":\"a\",\"ts\":1,\"edit\":3,"
+                           "\"recalled\":true}");
+    assert_int_equal(tlen, strlen(t));
+    mosquitto_free(t);
+    /* 21 listed: more than an edit may add to */
+    static const char full[] =
+        "{\"id\":1,\"group\":\"g\",\"from\":\"a\",\"ts\":1,\"edited\":2,"
+        "\"edits\":[2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22]}";
+    assert_null(chat_envelope_facts(full, strlen(full), &f));
+    assert_int_equal(f.nedits, CHAT_PROTO_EDITS_MAX);
+    assert_true(f.edits_over);
+    assert_null(chat_envelope_facts(n, strlen(n), &f));
     /* Bounds: more than max bytes of fields, a field twice, none at all. */
     assert_string_equal(chat_envelope_change(&f, GROUP, FROM, ID, c, 10, &ch, &buf),
                         "edit is larger than max_payload");

@@ -9,7 +9,9 @@
  * and every state left has both or neither); every read then sees only
  * the new version (one-copy); a retry of N's cid is a duplicate answered
  * with it (cid-reserved); a change of a message that is gone, or that no
- * longer holds what the caller read, writes nothing. */
+ * longer holds what the caller read, writes nothing; a recall rewrites the
+ * carriers of the message's edits in its one write, all or none under
+ * SIGKILL too (recall-complete). */
 #include "store_fixture.h"
 
 #include <signal.h>
@@ -251,6 +253,176 @@ static void test_change_read_by_sender(void **state)
     free(ap.env);
     ASSERT_OK(chat_store_read_get(fx->st, "h", "bob", &read));
     assert_int_equal(read, 0);
+}
+
+/* An edit that lists its carrier: N's version is before, the change's
+ * time, after, M's id, last (the plugin's "edits" list). */
+static void test_edit_stamps_id(void **state)
+{
+    struct cfx *fx = *state;
+    chat_appended ap;
+    bool applied = false;
+    char want[160];
+
+    put(fx->st, "g", NULL, "helo");
+    char *cur = get(fx->st, "g", 1);
+    const char *before = "{\"id\":1,\"body\":\"hello\",\"edited\":";
+    chat_change ch = {.id = 1,
+                      .expect = cur,
+                      .expect_len = strlen(cur),
+                      .before = before,
+                      .before_len = strlen(before),
+                      .stamp = true,
+                      .after = ",\"edits\":[",
+                      .after_len = 10,
+                      .stamp_id = true,
+                      .last = "]}",
+                      .last_len = 2,
+                      .msg = {"{\"id\":", 6, ",\"ts\":", 6, ",\"edit\":1}", 10}};
+    ASSERT_OK(chat_store_change(fx->st, "g", "alice", &ch, &ap, &applied));
+    free(cur);
+    assert_true(applied);
+    assert_int_equal(ap.id, 2);
+    char *n = get(fx->st, "g", 1);
+    snprintf(want, sizeof(want), "{\"id\":1,\"body\":\"hello\",\"edited\":%lld,\"edits\":[2]}",
+             (long long)ap.ts);
+    assert_string_equal(n, want);
+    free(n);
+    free(ap.env);
+    /* the id hole needs the time's */
+    ch.stamp = false;
+    assert_int_equal(chat_store_change(fx->st, "g", "alice", &ch, &ap, &applied), CHAT_EINVAL);
+}
+
+/* The tombstone a recall writes over the carrier of an edit of n. */
+static void carrier_tombstone(char *buf, size_t cap, uint64_t id, uint64_t n)
+{
+    snprintf(buf, cap, "{\"id\":%llu,\"edit\":%llu,\"recalled\":true}", (unsigned long long)id,
+             (unsigned long long)n);
+}
+
+/* A recall of id of group with every message of carriers (k of them, the
+ * carriers of its edits) rewritten to its tombstone in the same write, as
+ * the plugin's recall does; returns whether it was applied. */
+static bool recall_all(chat_store *st, const char *group, uint64_t id, const uint64_t *carriers,
+                       size_t k, chat_appended *out)
+{
+    chat_rewrite rw[CHAT_STORE_REWRITES_MAX];
+    char text[CHAT_STORE_REWRITES_MAX][64], before[64], tail[32];
+    char *cur = get(st, group, id);
+    bool applied = false;
+    assert_true(k <= CHAT_STORE_REWRITES_MAX);
+    for (size_t i = 0; i < k; i++) {
+        carrier_tombstone(text[i], sizeof(text[i]), carriers[i], id);
+        char *was = get(st, group, carriers[i]);
+        rw[i] = (chat_rewrite){carriers[i], was, strlen(was), text[i], strlen(text[i])};
+    }
+    snprintf(before, sizeof(before), "{\"id\":%llu,\"recalled\":true}", (unsigned long long)id);
+    snprintf(tail, sizeof(tail), ",\"recall\":%llu}", (unsigned long long)id);
+    chat_change ch = {.id = id,
+                      .expect = cur,
+                      .expect_len = strlen(cur),
+                      .before = before,
+                      .before_len = strlen(before),
+                      .rewrites = rw,
+                      .nrewrites = k,
+                      .msg = {"{\"id\":", 6, ",\"ts\":", 6, tail, strlen(tail)}};
+    ASSERT_OK(chat_store_change(st, group, "alice", &ch, out, &applied));
+    for (size_t i = 0; i < k; i++) {
+        free((char *)rw[i].expect);
+    }
+    free(cur);
+    return applied;
+}
+
+/* recall-complete: a recall rewrites N and the carriers of its edits in
+ * one write; every read then sees tombstones only. */
+static void test_recall_rewrites_carriers(void **state)
+{
+    struct cfx *fx = *state;
+    chat_appended ap;
+    chat_page *page = NULL;
+    char want[64];
+
+    put(fx->st, "g", "c1", "secret");
+    assert_true(change(fx->st, "g", 1, false, "secret two", &ap)); /* 2 */
+    free(ap.env);
+    put(fx->st, "g", NULL, "other");                                 /* 3 */
+    assert_true(change(fx->st, "g", 1, false, "secret three", &ap)); /* 4 */
+    free(ap.env);
+    const uint64_t carriers[] = {2, 4};
+    assert_true(recall_all(fx->st, "g", 1, carriers, 2, &ap));
+    assert_int_equal(ap.id, 5);
+    free(ap.env);
+    ASSERT_OK(chat_store_read_forward(fx->st, "g", 0, 10, 1 << 20, &page));
+    assert_int_equal(page->count, 5);
+    for (size_t i = 0; i < page->count; i++) {
+        assert_null(strstr(page->msgs[i].data, "secret"));
+    }
+    assert_string_equal(page->msgs[0].data, "{\"id\":1,\"recalled\":true}");
+    carrier_tombstone(want, sizeof(want), 2, 1);
+    assert_string_equal(page->msgs[1].data, want);
+    carrier_tombstone(want, sizeof(want), 4, 1);
+    assert_string_equal(page->msgs[3].data, want);
+    assert_non_null(strstr(page->msgs[2].data, "other"));
+    chat_page_destroy(page);
+    /* the same after a reopen (nothing served from memory) */
+    chat_store_close(fx->st);
+    fx->st = open_store(fx);
+    char *c = get(fx->st, "g", 4);
+    assert_string_equal(c, want);
+    free(c);
+}
+
+/* One stale carrier (another broker's write, a caller's old list) and
+ * nothing is written: not N, not the others, no M. Bad lists are refused. */
+static void test_rewrite_not_applied(void **state)
+{
+    struct cfx *fx = *state;
+    chat_appended ap;
+    bool applied = true;
+    uint64_t head = 0;
+
+    put(fx->st, "g", NULL, "secret");
+    assert_true(change(fx->st, "g", 1, false, "secret two", &ap)); /* 2 */
+    free(ap.env);
+    put(fx->st, "g", NULL, "three"); /* 3 */
+    char *cur = get(fx->st, "g", 1);
+    char *two = get(fx->st, "g", 2);
+    chat_rewrite rw[2] = {{2, two, strlen(two), "{\"id\":2,\"x\":1}", 14},
+                          {3, "{\"id\":3}", 8, "{\"id\":3,\"x\":1}", 14}};
+    chat_change ch = {.id = 1,
+                      .expect = cur,
+                      .expect_len = strlen(cur),
+                      .before = "{\"id\":1,\"recalled\":true}",
+                      .before_len = 24,
+                      .rewrites = rw,
+                      .nrewrites = 2,
+                      .msg = {"{\"id\":", 6, ",\"ts\":", 6, "}", 1}};
+    ASSERT_OK(chat_store_change(fx->st, "g", "alice", &ch, &ap, &applied));
+    assert_false(applied); /* 3 does not hold what rw[1] expects */
+    ASSERT_OK(chat_store_head(fx->st, "g", &head));
+    assert_int_equal(head, 3);
+    char *n = get(fx->st, "g", 1), *m = get(fx->st, "g", 2);
+    assert_string_equal(n, cur);
+    assert_string_equal(m, two);
+    free(n);
+    free(m);
+    /* one above head: not stored, nothing written either */
+    rw[1].id = 9;
+    ASSERT_OK(chat_store_change(fx->st, "g", "alice", &ch, &ap, &applied));
+    assert_false(applied);
+    /* not above N, twice, too many: refused */
+    rw[1].id = 1;
+    assert_int_equal(chat_store_change(fx->st, "g", "alice", &ch, &ap, &applied), CHAT_EINVAL);
+    rw[1].id = 2;
+    assert_int_equal(chat_store_change(fx->st, "g", "alice", &ch, &ap, &applied), CHAT_EINVAL);
+    ch.nrewrites = CHAT_STORE_REWRITES_MAX + 1;
+    assert_int_equal(chat_store_change(fx->st, "g", "alice", &ch, &ap, &applied), CHAT_EINVAL);
+    ASSERT_OK(chat_store_head(fx->st, "g", &head));
+    assert_int_equal(head, 3);
+    free(cur);
+    free(two);
 }
 
 /* Nothing is written when N no longer holds what the caller read (another
@@ -520,6 +692,142 @@ static void test_kill9_both_or_neither(void **state)
                   (unsigned long long)changes, (unsigned long long)plain);
 }
 
+/* recall-complete under SIGKILL: a child appends a message, edits it
+ * twice and recalls it with both carriers rewritten, in a loop, and is
+ * killed at a random moment; every message then is in one of the states
+ * of that sequence (first version; edited with its carriers' texts;
+ * recalled with both carriers rewritten and the recall), never a recall
+ * beside a carrier that still holds its text. */
+static void child_recall_loop(struct cfx *fx)
+{
+    chat_store *st = open_store(fx);
+    for (int i = 0; i < 1000000; i++) {
+        chat_appended ap = {0};
+        uint64_t c[2];
+        uint64_t id = put(st, "r", NULL, "v1");
+        for (int k = 0; k < 2; k++) {
+            (void)change(st, "r", id, false, "v2", &ap);
+            c[k] = ap.id;
+            free(ap.env);
+        }
+        (void)recall_all(st, "r", id, c, 2, &ap);
+        free(ap.env);
+    }
+    chat_store_close(st);
+    _exit(0);
+}
+
+/* Per message of the loop: its state, and what names it. */
+struct rtally {
+    uint64_t n, cap;
+    unsigned char *kind; /* 1 plain, 2 edited, 3 tombstone, 4 carrier with text,
+                            5 recalled carrier, 6 recall */
+    uint64_t *of;        /* carriers and recalls: the message they name */
+};
+
+static int rtally_one(void *ctx, uint64_t id, const char *data, size_t len)
+{
+    struct rtally *t = ctx;
+    const char *r = strstr(data, "\"recall\":"), *e = strstr(data, "\"edit\":");
+    (void)len;
+    if (id >= t->cap) {
+        uint64_t cap = t->cap ? 2 * t->cap : 4096;
+        while (cap <= id) {
+            cap *= 2;
+        }
+        t->kind = realloc(t->kind, cap);
+        t->of = realloc(t->of, cap * sizeof(*t->of));
+        assert_true(t->kind && t->of);
+        memset(t->kind + t->cap, 0, cap - t->cap);
+        memset(t->of + t->cap, 0, (cap - t->cap) * sizeof(*t->of));
+        t->cap = cap;
+    }
+    assert_int_equal(id, t->n + 1);
+    t->n = id;
+    bool recalled = strstr(data, "\"recalled\":true") != NULL;
+    if (r) {
+        t->kind[id] = 6;
+        t->of[id] = strtoull(r + 9, NULL, 10);
+    } else if (e) {
+        t->kind[id] = recalled ? 5 : 4;
+        t->of[id] = strtoull(e + 7, NULL, 10);
+    } else {
+        t->kind[id] = recalled ? 3 : strstr(data, "\"edited\":") ? 2 : 1;
+    }
+    return 0;
+}
+
+static void test_kill9_recall_complete(void **state)
+{
+    struct cfx *fx = *state;
+    unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
+    uint64_t recalled = 0;
+
+    for (int round = 0; round < KILL_ROUNDS / 2; round++) {
+        chat_store_close(fx->st);
+        fx->st = NULL;
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            child_recall_loop(fx);
+        }
+        struct timespec ts = {0, (long)(50 + rand_r(&seed) % 250) * 1000000L};
+        nanosleep(&ts, NULL);
+        assert_int_equal(kill(pid, SIGKILL), 0);
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        fx->st = open_store(fx);
+        struct rtally tt = {0}, *t = &tt;
+        bool more = true;
+        for (int i = 0; i < 100000 && more; i++) {
+            ASSERT_OK(
+                chat_store_scan_forward(fx->st, "r", t->n, 1000, 1 << 22, rtally_one, t, &more));
+        }
+        assert_false(more);
+        /* For each N: its carriers' states must match N's. */
+        recalled = 0;
+        for (uint64_t id = 1; id <= t->n; id++) {
+            if (t->kind[id] < 4) {
+                continue;
+            }
+            uint64_t n = t->of[id];
+            assert_true(n < id);
+            unsigned char k = t->kind[n];
+            bool ok = t->kind[id] == 4 ? k == 2 : k == 3;
+            if (!ok) {
+                fail_msg("round %d: message %llu (kind %d) names %llu of kind %d", round,
+                         (unsigned long long)id, t->kind[id], (unsigned long long)n, k);
+            }
+            recalled += t->kind[id] == 6;
+        }
+        /* a tombstone has its recall, and then no carrier of it holds text
+         * (checked above: a carrier with text names an edited version) */
+        for (uint64_t id = 1; id <= t->n; id++) {
+            if (t->kind[id] == 3) {
+                bool found = false;
+                for (uint64_t j = id + 1; j <= t->n && j <= id + 4 && !found; j++) {
+                    found = t->kind[j] == 6 && t->of[j] == id;
+                }
+                if (!found) {
+                    fail_msg("round %d: message %llu is recalled but no recall follows", round,
+                             (unsigned long long)id);
+                }
+            }
+        }
+        free(t->kind);
+        free(t->of);
+        struct problems p = {0};
+        uint64_t groups = 0, problems = 0;
+        ASSERT_OK(chat_store_check(fx->st, collect_problem, &p, &groups, &problems));
+        if (problems) {
+            fail_msg("round %d: check: %s", round, p.all);
+        }
+    }
+    assert_true(recalled > 0);
+    print_message("%llu recalls with their carriers rewritten\n", (unsigned long long)recalled);
+}
+
 int main(int argc, char **argv)
 {
     on_pg = argc > 1 && strcmp(argv[1], "postgresql") == 0;
@@ -540,6 +848,10 @@ int main(int argc, char **argv)
         CXCASE(test_cid_reserved),
         CXCASE(test_reopen_and_check),
         CXCASE(test_kill9_both_or_neither),
+        CXCASE(test_edit_stamps_id),
+        CXCASE(test_recall_rewrites_carriers),
+        CXCASE(test_rewrite_not_applied),
+        CXCASE(test_kill9_recall_complete),
     };
     return cmocka_run_group_tests_name(on_pg ? "store_change postgresql" : "store_change leveldb",
                                        tests, NULL, NULL);

@@ -707,6 +707,31 @@ static void test_feed_waits_for_writer(void **state)
     chat_store_close(other);
 }
 
+/* A broker before recall-complete (0.2.x, the 12-argument chat_change)
+ * shares the database with this version: its statement still finds its
+ * function, which this version's schema leaves as it was, beside the new
+ * overload; this version's recall goes on after its change. */
+static void test_change_12_args_kept(void **state)
+{
+    struct pgfx *fx = *state;
+    chat_appended ap;
+
+    publish(fx->st, "g", 2, false);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "alice", NULL));
+    sql(fx, "DO $$ DECLARE r record; BEGIN\n"
+            "  SELECT nid, nts, ok, rdm INTO r FROM chat_change('g', 'alice', 2,\n"
+            "    (SELECT env FROM chat_messages WHERE grp = 'g' AND id = 2),\n"
+            "    convert_to('{\"id\":2,\"recalled\":true}', 'UTF8'), false, ''::bytea, 0,\n"
+            "    convert_to('{\"id\":', 'UTF8'), convert_to(',\"ts\":', 'UTF8'),\n"
+            "    convert_to(',\"recall\":2}', 'UTF8'), true);\n"
+            "  IF NOT r.ok OR r.nid <> 3 OR NOT r.rdm THEN\n"
+            "    RAISE EXCEPTION '0.2.x chat_change: %', r;\n"
+            "  END IF;\n"
+            "END $$");
+    assert_true(recall(fx->st, "g", "alice", 1, &ap));
+    assert_int_equal(ap.id, 4);
+}
+
 int main(void)
 {
     const char *port = getenv("CHAT_TEST_PG_PORT");
@@ -717,6 +742,7 @@ int main(void)
 #define PGCASE(f) cmocka_unit_test_setup_teardown(f, pg_setup, pg_teardown)
     const struct CMUnitTest tests[] = {
         PGCASE(test_members_and_devices),
+        PGCASE(test_change_12_args_kept),
         PGCASE(test_deletions_and_group_init),
         PGCASE(test_check),
         PGCASE(test_backup_and_compact),

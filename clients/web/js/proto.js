@@ -78,7 +78,7 @@
   }
 
   /* The fields the plugin writes (v1.2 adds those of recall and edit). */
-  const PLUGIN_KEYS = ['id', 'group', 'from', 'ts', 'cid', 'recall', 'edit', 'recalled', 'edited'];
+  const PLUGIN_KEYS = ['id', 'group', 'from', 'ts', 'cid', 'recall', 'edit', 'recalled', 'edited', 'edits'];
 
   /* v1.2: the change a message carries, {kind: 'recall'|'edit', id}, or
    * null for a message that carries none. */
@@ -92,22 +92,29 @@
 
   /* The version of n that the change m makes of it (docs/protocol.md,
    * Recall and edit): a recall's tombstone, or an edit's fields in place of
-   * n's but id, group, from, ts and cid, with "edited": m's ts. null when
-   * it does not apply: nothing applies to a recalled message, an edit only
-   * when it is not older than n's own and comes from n's sender. */
+   * n's but id, group, from, ts and cid, with "edited": m's ts and m's id
+   * added to "edits". An edit's carrier that a later recall of n rewrote
+   * ("recalled": true) applies as that recall. null when it does not
+   * apply: nothing applies to a recalled message, an edit only when it is
+   * not older than n's own (its "edited", its "edits" naming m or a later
+   * message) and comes from n's sender. */
   function applyChange(n, m) {
     const ch = changeOf(m);
     if (!ch || ch.id !== n.id || n.recalled === true) return null;
-    const keep = ch.kind === 'recall' ? ['id', 'group', 'from', 'ts'] : ['id', 'group', 'from', 'ts', 'cid'];
+    const recall = ch.kind === 'recall' || m.recalled === true;
+    if (ch.kind === 'edit' && m.from !== n.from) return null;
+    const keep = recall ? ['id', 'group', 'from', 'ts'] : ['id', 'group', 'from', 'ts', 'cid'];
     const out = {};
     for (const k of keep) if (k in n) out[k] = n[k];
-    if (ch.kind === 'recall') {
+    if (recall) {
       out.recalled = true;
       return out;
     }
-    if (m.from !== n.from || (typeof n.edited === 'number' && n.edited > m.ts)) return null;
+    if (typeof n.edited === 'number' && n.edited > m.ts) return null;
+    if (Array.isArray(n.edits) && n.edits.some((e) => e >= m.id)) return null;
     for (const k of Object.keys(m)) if (!PLUGIN_KEYS.includes(k)) out[k] = m[k];
     out.edited = m.ts;
+    out.edits = (Array.isArray(n.edits) ? n.edits : []).concat([m.id]);
     return out;
   }
 
