@@ -5,17 +5,20 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define PAGE_BYTES_MAX 268369920u /* 256 MiB less 64 KiB */
 #define MAX_PAYLOAD_MAX 44000000u /* 6 x this and the envelope's fields fit in a packet */
-/* Catch-up messages per pass of the broker's loop, over all devices: ten
- * default pages, a few milliseconds of the broker's thread (docs/scaling.md,
- * "Reconnect storms"), which one device alone never reaches with the default
- * window (4 pages), so a lone catch-up goes as fast as without it. */
-#define REPLAY_BUDGET_DEFAULT 1000u
+/* replay_budget unset: one device's full window (replay_window x
+ * page_size messages, 400 by default) per pass of the broker's loop, over
+ * all devices. A lone catch-up then never waits for a turn, so it goes as
+ * fast as without a budget, and a storm adds about that much work to each
+ * pass (docs/scaling.md, "Reconnect storms"). */
+#define REPLAY_BUDGET_AUTO UINT_MAX
+#define REPLAY_BUDGET_MAX 1000000u
 
 static int bad(const char *name, const char *value, const char *expected)
 {
@@ -148,7 +151,7 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
     cfg->page_qos = 0;
     cfg->replay_window = 4;
     cfg->replay_timeout = 10;
-    cfg->replay_budget = REPLAY_BUDGET_DEFAULT;
+    cfg->replay_budget = REPLAY_BUDGET_AUTO;
     cfg->max_payload = 65536;
     cfg->fsync = CHAT_SYNC_NONE;
     cfg->write_buffer_mb = 32;
@@ -193,8 +196,9 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
             rc = parse_uint(val, 1, 64, &v) ? (cfg->replay_window = (unsigned)v, 0)
                                             : bad(k, val, "an integer from 1 to 64");
         } else if (!strcmp(k, "replay_budget")) {
-            rc = parse_uint(val, 0, 1000000, &v) ? (cfg->replay_budget = (unsigned)v, 0)
-                                                 : bad(k, val, "messages, from 0 (no bound) to 1000000");
+            rc = parse_uint(val, 0, REPLAY_BUDGET_MAX, &v)
+                     ? (cfg->replay_budget = (unsigned)v, 0)
+                     : bad(k, val, "messages, from 0 (no bound) to 1000000");
         } else if (!strcmp(k, "replay_timeout")) {
             rc = parse_uint(val, 1, 86400, &v) ? (cfg->replay_timeout = (unsigned)v, 0)
                                                : bad(k, val, "seconds, from 1 to 86400");
@@ -269,6 +273,10 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
     if (rc == MOSQ_ERR_SUCCESS && !cfg->admins) {
         rc = parse_admins(cfg, "");
     }
+    if (cfg->replay_budget == REPLAY_BUDGET_AUTO) {
+        uint64_t window = (uint64_t)cfg->replay_window * cfg->page_size;
+        cfg->replay_budget = (unsigned)(window < REPLAY_BUDGET_MAX ? window : REPLAY_BUDGET_MAX);
+    }
     cfg->acl_auto = cfg->acl_mode == CHAT_ACL_AUTO;
     cfg->prefix_len = strlen(cfg->topic_prefix);
     return rc;
@@ -311,7 +319,8 @@ void chat_config_log(const struct chat_config *c, const char *where)
         MOSQ_LOG_INFO,
         "mosquitto-chat: store \"%s\", topics \"%s/<group>\", acl %s, read_check %s, "
         "members without a username: %s; page_size %zu, page_bytes %zu, page_qos %d, "
-        "replay_window %u, replay_budget %u, replay_timeout %u, max_payload %zu, fsync %s, write_buffer_mb %u, "
+        "replay_window %u, replay_budget %u, replay_timeout %u, max_payload %zu, fsync %s, "
+        "write_buffer_mb %u, "
         "replay %s, "
         "open_groups %s, admins \"%s\", retention_count %llu, retention_days %llu, "
         "device_expiry_days %llu, recall_seconds %u, edit_seconds %u, backup_dir %s, figures "

@@ -605,6 +605,11 @@ void chat_replay_stop_member(struct chat_plugin *pl, const char *member, const c
 /* Drops the replay state of every device in group (its deletion). */
 void chat_replay_stop_group(struct chat_plugin *pl, const char *group);
 
+/* client sent an empty request: if its device waits for a turn
+ * (replay_budget), it gets the pages its window allows now, so that the
+ * answer follows them (invariant empty-request-after-pages in replay.c). */
+void chat_replay_flush(struct chat_plugin *pl, struct mosquitto *client);
+
 /* Devices with replay pages in flight; devices with any replay state. */
 unsigned chat_replay_active(struct chat_plugin *pl);
 size_t chat_replay_devices(const struct chat_plugin *pl);

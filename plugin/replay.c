@@ -281,15 +281,16 @@ static bool budget_spent(const struct chat_plugin *pl)
     return pl->cfg.replay_budget && pl->replay->spent >= pl->cfg.replay_budget;
 }
 
-/* Fills the device's window, up to max_pages pages and while the pass's
- * budget lasts (invariant pass-budget), taking groups in turn so that one
- * long backlog does not hold back the others. */
-static enum pump_result pump(struct chat_plugin *pl, struct chat_device *d, unsigned max_pages)
+/* Fills the device's window, up to max_pages pages and, with bounded, while
+ * the pass's budget lasts (invariant pass-budget), taking groups in turn so
+ * that one long backlog does not hold back the others. */
+static enum pump_result pump(struct chat_plugin *pl, struct chat_device *d, unsigned max_pages,
+                             bool bounded)
 {
     unsigned idle = 0, sent = 0;
     unsigned ngroups = (unsigned)chat_hmap_count(d->by_name);
     while (d->inflight < pl->cfg.replay_window && d->groups && idle < ngroups) {
-        if (sent == max_pages || budget_spent(pl)) {
+        if (sent == max_pages || (bounded && budget_spent(pl))) {
             return DEVICE_MORE;
         }
         struct replay_group *g = d->rr ? d->rr : d->groups;
@@ -336,15 +337,26 @@ static void kick(struct chat_plugin *pl, struct chat_device *d)
 {
     struct chat_replay *r = pl->replay;
     if (!budgeted(pl)) {
-        (void)pump(pl, d, UINT_MAX);
+        (void)pump(pl, d, UINT_MAX, false);
         return;
     }
     if (d->queued) {
         return; /* its turn comes */
     }
-    if (r->head || budget_spent(pl) || pump(pl, d, UINT_MAX) == DEVICE_MORE) {
+    if (r->head || budget_spent(pl) || pump(pl, d, UINT_MAX, true) == DEVICE_MORE) {
         enqueue(r, d);
         r->turns++;
+    }
+}
+
+void chat_replay_flush(struct chat_plugin *pl, struct mosquitto *client)
+{
+    const char *client_id = mosquitto_client_id(client);
+    struct chat_device *d = client_id ? device_find(pl, client_id) : NULL;
+    if (d && d->queued) {
+        dequeue(pl->replay, d);
+        d->client = client;
+        (void)pump(pl, d, UINT_MAX, false);
     }
 }
 
@@ -364,7 +376,7 @@ static void serve_turns(struct chat_plugin *pl)
         struct chat_device *d = r->head;
         uint64_t before = r->spent;
         dequeue(r, d);
-        if (pump(pl, d, 1) == DEVICE_MORE) {
+        if (pump(pl, d, 1, true) == DEVICE_MORE) {
             enqueue(r, d);
         }
         if (r->spent == before) {
