@@ -152,6 +152,7 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
     cfg->replay_window = 4;
     cfg->replay_timeout = 10;
     cfg->replay_budget = REPLAY_BUDGET_AUTO;
+    cfg->replay_share = 100;
     cfg->max_payload = 65536;
     cfg->fsync = CHAT_SYNC_NONE;
     cfg->write_buffer_mb = 32;
@@ -199,6 +200,9 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
             rc = parse_uint(val, 0, REPLAY_BUDGET_MAX, &v)
                      ? (cfg->replay_budget = (unsigned)v, 0)
                      : bad(k, val, "messages, from 0 (no bound) to 1000000");
+        } else if (!strcmp(k, "replay_share")) {
+            rc = parse_uint(val, 0, 1000, &v) ? (cfg->replay_share = (unsigned)v, 0)
+                                              : bad(k, val, "percent, from 0 to 1000");
         } else if (!strcmp(k, "replay_timeout")) {
             rc = parse_uint(val, 1, 86400, &v) ? (cfg->replay_timeout = (unsigned)v, 0)
                                                : bad(k, val, "seconds, from 1 to 86400");
@@ -319,7 +323,8 @@ void chat_config_log(const struct chat_config *c, const char *where)
         MOSQ_LOG_INFO,
         "mosquitto-chat: store \"%s\", topics \"%s/<group>\", acl %s, read_check %s, "
         "members without a username: %s; page_size %zu, page_bytes %zu, page_qos %d, "
-        "replay_window %u, replay_budget %u, replay_timeout %u, max_payload %zu, fsync %s, "
+        "replay_window %u, replay_budget %u, replay_share %u, replay_timeout %u, max_payload %zu, "
+        "fsync %s, "
         "write_buffer_mb %u, "
         "replay %s, "
         "open_groups %s, admins \"%s\", retention_count %llu, retention_days %llu, "
@@ -328,7 +333,7 @@ void chat_config_log(const struct chat_config *c, const char *where)
         where, c->topic_prefix, acls[c->acl_mode <= CHAT_ACL_DEFER ? c->acl_mode : 0],
         c->read_check == CHAT_READ_MEMBERS ? "members" : "broker",
         c->tilde_names ? "~<client id>" : "<client id>", c->page_size, c->page_bytes, c->page_qos,
-        c->replay_window, c->replay_budget, c->replay_timeout, c->max_payload,
+        c->replay_window, c->replay_budget, c->replay_share, c->replay_timeout, c->max_payload,
         fsyncs[c->fsync <= CHAT_SYNC_ALWAYS ? c->fsync : 0], c->write_buffer_mb,
         c->replay ? "true" : "false", c->open_groups ? "true" : "false", admins,
         (unsigned long long)c->retention_count, (unsigned long long)c->retention_days,

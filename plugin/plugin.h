@@ -130,6 +130,7 @@ struct chat_config {
     unsigned replay_window;
     unsigned replay_timeout; /* seconds */
     unsigned replay_budget;  /* messages paged per pass of the broker's loop; 0: no bound */
+    unsigned replay_share;   /* % of the rest of a pass's CPU the pages may take beyond it */
     size_t max_payload;
     chat_sync fsync;
     unsigned write_buffer_mb; /* LevelDB's memtable, MiB (plugin_opt_write_buffer_mb) */

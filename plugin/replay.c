@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define WINDOW_MAX 64u /* upper bound of plugin_opt_replay_window */
 
@@ -48,7 +49,10 @@ struct chat_replay {
     time_t last_timeout_scan;
     struct chat_device *head, *tail; /* the devices waiting for a turn (invariant turns) */
     size_t waiting;                  /* how many */
-    uint64_t spent;                  /* messages paged in this pass (invariant pass-budget) */
+    uint64_t spent;                  /* messages paged in this pass (invariant pass-budget) ... */
+    int64_t spent_us;                /* ... the thread's CPU that took (µs) ... */
+    int64_t allow_us;                /* ... and what the share allows this pass */
+    int64_t mark_us;                 /* thread CPU when this pass began */
     uint64_t pass_max;               /* the most any pass carried, for $SYS */
     uint64_t turns;                  /* devices that had to wait for a turn, for $SYS */
 };
@@ -186,9 +190,32 @@ enum send_result {
     NOT_NOW       /* out of memory: the next ack or tick tries again */
 };
 
-/* Sends the next page of g. */
+static int64_t cpu_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static enum send_result send_one_page(struct chat_plugin *pl, struct chat_device *d,
+                                      struct replay_group *g);
+
+/* Sends the next page of g, counting the CPU it took against the pass's
+ * share when replay_share is on (two clock reads a page). */
 static enum send_result send_page(struct chat_plugin *pl, struct chat_device *d,
                                   struct replay_group *g)
+{
+    if (!pl->cfg.replay_budget || !pl->cfg.replay_share) {
+        return send_one_page(pl, d, g);
+    }
+    int64_t t0 = cpu_us();
+    enum send_result res = send_one_page(pl, d, g);
+    pl->replay->spent_us += cpu_us() - t0;
+    return res;
+}
+
+static enum send_result send_one_page(struct chat_plugin *pl, struct chat_device *d,
+                                      struct replay_group *g)
 {
     uint64_t head = 0, first = 1;
     bool more = false;
@@ -278,7 +305,8 @@ enum pump_result {
 
 static bool budget_spent(const struct chat_plugin *pl)
 {
-    return pl->cfg.replay_budget && pl->replay->spent >= pl->cfg.replay_budget;
+    const struct chat_replay *r = pl->replay;
+    return pl->cfg.replay_budget && r->spent >= pl->cfg.replay_budget && r->spent_us >= r->allow_us;
 }
 
 /* Fills the device's window, up to max_pages pages and, with bounded, while
@@ -370,7 +398,15 @@ static void serve_turns(struct chat_plugin *pl)
     if (r->spent > r->pass_max) {
         r->pass_max = r->spent;
     }
+    if (pl->cfg.replay_budget && pl->cfg.replay_share) {
+        /* The rest of the pass that ends here: its CPU less the pages'. */
+        int64_t now = cpu_us();
+        int64_t other = r->mark_us ? now - r->mark_us - r->spent_us : 0;
+        r->allow_us = other > 0 ? other * (int64_t)pl->cfg.replay_share / 100 : 0;
+        r->mark_us = now;
+    }
     r->spent = 0;
+    r->spent_us = 0;
     size_t idle_left = r->waiting;
     while (r->head && !budget_spent(pl) && idle_left > 0) {
         struct chat_device *d = r->head;
