@@ -398,12 +398,17 @@ static void serve_turns(struct chat_plugin *pl)
     if (r->spent > r->pass_max) {
         r->pass_max = r->spent;
     }
-    if (pl->cfg.replay_budget && pl->cfg.replay_share) {
+    if (pl->cfg.replay_budget && pl->cfg.replay_share && (r->head || r->spent)) {
         /* The rest of the pass that ends here: its CPU less the pages'. */
         int64_t now = cpu_us();
         int64_t other = r->mark_us ? now - r->mark_us - r->spent_us : 0;
         r->allow_us = other > 0 ? other * (int64_t)pl->cfg.replay_share / 100 : 0;
         r->mark_us = now;
+    } else {
+        /* No catch-up: no clock read a pass; the first pass of the next one
+         * has the budget alone. */
+        r->allow_us = 0;
+        r->mark_us = 0;
     }
     r->spent = 0;
     r->spent_us = 0;
