@@ -56,7 +56,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.page_qos, 0);
     assert_int_equal(cfg.replay_window, 4);
     assert_int_equal(cfg.replay_timeout, 10);
-    assert_int_equal(cfg.replay_budget, 400); /* replay_window x page_size */
+    assert_int_equal(cfg.replay_budget, 1600); /* 4 x replay_window x page_size */
     assert_int_equal(cfg.replay_share, 100);
     assert_int_equal(cfg.max_payload, 65536);
     assert_int_equal(cfg.fsync, CHAT_SYNC_NONE);
@@ -341,7 +341,7 @@ static void test_admins(void **state)
     }
 }
 
-/* replay_budget unset follows replay_window x page_size, in any order of
+/* replay_budget unset follows 4 x replay_window x page_size, in any order of
  * the options; set, it is what it says. */
 static void test_replay_budget_auto(void **state)
 {
@@ -352,7 +352,7 @@ static void test_replay_budget_auto(void **state)
                                 {.key = "page_size", .value = "1000"}};
     (void)state;
     assert_int_equal(chat_config_parse(&cfg, a, 2), MOSQ_ERR_SUCCESS);
-    assert_int_equal(cfg.replay_budget, 2000);
+    assert_int_equal(cfg.replay_budget, 8000);
     chat_config_free(&cfg);
     assert_int_equal(chat_config_parse(&cfg, b, 2), MOSQ_ERR_SUCCESS);
     assert_int_equal(cfg.replay_budget, 7);
