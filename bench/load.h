@@ -91,6 +91,7 @@ struct opts {
     int port;
     long pid;
     int devices, groups, per_device, storm, senders, probes;
+    int storms; /* phases 3 to 6, once or twice */
     unsigned backlog;
     double rate;
     unsigned steady_ms;
@@ -98,6 +99,13 @@ struct opts {
     unsigned timeout_ms;
     bool check;
     bool connect_only; /* phase 1 only: memory and descriptors per connected device */
+};
+
+/* Values kept for a quantile (a growing array; samples_add dies when out
+ * of memory). */
+struct samples {
+    int64_t *v;
+    size_t n, cap;
 };
 
 /* What is measured in a window of steady traffic. */
@@ -109,6 +117,7 @@ struct window {
     int64_t max_ping_ns; /* longest ping round trip */
     uint64_t pings;
     int64_t ping_sum_ns;
+    struct samples ping_ns, gap_ns; /* every round trip and live gap, for the p99 */
 };
 
 /* What one storm (phases 3 to 6) measured. */
@@ -149,6 +158,12 @@ _Noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* calloc that dies when out of memory (n 0 allocates one element). */
 void *xcalloc(size_t n, size_t size);
+
+/* Appends x to s; the q-th quantile (q in 0..1, nearest rank) of s, 0 when
+ * empty (sorts s); frees s's values. */
+void samples_add(struct samples *s, int64_t x);
+int64_t samples_quantile(struct samples *s, double q);
+void samples_free(struct samples *s);
 
 /* The broker's (--pid) resident memory in KiB (0: unknown), its open
  * descriptors (-1: unknown), its CPU seconds (0: unknown); the CPU seconds

@@ -150,6 +150,7 @@ static void on_live(struct client *d, const struct mosquitto_message *msg)
         int64_t from = d->last_live_ns > g_win->start_ns ? d->last_live_ns : g_win->start_ns;
         if (t - from > g_win->max_gap_ns)
             g_win->max_gap_ns = t - from;
+        samples_add(&g_win->gap_ns, t - from);
     }
     d->last_live_ns = t;
     deliver(d, group, id, n);
@@ -268,6 +269,7 @@ static void cb_publish(struct mosquitto *mosq, void *obj, int mid)
                 g_win->max_ping_ns = rtt;
             g_win->pings++;
             g_win->ping_sum_ns += rtt;
+            samples_add(&g_win->ping_ns, rtt);
         }
     }
 }

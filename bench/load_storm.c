@@ -162,6 +162,8 @@ void drain(const char *what)
 /* Starts measuring a window: every probe's gap counts from now. */
 void window_start(struct window *w)
 {
+    samples_free(&w->ping_ns);
+    samples_free(&w->gap_ns);
     memset(w, 0, sizeof *w);
     w->start_ns = now_ns();
     w->broker_cpu0 = broker_cpu();
@@ -179,6 +181,7 @@ void window_end(struct window *w)
         int64_t from = d->last_live_ns > w->start_ns ? d->last_live_ns : w->start_ns;
         if (t - from > w->max_gap_ns)
             w->max_gap_ns = t - from;
+        samples_add(&w->gap_ns, t - from);
     }
     w->end_ns = t;
     w->broker_busy = (broker_cpu() - w->broker_cpu0) / ((double)(t - w->start_ns) / 1e9);

@@ -135,3 +135,42 @@ double self_cpu(void)
     return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
            (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
+
+void samples_add(struct samples *s, int64_t x)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 1024;
+        int64_t *v = realloc(s->v, cap * sizeof *v);
+        if (!v)
+            die("out of memory");
+        s->v = v;
+        s->cap = cap;
+    }
+    s->v[s->n++] = x;
+}
+
+static int cmp_sample(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int64_t samples_quantile(struct samples *s, double q)
+{
+    if (s->n == 0)
+        return 0;
+    qsort(s->v, s->n, sizeof *s->v, cmp_sample);
+    size_t rank = (size_t)(q * (double)s->n + 0.999999); /* nearest rank: ceil(q n) */
+    if (rank < 1)
+        rank = 1;
+    if (rank > s->n)
+        rank = s->n;
+    return s->v[rank - 1];
+}
+
+void samples_free(struct samples *s)
+{
+    free(s->v);
+    s->v = NULL;
+    s->n = s->cap = 0;
+}

@@ -5,12 +5,23 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define PAGE_BYTES_MAX 268369920u /* 256 MiB less 64 KiB */
 #define MAX_PAYLOAD_MAX 44000000u /* 6 x this and the envelope's fields fit in a packet */
+/* replay_budget unset: four times one device's full window (4 x
+ * replay_window x page_size messages, 1,600 by default) per pass of the
+ * broker's loop, over all devices. A lone catch-up then never waits for a
+ * turn, so it goes as fast as without a budget; a storm adds a few
+ * milliseconds to each pass (docs/scaling.md, "Reconnect storms") instead of
+ * a page for every device. One window (400) made the 1,000-device storm of
+ * bench/run load catch up four times slower than without a budget. */
+#define REPLAY_BUDGET_WINDOWS 4u
+#define REPLAY_BUDGET_AUTO UINT_MAX
+#define REPLAY_BUDGET_MAX 1000000u
 
 static int bad(const char *name, const char *value, const char *expected)
 {
@@ -143,6 +154,8 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
     cfg->page_qos = 0;
     cfg->replay_window = 4;
     cfg->replay_timeout = 10;
+    cfg->replay_budget = REPLAY_BUDGET_AUTO;
+    cfg->replay_share = 100;
     cfg->max_payload = 65536;
     cfg->fsync = CHAT_SYNC_NONE;
     cfg->write_buffer_mb = 32;
@@ -186,6 +199,13 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
         } else if (!strcmp(k, "replay_window")) {
             rc = parse_uint(val, 1, 64, &v) ? (cfg->replay_window = (unsigned)v, 0)
                                             : bad(k, val, "an integer from 1 to 64");
+        } else if (!strcmp(k, "replay_budget")) {
+            rc = parse_uint(val, 0, REPLAY_BUDGET_MAX, &v)
+                     ? (cfg->replay_budget = (unsigned)v, 0)
+                     : bad(k, val, "messages, from 0 (no bound) to 1000000");
+        } else if (!strcmp(k, "replay_share")) {
+            rc = parse_uint(val, 0, 1000, &v) ? (cfg->replay_share = (unsigned)v, 0)
+                                              : bad(k, val, "percent, from 0 to 1000");
         } else if (!strcmp(k, "replay_timeout")) {
             rc = parse_uint(val, 1, 86400, &v) ? (cfg->replay_timeout = (unsigned)v, 0)
                                                : bad(k, val, "seconds, from 1 to 86400");
@@ -260,6 +280,10 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
     if (rc == MOSQ_ERR_SUCCESS && !cfg->admins) {
         rc = parse_admins(cfg, "");
     }
+    if (cfg->replay_budget == REPLAY_BUDGET_AUTO) {
+        uint64_t window = (uint64_t)REPLAY_BUDGET_WINDOWS * cfg->replay_window * cfg->page_size;
+        cfg->replay_budget = (unsigned)(window < REPLAY_BUDGET_MAX ? window : REPLAY_BUDGET_MAX);
+    }
     cfg->acl_auto = cfg->acl_mode == CHAT_ACL_AUTO;
     cfg->prefix_len = strlen(cfg->topic_prefix);
     return rc;
@@ -302,7 +326,9 @@ void chat_config_log(const struct chat_config *c, const char *where)
         MOSQ_LOG_INFO,
         "mosquitto-chat: store \"%s\", topics \"%s/<group>\", acl %s, read_check %s, "
         "members without a username: %s; page_size %zu, page_bytes %zu, page_qos %d, "
-        "replay_window %u, replay_timeout %u, max_payload %zu, fsync %s, write_buffer_mb %u, "
+        "replay_window %u, replay_budget %u, replay_share %u, replay_timeout %u, max_payload %zu, "
+        "fsync %s, "
+        "write_buffer_mb %u, "
         "replay %s, "
         "open_groups %s, admins \"%s\", retention_count %llu, retention_days %llu, "
         "device_expiry_days %llu, recall_seconds %u, edit_seconds %u, backup_dir %s, figures "
@@ -310,7 +336,7 @@ void chat_config_log(const struct chat_config *c, const char *where)
         where, c->topic_prefix, acls[c->acl_mode <= CHAT_ACL_DEFER ? c->acl_mode : 0],
         c->read_check == CHAT_READ_MEMBERS ? "members" : "broker",
         c->tilde_names ? "~<client id>" : "<client id>", c->page_size, c->page_bytes, c->page_qos,
-        c->replay_window, c->replay_timeout, c->max_payload,
+        c->replay_window, c->replay_budget, c->replay_share, c->replay_timeout, c->max_payload,
         fsyncs[c->fsync <= CHAT_SYNC_ALWAYS ? c->fsync : 0], c->write_buffer_mb,
         c->replay ? "true" : "false", c->open_groups ? "true" : "false", admins,
         (unsigned long long)c->retention_count, (unsigned long long)c->retention_days,

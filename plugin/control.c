@@ -181,6 +181,9 @@ int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev)
         chat_control_fail(&r, "too many commands in one request (at most 1000)");
         goto done;
     }
+    if (n == 0) {
+        chat_replay_flush(pl, ev->client);
+    }
     int i = 0;
     for (const cJSON *c = cmds->child; c; c = c->next, i++) {
         if (i) {

@@ -129,6 +129,8 @@ struct chat_config {
     int page_qos;
     unsigned replay_window;
     unsigned replay_timeout; /* seconds */
+    unsigned replay_budget;  /* messages paged per pass of the broker's loop; 0: no bound */
+    unsigned replay_share;   /* % of the rest of a pass's CPU the pages may take beyond it */
     size_t max_payload;
     chat_sync fsync;
     unsigned write_buffer_mb; /* LevelDB's memtable, MiB (plugin_opt_write_buffer_mb) */
@@ -619,11 +621,25 @@ void chat_replay_stop_member(struct chat_plugin *pl, const char *member, const c
 /* Drops the replay state of every device in group (its deletion). */
 void chat_replay_stop_group(struct chat_plugin *pl, const char *group);
 
+/* client sent an empty request: if its device waits for a turn
+ * (replay_budget), it gets the pages its window allows now, so that the
+ * answer follows them (invariant empty-request-after-pages in replay.c). */
+void chat_replay_flush(struct chat_plugin *pl, struct mosquitto *client);
+
 /* Devices with replay pages in flight; devices with any replay state. */
 unsigned chat_replay_active(struct chat_plugin *pl);
 size_t chat_replay_devices(const struct chat_plugin *pl);
 
-/* Resends stalled pages; called from the tick. */
+/* Figures of replay_budget: devices waiting for their turn now; devices
+ * that had to wait for one since start; the most messages one pass of the
+ * broker's loop carried in pages since start (that pass's ended). */
+size_t chat_replay_waiting(const struct chat_plugin *pl);
+uint64_t chat_replay_turns(const struct chat_plugin *pl);
+uint64_t chat_replay_pass_max(const struct chat_plugin *pl);
+
+/* Ends a pass of the broker's loop for replay_budget: gives the new pass's
+ * budget to the devices waiting for a turn; then, once a second, resends
+ * stalled pages. Called from the tick, every tick. */
 void chat_replay_tick(struct chat_plugin *pl, time_t now);
 
 /* Creates and frees the catch-ups' state. */

@@ -34,9 +34,11 @@
 #include "reply.h"
 
 #include <assert.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define WINDOW_MAX 64u /* upper bound of plugin_opt_replay_window */
 
@@ -45,6 +47,14 @@
 struct chat_replay {
     chat_hmap *devices; /* client id -> struct chat_device */
     time_t last_timeout_scan;
+    struct chat_device *head, *tail; /* the devices waiting for a turn (invariant turns) */
+    size_t waiting;                  /* how many */
+    uint64_t spent;                  /* messages paged in this pass (invariant pass-budget) ... */
+    int64_t spent_us;                /* ... the thread's CPU that took (µs) ... */
+    int64_t allow_us;                /* ... and what the share allows this pass */
+    int64_t mark_us;                 /* thread CPU when this pass began */
+    uint64_t pass_max;               /* the most any pass carried, for $SYS */
+    uint64_t turns;                  /* devices that had to wait for a turn, for $SYS */
 };
 
 struct replay_group {
@@ -69,7 +79,9 @@ struct chat_device {
     struct replay_group *rr;     /* where the round robin over groups resumes */
     unsigned inflight;           /* sum of n_out over groups */
     time_t last_progress;
-    size_t page_bytes; /* invariant page-shrink */
+    size_t page_bytes;                 /* invariant page-shrink */
+    struct chat_device *qnext, *qprev; /* in the queue of turns ... */
+    bool queued;                       /* ... when this is set */
 };
 
 static void group_free(struct replay_group *g)
@@ -129,8 +141,44 @@ static void group_remove(struct chat_device *d, struct replay_group *g)
     group_free(g);
 }
 
+static void enqueue(struct chat_replay *r, struct chat_device *d)
+{
+    assert(!d->queued);
+    d->qnext = NULL;
+    d->qprev = r->tail;
+    if (r->tail) {
+        r->tail->qnext = d;
+    } else {
+        r->head = d;
+    }
+    r->tail = d;
+    d->queued = true;
+    r->waiting++;
+}
+
+static void dequeue(struct chat_replay *r, struct chat_device *d)
+{
+    if (!d->queued) {
+        return;
+    }
+    if (d->qprev) {
+        d->qprev->qnext = d->qnext;
+    } else {
+        r->head = d->qnext;
+    }
+    if (d->qnext) {
+        d->qnext->qprev = d->qprev;
+    } else {
+        r->tail = d->qprev;
+    }
+    d->qnext = d->qprev = NULL;
+    d->queued = false;
+    r->waiting--;
+}
+
 static void device_remove(struct chat_plugin *pl, struct chat_device *d)
 {
+    dequeue(pl->replay, d);
     chat_hmap_remove(pl->replay->devices, d->client_id, strlen(d->client_id));
     device_free(d);
 }
@@ -142,9 +190,32 @@ enum send_result {
     NOT_NOW       /* out of memory: the next ack or tick tries again */
 };
 
-/* Sends the next page of g. */
+static int64_t cpu_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static enum send_result send_one_page(struct chat_plugin *pl, struct chat_device *d,
+                                      struct replay_group *g);
+
+/* Sends the next page of g, counting the CPU it took against the pass's
+ * share when replay_share is on (two clock reads a page). */
 static enum send_result send_page(struct chat_plugin *pl, struct chat_device *d,
                                   struct replay_group *g)
+{
+    if (!pl->cfg.replay_budget || !pl->cfg.replay_share) {
+        return send_one_page(pl, d, g);
+    }
+    int64_t t0 = cpu_us();
+    enum send_result res = send_one_page(pl, d, g);
+    pl->replay->spent_us += cpu_us() - t0;
+    return res;
+}
+
+static enum send_result send_one_page(struct chat_plugin *pl, struct chat_device *d,
+                                      struct replay_group *g)
 {
     uint64_t head = 0, first = 1;
     bool more = false;
@@ -208,6 +279,7 @@ static enum send_result send_page(struct chat_plugin *pl, struct chat_device *d,
         g->outstanding[g->n_out++] = w.last;
         d->inflight++;
         pl->stats.pages++;
+        pl->replay->spent += w.count;
         res = PAGE_SENT;
     } else {
         sbuf_free(&b);
@@ -225,14 +297,30 @@ static enum send_result send_page(struct chat_plugin *pl, struct chat_device *d,
     return res;
 }
 
-/* Fills the device's window, taking groups in turn so that one long backlog
- * does not hold back the others. Returns true when the device had nothing
- * left and was freed. */
-static bool pump(struct chat_plugin *pl, struct chat_device *d)
+enum pump_result {
+    DEVICE_FREED, /* nothing left: the device was freed */
+    DEVICE_WAITS, /* its window is full, or nothing can go now: an ack or timeout moves it */
+    DEVICE_MORE   /* it has room and (maybe) more to send: it needs another turn */
+};
+
+static bool budget_spent(const struct chat_plugin *pl)
 {
-    unsigned idle = 0;
+    const struct chat_replay *r = pl->replay;
+    return pl->cfg.replay_budget && r->spent >= pl->cfg.replay_budget && r->spent_us >= r->allow_us;
+}
+
+/* Fills the device's window, up to max_pages pages and, with bounded, while
+ * the pass's budget lasts (invariant pass-budget), taking groups in turn so
+ * that one long backlog does not hold back the others. */
+static enum pump_result pump(struct chat_plugin *pl, struct chat_device *d, unsigned max_pages,
+                             bool bounded)
+{
+    unsigned idle = 0, sent = 0;
     unsigned ngroups = (unsigned)chat_hmap_count(d->by_name);
     while (d->inflight < pl->cfg.replay_window && d->groups && idle < ngroups) {
+        if (sent == max_pages || (bounded && budget_spent(pl))) {
+            return DEVICE_MORE;
+        }
         struct replay_group *g = d->rr ? d->rr : d->groups;
         enum send_result res = send_page(pl, d, g);
         if (res == NOT_NOW) {
@@ -244,6 +332,7 @@ static bool pump(struct chat_plugin *pl, struct chat_device *d)
         d->rr = g->next;
         if (res == PAGE_SENT) {
             idle = 0;
+            sent++;
         } else if (g->n_out == 0) {
             /* Fully sent and acked: done. Only a group's own ack or its turn
              * here can finish it, so no walk over every group is needed. */
@@ -255,9 +344,86 @@ static bool pump(struct chat_plugin *pl, struct chat_device *d)
     }
     if (!d->groups) {
         device_remove(pl, d);
-        return true;
+        return DEVICE_FREED;
     }
-    return false;
+    return DEVICE_WAITS;
+}
+
+/* The budget holds only where a pass has an end that the plugin sees: the
+ * broker's tick. Without ticks (2.0.11 with per_listener_settings true)
+ * pages go as they did before the budget, or a waiting device would wait
+ * for the next client event. */
+static bool budgeted(const struct chat_plugin *pl)
+{
+    return pl->cfg.replay_budget > 0 && chat_tick_seen(pl);
+}
+
+/* d has window room (an ack, a start, a stop, a timeout): pages go now
+ * while the budget lasts and nobody waits, else d waits for its turn
+ * (invariant turns). */
+static void kick(struct chat_plugin *pl, struct chat_device *d)
+{
+    struct chat_replay *r = pl->replay;
+    if (!budgeted(pl)) {
+        (void)pump(pl, d, UINT_MAX, false);
+        return;
+    }
+    if (d->queued) {
+        return; /* its turn comes */
+    }
+    if (r->head || budget_spent(pl) || pump(pl, d, UINT_MAX, true) == DEVICE_MORE) {
+        enqueue(r, d);
+        r->turns++;
+    }
+}
+
+void chat_replay_flush(struct chat_plugin *pl, struct mosquitto *client)
+{
+    const char *client_id = mosquitto_client_id(client);
+    struct chat_device *d = client_id ? device_find(pl, client_id) : NULL;
+    if (d && d->queued) {
+        dequeue(pl->replay, d);
+        d->client = client;
+        (void)pump(pl, d, UINT_MAX, false);
+    }
+}
+
+/* A new pass: its budget goes to the devices waiting, one page a turn, from
+ * the front of the queue (invariant turns). Bounded: a turn that sends a
+ * page spends at least one message of the budget, and the others are at
+ * most one per device waiting when the pass began. */
+static void serve_turns(struct chat_plugin *pl)
+{
+    struct chat_replay *r = pl->replay;
+    if (r->spent > r->pass_max) {
+        r->pass_max = r->spent;
+    }
+    if (pl->cfg.replay_budget && pl->cfg.replay_share && (r->head || r->spent)) {
+        /* The rest of the pass that ends here: its CPU less the pages'. */
+        int64_t now = cpu_us();
+        int64_t other = r->mark_us ? now - r->mark_us - r->spent_us : 0;
+        r->allow_us = other > 0 ? other * (int64_t)pl->cfg.replay_share / 100 : 0;
+        r->mark_us = now;
+    } else {
+        /* No catch-up: no clock read a pass; the first pass of the next one
+         * has the budget alone. */
+        r->allow_us = 0;
+        r->mark_us = 0;
+    }
+    r->spent = 0;
+    r->spent_us = 0;
+    size_t idle_left = r->waiting;
+    while (r->head && !budget_spent(pl) && idle_left > 0) {
+        struct chat_device *d = r->head;
+        uint64_t before = r->spent;
+        dequeue(r, d);
+        if (pump(pl, d, 1, true) == DEVICE_MORE) {
+            enqueue(r, d);
+        }
+        if (r->spent == before) {
+            idle_left--;
+        }
+    }
 }
 
 static struct chat_device *device_new(struct chat_plugin *pl, struct mosquitto *client,
@@ -344,7 +510,7 @@ void chat_replay_start(struct chat_plugin *pl, struct mosquitto *client, const c
     d->last_progress = time(NULL);
     mosquitto_log_printf(MOSQ_LOG_DEBUG, "mosquitto-chat: catch-up of %s in %s from %llu to %llu",
                          client_id, group, (unsigned long long)cursor, (unsigned long long)head);
-    (void)pump(pl, d);
+    kick(pl, d);
 }
 
 void chat_replay_acked(struct chat_plugin *pl, struct mosquitto *client, const char *group,
@@ -375,7 +541,7 @@ void chat_replay_acked(struct chat_plugin *pl, struct mosquitto *client, const c
         d->page_bytes =
             d->page_bytes * 2 < pl->cfg.page_bytes ? d->page_bytes * 2 : pl->cfg.page_bytes;
     }
-    (void)pump(pl, d);
+    kick(pl, d);
 }
 
 /* Stops the catch-up of d in group (NULL: all). The places its pages held
@@ -391,7 +557,7 @@ static void stop_device(struct chat_plugin *pl, struct chat_device *d, const cha
     if (!group || !d->groups) {
         device_remove(pl, d);
     } else if (g) {
-        (void)pump(pl, d);
+        kick(pl, d);
     }
 }
 
@@ -438,9 +604,15 @@ void chat_replay_stop_member(struct chat_plugin *pl, const char *member, const c
     } while (c.n == STOP_BATCH);
 }
 
+struct stop_group {
+    struct chat_replay *r;
+    const char *group;
+};
+
 static bool stop_group_cb(void *ctx, const void *key, size_t len, void *val)
 {
-    const char *group = ctx;
+    const struct stop_group *c = ctx;
+    const char *group = c->group;
     struct chat_device *d = val;
     (void)key;
     (void)len;
@@ -451,13 +623,15 @@ static bool stop_group_cb(void *ctx, const void *key, size_t len, void *val)
     if (d->groups) {
         return false;
     }
+    dequeue(c->r, d);
     device_free(d);
     return true;
 }
 
 void chat_replay_stop_group(struct chat_plugin *pl, const char *group)
 {
-    chat_hmap_foreach(pl->replay->devices, stop_group_cb, (void *)group);
+    struct stop_group c = {pl->replay, group};
+    chat_hmap_foreach(pl->replay->devices, stop_group_cb, &c);
 }
 
 static bool count_active_cb(void *ctx, const void *key, size_t len, void *val)
@@ -478,8 +652,8 @@ unsigned chat_replay_active(struct chat_plugin *pl)
 }
 
 /* Pages were lost or the device stalled: send again from the cursor, in
- * smaller pages (invariant page-shrink). Returns true when d was freed. */
-static bool resend(struct chat_plugin *pl, struct chat_device *d, time_t now)
+ * smaller pages (invariant page-shrink); d may be freed. */
+static void resend(struct chat_plugin *pl, struct chat_device *d, time_t now)
 {
     bool single = d->page_bytes == 1;
     d->page_bytes = d->page_bytes >= 2048 ? d->page_bytes / 4 : 1;
@@ -502,7 +676,7 @@ static bool resend(struct chat_plugin *pl, struct chat_device *d, time_t now)
                          "in pages of at most %zu bytes",
                          d->client_id, pl->cfg.replay_timeout, d->page_bytes);
     d->last_progress = now;
-    return pump(pl, d);
+    kick(pl, d);
 }
 
 struct tick_ctx {
@@ -537,6 +711,7 @@ static bool collect_due(void *ctx, const void *key, size_t len, void *val)
 
 void chat_replay_tick(struct chat_plugin *pl, time_t now)
 {
+    serve_turns(pl);
     if (now == pl->replay->last_timeout_scan) {
         return;
     }
@@ -545,7 +720,7 @@ void chat_replay_tick(struct chat_plugin *pl, time_t now)
     struct tick_ctx t = {pl, now, NULL, 0, 0};
     chat_hmap_foreach(pl->replay->devices, collect_due, &t);
     for (size_t i = 0; i < t.n; i++) {
-        (void)resend(pl, t.due[i], now);
+        resend(pl, t.due[i], now);
     }
     free(t.due);
 }
@@ -553,6 +728,21 @@ void chat_replay_tick(struct chat_plugin *pl, time_t now)
 size_t chat_replay_devices(const struct chat_plugin *pl)
 {
     return chat_hmap_count(pl->replay->devices);
+}
+
+size_t chat_replay_waiting(const struct chat_plugin *pl)
+{
+    return pl->replay->waiting;
+}
+
+uint64_t chat_replay_turns(const struct chat_plugin *pl)
+{
+    return pl->replay->turns;
+}
+
+uint64_t chat_replay_pass_max(const struct chat_plugin *pl)
+{
+    return pl->replay->pass_max;
 }
 
 bool chat_replay_init(struct chat_plugin *pl)

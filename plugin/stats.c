@@ -51,7 +51,7 @@ struct figure {
     uint64_t value;
 };
 
-#define FIGURES 11
+#define FIGURES 14
 
 static void collect(struct chat_plugin *pl, struct figure f[FIGURES])
 {
@@ -68,6 +68,9 @@ static void collect(struct chat_plugin *pl, struct figure f[FIGURES])
         {"acks", pl->stats.acks},
         {"pages/sent", pl->stats.pages},
         {"catchups/active", chat_replay_active(pl)},
+        {"catchups/waiting", chat_replay_waiting(pl)},
+        {"catchups/turns", chat_replay_turns(pl)},
+        {"pages/pass_max_messages", chat_replay_pass_max(pl)},
         {"groups", groups},
         {"store/bytes", bytes},
         {"store/write/p50_us", pl->stats.p50_us},

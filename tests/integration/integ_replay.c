@@ -15,7 +15,13 @@
  *                  chat/<group> is then an ordinary topic;
  *   resubscribe    a new subscribe restarts an outstanding replay within
  *                  the window (pages in flight count), up to the new head;
- *   turns          groups take turns in one device's window.
+ *   turns          groups take turns in one device's window;
+ *   budget         replay_budget: many devices of one member catch up at
+ *                  once; every one gets a page before any device has acked
+ *                  anything (none waits for the others to finish), each gets
+ *                  every id once and in order, and the plugin's figures show
+ *                  that no pass of the broker's loop carried more than the
+ *                  budget and the page that crossed it.
  *
  * The pages the plugin sent are counted behind a barrier (harness_barrier),
  * never after a wait. */
@@ -546,14 +552,115 @@ static void case_turns(void)
 }
 
 /* ===========================================================================
+ * budget
+ * ========================================================================= */
+
+#define BUDGET_DEVICES 8
+#define BUDGET_MESSAGES 30 /* 6 pages of 5 for each device */
+
+/* A figure of the admin command stats. */
+static int64_t stat_of(harness_client *admin, const char *figure)
+{
+    cJSON *resp = harness_request(admin, "{\"commands\":[{\"command\":\"stats\"}]}", WAIT_MS);
+    const cJSON *e = harness_response_only(resp);
+    harness_expect_ok(e, "stats", NULL);
+    int64_t v = harness_json_int(cJSON_GetObjectItemCaseSensitive(e, "figures"), figure);
+    cJSON_Delete(resp);
+    return v;
+}
+
+static harness_client *user_client(ts_broker *b, const char *id, const char *name)
+{
+    harness_client_opts o = {.client_id = id, .username = name};
+    return harness_client_connect_opts(b, &o);
+}
+
+static void case_budget(void)
+{
+    /* replay_share 0: the budget in messages alone, which the figures
+     * count (the share follows the broker's CPU). */
+    const char *opts[] = {"admins alice",    "page_size 5",    "replay_window 2",
+                          "replay_budget 5", "replay_share 0", NULL};
+    ts_broker *b = ts_broker_start_users(opts);
+    harness_client *dev[BUDGET_DEVICES], *snd, *alice;
+    char ids[BUDGET_DEVICES][16];
+    int64_t next[BUDGET_DEVICES];
+    harness_ticket t = {0, 0};
+
+    /* Every device of bob joins at head 0 and goes away. */
+    for (int i = 0; i < BUDGET_DEVICES; i++) {
+        snprintf(ids[i], sizeof ids[i], "bob-%d", i);
+        dev[i] = user_client(b, ids[i], "bob");
+        harness_client_subscribe(dev[i], TOPIC, 1);
+        harness_client_disconnect(dev[i]);
+    }
+    snd = user_client(b, "carol-sender", "carol");
+    harness_client_set_window(snd, 100);
+    for (int k = 1; k <= BUDGET_MESSAGES; k++) {
+        char payload[64];
+        snprintf(payload, sizeof payload, "{\"body\":\"k%d\"}", k);
+        ASSERT(harness_client_publish_async(snd, TOPIC, payload, 1, &t) == 0);
+    }
+    harness_client_wait_acked(snd, t, WAIT_MS);
+    harness_client_disconnect(snd);
+
+    /* They all come back. Each subscribe finds the budget (one page a pass)
+     * spent or others waiting: the devices take turns. */
+    for (int i = 0; i < BUDGET_DEVICES; i++) {
+        dev[i] = user_client(b, ids[i], "bob");
+        harness_client_subscribe(dev[i], TOPIC, 1);
+    }
+    /* Nobody acks yet, so nobody finishes: a device that waited for the
+     * others to finish would never get its first page here. */
+    for (int i = 0; i < BUDGET_DEVICES; i++) {
+        harness_msg *m = harness_client_receive(dev[i], WAIT_MS);
+        harness_page p;
+        ASSERTF(m != NULL, "device %s got no page while no device had acked", ids[i]);
+        ASSERTF(harness_page_parse(m, &p), "device %s: a message on %s", ids[i], m->topic);
+        ASSERTF(p.first == 1 && p.count >= 1 && p.count <= 5, "device %s: first page %lld..%lld",
+                ids[i], (long long)p.first, (long long)p.last);
+        next[i] = p.last + 1;
+        harness_page_free(&p);
+        harness_msg_free(m);
+    }
+    /* Then each catches up in turn, acking as it goes: every id once, in
+     * order, in pages of at most page_size. */
+    for (int i = 0; i < BUDGET_DEVICES; i++) {
+        harness_catchup g = {.group = GROUP, .from = next[i], .to = BUDGET_MESSAGES, .qos = 0};
+        harness_catch_up(dev[i], &g, 1, 5, WAIT_MS, NULL, NULL);
+    }
+    alice = user_client(b, "alice-cli", "alice");
+    int64_t pass_max = stat_of(alice, "pages/pass_max_messages");
+    int64_t turns = stat_of(alice, "catchups/turns");
+    ts_log("most messages in one pass: %lld; devices that waited for a turn: %lld",
+           (long long)pass_max, (long long)turns);
+    /* The budget, and the one page of 5 that crosses it. */
+    ASSERTF(pass_max >= 1 && pass_max <= 5 + 5 - 1, "a pass carried %lld messages, budget 5",
+            (long long)pass_max);
+    /* Each subscribe sent one page, which spent the pass's budget, and the
+     * window had room for another. */
+    ASSERTF(turns >= BUDGET_DEVICES, "%lld turns for %d devices", (long long)turns, BUDGET_DEVICES);
+    ASSERT(stat_of(alice, "catchups/waiting") == 0);
+    harness_client_disconnect(alice);
+    for (int i = 0; i < BUDGET_DEVICES; i++)
+        harness_client_disconnect(dev[i]);
+    ts_broker_destroy(b);
+}
+
+/* ===========================================================================
  * main
  * ========================================================================= */
 
 static const ts_case cases[] = {
-    {"page_bytes", case_page_bytes},         {"truncated", case_truncated},
-    {"retention_days", case_retention_days}, {"page_qos1", case_page_qos1},
-    {"page_qos2", case_page_qos2},           {"prefix", case_prefix},
-    {"resubscribe", case_resubscribe},       {"turns", case_turns},
+    {"page_bytes", case_page_bytes},
+    {"truncated", case_truncated},
+    {"retention_days", case_retention_days},
+    {"page_qos1", case_page_qos1},
+    {"page_qos2", case_page_qos2},
+    {"prefix", case_prefix},
+    {"resubscribe", case_resubscribe},
+    {"turns", case_turns},
+    {"budget", case_budget},
 };
 
 int main(int argc, char **argv)

@@ -15,9 +15,24 @@
 struct plugin_fixture *rd_open_fixture(void **state, const char *const *opts)
 {
     struct plugin_fixture *fx = calloc(1, sizeof(*fx));
+    const char *all[16];
+    size_t n = 0;
+    bool budget = false;
     assert_non_null(fx);
+    /* replay_budget counts per pass of the broker's loop, which ends at a
+     * tick: the cases that call no tick between events get replay_budget 0
+     * unless they set it (test_budget_* end their passes themselves). */
+    for (; opts && opts[n]; n++) {
+        assert_true(n < 14);
+        all[n] = opts[n];
+        budget = budget || !strncmp(opts[n], "replay_budget=", 14);
+    }
+    if (!budget) {
+        all[n++] = "replay_budget=0";
+    }
+    all[n] = NULL;
     stub_reset();
-    if (!plugin_fixture_open(fx, opts)) {
+    if (!plugin_fixture_open(fx, all)) {
         free(fx);
         fail_msg("cannot open the fixture");
     }

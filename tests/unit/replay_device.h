@@ -47,7 +47,8 @@ struct device {
 };
 
 /* Opens a fixture with the plugin options opts into *state (closed by
- * rd_teardown, the cases' cmocka teardown). */
+ * rd_teardown, the cases' cmocka teardown); replay_budget=0 unless opts set
+ * it, since most cases end no pass of the broker's loop (no tick). */
 struct plugin_fixture *rd_open_fixture(void **state, const char *const *opts);
 int rd_teardown(void **state);
 

@@ -56,6 +56,8 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.page_qos, 0);
     assert_int_equal(cfg.replay_window, 4);
     assert_int_equal(cfg.replay_timeout, 10);
+    assert_int_equal(cfg.replay_budget, 1600); /* 4 x replay_window x page_size */
+    assert_int_equal(cfg.replay_share, 100);
     assert_int_equal(cfg.max_payload, 65536);
     assert_int_equal(cfg.fsync, CHAT_SYNC_NONE);
     assert_int_equal(cfg.write_buffer_mb, 32);
@@ -89,6 +91,8 @@ static uint64_t field(const struct chat_config *cfg, const char *key)
         F("page_qos", page_qos),
         F("replay_window", replay_window),
         F("replay_timeout", replay_timeout),
+        F("replay_budget", replay_budget),
+        F("replay_share", replay_share),
         F("max_payload", max_payload),
         F("fsync", fsync),
         F("write_buffer_mb", write_buffer_mb),
@@ -154,6 +158,13 @@ static void test_numbers_and_words(void **state)
         {"replay_window", "64", true, 64, NULL},
         {"replay_window", "0", false, 0, "an integer from 1 to 64"},
         {"replay_window", "65", false, 0, "an integer from 1 to 64"},
+        {"replay_budget", "0", true, 0, NULL},
+        {"replay_budget", "1000000", true, 1000000, NULL},
+        {"replay_budget", "1000001", false, 0, "messages, from 0 (no bound) to 1000000"},
+        {"replay_budget", "-1", false, 0, "messages, from 0 (no bound) to 1000000"},
+        {"replay_share", "0", true, 0, NULL},
+        {"replay_share", "1000", true, 1000, NULL},
+        {"replay_share", "1001", false, 0, "percent, from 0 to 1000"},
         {"replay_timeout", "1", true, 1, NULL},
         {"replay_timeout", "86400", true, 86400, NULL},
         {"replay_timeout", "0", false, 0, "seconds, from 1 to 86400"},
@@ -330,6 +341,24 @@ static void test_admins(void **state)
     }
 }
 
+/* replay_budget unset follows 4 x replay_window x page_size, in any order of
+ * the options; set, it is what it says. */
+static void test_replay_budget_auto(void **state)
+{
+    struct chat_config cfg;
+    struct mosquitto_opt a[] = {{.key = "page_size", .value = "1000"},
+                                {.key = "replay_window", .value = "2"}};
+    struct mosquitto_opt b[] = {{.key = "replay_budget", .value = "7"},
+                                {.key = "page_size", .value = "1000"}};
+    (void)state;
+    assert_int_equal(chat_config_parse(&cfg, a, 2), MOSQ_ERR_SUCCESS);
+    assert_int_equal(cfg.replay_budget, 8000);
+    chat_config_free(&cfg);
+    assert_int_equal(chat_config_parse(&cfg, b, 2), MOSQ_ERR_SUCCESS);
+    assert_int_equal(cfg.replay_budget, 7);
+    chat_config_free(&cfg);
+}
+
 static void test_order_and_unknown(void **state)
 {
     struct chat_config cfg;
@@ -362,6 +391,7 @@ int main(void)
         cmocka_unit_test_setup(test_numbers_and_words, reset),
         cmocka_unit_test_setup(test_strings, reset),
         cmocka_unit_test_setup(test_admins, reset),
+        cmocka_unit_test_setup(test_replay_budget_auto, reset),
         cmocka_unit_test_setup(test_order_and_unknown, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -299,6 +300,105 @@ static void test_turns(void **state)
     free(d);
 }
 
+/* replay_budget: a pass of the broker's loop (tick to tick) pages at most
+ * the budget over all devices (here one page of 5), and the devices waiting
+ * take turns, one page each, from the front of one queue: a pass sends a
+ * page while a device waiting has one to send, no device runs more than a
+ * page or two ahead of another, and each still gets every id once, in order. */
+#define TURN_DEVICES 4
+#define TURN_MESSAGES 40 /* 8 pages of 5 for each device */
+/* The client model keeps these names, not copies. */
+static const char *const turn_ids[TURN_DEVICES] = {"phone0", "phone1", "phone2", "phone3"};
+static const char *const turn_users[TURN_DEVICES] = {"user0", "user1", "user2", "user3"};
+
+static void test_budget_turns(void **state)
+{
+    /* replay_share 0: the budget in messages alone, which this test counts
+     * (the share follows the CPU of whatever runs between two ticks). */
+    static const char *const opts[] = {"page_size=5", "replay_window=2", "replay_budget=5",
+                                       "replay_share=0", NULL};
+    struct plugin_fixture *fx = rd_open_fixture(state, opts);
+    struct device *d[TURN_DEVICES];
+    size_t passes = 0, empty = 0;
+
+    for (int i = 0; i < TURN_DEVICES; i++) {
+        d[i] = rd_new_device(turn_ids[i], turn_users[i]);
+        rd_join(fx, "g", turn_users[i]);
+    }
+    rd_fill(fx, "g", TURN_MESSAGES);
+    /* All reconnect in one pass: the first takes the pass's budget, the
+     * others wait for their turn. */
+    for (int i = 0; i < TURN_DEVICES; i++) {
+        rd_start(fx, d[i], "g");
+    }
+    assert_int_equal(d[0]->npages, 1);
+    for (int i = 1; i < TURN_DEVICES; i++) {
+        assert_int_equal(d[i]->npages, 0);
+    }
+    assert_int_equal(chat_replay_waiting(&fx->pl), TURN_DEVICES);
+    while (rd_devices(fx) > 0) {
+        size_t before = 0, after = 0, lo = MAX_PAGES, hi = 0;
+        bool waiting = chat_replay_waiting(&fx->pl) > 0;
+        assert_true(++passes <= 4 * TURN_DEVICES * TURN_MESSAGES / 5);
+        for (int i = 0; i < TURN_DEVICES; i++) {
+            before += d[i]->npages;
+        }
+        /* A pass: its tick, then every device acks what it got. */
+        chat_replay_tick(&fx->pl, 1000);
+        for (int i = 0; i < TURN_DEVICES; i++) {
+            rd_step(fx, d[i]);
+            if (d[i]->npages > 0 && d[i]->pages[d[i]->npages - 1].last > d[i]->groups[0].acked) {
+                rd_ack(fx, d[i], "g", d[i]->pages[d[i]->npages - 1].last);
+            }
+        }
+        for (int i = 0; i < TURN_DEVICES; i++) {
+            after += d[i]->npages;
+            lo = d[i]->npages < lo ? d[i]->npages : lo;
+            hi = d[i]->npages > hi ? d[i]->npages : hi;
+        }
+        /* The budget: one page a pass. A pass with devices waiting sends
+         * none only when those have nothing left but to be found done. */
+        assert_true(after - before <= 1);
+        empty += waiting && after == before;
+        /* Turns: nobody waits for the others to finish. */
+        assert_true(hi - lo <= 2);
+    }
+    for (int i = 0; i < TURN_DEVICES; i++) {
+        assert_int_equal(d[i]->npages, TURN_MESSAGES / 5);
+        assert_int_equal(d[i]->pages[d[i]->npages - 1].last, TURN_MESSAGES);
+        assert_int_equal(d[i]->nerrors, 0);
+        free(d[i]);
+    }
+    assert_true(empty <= TURN_DEVICES);
+    assert_true(passes <= TURN_DEVICES * TURN_MESSAGES / 5 + TURN_DEVICES);
+    assert_int_equal(chat_replay_pass_max(&fx->pl), 5);
+    assert_true(chat_replay_turns(&fx->pl) >= TURN_DEVICES - 1);
+    assert_int_equal(chat_replay_waiting(&fx->pl), 0);
+}
+
+/* replay_budget 0: no bound, every device's window fills at once, as
+ * before the budget. */
+static void test_budget_off(void **state)
+{
+    static const char *const opts[] = {"page_size=5", "replay_window=2", "replay_budget=0", NULL};
+    struct plugin_fixture *fx = rd_open_fixture(state, opts);
+    struct device *d[TURN_DEVICES];
+
+    for (int i = 0; i < TURN_DEVICES; i++) {
+        d[i] = rd_new_device(turn_ids[i], turn_users[i]);
+        rd_join(fx, "g", turn_users[i]);
+    }
+    rd_fill(fx, "g", TURN_MESSAGES);
+    for (int i = 0; i < TURN_DEVICES; i++) {
+        rd_start(fx, d[i], "g");
+        assert_int_equal(d[i]->npages, 2);
+    }
+    assert_int_equal(chat_replay_waiting(&fx->pl), 0);
+    for (int i = 0; i < TURN_DEVICES; i++) {
+        free(d[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -308,6 +408,8 @@ int main(void)
         cmocka_unit_test_teardown(test_restart, rd_teardown),
         cmocka_unit_test_teardown(test_resend, rd_teardown),
         cmocka_unit_test_teardown(test_turns, rd_teardown),
+        cmocka_unit_test_teardown(test_budget_turns, rd_teardown),
+        cmocka_unit_test_teardown(test_budget_off, rd_teardown),
         cmocka_unit_test_teardown(test_target, rd_teardown),
         cmocka_unit_test_teardown(test_hole, rd_teardown),
         cmocka_unit_test_teardown(test_hole_of_one, rd_teardown),
