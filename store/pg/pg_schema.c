@@ -81,15 +81,28 @@ const char *const pg_schema_sql[] = {
     "    ON gg.grp = mm.grp WHERE mm.member = m AND (g IS NULL OR mm.grp <> g)\n"
     "    AND (gg.del_gen IS NULL OR mm.gen = gg.del_gen)) $$;\n",
 
+    /* The member's push lock (an advisory lock per member name): a
+     * registration's put takes it before it looks for a membership, and
+     * whatever ends memberships (chat_member_remove, chat_group_delete,
+     * chat_expire_devices) takes it before it ends them, so one of the two
+     * waits for the other's commit and sees it: a put never stores a
+     * registration that the end of the last membership has already swept,
+     * and two ends of a member's last two memberships do not each see the
+     * other still there. Taken before any row lock of the member's. */
+    "CREATE OR REPLACE FUNCTION chat_push_lock(m text) RETURNS void\n"
+    "LANGUAGE sql AS $$\n"
+    "  SELECT pg_advisory_xact_lock(hashtext('mosquitto-chat push ' || m)) $$;\n",
+
     /* A device's registration, in place of its own: 0 stored, 1 the
      * member's other devices hold maxn already, 2 a member of no group.
-     * The advisory lock orders two brokers' puts of one member, so that
-     * the count holds. */
+     * The push lock orders two brokers' puts of one member, so that the
+     * count holds, and orders the put against the end of a membership (the
+     * look for one comes after the lock: 0.2.0 looked first). */
     "CREATE OR REPLACE FUNCTION chat_push_put(m text, d text, r bytea, t bigint, maxn bigint)\n"
     "RETURNS integer LANGUAGE plpgsql AS $$\n"
     "BEGIN\n"
+    "  PERFORM chat_push_lock(m);\n"
     "  IF NOT chat_member_elsewhere(m, NULL) THEN RETURN 2; END IF;\n"
-    "  PERFORM pg_advisory_xact_lock(hashtext('mosquitto-chat push ' || m));\n"
     "  IF (SELECT count(*) FROM chat_push WHERE member = m AND device <> d) >= maxn THEN\n"
     "    RETURN 1;\n"
     "  END IF;\n"
@@ -306,6 +319,7 @@ const char *const pg_schema_sql[] = {
     /* the membership row before the cursor, as chat_read_advance locks
      * them: the other order could deadlock with a read */
     "    IF dm THEN\n"
+    "      PERFORM chat_push_lock(r.member);\n"
     "      PERFORM 1 FROM chat_members WHERE grp = r.grp AND member = r.member FOR UPDATE;\n"
     "    END IF;\n"
     /* a use stamped meanwhile by another broker keeps the cursor */
@@ -387,6 +401,7 @@ const char *const pg_schema_sql[] = {
     "CREATE OR REPLACE FUNCTION chat_member_remove(g text, m text) RETURNS void\n"
     "LANGUAGE plpgsql AS $$\n"
     "BEGIN\n"
+    "  PERFORM chat_push_lock(m);\n"
     "  DELETE FROM chat_members WHERE grp = g AND member = m;\n"
     "  DELETE FROM chat_cursors WHERE grp = g AND member = m;\n"
     "  DELETE FROM chat_cursor_max WHERE grp = g AND member = m;\n"
@@ -401,7 +416,8 @@ const char *const pg_schema_sql[] = {
      * counting); later publishes and joins are not touched. */
     "CREATE OR REPLACE FUNCTION chat_group_delete(g text, maxk bigint) RETURNS boolean\n"
     "LANGUAGE plpgsql AS $$\n"
-    "DECLARE h bigint; dg bigint; b bigint; n bigint; left_ bigint := maxk;\n"
+    "DECLARE h bigint; dg bigint; b bigint; n bigint; left_ bigint := maxk; ms text[];\n"
+    "  m text;\n"
     "BEGIN\n"
     "  INSERT INTO chat_groups (grp) VALUES (g) ON CONFLICT (grp) DO NOTHING;\n"
     "  SELECT head, del_gen, del_bound INTO h, dg, b FROM chat_groups WHERE grp = g\n"
@@ -431,9 +447,14 @@ const char *const pg_schema_sql[] = {
     "  IF left_ > 0 THEN\n"
     /* the members whose last group this was lose their push
      * registrations with the membership (the data-modifying CTE and the
-     * outer delete read one snapshot, so g is left out by name) */
-    "    WITH gone AS (DELETE FROM chat_members WHERE ctid IN (SELECT ctid FROM chat_members\n"
-    "      WHERE grp = g AND gen <> dg LIMIT left_) RETURNING member),\n"
+     * outer delete read one snapshot, so g is left out by name); their
+     * push locks first, in name order, so that two deletions sharing
+     * members take them in one order */
+    "    SELECT array_agg(member ORDER BY member) INTO ms FROM (SELECT member\n"
+    "      FROM chat_members WHERE grp = g AND gen <> dg ORDER BY member LIMIT left_) x;\n"
+    "    FOREACH m IN ARRAY coalesce(ms, '{}') LOOP PERFORM chat_push_lock(m); END LOOP;\n"
+    "    WITH gone AS (DELETE FROM chat_members WHERE grp = g AND gen <> dg\n"
+    "      AND member = ANY (ms) RETURNING member),\n"
     "    orphans AS (DELETE FROM chat_push p USING gone WHERE p.member = gone.member\n"
     "      AND NOT chat_member_elsewhere(gone.member, g))\n"
     "    SELECT count(*) INTO n FROM gone;\n"
