@@ -94,6 +94,30 @@ chat_err pg_cursor_start(chat_store *cs, const char *group, const char *member, 
     return CHAT_OK;
 }
 
+chat_err pg_cursor_open(chat_store *cs, const char *group, const char *member, const char *device,
+                        uint64_t *id, bool *found, uint64_t *head)
+{
+    char b[24];
+    chat_err rc;
+    *found = false;
+    if (!pg_name_ok(group) || !pg_name_ok(member) || !pg_name_ok(device)) {
+        return CHAT_EINVAL;
+    }
+    const char *p[4] = {group, member, device, pg_i64s(b, store_now_ms(cs))};
+    PGresult *res =
+        pg_call(pg_of(cs), PG_STMT_CURSOR_OPEN, p, NULL, "starting a device's cursor", &rc);
+    if (!res) {
+        return rc;
+    }
+    *found = pg_i64(res, 0, 1) != 0;
+    if (*found) {
+        *id = (uint64_t)pg_i64(res, 0, 0);
+    }
+    *head = (uint64_t)pg_i64(res, 0, 2);
+    PQclear(res);
+    return CHAT_OK;
+}
+
 chat_err pg_cursor_touch(chat_store *cs, const char *group, const char *member, const char *device,
                          int64_t now_ms)
 {

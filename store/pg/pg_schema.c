@@ -737,4 +737,23 @@ const struct pg_statement pg_statements[PG_STMT_COUNT] = {
                               "SELECT id, env FROM chat_messages WHERE grp = $1 AND id > $2 AND "
                               "id <= $3 AND origin <> $4 ORDER BY id LIMIT 500",
                               4},
+    /* A catch-up page (chat_store_scan_page): the group's head and first
+     * id and chat_scan_fwd's rows, from one snapshot: a first row of
+     * (head, first, NULL, NULL) when no message follows. A statement, not
+     * a function: a database shared with older brokers needs nothing new. */
+    [PG_STMT_PAGE] = {"chat_page",
+                      "SELECT g.head, g.first, p.id, p.env FROM (SELECT coalesce(max(head), 0) "
+                      "AS head, coalesce(max(first), 1) AS first FROM chat_groups WHERE grp = "
+                      "$1) g LEFT JOIN LATERAL (SELECT id, CASE WHEN rn = 1 OR cum <= $4 THEN "
+                      "env END AS env FROM (SELECT id, env, row_number() OVER w AS rn, "
+                      "sum(octet_length(env)) OVER w AS cum FROM chat_messages WHERE grp = $1 "
+                      "AND id > $2 AND id >= g.first WINDOW w AS (ORDER BY id) ORDER BY id "
+                      "LIMIT $3 + 1) q) p ON true ORDER BY p.id",
+                      4},
+    /* chat_cursor_start and the head (chat_store_cursor_open), read from
+     * the statement's snapshot, taken as it began. */
+    [PG_STMT_CURSOR_OPEN] = {"chat_cursor_open",
+                             "SELECT c.cur, c.ok, coalesce((SELECT head FROM chat_groups WHERE "
+                             "grp = $1), 0) FROM chat_cursor_start($1, $2, $3, $4) c",
+                             4},
 };

@@ -20,6 +20,7 @@
 #include "store_expiry_cases.h"
 #include "store_fixture.h"
 #include "util.h"
+#include "store_page_cases.h"
 #include "store_push_cases.h"
 
 #include <libpq-fe.h>
@@ -533,6 +534,18 @@ static void test_push_expire(void **state)
     push_case_expire(((struct pgfx *)*state)->st);
 }
 
+/* A catch-up's page and start in one statement each (issue 23): the
+ * cases test_store_read runs on LevelDB. */
+static void test_scan_page(void **state)
+{
+    page_case_scan_page(((struct pgfx *)*state)->st);
+}
+
+static void test_cursor_open(void **state)
+{
+    page_case_cursor_open(((struct pgfx *)*state)->st);
+}
+
 static void test_close_during_backup(void **state)
 {
     struct pgfx *fx = *state;
@@ -784,6 +797,8 @@ int main(void)
         PGCASE(test_push_membership),
         PGCASE(test_push_members),
         PGCASE(test_push_expire),
+        PGCASE(test_scan_page),
+        PGCASE(test_cursor_open),
         PGCASE(test_push_put_waits_for_leave),
         PGCASE(test_push_put_waits_for_group_delete),
         PGCASE(test_push_put_waits_for_expiry),
