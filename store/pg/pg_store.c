@@ -47,7 +47,7 @@ static chat_err op_compact(chat_store *cs)
     pg *st = pg_of(cs);
     chat_err rc = CHAT_EIO;
     if (!st->conn) {
-        st->conn = pg_watch_take_writer(st);
+        pg_set_writer(st, pg_watch_take_writer(st));
     }
     if (st->conn) {
         PGresult *res =
@@ -225,11 +225,12 @@ chat_err pg_open(const char *path, const chat_store_opts *opts, chat_store **out
     st->origin = new_origin();
     atomic_init(&st->member_gen, 1);
     atomic_init(&st->member_live, false);
+    atomic_init(&st->writer_pid, 0);
     st->conninfo = strdup(path);
     if (!st->conninfo) {
         goto fail;
     }
-    st->conn = pg_connect(st->conninfo, st->sync, false, err, sizeof(err));
+    pg_set_writer(st, pg_connect(st->conninfo, st->sync, false, err, sizeof(err)));
     if (!st->conn) {
         store_open_error(errmsg, "cannot connect to PostgreSQL", err);
         rc = CHAT_EIO;

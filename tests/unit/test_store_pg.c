@@ -648,6 +648,38 @@ static void put_against(struct pgfx *fx, const char *ending)
     assert_int_equal(call.result, CHAT_PUSH_NO_GROUP);
 }
 
+/* The membership cache (pg_db.h): this store's own joins and leaves
+ * update its entry at once (the watcher passes over the writer's own
+ * notifications), another connection's change reaches it by
+ * notification. */
+static void test_member_cache_own_and_other(void **state)
+{
+    struct pgfx *fx = *state;
+    uint64_t joined = 0;
+    bool found = false;
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "bob", NULL));
+    ASSERT_OK(chat_store_member_get(fx->st, "g", "bob", &joined, &found));
+    assert_true(found);
+    /* another broker's leave: seen once its notification arrives */
+    sql(fx, "SELECT chat_member_remove('g', 'bob')");
+    for (int i = 0; i < 2000 && found; i++) {
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+        ASSERT_OK(chat_store_member_get(fx->st, "g", "bob", &joined, &found));
+    }
+    assert_false(found);
+    /* our own join and leave: seen at once, each */
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "bob", NULL));
+    ASSERT_OK(chat_store_member_get(fx->st, "g", "bob", &joined, &found));
+    assert_true(found);
+    ASSERT_OK(chat_store_member_remove(fx->st, "g", "bob"));
+    ASSERT_OK(chat_store_member_get(fx->st, "g", "bob", &joined, &found));
+    assert_false(found);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "bob", NULL));
+    ASSERT_OK(chat_store_member_get(fx->st, "g", "bob", &joined, &found));
+    assert_true(found);
+}
+
 static void test_push_put_waits_for_leave(void **state)
 {
     put_against(*state, "SELECT chat_member_remove('g', 'bob')");
@@ -799,6 +831,7 @@ int main(void)
         PGCASE(test_push_expire),
         PGCASE(test_scan_page),
         PGCASE(test_cursor_open),
+        PGCASE(test_member_cache_own_and_other),
         PGCASE(test_push_put_waits_for_leave),
         PGCASE(test_push_put_waits_for_group_delete),
         PGCASE(test_push_put_waits_for_expiry),
