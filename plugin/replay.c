@@ -190,6 +190,28 @@ enum send_result {
     NOT_NOW       /* out of memory: the next ack or tick tries again */
 };
 
+/* A page's scan: the writer, and where the page must begin, known once
+ * the store has read the group's first id (chat_store_scan_page sets it
+ * before the first message). */
+struct page_scan {
+    struct chat_page_writer *w;
+    uint64_t sent, head, first;
+    bool started;
+};
+
+static int page_scan_add(void *ctx, uint64_t id, const char *data, size_t len)
+{
+    struct page_scan *ps = ctx;
+    if (!ps->started) {
+        /* Retention may have removed ids the device never acked
+         * ("truncated"); any other id missing from first to head is
+         * damage. */
+        ps->started = true;
+        ps->w->expect = ps->sent + 1 > ps->first ? ps->sent + 1 : ps->first;
+    }
+    return chat_page_add(ps->w, id, data, len);
+}
+
 static int64_t cpu_us(void)
 {
     struct timespec ts;
@@ -214,10 +236,10 @@ static enum send_result send_page(struct chat_plugin *pl, struct chat_device *d,
     return res;
 }
 
+/* Sends the next page of g. */
 static enum send_result send_one_page(struct chat_plugin *pl, struct chat_device *d,
                                       struct replay_group *g)
 {
-    uint64_t head = 0, first = 1;
     bool more = false;
     sbuf b = {0};
     struct chat_page_writer w;
@@ -237,17 +259,11 @@ static enum send_result send_one_page(struct chat_plugin *pl, struct chat_device
     }
     sbuf_puts(&b, "{\"responses\":[");
     chat_page_begin(&w, &b, "replay", g->group, NULL);
-    chat_err rc = chat_store_head(pl->store, g->group, &head);
-    if (rc == CHAT_OK) {
-        rc = chat_store_first(pl->store, g->group, &first);
-    }
-    /* Retention may have removed ids the device never acked ("truncated");
-     * any other id missing from first to head is damage. */
-    w.expect = g->sent + 1 > first ? g->sent + 1 : first;
-    if (rc == CHAT_OK) {
-        rc = chat_store_scan_forward(pl->store, g->group, g->sent, limit, d->page_bytes,
-                                     chat_page_add, &w, &more);
-    }
+    /* The head, the first id and the page in one call: one round trip on
+     * PostgreSQL. */
+    struct page_scan ps = {&w, g->sent, 0, 1, false};
+    chat_err rc = chat_store_scan_page(pl->store, g->group, g->sent, limit, d->page_bytes,
+                                       page_scan_add, &ps, &more, &ps.head, &ps.first);
     if (b.failed) {
         sbuf_free(&b);
         mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: out of memory paging %s to %s",
@@ -271,7 +287,8 @@ static enum send_result send_one_page(struct chat_plugin *pl, struct chat_device
     enum send_result res = HOLE_SKIPPED;
     if (w.count > 0) {
         bool truncated = w.first > g->sent + 1;
-        chat_page_end(&w, head, w.last < head, truncated, true, chat_store_incarnation(pl->store));
+        chat_page_end(&w, ps.head, w.last < ps.head, truncated, true,
+                      chat_store_incarnation(pl->store));
         sbuf_puts(&b, "]}");
         chat_send(pl, d->client_id, &b);
         g->sent = w.last;
@@ -451,10 +468,9 @@ void chat_replay_start(struct chat_plugin *pl, struct mosquitto *client, const c
     if (!client_id || chat_member(pl, client, member)) {
         return;
     }
-    chat_err rc = chat_store_cursor_start(pl->store, group, member, client_id, &cursor, &found);
-    if (rc == CHAT_OK) {
-        rc = chat_store_head(pl->store, group, &head);
-    }
+    /* the cursor and the head in one call: one round trip on PostgreSQL */
+    chat_err rc =
+        chat_store_cursor_open(pl->store, group, member, client_id, &cursor, &found, &head);
     if (rc != CHAT_OK) {
         chat_log_store_error(pl, rc, "catch-up of %s in %s", client_id, group);
         chat_relay_follow(pl, group, 0);

@@ -82,6 +82,10 @@ typedef chat_err store_cid_of_fn(chat_store *st, const char *group, uint64_t id,
 typedef chat_err store_scan_fn(chat_store *st, const char *group, uint64_t from_id, bool forward,
                                size_t max_count, size_t max_bytes, chat_msg_fn fn, void *ctx,
                                bool *more);
+/* scan_page: as scan forward, and head and first; the same checks done. */
+typedef chat_err store_scan_page_fn(chat_store *st, const char *group, uint64_t after,
+                                    size_t max_count, size_t max_bytes, chat_msg_fn fn, void *ctx,
+                                    bool *more, uint64_t *head, uint64_t *first);
 
 /* Retention and the list of groups. trim: group is not NULL, max_keys is
  * not 0. groups: fn is not NULL, *done is false. */
@@ -102,6 +106,9 @@ typedef chat_err store_cursor_max_fn(chat_store *st, const char *group, const ch
                                      uint64_t *id, bool *found);
 typedef chat_err store_cursor_start_fn(chat_store *st, const char *group, const char *member,
                                        const char *device, uint64_t *id, bool *found);
+typedef chat_err store_cursor_open_fn(chat_store *st, const char *group, const char *member,
+                                      const char *device, uint64_t *id, bool *found,
+                                      uint64_t *head);
 typedef chat_err store_cursor_touch_fn(chat_store *st, const char *group, const char *member,
                                        const char *device, int64_t now_ms);
 typedef chat_err store_expire_devices_fn(chat_store *st, int64_t older_than_ms, bool drop_members,
@@ -189,12 +196,16 @@ typedef struct chat_store_ops {
     store_change_fn *change;
     store_cid_of_fn *cid_of;
     store_scan_fn *scan;
+    /* NULL: head, first and scan one after the other (LevelDB, from memory
+     * but the scan) */
+    store_scan_page_fn *scan_page;
     store_trim_fn *trim;
     store_groups_fn *groups;
     store_cursor_info_fn *cursor_info;
     store_cursor_advance_fn *cursor_advance;
     store_cursor_max_fn *cursor_max;
     store_cursor_start_fn *cursor_start;
+    store_cursor_open_fn *cursor_open; /* NULL: cursor_start, then head */
     store_cursor_touch_fn *cursor_touch;
     store_expire_devices_fn *expire_devices;
     store_member_add_fn *member_add;

@@ -143,6 +143,34 @@ chat_err chat_store_scan_forward(chat_store *st, const char *group, uint64_t aft
     return st->ops->scan(st, group, after, true, max_count, max_bytes, fn, ctx, more);
 }
 
+chat_err chat_store_scan_page(chat_store *st, const char *group, uint64_t after, size_t max_count,
+                              size_t max_bytes, chat_msg_fn fn, void *ctx, bool *more,
+                              uint64_t *head, uint64_t *first)
+{
+    uint64_t h = 0, f = 1;
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    *more = false;
+    if (max_count == 0 || !fn) {
+        return CHAT_EINVAL;
+    }
+    if (st->ops->scan_page) {
+        return st->ops->scan_page(st, group, after, max_count, max_bytes, fn, ctx, more, head,
+                                  first);
+    }
+    chat_err rc = st->ops->head(st, group, &h);
+    if (rc == CHAT_OK) {
+        rc = st->ops->first(st, group, &f);
+    }
+    if (rc != CHAT_OK) {
+        return rc;
+    }
+    *head = h;
+    *first = f;
+    return st->ops->scan(st, group, after, true, max_count, max_bytes, fn, ctx, more);
+}
+
 void chat_page_destroy(chat_page *page)
 {
     if (!page) {

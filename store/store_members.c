@@ -56,6 +56,26 @@ chat_err chat_store_cursor_start(chat_store *st, const char *group, const char *
     return st->ops->cursor_start(st, group, member, device, id, found);
 }
 
+chat_err chat_store_cursor_open(chat_store *st, const char *group, const char *member,
+                                const char *device, uint64_t *id, bool *found, uint64_t *head)
+{
+    uint64_t h = 0;
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    if (st->ops->cursor_open) {
+        return st->ops->cursor_open(st, group, member, device, id, found, head);
+    }
+    chat_err rc = st->ops->cursor_start(st, group, member, device, id, found);
+    if (rc == CHAT_OK) {
+        rc = st->ops->head(st, group, &h);
+    }
+    if (rc == CHAT_OK) {
+        *head = h;
+    }
+    return rc;
+}
+
 chat_err chat_store_cursor_touch(chat_store *st, const char *group, const char *member,
                                  const char *device, int64_t now_ms)
 {

@@ -444,6 +444,16 @@ chat_err chat_store_scan_forward(chat_store *st, const char *group, uint64_t aft
                                  size_t max_count, size_t max_bytes, chat_msg_fn fn, void *ctx,
                                  bool *more);
 
+/* chat_store_scan_forward for a catch-up page, with the group's head and
+ * first id (as chat_store_head and chat_store_first give them) read with
+ * it: on PostgreSQL one statement, one snapshot and one round trip instead
+ * of three. The same rules for fn and *more. *head and *first are set
+ * before fn's first call (fn may read them through its ctx: the first id
+ * it must expect) and hold on success. */
+chat_err chat_store_scan_page(chat_store *st, const char *group, uint64_t after, size_t max_count,
+                              size_t max_bytes, chat_msg_fn fn, void *ctx, bool *more,
+                              uint64_t *head, uint64_t *first);
+
 /* Reads messages with ids < before, newest first, with the same bounds. */
 chat_err chat_store_read_backward(chat_store *st, const char *group, uint64_t before,
                                   size_t max_count, size_t max_bytes, chat_page **out);
@@ -481,6 +491,12 @@ chat_err chat_store_cursor_max(chat_store *st, const char *group, const char *me
  * a use of the device. *found is false when member is not in group. */
 chat_err chat_store_cursor_start(chat_store *st, const char *group, const char *member,
                                  const char *device, uint64_t *id, bool *found);
+
+/* chat_store_cursor_start, and the group's head (0: none) as it stood when
+ * the call began or later, for a catch-up's start: on PostgreSQL one round
+ * trip instead of two. *head is set on success only. */
+chat_err chat_store_cursor_open(chat_store *st, const char *group, const char *member,
+                                const char *device, uint64_t *id, bool *found, uint64_t *head);
 
 /* Records that a device was used at now_ms (for chat_store_expire_devices),
  * cheaply: it writes only when the day (UTC, now_ms / 86400000) differs

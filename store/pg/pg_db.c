@@ -7,6 +7,12 @@
 #include <poll.h>
 #include <stdio.h>
 
+void pg_set_writer(pg *st, PGconn *c)
+{
+    st->conn = c;
+    atomic_store(&st->writer_pid, c ? PQbackendPID(c) : 0);
+}
+
 PGresult *pg_call(pg *st, enum pg_stmt stmt, const char *const *params, const int *lens,
                   const char *what, chat_err *rc)
 {
@@ -19,7 +25,7 @@ PGresult *pg_call_long(pg *st, enum pg_stmt stmt, const char *const *params, con
     char err[CHAT_STORE_ERROR_MAX];
     bool lost = false, data = false;
     if (!st->conn) {
-        st->conn = pg_watch_take_writer(st);
+        pg_set_writer(st, pg_watch_take_writer(st));
     }
     if (!st->conn) {
         store_set_text(st->base.last_err, sizeof(st->base.last_err),
@@ -37,7 +43,7 @@ PGresult *pg_call_long(pg *st, enum pg_stmt stmt, const char *const *params, con
     *rc = data ? CHAT_EINVAL : CHAT_EIO;
     if (lost) {
         PQfinish(st->conn);
-        st->conn = NULL;
+        pg_set_writer(st, NULL);
         pg_watch_want_writer(st);
     }
     return NULL;

@@ -15,7 +15,13 @@
  * invalidated: every change of one notifies PG_CHANNEL_INVAL at commit,
  * and the watcher then bumps `member_gen`, which empties the cache at the
  * next lookup; while the watcher is not listening (member_live false) the
- * cache is not used at all.
+ * cache is not used at all. The changes the writer makes are this
+ * broker's own: the op that made one has updated the cache itself when it
+ * returns (a join or a leave: the one entry; anything wider, or a call
+ * that failed and may yet have committed: bumped), so the watcher passes
+ * over the notifications of the writer's backend (`writer_pid`), and a
+ * broker's own joins, a storm of first subscribes, do not empty its cache
+ * for every other member.
  */
 #ifndef PG_DB_H
 #define PG_DB_H
@@ -42,6 +48,7 @@ typedef struct pg {
     uint64_t members_gen; /* member_gen when the cache was last emptied */
     atomic_uint_fast64_t member_gen;
     atomic_bool member_live; /* the watcher listens: the cache may be used */
+    atomic_int writer_pid;   /* conn's server process (0: none), see above */
     struct pg_watch *watch;
 } pg;
 
@@ -49,6 +56,10 @@ static inline pg *pg_of(chat_store *cs)
 {
     return (pg *)cs;
 }
+
+/* Makes c (NULL: none) the writer, and its server process the one whose
+ * membership notifications the watcher passes over. Caller's thread. */
+void pg_set_writer(pg *st, PGconn *c);
 
 /* Runs statement stmt with its parameters on the writer, asking for
  * binary results, and waits at most PG_CALL_TIMEOUT_MS. params[i] NULL is

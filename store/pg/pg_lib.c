@@ -41,6 +41,7 @@ static struct {
                                const int *paramFormats, int resultFormat);
     int (*PQsocket)(const PGconn *conn);
     ConnStatusType (*PQstatus)(const PGconn *conn);
+    int (*PQbackendPID)(const PGconn *conn);
 } lib;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -98,6 +99,7 @@ static void load(void)
     ok = ok &&
          find(h, "PQsendQueryPrepared", &lib.PQsendQueryPrepared, sizeof(lib.PQsendQueryPrepared));
     ok = ok && find(h, "PQsocket", &lib.PQsocket, sizeof(lib.PQsocket));
+    ok = ok && find(h, "PQbackendPID", &lib.PQbackendPID, sizeof(lib.PQbackendPID));
     ok = ok && find(h, "PQstatus", &lib.PQstatus, sizeof(lib.PQstatus));
     loaded = ok;
 }
@@ -234,6 +236,11 @@ int PQsendQueryPrepared(PGconn *conn, const char *stmtName, int nParams,
 int PQsocket(const PGconn *conn)
 {
     return lib.PQsocket(conn);
+}
+
+int PQbackendPID(const PGconn *conn)
+{
+    return lib.PQbackendPID(conn);
 }
 
 ConnStatusType PQstatus(const PGconn *conn)

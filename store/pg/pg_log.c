@@ -172,6 +172,46 @@ chat_err pg_scan(chat_store *cs, const char *group, uint64_t from_id, bool forwa
     return CHAT_OK;
 }
 
+chat_err pg_scan_page(chat_store *cs, const char *group, uint64_t after, size_t max_count,
+                      size_t max_bytes, chat_msg_fn fn, void *ctx, bool *more, uint64_t *head,
+                      uint64_t *first)
+{
+    char b1[24], b2[24], b3[24];
+    chat_err rc;
+    if (!pg_name_ok(group)) {
+        return CHAT_EINVAL;
+    }
+    if (after >= INT64_MAX) {
+        /* no id follows: the page is empty, the numbers are still read */
+        after = INT64_MAX;
+    }
+    const char *p[4] = {group, pg_u64(b1, after),
+                        pg_u64(b2, max_count > INT32_MAX ? INT32_MAX : max_count),
+                        pg_u64(b3, max_bytes)};
+    PGresult *res = pg_call(pg_of(cs), PG_STMT_PAGE, p, NULL, "reading a page", &rc);
+    if (!res) {
+        return rc;
+    }
+    /* the aggregate gives a row even for a group without one */
+    int rows = PQntuples(res);
+    *head = rows > 0 ? (uint64_t)pg_i64(res, 0, 0) : 0;
+    *first = rows > 0 ? (uint64_t)pg_i64(res, 0, 1) : 1;
+    for (int r = 0; r < rows && !PQgetisnull(res, r, 2); r++) {
+        /* as pg_scan: past max_count, or past max_bytes */
+        if ((size_t)r >= max_count || PQgetisnull(res, r, 3)) {
+            *more = true;
+            break;
+        }
+        if (fn(ctx, (uint64_t)pg_i64(res, r, 2), PQgetvalue(res, r, 3),
+               (size_t)PQgetlength(res, r, 3)) != 0) {
+            *more = true;
+            break;
+        }
+    }
+    PQclear(res);
+    return CHAT_OK;
+}
+
 chat_err pg_trim(chat_store *cs, const char *group, uint64_t before, size_t max_keys,
                  uint64_t *first_now)
 {

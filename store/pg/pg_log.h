@@ -16,6 +16,7 @@ store_append_fn pg_append;
 store_cid_find_fn pg_cid_find;
 store_get_fn pg_get;
 store_scan_fn pg_scan;
+store_scan_page_fn pg_scan_page;
 store_trim_fn pg_trim;
 store_groups_fn pg_groups;
 

@@ -94,6 +94,30 @@ chat_err pg_cursor_start(chat_store *cs, const char *group, const char *member, 
     return CHAT_OK;
 }
 
+chat_err pg_cursor_open(chat_store *cs, const char *group, const char *member, const char *device,
+                        uint64_t *id, bool *found, uint64_t *head)
+{
+    char b[24];
+    chat_err rc;
+    *found = false;
+    if (!pg_name_ok(group) || !pg_name_ok(member) || !pg_name_ok(device)) {
+        return CHAT_EINVAL;
+    }
+    const char *p[4] = {group, member, device, pg_i64s(b, store_now_ms(cs))};
+    PGresult *res =
+        pg_call(pg_of(cs), PG_STMT_CURSOR_OPEN, p, NULL, "starting a device's cursor", &rc);
+    if (!res) {
+        return rc;
+    }
+    *found = pg_i64(res, 0, 1) != 0;
+    if (*found) {
+        *id = (uint64_t)pg_i64(res, 0, 0);
+    }
+    *head = (uint64_t)pg_i64(res, 0, 2);
+    PQclear(res);
+    return CHAT_OK;
+}
+
 chat_err pg_cursor_touch(chat_store *cs, const char *group, const char *member, const char *device,
                          int64_t now_ms)
 {
@@ -122,6 +146,8 @@ chat_err pg_expire_devices(chat_store *cs, int64_t older_than_ms, bool drop_memb
                         from ? parts[1] : NULL,          from ? parts[2] : NULL};
     PGresult *res = pg_call(pg_of(cs), PG_STMT_EXPIRE, p, NULL, "expiring devices", &rc);
     if (!res) {
+        /* it may have committed, members with it: our cache forgets */
+        atomic_fetch_add(&pg_of(cs)->member_gen, 1);
         return rc;
     }
     out->devices = (size_t)pg_i64(res, 0, 0);
@@ -226,18 +252,28 @@ chat_err pg_member_add(chat_store *cs, const char *group, const char *member, ui
     if (!pg_name_ok(group) || !pg_name_ok(member)) {
         return CHAT_EINVAL;
     }
+    char k[2 * CHAT_STORE_MAX_NAME + 2];
+    uint64_t gen = 0;
+    size_t klen = member_key(k, group, member);
+    /* the generation before the call, as pg_member_get takes it: a change
+     * notified meanwhile empties the cache rather than meet our entry */
+    (void)members_cache(st, &gen);
     const char *p[2] = {group, member};
     PGresult *res = pg_call(st, PG_STMT_MEMBER_ADD, p, NULL, "adding a member", &rc);
     if (!res) {
+        /* it may have committed all the same: forget everything */
+        atomic_fetch_add(&st->member_gen, 1);
         return rc;
     }
+    uint64_t j = (uint64_t)pg_i64(res, 0, 0);
     if (joined) {
-        *joined = (uint64_t)pg_i64(res, 0, 0);
+        *joined = j;
     }
     PQclear(res);
-    /* Our own cache forgets at once; the others when the notification
-     * arrives. */
-    atomic_fetch_add(&st->member_gen, 1);
+    /* The one entry that changed, in our own cache (the watcher passes
+     * over the writer's notification); the other brokers forget theirs
+     * when it arrives. */
+    members_put(st, gen, k, klen, true, j);
     return CHAT_OK;
 }
 
@@ -248,10 +284,18 @@ chat_err pg_member_remove(chat_store *cs, const char *group, const char *member)
     if (!pg_name_ok(group) || !pg_name_ok(member)) {
         return CHAT_EINVAL;
     }
+    char k[2 * CHAT_STORE_MAX_NAME + 2];
+    uint64_t gen = 0;
+    size_t klen = member_key(k, group, member);
+    (void)members_cache(st, &gen); /* as in pg_member_add */
     const char *p[2] = {group, member};
     PGresult *res = pg_call(st, PG_STMT_MEMBER_REMOVE, p, NULL, "removing a member", &rc);
     PQclear(res);
-    atomic_fetch_add(&st->member_gen, 1);
+    if (rc == CHAT_OK) {
+        members_put(st, gen, k, klen, false, 0);
+    } else {
+        atomic_fetch_add(&st->member_gen, 1);
+    }
     return rc;
 }
 
@@ -286,11 +330,13 @@ chat_err pg_group_delete(chat_store *cs, const char *group, size_t max_keys, boo
     }
     const char *p[2] = {group, pg_u64(b, max_keys)};
     PGresult *res = pg_call(st, PG_STMT_GROUP_DELETE, p, NULL, "deleting a group", &rc);
+    /* done or failed (it may have committed), our own cache forgets: the
+     * watcher passes over the writer's notification */
+    atomic_fetch_add(&st->member_gen, 1);
     if (!res) {
         return rc;
     }
     *done = pg_i64(res, 0, 0) != 0;
     PQclear(res);
-    atomic_fetch_add(&st->member_gen, 1);
     return CHAT_OK;
 }

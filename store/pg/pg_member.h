@@ -12,6 +12,7 @@ store_cursor_info_fn pg_cursor_info;
 store_cursor_advance_fn pg_cursor_advance;
 store_cursor_max_fn pg_cursor_max;
 store_cursor_start_fn pg_cursor_start;
+store_cursor_open_fn pg_cursor_open;
 store_cursor_touch_fn pg_cursor_touch;
 store_expire_devices_fn pg_expire_devices;
 store_member_add_fn pg_member_add;

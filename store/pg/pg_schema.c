@@ -81,15 +81,28 @@ const char *const pg_schema_sql[] = {
     "    ON gg.grp = mm.grp WHERE mm.member = m AND (g IS NULL OR mm.grp <> g)\n"
     "    AND (gg.del_gen IS NULL OR mm.gen = gg.del_gen)) $$;\n",
 
+    /* The member's push lock (an advisory lock per member name): a
+     * registration's put takes it before it looks for a membership, and
+     * whatever ends memberships (chat_member_remove, chat_group_delete,
+     * chat_expire_devices) takes it before it ends them, so one of the two
+     * waits for the other's commit and sees it: a put never stores a
+     * registration that the end of the last membership has already swept,
+     * and two ends of a member's last two memberships do not each see the
+     * other still there. Taken before any row lock of the member's. */
+    "CREATE OR REPLACE FUNCTION chat_push_lock(m text) RETURNS void\n"
+    "LANGUAGE sql AS $$\n"
+    "  SELECT pg_advisory_xact_lock(hashtext('mosquitto-chat push ' || m)) $$;\n",
+
     /* A device's registration, in place of its own: 0 stored, 1 the
      * member's other devices hold maxn already, 2 a member of no group.
-     * The advisory lock orders two brokers' puts of one member, so that
-     * the count holds. */
+     * The push lock orders two brokers' puts of one member, so that the
+     * count holds, and orders the put against the end of a membership (the
+     * look for one comes after the lock: 0.2.0 looked first). */
     "CREATE OR REPLACE FUNCTION chat_push_put(m text, d text, r bytea, t bigint, maxn bigint)\n"
     "RETURNS integer LANGUAGE plpgsql AS $$\n"
     "BEGIN\n"
+    "  PERFORM chat_push_lock(m);\n"
     "  IF NOT chat_member_elsewhere(m, NULL) THEN RETURN 2; END IF;\n"
-    "  PERFORM pg_advisory_xact_lock(hashtext('mosquitto-chat push ' || m));\n"
     "  IF (SELECT count(*) FROM chat_push WHERE member = m AND device <> d) >= maxn THEN\n"
     "    RETURN 1;\n"
     "  END IF;\n"
@@ -355,6 +368,7 @@ const char *const pg_schema_sql[] = {
     /* the membership row before the cursor, as chat_read_advance locks
      * them: the other order could deadlock with a read */
     "    IF dm THEN\n"
+    "      PERFORM chat_push_lock(r.member);\n"
     "      PERFORM 1 FROM chat_members WHERE grp = r.grp AND member = r.member FOR UPDATE;\n"
     "    END IF;\n"
     /* a use stamped meanwhile by another broker keeps the cursor */
@@ -436,6 +450,7 @@ const char *const pg_schema_sql[] = {
     "CREATE OR REPLACE FUNCTION chat_member_remove(g text, m text) RETURNS void\n"
     "LANGUAGE plpgsql AS $$\n"
     "BEGIN\n"
+    "  PERFORM chat_push_lock(m);\n"
     "  DELETE FROM chat_members WHERE grp = g AND member = m;\n"
     "  DELETE FROM chat_cursors WHERE grp = g AND member = m;\n"
     "  DELETE FROM chat_cursor_max WHERE grp = g AND member = m;\n"
@@ -450,7 +465,8 @@ const char *const pg_schema_sql[] = {
      * counting); later publishes and joins are not touched. */
     "CREATE OR REPLACE FUNCTION chat_group_delete(g text, maxk bigint) RETURNS boolean\n"
     "LANGUAGE plpgsql AS $$\n"
-    "DECLARE h bigint; dg bigint; b bigint; n bigint; left_ bigint := maxk;\n"
+    "DECLARE h bigint; dg bigint; b bigint; n bigint; left_ bigint := maxk; ms text[];\n"
+    "  m text;\n"
     "BEGIN\n"
     "  INSERT INTO chat_groups (grp) VALUES (g) ON CONFLICT (grp) DO NOTHING;\n"
     "  SELECT head, del_gen, del_bound INTO h, dg, b FROM chat_groups WHERE grp = g\n"
@@ -480,9 +496,14 @@ const char *const pg_schema_sql[] = {
     "  IF left_ > 0 THEN\n"
     /* the members whose last group this was lose their push
      * registrations with the membership (the data-modifying CTE and the
-     * outer delete read one snapshot, so g is left out by name) */
-    "    WITH gone AS (DELETE FROM chat_members WHERE ctid IN (SELECT ctid FROM chat_members\n"
-    "      WHERE grp = g AND gen <> dg LIMIT left_) RETURNING member),\n"
+     * outer delete read one snapshot, so g is left out by name); their
+     * push locks first, in name order, so that two deletions sharing
+     * members take them in one order */
+    "    SELECT array_agg(member ORDER BY member) INTO ms FROM (SELECT member\n"
+    "      FROM chat_members WHERE grp = g AND gen <> dg ORDER BY member LIMIT left_) x;\n"
+    "    FOREACH m IN ARRAY coalesce(ms, '{}') LOOP PERFORM chat_push_lock(m); END LOOP;\n"
+    "    WITH gone AS (DELETE FROM chat_members WHERE grp = g AND gen <> dg\n"
+    "      AND member = ANY (ms) RETURNING member),\n"
     "    orphans AS (DELETE FROM chat_push p USING gone WHERE p.member = gone.member\n"
     "      AND NOT chat_member_elsewhere(gone.member, g))\n"
     "    SELECT count(*) INTO n FROM gone;\n"
@@ -765,4 +786,23 @@ const struct pg_statement pg_statements[PG_STMT_COUNT] = {
                               "SELECT id, env FROM chat_messages WHERE grp = $1 AND id > $2 AND "
                               "id <= $3 AND origin <> $4 ORDER BY id LIMIT 500",
                               4},
+    /* A catch-up page (chat_store_scan_page): the group's head and first
+     * id and chat_scan_fwd's rows, from one snapshot: a first row of
+     * (head, first, NULL, NULL) when no message follows. A statement, not
+     * a function: a database shared with older brokers needs nothing new. */
+    [PG_STMT_PAGE] = {"chat_page",
+                      "SELECT g.head, g.first, p.id, p.env FROM (SELECT coalesce(max(head), 0) "
+                      "AS head, coalesce(max(first), 1) AS first FROM chat_groups WHERE grp = "
+                      "$1) g LEFT JOIN LATERAL (SELECT id, CASE WHEN rn = 1 OR cum <= $4 THEN "
+                      "env END AS env FROM (SELECT id, env, row_number() OVER w AS rn, "
+                      "sum(octet_length(env)) OVER w AS cum FROM chat_messages WHERE grp = $1 "
+                      "AND id > $2 AND id >= g.first WINDOW w AS (ORDER BY id) ORDER BY id "
+                      "LIMIT $3 + 1) q) p ON true ORDER BY p.id",
+                      4},
+    /* chat_cursor_start and the head (chat_store_cursor_open), read from
+     * the statement's snapshot, taken as it began. */
+    [PG_STMT_CURSOR_OPEN] = {"chat_cursor_open",
+                             "SELECT c.cur, c.ok, coalesce((SELECT head FROM chat_groups WHERE "
+                             "grp = $1), 0) FROM chat_cursor_start($1, $2, $3, $4) c",
+                             4},
 };

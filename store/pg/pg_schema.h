@@ -61,6 +61,8 @@ enum pg_stmt {
     PG_STMT_PUSH_LIST,
     PG_STMT_PUSH_MEMBERS,
     PG_STMT_PUSH_EXPIRE,
+    PG_STMT_PAGE,
+    PG_STMT_CURSOR_OPEN,
     PG_STMT_COUNT
 };
 

@@ -47,7 +47,7 @@ static chat_err op_compact(chat_store *cs)
     pg *st = pg_of(cs);
     chat_err rc = CHAT_EIO;
     if (!st->conn) {
-        st->conn = pg_watch_take_writer(st);
+        pg_set_writer(st, pg_watch_take_writer(st));
     }
     if (st->conn) {
         PGresult *res =
@@ -104,12 +104,14 @@ static const chat_store_ops pg_ops = {
     .change = pg_change,
     .cid_of = pg_cid_of,
     .scan = pg_scan,
+    .scan_page = pg_scan_page,
     .trim = pg_trim,
     .groups = pg_groups,
     .cursor_info = pg_cursor_info,
     .cursor_advance = pg_cursor_advance,
     .cursor_max = pg_cursor_max,
     .cursor_start = pg_cursor_start,
+    .cursor_open = pg_cursor_open,
     .cursor_touch = pg_cursor_touch,
     .expire_devices = pg_expire_devices,
     .member_add = pg_member_add,
@@ -223,11 +225,12 @@ chat_err pg_open(const char *path, const chat_store_opts *opts, chat_store **out
     st->origin = new_origin();
     atomic_init(&st->member_gen, 1);
     atomic_init(&st->member_live, false);
+    atomic_init(&st->writer_pid, 0);
     st->conninfo = strdup(path);
     if (!st->conninfo) {
         goto fail;
     }
-    st->conn = pg_connect(st->conninfo, st->sync, false, err, sizeof(err));
+    pg_set_writer(st, pg_connect(st->conninfo, st->sync, false, err, sizeof(err)));
     if (!st->conn) {
         store_open_error(errmsg, "cannot connect to PostgreSQL", err);
         rc = CHAT_EIO;

@@ -270,7 +270,9 @@ static void drain_notifications(struct pg_watch *w)
     while ((n = PQnotifies(w->lconn)) != NULL) {
         if (!strcmp(n->relname, PG_CHANNEL_MSG)) {
             on_message_note(w, n->extra);
-        } else if (!strcmp(n->relname, PG_CHANNEL_INVAL)) {
+        } else if (!strcmp(n->relname, PG_CHANNEL_INVAL) &&
+                   n->be_pid != atomic_load(&w->st->writer_pid)) {
+            /* not the writer's own: its ops updated the cache (pg_db.h) */
             atomic_fetch_add(&w->st->member_gen, 1);
         }
         PQfreemem(n);

@@ -8,10 +8,12 @@
  * member counts (protocol v1.1) as the LevelDB backend keeps them, device
  * expiry with members (issue 21, item 8: the cases the LevelDB backend
  * runs, store_expiry_cases.c), push registrations (protocol v1.2) by
- * the cases the LevelDB backend runs, and a database whose chat_change
- * 0.2.0 made, shared by a broker of this version and one of 0.2.0, and
- * the relay of another broker's messages waiting for the writer after a
- * lost connection (issue 23, item 5).
+ * the cases the LevelDB backend runs, a put racing the end of the
+ * member's last membership on another connection (it waits for it and
+ * stores nothing), a database whose chat_change 0.2.0 made, shared by a
+ * broker of this version and one of 0.2.0, and the relay of another
+ * broker's messages waiting for the writer after a lost connection
+ * (issue 23, item 5).
  *
  * They need a PostgreSQL cluster: CHAT_TEST_PG_PORT names one on
  * 127.0.0.1 (scripts/test's pg stage makes it); without it the test exits
@@ -20,8 +22,12 @@
 #include "store_expiry_cases.h"
 #include "store_fixture.h"
 #include "util.h"
+#include "store_page_cases.h"
 #include "store_push_cases.h"
 
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -530,6 +536,18 @@ static void test_push_expire(void **state)
     push_case_expire(((struct pgfx *)*state)->st);
 }
 
+/* A catch-up's page and start in one statement each (issue 23): the
+ * cases test_store_read runs on LevelDB. */
+static void test_scan_page(void **state)
+{
+    page_case_scan_page(((struct pgfx *)*state)->st);
+}
+
+static void test_cursor_open(void **state)
+{
+    page_case_cursor_open(((struct pgfx *)*state)->st);
+}
+
 static void test_close_during_backup(void **state)
 {
     struct pgfx *fx = *state;
@@ -543,6 +561,148 @@ static void test_close_during_backup(void **state)
     fx->st = open_pg(fx->conninfo);
     ASSERT_OK(chat_store_head(fx->st, "g", &head));
     assert_int_equal(head, 300);
+}
+
+/* ------------------------------------------------------------------------
+ * A registration's put against the end of the member's last membership
+ * on another broker (issue 23): another connection ends it in a
+ * transaction left open; the put, made meanwhile, must wait for that
+ * commit and then find no membership. (0.2.0 looked for the membership
+ * before it took the lock that orders them: it saw the membership the
+ * open transaction had deleted, stored the registration after that
+ * transaction's sweep, and left it behind the membership's end.)
+ * --------------------------------------------------------------------- */
+
+struct put_call {
+    chat_store *st;
+    chat_err rc;
+    chat_push_put result;
+    atomic_bool done;
+};
+
+static void *put_thread(void *v)
+{
+    struct put_call *c = v;
+    c->rc = chat_store_push_put(c->st, "bob", "b1", "rb", 2, 5, 4, &c->result);
+    atomic_store(&c->done, true);
+    return NULL;
+}
+
+static PGconn *connect_pg(const char *conninfo)
+{
+    const char *kw[] = {"dbname", NULL};
+    const char *val[] = {conninfo, NULL};
+    PGconn *c = PQconnectdbParams(kw, val, 1);
+    if (!c || PQstatus(c) != CONNECTION_OK) {
+        fail_msg("connect %s: %s", conninfo, c ? PQerrorMessage(c) : "out of memory");
+    }
+    return c;
+}
+
+static void exec_ok(PGconn *c, const char *text)
+{
+    PGresult *r = PQexec(c, text);
+    ExecStatusType s = PQresultStatus(r);
+    if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
+        fail_msg("%s: %s", text, PQresultErrorMessage(r));
+    }
+    PQclear(r);
+}
+
+/* Whether the store's writer waits for a lock (watch: a third connection). */
+static bool store_waits(PGconn *watch)
+{
+    PGresult *r = PQexec(watch, "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                                "'mosquitto-chat' AND wait_event_type = 'Lock'");
+    bool waits = PQresultStatus(r) == PGRES_TUPLES_OK && strcmp(PQgetvalue(r, 0, 0), "0") != 0;
+    PQclear(r);
+    return waits;
+}
+
+static void put_against(struct pgfx *fx, const char *ending)
+{
+    struct put_call call = {fx->st, CHAT_EIO, CHAT_PUSH_STORED, false};
+    pthread_t t;
+    char *reg = NULL;
+    size_t len = 0;
+    int64_t created = 0;
+    bool found = true;
+
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "bob", NULL));
+    PGconn *other = connect_pg(fx->conninfo);
+    PGconn *watch = connect_pg(fx->conninfo);
+    exec_ok(other, "BEGIN");
+    exec_ok(other, ending);
+    assert_int_equal(pthread_create(&t, NULL, put_thread, &call), 0);
+    /* until the put waits for the open transaction, or (0.2.0) is done */
+    for (int i = 0; i < 2000 && !atomic_load(&call.done) && !store_waits(watch); i++) {
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    exec_ok(other, "COMMIT");
+    pthread_join(t, NULL);
+    PQfinish(other);
+    PQfinish(watch);
+    ASSERT_OK(call.rc);
+    ASSERT_OK(chat_store_push_get(fx->st, "bob", "b1", &reg, &len, &created, &found));
+    free(reg);
+    assert_false(found); /* no registration outlives the membership */
+    assert_int_equal(call.result, CHAT_PUSH_NO_GROUP);
+}
+
+/* The membership cache (pg_db.h): this store's own joins and leaves
+ * update its entry at once (the watcher passes over the writer's own
+ * notifications), another connection's change reaches it by
+ * notification. */
+static void test_member_cache_own_and_other(void **state)
+{
+    struct pgfx *fx = *state;
+    uint64_t joined = 0;
+    bool found = false;
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "bob", NULL));
+    ASSERT_OK(chat_store_member_get(fx->st, "g", "bob", &joined, &found));
+    assert_true(found);
+    /* another broker's leave: seen once its notification arrives */
+    sql(fx, "SELECT chat_member_remove('g', 'bob')");
+    for (int i = 0; i < 2000 && found; i++) {
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+        ASSERT_OK(chat_store_member_get(fx->st, "g", "bob", &joined, &found));
+    }
+    assert_false(found);
+    /* our own join and leave: seen at once, each */
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "bob", NULL));
+    ASSERT_OK(chat_store_member_get(fx->st, "g", "bob", &joined, &found));
+    assert_true(found);
+    ASSERT_OK(chat_store_member_remove(fx->st, "g", "bob"));
+    ASSERT_OK(chat_store_member_get(fx->st, "g", "bob", &joined, &found));
+    assert_false(found);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "bob", NULL));
+    ASSERT_OK(chat_store_member_get(fx->st, "g", "bob", &joined, &found));
+    assert_true(found);
+}
+
+static void test_push_put_waits_for_leave(void **state)
+{
+    put_against(*state, "SELECT chat_member_remove('g', 'bob')");
+}
+
+static void test_push_put_waits_for_group_delete(void **state)
+{
+    put_against(*state, "SELECT chat_group_delete('g', 1000)");
+}
+
+static void test_push_put_waits_for_expiry(void **state)
+{
+    struct pgfx *fx = *state;
+    uint64_t at = 0;
+    bool found = false;
+    /* bob's one device, unused since long ago: its expiry ends bob's
+     * membership (open groups) */
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "bob", NULL));
+    ASSERT_OK(chat_store_cursor_start(fx->st, "g", "bob", "old", &at, &found));
+    sql(fx, "UPDATE chat_cursors SET used = 0");
+    put_against(fx, "SELECT * FROM chat_expire_devices(1000, 100, true, NULL, NULL, NULL)");
 }
 
 /* chat_change as 0.2.0 created it, word for word: no rd, and no rdm in
@@ -758,6 +918,12 @@ int main(void)
         PGCASE(test_push_members),
         PGCASE(test_push_expire),
         PGCASE(test_feed_waits_for_writer),
+        PGCASE(test_scan_page),
+        PGCASE(test_cursor_open),
+        PGCASE(test_member_cache_own_and_other),
+        PGCASE(test_push_put_waits_for_leave),
+        PGCASE(test_push_put_waits_for_group_delete),
+        PGCASE(test_push_put_waits_for_expiry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

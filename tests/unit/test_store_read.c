@@ -1,7 +1,10 @@
 /* Unit tests of reading the message log (leveldb/ldb_log, and the pages of
- * chat_store.c): pages in both directions, one message, and scans without a
- * copy. One table of named cases, each on a fresh store (store_fixture.h). */
+ * chat_store.c): pages in both directions, one message, scans without a
+ * copy, and a catch-up's page and start with the numbers read beside them
+ * (store_page_cases.c, which test_store_pg runs on PostgreSQL). One table
+ * of named cases, each on a fresh store (store_fixture.h). */
 #include "store_fixture.h"
+#include "store_page_cases.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -324,6 +327,16 @@ static void test_scan_forward_bad_arguments(void **state)
     assert_int_equal(s.calls, 0);
 }
 
+static void test_scan_page(void **state)
+{
+    page_case_scan_page(((struct fixture *)*state)->st);
+}
+
+static void test_cursor_open(void **state)
+{
+    page_case_cursor_open(((struct fixture *)*state)->st);
+}
+
 /* ------------------------------------------------------------------------
  * Table
  * --------------------------------------------------------------------- */
@@ -340,6 +353,8 @@ int main(void)
         CASE(test_scan_forward_cases),
         CASE(test_scan_forward_from_first),
         CASE(test_scan_forward_bad_arguments),
+        CASE(test_scan_page),
+        CASE(test_cursor_open),
     };
 
     return cmocka_run_group_tests_name("store_read", tests, NULL, NULL);
