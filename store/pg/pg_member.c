@@ -71,8 +71,11 @@ chat_err pg_cursor_max(chat_store *cs, const char *group, const char *member, ui
     return CHAT_OK;
 }
 
-chat_err pg_cursor_start(chat_store *cs, const char *group, const char *member, const char *device,
-                         uint64_t *id, bool *found)
+/* A device's cursor started by stmt (PG_STMT_CURSOR_START or _OPEN, which
+ * also reads the group's head into head): both answer (id, found[, head]). */
+static chat_err cursor_call(chat_store *cs, enum pg_stmt stmt, const char *group,
+                            const char *member, const char *device, uint64_t *id, bool *found,
+                            uint64_t *head)
 {
     char b[24];
     chat_err rc;
@@ -81,41 +84,31 @@ chat_err pg_cursor_start(chat_store *cs, const char *group, const char *member, 
         return CHAT_EINVAL;
     }
     const char *p[4] = {group, member, device, pg_i64s(b, store_now_ms(cs))};
-    PGresult *res =
-        pg_call(pg_of(cs), PG_STMT_CURSOR_START, p, NULL, "starting a device's cursor", &rc);
+    PGresult *res = pg_call(pg_of(cs), stmt, p, NULL, "starting a device's cursor", &rc);
     if (!res) {
         return rc;
     }
     *found = pg_i64(res, 0, 1) != 0;
     if (*found) {
         *id = (uint64_t)pg_i64(res, 0, 0);
+    }
+    if (head) {
+        *head = (uint64_t)pg_i64(res, 0, 2);
     }
     PQclear(res);
     return CHAT_OK;
 }
 
+chat_err pg_cursor_start(chat_store *cs, const char *group, const char *member, const char *device,
+                         uint64_t *id, bool *found)
+{
+    return cursor_call(cs, PG_STMT_CURSOR_START, group, member, device, id, found, NULL);
+}
+
 chat_err pg_cursor_open(chat_store *cs, const char *group, const char *member, const char *device,
                         uint64_t *id, bool *found, uint64_t *head)
 {
-    char b[24];
-    chat_err rc;
-    *found = false;
-    if (!pg_name_ok(group) || !pg_name_ok(member) || !pg_name_ok(device)) {
-        return CHAT_EINVAL;
-    }
-    const char *p[4] = {group, member, device, pg_i64s(b, store_now_ms(cs))};
-    PGresult *res =
-        pg_call(pg_of(cs), PG_STMT_CURSOR_OPEN, p, NULL, "starting a device's cursor", &rc);
-    if (!res) {
-        return rc;
-    }
-    *found = pg_i64(res, 0, 1) != 0;
-    if (*found) {
-        *id = (uint64_t)pg_i64(res, 0, 0);
-    }
-    *head = (uint64_t)pg_i64(res, 0, 2);
-    PQclear(res);
-    return CHAT_OK;
+    return cursor_call(cs, PG_STMT_CURSOR_OPEN, group, member, device, id, found, head);
 }
 
 chat_err pg_cursor_touch(chat_store *cs, const char *group, const char *member, const char *device,
