@@ -3,7 +3,16 @@
  * whether its payload is a stored envelope (chat.c, is_stored_envelope),
  * and this answers from memory rather than with a store read per
  * subscriber. A group's deletion forgets its envelope here, so that a
- * delivery of it after the delete finds nothing. */
+ * delivery of it after the delete finds nothing.
+ *
+ * It is kept for two ticks, as the relay keeps other brokers' envelopes
+ * (relay.c): a publish's deliveries are checked before the pass of the
+ * broker's loop that stored it ends, a change's M (published by the
+ * plugin) at the start of the next. Kept longer, it could answer for a
+ * store that changed under it: with a store other brokers write, a recall
+ * made on another broker rewrites the envelope held here, and a kept
+ * session's queue, checked again at its reconnect, would pass the old text
+ * (redteam4, f_pg_cache_recall.py). */
 #include "plugin.h"
 
 #include <stdlib.h>
@@ -14,6 +23,7 @@ struct chat_envelope_cache {
     uint64_t id;
     char *env; /* malloc'd, NULL when none */
     size_t len;
+    unsigned ticks; /* ticks since it was stored */
 };
 
 bool chat_envelope_cache_init(struct chat_plugin *pl)
@@ -39,6 +49,7 @@ void chat_envelope_cache_put(struct chat_plugin *pl, const char *group, uint64_t
     c->env = env;
     c->len = len;
     c->id = id;
+    c->ticks = 0;
     /* group is a checked name of at most CHAT_GROUP_MAX bytes. */
     size_t glen = strnlen(group, sizeof(c->group) - 1);
     memcpy(c->group, group, glen);
@@ -60,6 +71,15 @@ void chat_envelope_cache_forget(struct chat_plugin *pl, const char *group)
 {
     struct chat_envelope_cache *c = pl->envelopes;
     if (c->env && !strcmp(c->group, group)) {
+        free(c->env);
+        c->env = NULL;
+    }
+}
+
+void chat_envelope_cache_tick(struct chat_plugin *pl)
+{
+    struct chat_envelope_cache *c = pl->envelopes;
+    if (c && c->env && ++c->ticks >= 2) {
         free(c->env);
         c->env = NULL;
     }

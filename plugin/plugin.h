@@ -361,6 +361,10 @@ bool chat_envelope_cache_lookup(const struct chat_plugin *pl, const char *group,
 /* The group was deleted: its envelope is forgotten. */
 void chat_envelope_cache_forget(struct chat_plugin *pl, const char *group);
 
+/* From the tick, every tick: the envelope is forgotten at the second tick
+ * after it was stored (its deliveries have been checked by then). */
+void chat_envelope_cache_tick(struct chat_plugin *pl);
+
 /* The envelope held (*len its length), or NULL: for tests and fuzzers,
  * which deliver it as the broker would. */
 const char *chat_envelope_cache_last(const struct chat_plugin *pl, size_t *len);

@@ -196,6 +196,31 @@ static void test_delete_forgets(void **state)
  * that imitates it) is refused to a member who joins the group again, as
  * the deleted message itself would be, instead of passing the read check
  * from memory. */
+/* The envelope stored last answers its deliveries' checks for two ticks
+ * (a change's M is delivered at the start of the next pass), then is
+ * forgotten: later checks (a kept session's queue at its reconnect) read
+ * the store, which another broker's recall may have rewritten since
+ * (redteam4, f_pg_cache_recall.py). */
+static void test_cache_ages(void **state)
+{
+    struct plugin_fixture *fx = *state;
+    struct mosquitto alice = plugin_client("alice-phone", "alice");
+    size_t len = 0;
+
+    acl(fx, &alice, "g", MOSQ_ACL_SUBSCRIBE);
+    publish(fx, &alice, "g");
+    assert_non_null(chat_envelope_cache_last(&fx->pl, &len));
+    chat_tick_from_broker(&fx->pl);
+    assert_non_null(chat_envelope_cache_last(&fx->pl, &len));
+    chat_tick_from_broker(&fx->pl);
+    assert_null(chat_envelope_cache_last(&fx->pl, &len));
+
+    /* A new envelope starts its two ticks again. */
+    publish(fx, &alice, "g");
+    chat_tick_from_broker(&fx->pl);
+    assert_non_null(chat_envelope_cache_last(&fx->pl, &len));
+}
+
 static void test_delete_refuses_copy(void **state)
 {
     struct plugin_fixture *fx = *state;
@@ -219,6 +244,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_delete_forgets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_refuses_copy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cache_ages, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
