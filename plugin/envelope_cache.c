@@ -5,14 +5,17 @@
  * subscriber. A group's deletion forgets its envelope here, so that a
  * delivery of it after the delete finds nothing.
  *
- * It is kept for two ticks, as the relay keeps other brokers' envelopes
- * (relay.c): a publish's deliveries are checked before the pass of the
- * broker's loop that stored it ends, a change's M (published by the
- * plugin) at the start of the next. Kept longer, it could answer for a
- * store that changed under it: with a store other brokers write, a recall
- * made on another broker rewrites the envelope held here, and a kept
- * session's queue, checked again at its reconnect, would pass the old text
- * (redteam4, f_pg_cache_recall.py). */
+ * It answers alone for two ticks, as the relay keeps other brokers'
+ * envelopes (relay.c): a publish's deliveries are checked before the pass
+ * of the broker's loop that stored it ends, a change's M (published by the
+ * plugin) at the start of the next. After that a check reads the store,
+ * and the envelope answers again for two ticks only if the store still
+ * holds it (chat_envelope_cache_renew): a QoS 2 publish, delivered at its
+ * PUBREL, costs one read, not one per subscriber. Trusted longer, it could
+ * answer for a store that changed under it: with a store other brokers
+ * write, a recall made on another broker rewrites the envelope held here,
+ * and a kept session's queue, checked again at its reconnect, would pass
+ * the old text (redteam4, f_pg_cache_recall.py). */
 #include "plugin.h"
 
 #include <stdlib.h>
@@ -60,7 +63,7 @@ bool chat_envelope_cache_lookup(const struct chat_plugin *pl, const char *group,
                                 const void *payload, size_t len, bool *same)
 {
     const struct chat_envelope_cache *c = pl->envelopes;
-    if (!c->env || id != c->id || strcmp(group, c->group) != 0) {
+    if (!c->env || c->ticks >= 2 || id != c->id || strcmp(group, c->group) != 0) {
         return false;
     }
     *same = len == c->len && memcmp(payload, c->env, len) == 0;
@@ -76,12 +79,26 @@ void chat_envelope_cache_forget(struct chat_plugin *pl, const char *group)
     }
 }
 
+void chat_envelope_cache_renew(struct chat_plugin *pl, const char *group, uint64_t id,
+                               const void *stored, size_t len)
+{
+    struct chat_envelope_cache *c = pl->envelopes;
+    if (!c->env || id != c->id || strcmp(group, c->group) != 0) {
+        return;
+    }
+    if (len == c->len && memcmp(stored, c->env, len) == 0) {
+        c->ticks = 0;
+    } else {
+        free(c->env);
+        c->env = NULL;
+    }
+}
+
 void chat_envelope_cache_tick(struct chat_plugin *pl)
 {
     struct chat_envelope_cache *c = pl->envelopes;
-    if (c && c->env && ++c->ticks >= 2) {
-        free(c->env);
-        c->env = NULL;
+    if (c && c->env && c->ticks < 2) {
+        c->ticks++;
     }
 }
 
