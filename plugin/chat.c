@@ -435,6 +435,9 @@ static bool is_stored_envelope(struct chat_plugin *pl, const char *group, const 
         chat_log_store_error(pl, rc, "reading message %llu of %s for a delivery",
                              (unsigned long long)id, group);
     }
+    if (rc == CHAT_OK && found) {
+        chat_envelope_cache_renew(pl, group, id, m.data, m.len);
+    }
     same = rc == CHAT_OK && found && m.len == len && memcmp(m.data, p, len) == 0;
     free(m.data);
     return same;

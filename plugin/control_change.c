@@ -261,7 +261,10 @@ static void after_change(struct change_req *q, const char *group)
     /* M replaces whatever the cache held, so that no earlier edit carrier
      * the recall rewrote (the cache holds the last envelope stored) passes
      * a delivery's read check with its old text from here on: a delivery
-     * of it still queued in the broker finds the store's tombstone. */
+     * of it checked again (a kept session's queue, at its reconnect) finds
+     * the store's tombstone. One already queued for a connected client was
+     * checked when queued and goes as it is (protocol.md, What no recall
+     * reaches). */
     chat_envelope_cache_put(pl, group, q->ap.id, q->ap.env, q->ap.len);
     q->ap.env = NULL;
     withdraw_text(pl, group, q->id);

@@ -353,13 +353,25 @@ void chat_envelope_cache_free(struct chat_plugin *pl);
 void chat_envelope_cache_put(struct chat_plugin *pl, const char *group, uint64_t id, char *env,
                              size_t len);
 
-/* When the cache holds (group, id): true, and *same says whether payload
- * is that envelope byte for byte. */
+/* When the cache holds (group, id) and answers alone (within two ticks of
+ * its store or renewal): true, and *same says whether payload is that
+ * envelope byte for byte. */
 bool chat_envelope_cache_lookup(const struct chat_plugin *pl, const char *group, uint64_t id,
                                 const void *payload, size_t len, bool *same);
 
 /* The group was deleted: its envelope is forgotten. */
 void chat_envelope_cache_forget(struct chat_plugin *pl, const char *group);
+
+/* The store holds stored (len bytes) as (group, id): if the cache holds
+ * (group, id), it answers again for two ticks when that is its envelope,
+ * else it is forgotten. */
+void chat_envelope_cache_renew(struct chat_plugin *pl, const char *group, uint64_t id,
+                               const void *stored, size_t len);
+
+/* From the tick, every tick: from the second tick after it was stored (or
+ * renewed), the envelope no longer answers alone (lookup says it does not
+ * hold it; a check reads the store and renews it). */
+void chat_envelope_cache_tick(struct chat_plugin *pl);
 
 /* The envelope held (*len its length), or NULL: for tests and fuzzers,
  * which deliver it as the broker would. */

@@ -72,6 +72,7 @@ static void run(struct chat_plugin *pl)
     time_t now = time(NULL);
     chat_health_tick(pl, now);
     chat_relay_tick(pl);
+    chat_envelope_cache_tick(pl);
     chat_replay_tick(pl, now);
     chat_retention_tick(pl, now);
     chat_stats_tick(pl, now);

@@ -196,6 +196,48 @@ static void test_delete_forgets(void **state)
  * that imitates it) is refused to a member who joins the group again, as
  * the deleted message itself would be, instead of passing the read check
  * from memory. */
+/* The envelope stored last answers its deliveries' checks alone for two
+ * ticks (a change's M is delivered at the start of the next pass); later
+ * checks (a kept session's queue at its reconnect, a QoS 2 publish's
+ * deliveries at its PUBREL) read the store, which another broker's recall
+ * may have rewritten since (redteam4, f_pg_cache_recall.py): the envelope
+ * answers again only if the store still holds it. */
+static void test_cache_ages(void **state)
+{
+    struct plugin_fixture *fx = *state;
+    struct mosquitto alice = plugin_client("alice-phone", "alice");
+    size_t len = 0;
+    bool same = false;
+
+    acl(fx, &alice, "g", MOSQ_ACL_SUBSCRIBE);
+    publish(fx, &alice, "g");
+    const char *env = chat_envelope_cache_last(&fx->pl, &len);
+    assert_non_null(env);
+    char *copy = test_malloc(len);
+    memcpy(copy, env, len);
+    assert_true(chat_envelope_cache_lookup(&fx->pl, "g", 1, copy, len, &same));
+    assert_true(same);
+    chat_tick_from_broker(&fx->pl);
+    assert_true(chat_envelope_cache_lookup(&fx->pl, "g", 1, copy, len, &same));
+    chat_tick_from_broker(&fx->pl);
+    assert_false(chat_envelope_cache_lookup(&fx->pl, "g", 1, copy, len, &same));
+
+    /* The store still holds it: it answers again, for two ticks. */
+    chat_envelope_cache_renew(&fx->pl, "g", 1, copy, len);
+    assert_true(chat_envelope_cache_lookup(&fx->pl, "g", 1, copy, len, &same));
+    assert_true(same);
+    chat_tick_from_broker(&fx->pl);
+    chat_tick_from_broker(&fx->pl);
+    assert_false(chat_envelope_cache_lookup(&fx->pl, "g", 1, copy, len, &same));
+
+    /* The store holds something else now (another broker's recall): the
+     * envelope is forgotten. */
+    copy[len - 1] = ' ';
+    chat_envelope_cache_renew(&fx->pl, "g", 1, copy, len);
+    assert_null(chat_envelope_cache_last(&fx->pl, &len));
+    test_free(copy);
+}
+
 static void test_delete_refuses_copy(void **state)
 {
     struct plugin_fixture *fx = *state;
@@ -219,6 +261,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_delete_forgets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_refuses_copy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cache_ages, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
