@@ -236,6 +236,9 @@ static void print_window(const char *name, struct window *w)
     printf("%s_p99_live_gap_ms=%.1f\n", name, (double)samples_quantile(&w->gap_ns, 0.99) / 1e6);
     printf("%s_broker_busy=%.2f\n%s_load_busy=%.2f\n%s_other_busy=%.2f\n", name, w->broker_busy,
            name, w->self_busy, name, w->other_busy);
+    /* printed once, at the end: the samples are not needed again */
+    samples_free(&w->ping_ns);
+    samples_free(&w->gap_ns);
 }
 
 static void print_storm(const char *prefix, struct storm *r)
