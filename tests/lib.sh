@@ -94,10 +94,12 @@ kill_broker() {
 # what its configuration says.
 listen_addrs() {
   local pid=$1 inodes
-  inodes=$(find "/proc/$pid/fd" -lname 'socket:*' -printf '%l\n' 2>/dev/null |
+  # find fails when a descriptor closes while it reads them (a broker
+  # starting up): what it read is enough, and the caller reads again.
+  inodes=$({ find "/proc/$pid/fd" -lname 'socket:*' -printf '%l\n' 2>/dev/null || true; } |
     sed -n 's/^socket:\[\([0-9]*\)\]$/\1/p' | tr '\n' ' ')
   [ -n "$inodes" ] || return 0
-  cat "/proc/$pid/net/tcp" "/proc/$pid/net/tcp6" 2>/dev/null | awk -v inodes=" $inodes" '
+  { cat "/proc/$pid/net/tcp" "/proc/$pid/net/tcp6" 2>/dev/null || true; } | awk -v inodes=" $inodes" '
     function hex(s,   i, n) {
       n = 0
       for (i = 1; i <= length(s); i++) n = n * 16 + index("0123456789ABCDEF", toupper(substr(s, i, 1))) - 1
