@@ -667,7 +667,13 @@ ts_push_server *ts_push_server_start(void)
     }
     s->port = ntohs(a.sin_port);
     pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->cond, NULL);
+    /* Waits time out on the monotonic clock: a step of the wall clock
+     * (a virtual machine's) must not end a wait at once. */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cond, &ca);
+    pthread_condattr_destroy(&ca);
     if (pthread_create(&s->accepter, NULL, accept_loop, s) != 0) {
         FAILF("push server: no thread");
     }
@@ -805,7 +811,7 @@ size_t ts_push_count(ts_push_server *s, const char *path)
 ts_push_arrival *ts_push_wait(ts_push_server *s, const char *path, size_t n, int timeout_ms)
 {
     struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
+    clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += timeout_ms / 1000;
     until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
     if (until.tv_nsec >= 1000000000L) {
