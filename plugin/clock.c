@@ -38,3 +38,10 @@ int64_t chat_store_clock(void *ctx)
     (void)ctx;
     return chat_now_ms();
 }
+
+int64_t chat_thread_cpu_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}

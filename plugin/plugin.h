@@ -729,6 +729,11 @@ void chat_clock_init(void);
 /* chat_now_ms as a chat_clock_fn, for chat_store_set_clock. */
 int64_t chat_store_clock(void *ctx);
 
+/* The calling thread's CPU time in microseconds (the broker's thread, for
+ * the tick's and the replay budget's figures): a system call, not a vDSO
+ * read, so callers read it sparingly. */
+int64_t chat_thread_cpu_us(void);
+
 /* tick.c */
 
 bool chat_tick_init(struct chat_plugin *pl);

@@ -212,13 +212,6 @@ static int page_scan_add(void *ctx, uint64_t id, const char *data, size_t len)
     return chat_page_add(ps->w, id, data, len);
 }
 
-static int64_t cpu_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static enum send_result send_one_page(struct chat_plugin *pl, struct chat_device *d,
                                       struct replay_group *g);
 
@@ -230,9 +223,9 @@ static enum send_result send_page(struct chat_plugin *pl, struct chat_device *d,
     if (!pl->cfg.replay_budget || !pl->cfg.replay_share) {
         return send_one_page(pl, d, g);
     }
-    int64_t t0 = cpu_us();
+    int64_t t0 = chat_thread_cpu_us();
     enum send_result res = send_one_page(pl, d, g);
-    pl->replay->spent_us += cpu_us() - t0;
+    pl->replay->spent_us += chat_thread_cpu_us() - t0;
     return res;
 }
 
@@ -417,7 +410,7 @@ static void serve_turns(struct chat_plugin *pl)
     }
     if (pl->cfg.replay_budget && pl->cfg.replay_share && (r->head || r->spent)) {
         /* The rest of the pass that ends here: its CPU less the pages'. */
-        int64_t now = cpu_us();
+        int64_t now = chat_thread_cpu_us();
         int64_t other = r->mark_us ? now - r->mark_us - r->spent_us : 0;
         r->allow_us = other > 0 ? other * (int64_t)pl->cfg.replay_share / 100 : 0;
         r->mark_us = now;

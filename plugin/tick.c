@@ -5,6 +5,7 @@
  * per_listener_settings true); and, from the broker's tick alone, the
  * disconnect of clients that read nothing. It keeps the longest tick, for
  * the log. */
+#include "chat_mono.h"
 #include "plugin.h"
 #include "push.h"
 
@@ -45,20 +46,13 @@ void chat_tick_free(struct chat_plugin *pl)
     pl->tick = NULL;
 }
 
-static int64_t clock_us(clockid_t clock)
-{
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* The periodic work, in the order each part needs the one before. */
 static void run(struct chat_plugin *pl)
 {
     struct chat_tick *t = pl->tick;
-    int64_t start = clock_us(CLOCK_MONOTONIC);
+    int64_t start = chat_mono_us();
     bool cpu_clock = t->last_took_us >= CPU_CLOCK_AFTER_US;
-    int64_t cpu = cpu_clock ? clock_us(CLOCK_THREAD_CPUTIME_ID) : 0;
+    int64_t cpu = cpu_clock ? chat_thread_cpu_us() : 0;
     if (t->start_us && start - t->start_us > t->gap_max_us) {
         t->gap_max_us = start - t->start_us;
     }
@@ -91,8 +85,8 @@ static void run(struct chat_plugin *pl)
     free(merge);
     /* Wall time counts the time the machine gave others too; the thread's
      * CPU time is the tick's own work. */
-    int64_t took = clock_us(CLOCK_MONOTONIC) - start;
-    int64_t worked = cpu_clock ? clock_us(CLOCK_THREAD_CPUTIME_ID) - cpu : took;
+    int64_t took = chat_mono_us() - start;
+    int64_t worked = cpu_clock ? chat_thread_cpu_us() - cpu : took;
     t->last_took_us = took;
     t->max_us = took > t->max_us ? took : t->max_us;
     t->cpu_max_us = worked > t->cpu_max_us ? worked : t->cpu_max_us;
