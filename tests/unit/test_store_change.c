@@ -14,6 +14,7 @@
  * SIGKILL too (recall-complete). */
 #include "store_fixture.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -698,10 +699,16 @@ static void test_kill9_both_or_neither(void **state)
  * of that sequence (first version; edited with its carriers' texts;
  * recalled with both carriers rewritten and the recall), never a recall
  * beside a carrier that still holds its text. */
-static void child_recall_loop(struct cfx *fx)
+static void child_recall_loop(struct cfx *fx, int ready)
 {
     chat_store *st = open_store(fx);
     for (int i = 0; i < 1000000; i++) {
+        if (i == 1) {
+            /* one recall written: the parent's kill now lands mid-loop */
+            if (write(ready, "r", 1) != 1) {
+                _exit(2);
+            }
+        }
         chat_appended ap = {0};
         uint64_t c[2];
         uint64_t id = put(st, "r", NULL, "v1");
@@ -766,12 +773,22 @@ static void test_kill9_recall_complete(void **state)
     for (int round = 0; round < KILL_ROUNDS / 2; round++) {
         chat_store_close(fx->st);
         fx->st = NULL;
+        int ready[2];
+        assert_int_equal(pipe(ready), 0);
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
-            child_recall_loop(fx);
+            close(ready[0]);
+            child_recall_loop(fx, ready[1]);
         }
-        struct timespec ts = {0, (long)(50 + rand_r(&seed) % 250) * 1000000L};
+        close(ready[1]);
+        /* Killed only once the child has written a recall, so that no
+         * round passes by killing a child that had not started (a slow
+         * machine); then at a random point of the loop. */
+        struct pollfd pfd = {.fd = ready[0], .events = POLLIN};
+        assert_int_equal(poll(&pfd, 1, 30000), 1);
+        close(ready[0]);
+        struct timespec ts = {0, (long)(rand_r(&seed) % 100) * 1000000L};
         nanosleep(&ts, NULL);
         assert_int_equal(kill(pid, SIGKILL), 0);
         int status = 0;
