@@ -5,7 +5,6 @@
 #include "store_text.h"
 
 #include <poll.h>
-#include <stdio.h>
 
 void pg_set_writer(pg *st, PGconn *c)
 {
@@ -42,6 +41,7 @@ PGresult *pg_call_long(pg *st, enum pg_stmt stmt, const char *const *params, con
     store_set_text(st->base.last_err, sizeof(st->base.last_err), "%s: %s", what, err);
     *rc = data ? CHAT_EINVAL : CHAT_EIO;
     if (lost) {
+        pg_quiet_fail(&st->writer_log, "PostgreSQL writer lost: %s", err);
         PQfinish(st->conn);
         pg_set_writer(st, NULL);
         pg_watch_want_writer(st);
@@ -78,9 +78,7 @@ bool pg_writer_ready(pg *st)
     char err[CHAT_STORE_ERROR_MAX];
     err[0] = '\0';
     pg_put_message(err, sizeof(err), PQerrorMessage(st->conn));
-    /* The store has no logger of its own: stderr reaches the broker's log
-     * when it runs in the foreground, as the watcher's lines do. */
-    fprintf(stderr, "mosquitto-chat: PostgreSQL writer lost: %s\n", err);
+    pg_quiet_fail(&st->writer_log, "PostgreSQL writer lost: %s", err);
     PQfinish(st->conn);
     st->conn = NULL;
     pg_watch_want_writer(st);

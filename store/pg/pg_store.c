@@ -83,6 +83,7 @@ static void op_close(chat_store *cs)
     store_job_stop(cs);
     pg_watch_stop(st);
     PQfinish(st->conn);
+    pg_quiet_destroy(&st->writer_log);
     chat_cache_destroy(st->members);
     free(st->conninfo);
     free(st);
@@ -221,6 +222,7 @@ chat_err pg_open(const char *path, const chat_store_opts *opts, chat_store **out
         return CHAT_ENOMEM;
     }
     store_base_init(&st->base, &pg_ops);
+    pg_quiet_init(&st->writer_log, "PostgreSQL writer", NULL, NULL, NULL);
     st->sync = opts->sync;
     st->origin = new_origin();
     atomic_init(&st->member_gen, 1);

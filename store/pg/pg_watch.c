@@ -56,6 +56,7 @@ struct pg_watch {
     size_t queued;
     /* the thread's own: */
     PGconn *lconn;
+    pg_quiet log; /* the listener's outages */
 };
 
 static uint64_t hash(const char *s)
@@ -223,13 +224,6 @@ void pg_watch_want_writer(pg *st)
  * The thread
  * --------------------------------------------------------------------- */
 
-static void log_line(const char *fmt, const char *a, const char *b)
-{
-    /* The store has no logger of its own: stderr reaches the broker's log
-     * when it runs in the foreground, and tests. */
-    fprintf(stderr, fmt, a, b);
-}
-
 /* A notification on the message channel: origin/id/group. */
 static void on_message_note(struct pg_watch *w, const char *payload)
 {
@@ -295,18 +289,20 @@ static bool connect_listener(struct pg_watch *w)
     char err[CHAT_STORE_ERROR_MAX];
     w->lconn = pg_connect(w->st->conninfo, w->st->sync, true, err, sizeof(err));
     if (!w->lconn) {
-        log_line("mosquitto-chat: PostgreSQL listener: %s%s\n", err, "");
+        pg_quiet_fail(&w->log, "PostgreSQL listener: %s", err);
         return false;
     }
     PGresult *res = PQexec(w->lconn, "LISTEN " PG_CHANNEL_MSG "; LISTEN " PG_CHANNEL_INVAL);
     bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
     PQclear(res);
     if (!ok) {
-        log_line("mosquitto-chat: PostgreSQL listener: LISTEN: %s%s\n", PQerrorMessage(w->lconn),
-                 "");
+        err[0] = '\0';
+        pg_put_message(err, sizeof(err), PQerrorMessage(w->lconn));
+        pg_quiet_fail(&w->log, "PostgreSQL listener: LISTEN: %s", err);
         drop_listener(w);
         return false;
     }
+    pg_quiet_ok(&w->log);
     /* Listening from here on: whatever committed before is read below. */
     atomic_fetch_add(&w->st->member_gen, 1);
     atomic_store(&w->st->member_live, true);
@@ -365,7 +361,7 @@ static bool work_group(struct pg_watch *w, struct fgroup *g)
         const char *p[1] = {name};
         PGresult *res = pg_call_on(w->lconn, PG_STMT_FOLLOW_HEAD, p, err, sizeof(err));
         if (!res) {
-            log_line("mosquitto-chat: PostgreSQL listener: %s%s\n", err, "");
+            pg_quiet_fail(&w->log, "PostgreSQL listener: %s", err);
             return false;
         }
         uint64_t head = (uint64_t)pg_i64(res, 0, 0);
@@ -384,7 +380,7 @@ static bool work_group(struct pg_watch *w, struct fgroup *g)
         const char *p[4] = {name, pg_u64(b1, last), pg_u64(b2, upto), pg_i64s(b3, w->st->origin)};
         PGresult *res = pg_call_on(w->lconn, PG_STMT_FOLLOW_FETCH, p, err, sizeof(err));
         if (!res) {
-            log_line("mosquitto-chat: PostgreSQL listener: %s%s\n", err, "");
+            pg_quiet_fail(&w->log, "PostgreSQL listener: %s", err);
             pthread_mutex_lock(&w->mu);
             g->catchup = g->catchup || catchup;
             pthread_mutex_unlock(&w->mu);
@@ -453,9 +449,10 @@ static void make_writer(struct pg_watch *w)
     char err[CHAT_STORE_ERROR_MAX];
     PGconn *c = pg_connect(w->st->conninfo, w->st->sync, true, err, sizeof(err));
     if (!c) {
-        log_line("mosquitto-chat: PostgreSQL writer: %s%s\n", err, "");
+        pg_quiet_fail(&w->st->writer_log, "PostgreSQL writer: %s", err);
         return;
     }
+    pg_quiet_ok(&w->st->writer_log);
     pthread_mutex_lock(&w->mu);
     if (w->writer) {
         PQfinish(w->writer);
@@ -501,8 +498,10 @@ static void *watch_main(void *arg)
         }
         if (w->lconn) {
             if (!PQconsumeInput(w->lconn)) {
-                log_line("mosquitto-chat: PostgreSQL listener lost: %s%s\n",
-                         PQerrorMessage(w->lconn), "");
+                char err[CHAT_STORE_ERROR_MAX];
+                err[0] = '\0';
+                pg_put_message(err, sizeof(err), PQerrorMessage(w->lconn));
+                pg_quiet_fail(&w->log, "PostgreSQL listener lost: %s", err);
                 drop_listener(w);
                 continue;
             }
@@ -520,9 +519,11 @@ chat_err pg_watch_start(pg *st)
         return CHAT_ENOMEM;
     }
     w->st = st;
+    pg_quiet_init(&w->log, "PostgreSQL listener", NULL, NULL, NULL);
     w->nbuckets = 1024;
     w->buckets = calloc(w->nbuckets, sizeof(struct fgroup *));
     if (!w->buckets || pipe(w->wake) != 0) {
+        pg_quiet_destroy(&w->log);
         free(w->buckets);
         free(w);
         return CHAT_ENOMEM;
@@ -534,6 +535,7 @@ chat_err pg_watch_start(pg *st)
     pthread_mutex_init(&w->mu, NULL);
     if (pthread_create(&w->thread, NULL, watch_main, w) != 0) {
         pthread_mutex_destroy(&w->mu);
+        pg_quiet_destroy(&w->log);
         close(w->wake[0]);
         close(w->wake[1]);
         free(w->buckets);
@@ -574,6 +576,7 @@ void pg_watch_stop(pg *st)
     close(w->wake[0]);
     close(w->wake[1]);
     pthread_mutex_destroy(&w->mu);
+    pg_quiet_destroy(&w->log);
     free(w);
     st->watch = NULL;
 }

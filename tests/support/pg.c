@@ -119,6 +119,13 @@ void ts_pg_stop(ts_pg *pg, const char *mode)
     pg->running = false;
 }
 
+void ts_pg_restart(ts_pg *pg)
+{
+    if (!pg->running)
+        ts_pg_run((const char *const[]){"start", pg->dir, NULL}, pg->out);
+    pg->running = true;
+}
+
 void ts_pg_promote(ts_pg *pg)
 {
     ts_pg_run((const char *const[]){"promote", pg->dir, NULL}, pg->out);

@@ -28,6 +28,10 @@ ts_pg *ts_pg_standby(const ts_pg *primary);
 /* pg_ctl stop -m mode ("fast", "immediate"; NULL: fast). */
 void ts_pg_stop(ts_pg *pg, const char *mode);
 
+/* Starts a stopped cluster again (pg_ctl start, waiting until it accepts
+ * connections), on its port and with its data. */
+void ts_pg_restart(ts_pg *pg);
+
 /* pg_ctl promote. */
 void ts_pg_promote(ts_pg *pg);
 

@@ -15,6 +15,12 @@
  *   failover    the primary stopped and its synchronous standby promoted
  *               mid-stream: no acknowledged message lost, no id reused,
  *               publishes resume after the brokers reconnect.
+ *   outage      the database stopped under a broker for half a minute and
+ *               started again: the broker's output holds a handful of
+ *               lines, not the retries' four a second per connection
+ *               (store/pg/pg_quiet.h), a "still down" line per connection
+ *               counting the attempts, a "back" line per connection, and
+ *               publishes are stored again.
  */
 #include "ct.h"
 
@@ -595,16 +601,116 @@ static void case_failover(void)
     free(acked);
 }
 
+/* ---------------------------------------------------------------------------
+ * outage: the log of a database down under a broker
+ * ------------------------------------------------------------------------- */
+
+/* Waits (at most ms) until count lines of the file at path hold needle. */
+static void wait_lines(const char *path, const char *needle, long count, int ms)
+{
+    int64_t deadline = ts_now_ms() + ms;
+    while (ts_count_lines(path, needle) < count) {
+        CHECK(ts_now_ms() < deadline, "%s: no \"%s\" within %d ms", path, needle, ms);
+        ts_sleep_ms(50);
+    }
+}
+
+/* The number after `before`, itself after needle, in the first line of
+ * path holding both (-1: none). */
+static long number_in(const char *path, const char *needle, const char *before)
+{
+    char line[1024];
+    long v = -1;
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL, "open %s", path);
+    for (int i = 0; i < 100000 && v < 0 && fgets(line, sizeof line, f) != NULL; i++) {
+        const char *at = strstr(line, needle);
+        at = at != NULL ? strstr(at, before) : NULL;
+        if (at != NULL)
+            v = strtol(at + strlen(before), NULL, 10);
+    }
+    fclose(f);
+    return v;
+}
+
+static void case_outage(void)
+{
+    ts_pg *pg = ts_pg_start(false);
+    char out[600];
+
+    snprintf(g_conninfo, sizeof g_conninfo, "host=127.0.0.1 port=%d user=postgres dbname=chat",
+             ts_pg_port(pg));
+    ts_pg_createdb(pg, "chat");
+    /* batch: the schema the broker made and the first message survive the
+     * immediate stop (fsync none may lose the last commits, schema too) */
+    ts_broker *a = broker("batch");
+    /* The plugin's store writes its PostgreSQL lines on the broker's
+     * stderr (store/pg/pg_quiet.h), which the harness keeps here. */
+    snprintf(out, sizeof out, "%s/broker.out", ts_broker_dir(a));
+    chat_client *alice = client(a, "alice-1", "alice", NULL);
+    CHECK(chat_client_join(alice, "out", NULL, NULL) == CHAT_CLIENT_OK, "join: %s",
+          chat_client_reason());
+    CHECK(send_acked(alice, "out", 0, 10000), "a publish before the outage");
+    long before = ts_count_lines(out, ""), log_before = ts_broker_log_count(a, "mosquitto-chat:");
+
+    ts_pg_stop(pg, "immediate");
+    int64_t t0 = ts_now_ms();
+    /* The listener finds it at once; the writer at its next call, which a
+     * publish makes (refused: storage error). */
+    CHECK(!send_acked(alice, "out", 1, 10000), "a publish was acknowledged with PostgreSQL down");
+    wait_lines(out, "PostgreSQL listener lost", 1, 30000);
+    wait_lines(out, "PostgreSQL writer lost", 1, 30000);
+    /* The outage lasts until each connection said it is still down: 30 s
+     * (PG_QUIET_EVERY_MS) of retries every 250 ms. */
+    wait_lines(out, "PostgreSQL listener still down", 1, 90000);
+    wait_lines(out, "PostgreSQL writer still down", 1, 90000);
+    long lines = ts_count_lines(out, "") - before;
+    long l_attempts = number_in(out, "listener still down", " s: ");
+    long w_attempts = number_in(out, "writer still down", " s: ");
+    long logged = ts_broker_log_count(a, "mosquitto-chat:") - log_before;
+    ts_log("%.1f s down: %ld lines on the broker's output (listener %ld attempts, writer %ld), "
+           "%ld mosquitto-chat lines in its log",
+           (double)(ts_now_ms() - t0) / 1000.0, lines, l_attempts, w_attempts, logged);
+    /* The retries did go on (four a second each: about 120 in 30 s), and
+     * what they logged is the first failure, a changed text or two, and
+     * the "still down" line, per connection; libpq adds its notices of
+     * the shutdown ("terminating connection"), one per connection. */
+    CHECK(l_attempts >= 20 && w_attempts >= 20, "attempts: listener %ld, writer %ld", l_attempts,
+          w_attempts);
+    CHECK(lines <= 14, "%ld lines on the broker's output over a %.1f s outage", lines,
+          (double)(ts_now_ms() - t0) / 1000.0);
+    /* The plugin's own store errors: the refused publish and the figures
+     * every sys_interval (10 s), nothing a second. */
+    CHECK(logged <= 12, "%ld mosquitto-chat lines in the broker's log over the outage", logged);
+
+    ts_pg_restart(pg);
+    wait_lines(out, "PostgreSQL listener back after", 1, 30000);
+    wait_lines(out, "PostgreSQL writer back after", 1, 30000);
+    /* Coming back adds the back lines and the texts of a starting server
+     * ("starting up", "not yet accepting connections"), each once per
+     * connection: the retries of 250 ms went on meanwhile. */
+    long all = ts_count_lines(out, "") - before;
+    ts_log("%ld lines on the broker's output from the stop to both back lines", all);
+    CHECK(all <= 20, "%ld lines on the broker's output from the stop to both back lines", all);
+    bool stored = false;
+    for (int k = 2; k < 12 && !stored; k++)
+        stored = send_acked(alice, "out", k, 10000);
+    CHECK(stored, "no publish stored after PostgreSQL came back");
+    ts_log("both connections back; publishes stored again");
+
+    chat_client_destroy(alice);
+    ts_broker_destroy(a);
+    ts_pg_destroy(pg);
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
         const char *name;
         void (*run)(void);
     } cases[] = {
-        {"live", case_live},
-        {"concurrent", case_concurrent},
-        {"kill9", case_kill9},
-        {"failover", case_failover},
+        {"live", case_live},         {"concurrent", case_concurrent}, {"kill9", case_kill9},
+        {"failover", case_failover}, {"outage", case_outage},
     };
     char name[64];
 
@@ -616,6 +722,6 @@ int main(int argc, char **argv)
             return ct_pass();
         }
     }
-    fprintf(stderr, "usage: %s live|concurrent|kill9|failover\n", argv[0]);
+    fprintf(stderr, "usage: %s live|concurrent|kill9|failover|outage\n", argv[0]);
     return 2;
 }

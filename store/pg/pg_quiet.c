@@ -1,0 +1,135 @@
+/* pg_quiet: the log of one connection's outages, kept short (see
+ * pg_quiet.h). */
+#include "pg_quiet.h"
+#include "chat_mono.h"
+#include "store_text.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static int64_t mono_ms(void)
+{
+    return chat_mono_us() / 1000;
+}
+
+static void to_stderr(void *ctx, const char *line)
+{
+    (void)ctx;
+    fprintf(stderr, "%s\n", line);
+}
+
+static uint64_t hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) {
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    }
+    return h;
+}
+
+void pg_quiet_init(pg_quiet *q, const char *name, pg_quiet_clock *now, pg_quiet_sink *sink,
+                   void *ctx)
+{
+    memset(q, 0, sizeof(*q));
+    q->name = name;
+    q->now = now ? now : mono_ms;
+    q->sink = sink ? sink : to_stderr;
+    q->ctx = sink ? ctx : NULL;
+    pthread_mutex_init(&q->mu, NULL);
+}
+
+void pg_quiet_destroy(pg_quiet *q)
+{
+    pthread_mutex_destroy(&q->mu);
+}
+
+/* ms as seconds with a tenth, for the lines: "2.4". */
+static void put_secs(char out[32], int64_t ms)
+{
+    snprintf(out, 32, "%" PRId64 ".%d", ms / 1000, (int)(ms % 1000 / 100));
+}
+
+/* Under mu: logs line, stamped now. */
+static void emit(pg_quiet *q, const char *line, int64_t now)
+{
+    q->sink(q->ctx, line);
+    q->last_line = now;
+    q->unlogged = 0;
+}
+
+/* Under mu: whether this outage logged text h already; remembers it if
+ * not and there is room (rule 2's bound). */
+static bool seen_text(pg_quiet *q, uint64_t h)
+{
+    for (int i = 0; i < q->ntexts; i++) {
+        if (q->texts[i] == h) {
+            return true;
+        }
+    }
+    if (q->ntexts == PG_QUIET_TEXTS) {
+        return true; /* enough told: the rest goes into "still down" */
+    }
+    q->texts[q->ntexts++] = h;
+    return false;
+}
+
+bool pg_quiet_fail(pg_quiet *q, const char *fmt, ...)
+{
+    char text[sizeof(q->last)], line[sizeof(q->last) + 160], secs[32];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    bool logged = true;
+
+    pthread_mutex_lock(&q->mu);
+    int64_t now = q->now();
+    if (!q->down) {
+        q->down = true;
+        q->since = now;
+        q->attempts = 0;
+        q->ntexts = 0;
+    }
+    q->attempts++;
+    snprintf(q->last, sizeof(q->last), "%s", text);
+    if (!seen_text(q, hash(text))) {
+        store_set_text(line, sizeof(line), "mosquitto-chat: %s", text);
+        emit(q, line, now);
+    } else if (now - q->last_line >= PG_QUIET_EVERY_MS) {
+        q->unlogged++; /* this one too: its text is only the "last" */
+        put_secs(secs, now - q->since);
+        store_set_text(line, sizeof(line),
+                       "mosquitto-chat: %s still down after %s s: %" PRIu64
+                       " attempts failed, %" PRIu64 " lines not logged; last: %s",
+                       q->name, secs, q->attempts, q->unlogged, text);
+        emit(q, line, now);
+    } else {
+        q->unlogged++;
+        logged = false;
+    }
+    pthread_mutex_unlock(&q->mu);
+    return logged;
+}
+
+bool pg_quiet_ok(pg_quiet *q)
+{
+    char line[200], secs[32];
+    pthread_mutex_lock(&q->mu);
+    bool was_down = q->down;
+    if (was_down) {
+        int64_t now = q->now();
+        put_secs(secs, now - q->since);
+        store_set_text(line, sizeof(line),
+                       "mosquitto-chat: %s back after %s s (%" PRIu64 " attempts failed, %" PRIu64
+                       " lines not logged since the last)",
+                       q->name, secs, q->attempts, q->unlogged);
+        emit(q, line, now);
+        q->down = false;
+        q->attempts = 0;
+        q->ntexts = 0;
+    }
+    pthread_mutex_unlock(&q->mu);
+    return was_down;
+}
