@@ -573,11 +573,38 @@ static void test_reopen_and_check(void **state)
  * child appended, either its first version and no change, or its new
  * version and exactly one message carrying it, and the ids are dense. */
 #define KILL_ROUNDS 12
+/* A child tells its parent, through a pipe, once it has been round its
+ * loop a number of times the parent drew in 1..KILL_AFTER_MAX, and goes
+ * on: the kill then lands in the middle of the loop, at a point that
+ * varies with the draw, never before the first write (a slow machine),
+ * and no test waits on a clock for it. */
+#define KILL_AFTER_MAX 64
 
-static void child_loop(struct cfx *fx)
+/* Writes one byte to the parent's pipe, or ends the child. */
+static void tell_parent(int ready)
+{
+    if (write(ready, "w", 1) != 1) {
+        _exit(2);
+    }
+}
+
+/* Waits (at most 30 s) for the child's byte on ready, and closes it. */
+static void wait_child(int ready)
+{
+    struct pollfd pfd = {.fd = ready, .events = POLLIN};
+    char c = 0;
+    assert_int_equal(poll(&pfd, 1, 30000), 1);
+    assert_int_equal(read(ready, &c, 1), 1);
+    close(ready);
+}
+
+static void child_loop(struct cfx *fx, int ready, int tell_after)
 {
     chat_store *st = open_store(fx);
     for (int i = 0; i < 1000000; i++) {
+        if (i == tell_after) {
+            tell_parent(ready);
+        }
         chat_appended ap = {0};
         uint64_t id = put(st, "k", NULL, "v1");
         (void)change(st, "k", id, id % 2 == 1, "v2", &ap);
@@ -640,14 +667,19 @@ static void test_kill9_both_or_neither(void **state)
     for (int round = 0; round < KILL_ROUNDS; round++) {
         chat_store_close(fx->st);
         fx->st = NULL;
+        int ready[2];
+        int tell_after = 1 + (int)(rand_r(&seed) % KILL_AFTER_MAX);
+        assert_int_equal(pipe(ready), 0);
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
-            child_loop(fx);
+            close(ready[0]);
+            child_loop(fx, ready[1], tell_after);
         }
-        /* Long enough for the child to open its store and write a few. */
-        struct timespec ts = {0, (long)(50 + rand_r(&seed) % 250) * 1000000L};
-        nanosleep(&ts, NULL);
+        close(ready[1]);
+        /* Killed once the child has appended and changed tell_after
+         * messages, while it writes the next ones. */
+        wait_child(ready[0]);
         assert_int_equal(kill(pid, SIGKILL), 0);
         int status = 0;
         assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -699,15 +731,13 @@ static void test_kill9_both_or_neither(void **state)
  * of that sequence (first version; edited with its carriers' texts;
  * recalled with both carriers rewritten and the recall), never a recall
  * beside a carrier that still holds its text. */
-static void child_recall_loop(struct cfx *fx, int ready)
+static void child_recall_loop(struct cfx *fx, int ready, int tell_after)
 {
     chat_store *st = open_store(fx);
     for (int i = 0; i < 1000000; i++) {
-        if (i == 1) {
-            /* one recall written: the parent's kill now lands mid-loop */
-            if (write(ready, "r", 1) != 1) {
-                _exit(2);
-            }
+        if (i == tell_after) {
+            /* tell_after recalls written: the parent's kill now lands mid-loop */
+            tell_parent(ready);
         }
         chat_appended ap = {0};
         uint64_t c[2];
@@ -774,22 +804,19 @@ static void test_kill9_recall_complete(void **state)
         chat_store_close(fx->st);
         fx->st = NULL;
         int ready[2];
+        int tell_after = 1 + (int)(rand_r(&seed) % KILL_AFTER_MAX);
         assert_int_equal(pipe(ready), 0);
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
             close(ready[0]);
-            child_recall_loop(fx, ready[1]);
+            child_recall_loop(fx, ready[1], tell_after);
         }
         close(ready[1]);
-        /* Killed only once the child has written a recall, so that no
-         * round passes by killing a child that had not started (a slow
-         * machine); then at a random point of the loop. */
-        struct pollfd pfd = {.fd = ready[0], .events = POLLIN};
-        assert_int_equal(poll(&pfd, 1, 30000), 1);
-        close(ready[0]);
-        struct timespec ts = {0, (long)(rand_r(&seed) % 100) * 1000000L};
-        nanosleep(&ts, NULL);
+        /* Killed only once the child has written tell_after recalls, so
+         * that no round passes by killing a child that had not started (a
+         * slow machine), while it writes the next ones. */
+        wait_child(ready[0]);
         assert_int_equal(kill(pid, SIGKILL), 0);
         int status = 0;
         assert_int_equal(waitpid(pid, &status, 0), pid);

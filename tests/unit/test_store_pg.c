@@ -639,6 +639,8 @@ static void put_against(struct pgfx *fx, const char *ending)
         struct timespec ts = {0, 5000000};
         nanosleep(&ts, NULL);
     }
+    /* the race is on (the put waits for the lock), or there is none */
+    assert_true(atomic_load(&call.done) || store_waits(watch));
     exec_ok(other, "COMMIT");
     pthread_join(t, NULL);
     PQfinish(other);
