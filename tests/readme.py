@@ -167,8 +167,8 @@ class Env:
             return f.read()
 
     def wait_file(self, name, pred, what):
-        deadline = time.time() + WAIT_S
-        while time.time() < deadline:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
             if pred(self.read(name)):
                 return
             time.sleep(0.05)
@@ -236,8 +236,8 @@ def installed_broker(e, admins):
                              stderr=subprocess.DEVNULL, start_new_session=True)
         p.name = "the second broker"
         PROCS.append(p)
-        deadline = time.time() + 10
-        while time.time() < deadline and p.poll() is None:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and p.poll() is None:
             try:
                 socket.create_connection(("127.0.0.1", port), 0.2).close()
                 e.port2 = port
@@ -288,8 +288,8 @@ def main():
         joins) went through, so that what is sent next reaches it. Asked
         with sync without replay, from a device of its own, which writes
         nothing."""
-        deadline = time.time() + WAIT_S
-        while time.time() < deadline:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
             out, _ = e.run("mqchat -u %s unread" % member, port, ok=(0, 1, 3))
             if re.search(r"^%s: " % re.escape(group), out, re.M):
                 return
@@ -352,7 +352,7 @@ def main():
 
     def b_who(i, cmds):
         # bob marks what he printed read within a moment: ask until he has
-        deadline = time.time() + WAIT_S
+        deadline = time.monotonic() + WAIT_S
         for kind, c in cmds:
             if kind != "$":
                 continue
@@ -363,7 +363,7 @@ def main():
                 got = out.splitlines()
                 if len(got) == len(shown) and all(pattern(s).match(g) for g, s in zip(got, shown)):
                     break
-                if time.time() > deadline:
+                if time.monotonic() > deadline:
                     expect_lines(got, shown, c)
                 time.sleep(0.1)
         log("who and receipts printed what the README shows")

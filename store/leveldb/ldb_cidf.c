@@ -210,7 +210,13 @@ static struct gen *gen_new(ldb *st, size_t bytes)
     atomic_init(&g->ready, false);
     atomic_init(&g->stop, false);
     pthread_mutex_init(&g->lock, NULL);
-    pthread_cond_init(&g->cond, NULL);
+    /* gen_wait's bound is on the monotonic clock: a step of the wall
+     * clock must not end it early or stretch it */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&g->cond, &ca);
+    pthread_condattr_destroy(&ca);
     return g;
 }
 
@@ -438,7 +444,7 @@ void ldb_cidf_release(chat_store *cs)
 static void gen_wait(struct gen *g)
 {
     struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
+    clock_gettime(CLOCK_MONOTONIC, &dl);
     dl.tv_sec += 30;
     pthread_mutex_lock(&g->lock);
     int rc = 0;

@@ -16,10 +16,10 @@ import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 
-const T0 = Date.now();
+const T0 = performance.now();
 
 export function log(...a) {
-  console.log(`[${((Date.now() - T0) / 1000).toFixed(1)}s]`, ...a);
+  console.log(`[${((performance.now() - T0) / 1000).toFixed(1)}s]`, ...a);
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -131,8 +131,8 @@ class Nginx {
       fs.closeSync(out);
       this.exited = new Promise((resolve) => this.proc.on('exit', (code, sig) => resolve({ code, sig })));
       this.proc.on('exit', () => (this.proc = null));
-      const deadline = Date.now() + 10_000;
-      while (Date.now() < deadline && this.proc) {
+      const deadline = performance.now() + 10_000;
+      while (performance.now() < deadline && this.proc) {
         if ((await httpGet(this.port, '/')).status === 200) {
           log(`nginx pid ${this.proc.pid}: http 127.0.0.1:${this.port}, /mqtt to 127.0.0.1:${wsPort}`);
           return;
@@ -235,8 +235,8 @@ export class Broker {
   /* Starts on this.port/this.wsPort; false if it exited at start. */
   async startOnPorts() {
     this.launch();
-    const deadline = Date.now() + 60_000; /* sanitizer builds start slowly, more so beside other tests */
-    while (Date.now() < deadline) {
+    const deadline = performance.now() + 60_000; /* sanitizer builds start slowly, more so beside other tests */
+    while (performance.now() < deadline) {
       if (!this.proc) return false;
       if (this.nginx) {
         if ((await canConnect(this.port)) && (await canConnect(this.wsPort))) return true;

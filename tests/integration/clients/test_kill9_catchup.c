@@ -52,7 +52,9 @@ struct app {
     unsigned disconnects; /* DISCONNECTED events: the library saw the broker go */
 };
 
-static struct app g_app = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+/* g_app.cv waits on the monotonic clock (app_init): a step of the wall
+ * clock neither cuts a wait short nor stretches it. */
+static struct app g_app = {.mu = PTHREAD_MUTEX_INITIALIZER};
 static char g_log[512];
 
 static void violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -68,13 +70,35 @@ static void violation(const char *fmt, ...)
     va_end(ap);
 }
 
+/* Makes g_app.cv, on CLOCK_MONOTONIC, before any thread uses it. */
+static void app_init(void)
+{
+    pthread_condattr_t ca;
+    CHECK(pthread_condattr_init(&ca) == 0 && pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
+              pthread_cond_init(&g_app.cv, &ca) == 0,
+          "a condition variable on the monotonic clock");
+    pthread_condattr_destroy(&ca);
+}
+
+/* The deadline ms from now, on g_app.cv's clock. */
+static struct timespec until_ms(int64_t ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_sec += (time_t)(ms / 1000);
+    t.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
 /* Called with g_app.mu held: sets *holding and waits (HOLD_MAX_S at most)
  * until the test sets *release. */
 static void hold_here(bool *holding, const bool *release)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += HOLD_MAX_S;
+    struct timespec until = until_ms(HOLD_MAX_S * 1000LL);
     *holding = true;
     pthread_cond_broadcast(&g_app.cv);
     while (!*release)
@@ -86,10 +110,8 @@ static void hold_here(bool *holding, const bool *release)
 /* Waits until the application holds (*holding), at most WAIT_MS. */
 static void wait_holding(const bool *holding, int id)
 {
-    struct timespec until;
+    struct timespec until = until_ms(WAIT_MS);
     pthread_mutex_lock(&g_app.mu);
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += WAIT_MS / 1000;
     while (!*holding && g_app.bad[0] == '\0')
         if (pthread_cond_timedwait(&g_app.cv, &g_app.mu, &until) == ETIMEDOUT)
             break;
@@ -151,10 +173,8 @@ static unsigned disconnects(void)
  * connection: the broker is restarted only once the reader knows it went. */
 static void wait_disconnects(unsigned n)
 {
-    struct timespec until;
+    struct timespec until = until_ms(WAIT_MS);
     pthread_mutex_lock(&g_app.mu);
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += WAIT_MS / 1000;
     while (g_app.disconnects < n)
         if (pthread_cond_timedwait(&g_app.cv, &g_app.mu, &until) == ETIMEDOUT)
             break;
@@ -322,6 +342,7 @@ int main(void)
     unsigned lost;
 
     ct_init("clients_kill9_catchup");
+    app_init();
     b = ts_broker_start(opts);
     snprintf(g_log, sizeof g_log, "%s", ts_broker_db_path(b));
     CHECK(strlen(g_log) > 3, "odd store path %s", g_log);
