@@ -43,10 +43,16 @@
  * load/ping, every 200 ms, until its PUBACK), in the windows of phases 2, 4
  * and 5 (and their 99th percentiles, over every probe's pings and gaps), with
  * the CPU the broker, this process and every other process
- * used meanwhile (in cores). The broker's resident memory (VmRSS of --pid)
- * and descriptors before any device, once all are connected, at the end of
- * phases 2, 3 and 4, its peak in phase 5 and at the end of phase 6 (after
- * a settle). Printed as key=value lines on stdout; progress on stderr.
+ * used meanwhile (in cores). A ping belongs to the window it was sent in;
+ * one still unanswered when that window ends counts there with its age at
+ * that moment (a lower bound of its round trip: leaving it out would hide
+ * the worst ones, a broker stalled at the window's end), in the max, the
+ * mean and the p99 alike, and its PUBACK when it comes counts nowhere
+ * else. <window>_pings counts both kinds, <window>_pings_open the
+ * unanswered ones. Pings sent before a window opened count in none. The broker's resident memory
+ * (VmRSS of --pid) and descriptors before any device, once all are connected, at the end of phases
+ * 2, 3 and 4, its peak in phase 5 and at the end of phase 6 (after a settle). Printed as key=value
+ * lines on stdout; progress on stderr.
  * --connect-only stops after phase 1: memory and descriptors per device.
  *
  * --check exits with status 1 unless no message was lost or duplicated to
@@ -232,6 +238,7 @@ static void print_window(const char *name, struct window *w)
     printf("%s_mean_ping_ms=%.2f\n", name,
            w->pings ? (double)w->ping_sum_ns / (double)w->pings / 1e6 : 0.0);
     printf("%s_pings=%" PRIu64 "\n", name, w->pings);
+    printf("%s_pings_open=%" PRIu64 "\n", name, w->pings_open);
     printf("%s_p99_ping_ms=%.2f\n", name, (double)samples_quantile(&w->ping_ns, 0.99) / 1e6);
     printf("%s_p99_live_gap_ms=%.1f\n", name, (double)samples_quantile(&w->gap_ns, 0.99) / 1e6);
     printf("%s_broker_busy=%.2f\n%s_load_busy=%.2f\n%s_other_busy=%.2f\n", name, w->broker_busy,

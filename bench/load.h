@@ -114,8 +114,9 @@ struct window {
     double broker_cpu0, self_cpu0, all_cpu0;   /* CPU seconds at the start */
     double broker_busy, self_busy, other_busy; /* CPU over wall time, in cores */
     int64_t max_gap_ns;  /* longest gap between two live messages of a steady device */
-    int64_t max_ping_ns; /* longest ping round trip */
-    uint64_t pings;
+    int64_t max_ping_ns; /* longest ping round trip (an open ping: its age at the end) */
+    uint64_t pings;      /* pings sent in the window: answered, or open at its end */
+    uint64_t pings_open; /* of those, unanswered at the end (counted with their age) */
     int64_t ping_sum_ns;
     struct samples ping_ns, gap_ns; /* every round trip and live gap, for the p99 */
 };
@@ -208,9 +209,14 @@ void steady_for(unsigned ms);
 void drain(const char *what);
 
 /* Starts measuring w (zeroed here): probes' gaps and pings count from now;
- * window_end closes it and works out the CPU figures. */
+ * window_end closes it, counts the pings still unanswered (window_ping,
+ * with their age) and works out the CPU figures. */
 void window_start(struct window *w);
 void window_end(struct window *w);
+
+/* Counts one ping sent in w that took (or, unanswered at w's end, has
+ * taken so far) ns: in the max, the mean and the samples of the p99. */
+void window_ping(struct window *w, int64_t ns);
 
 /* Storm n (phases 3 to 6) into *r; caught_at: room for g_o.devices
  * catch-up times, scratch. */

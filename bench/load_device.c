@@ -264,13 +264,11 @@ static void cb_publish(struct mosquitto *mosq, void *obj, int mid)
     if (c->ping_mid != 0 && mid == c->ping_mid) {
         int64_t rtt = now_ns() - c->ping_sent_ns;
         c->ping_mid = 0;
-        if (g_win && c->ping_sent_ns >= g_win->start_ns) {
-            if (rtt > g_win->max_ping_ns)
-                g_win->max_ping_ns = rtt;
-            g_win->pings++;
-            g_win->ping_sum_ns += rtt;
-            samples_add(&g_win->ping_ns, rtt);
-        }
+        /* A ping counts in the window it was sent in; one unanswered at
+         * that window's end was counted there (window_end), and its answer
+         * after it counts nowhere. */
+        if (g_win && c->ping_sent_ns >= g_win->start_ns)
+            window_ping(g_win, rtt);
     }
 }
 
