@@ -52,7 +52,7 @@ PGresult *pg_call_long(pg *st, enum pg_stmt stmt, const char *const *params, con
 bool pg_writer_ready(pg *st)
 {
     if (!st->conn) {
-        st->conn = pg_watch_take_writer(st);
+        pg_set_writer(st, pg_watch_take_writer(st));
     }
     if (!st->conn) {
         return false;
@@ -80,7 +80,7 @@ bool pg_writer_ready(pg *st)
     pg_put_message(err, sizeof(err), PQerrorMessage(st->conn));
     pg_quiet_fail(&st->writer_log, "PostgreSQL writer lost: %s", err);
     PQfinish(st->conn);
-    st->conn = NULL;
+    pg_set_writer(st, NULL);
     pg_watch_want_writer(st);
     return false;
 }
