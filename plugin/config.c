@@ -155,7 +155,11 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
     cfg->replay_window = 4;
     cfg->replay_timeout = 10;
     cfg->replay_budget = REPLAY_BUDGET_AUTO;
-    cfg->replay_share = 100;
+    /* 0: a pass carries replay_budget messages and no more. A share counts
+     * the broker's delivery of the pages of the pass before as "the rest of
+     * the pass", so each pass allowed the next a larger one: passes of 64-128
+     * ms in bench/run load's storm, against 2-8 ms with the budget alone. */
+    cfg->replay_share = 0;
     cfg->max_payload = 65536;
     cfg->fsync = CHAT_SYNC_NONE;
     cfg->write_buffer_mb = 32;

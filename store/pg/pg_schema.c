@@ -8,6 +8,11 @@
  * so that it is one statement, one transaction and one round trip. */
 const char *const pg_schema_sql[] = {
     "BEGIN;\n"
+    /* Durable whatever plugin_opt_fsync says: with fsync none the session
+     * commits asynchronously, and a database stopped hard right after the
+     * first start lost the tables while the broker went on without them
+     * (every write then failed with "relation chat_groups does not exist"). */
+    "SET LOCAL synchronous_commit TO on;\n"
     "SELECT pg_advisory_xact_lock(hashtext('mosquitto-chat schema'));\n"
     "CREATE TABLE IF NOT EXISTS chat_meta (\n"
     "  name text COLLATE \"C\" PRIMARY KEY,\n"

@@ -57,7 +57,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.replay_window, 4);
     assert_int_equal(cfg.replay_timeout, 10);
     assert_int_equal(cfg.replay_budget, 1600); /* 4 x replay_window x page_size */
-    assert_int_equal(cfg.replay_share, 100);
+    assert_int_equal(cfg.replay_share, 0);
     assert_int_equal(cfg.max_payload, 65536);
     assert_int_equal(cfg.fsync, CHAT_SYNC_NONE);
     assert_int_equal(cfg.write_buffer_mb, 32);
