@@ -54,6 +54,10 @@
  * 2, 3 and 4, its peak in phase 5 and at the end of phase 6 (after a settle). Printed as key=value
  * lines on stdout; progress on stderr.
  * --connect-only stops after phase 1: memory and descriptors per device.
+ * The same windows also report a client apart from the load: a child
+ * process (load_pinger.c) at real-time priority where allowed, pinging every
+ * 50 ms on its own connection (<window>_ind_*), so that a round trip is the
+ * broker's and not this busy thread's; pinger_rt says whether it ran so.
  *
  * --check exits with status 1 unless no message was lost or duplicated to
  * the application, every id carried its n, no connection broke, no error
@@ -241,6 +245,7 @@ static void print_window(const char *name, struct window *w)
     printf("%s_pings_open=%" PRIu64 "\n", name, w->pings_open);
     printf("%s_p99_ping_ms=%.2f\n", name, (double)samples_quantile(&w->ping_ns, 0.99) / 1e6);
     printf("%s_p99_live_gap_ms=%.1f\n", name, (double)samples_quantile(&w->gap_ns, 0.99) / 1e6);
+    pinger_print(name, w->start_ns, w->end_ns);
     printf("%s_broker_busy=%.2f\n%s_load_busy=%.2f\n%s_other_busy=%.2f\n", name, w->broker_busy,
            name, w->self_busy, name, w->other_busy);
     /* printed once, at the end: the samples are not needed again */
@@ -280,6 +285,8 @@ int main(int argc, char **argv)
     if (g_o.per_device * g_o.devices / g_o.groups < 1)
         die("too few devices for the groups");
     mosquitto_lib_init();
+    /* Before any client of ours exists: the child has only its own. */
+    pinger_start(g_o.port);
     setup();
     for (int i = 0; i < g_o.devices; i++)
         stormers += g_dev[i].storm;
@@ -367,8 +374,10 @@ int main(int argc, char **argv)
     printf("broker_fds_idle=%ld\nbroker_fds_connected=%ld\n", fds_idle, fds_connected);
     printf("rss_idle_kib=%ld\nrss_connected_kib=%ld\nrss_steady_kib=%ld\n", rss_idle, rss_connected,
            rss_steady);
+    printf("pinger_rt=%d\n", pinger_rt());
     printf("run_s=%.1f\n", (double)(now_ns() - t0) / 1e9);
     fflush(stdout);
+    pinger_stop();
 
     bool ok = true;
     if (g_o.check) {

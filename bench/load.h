@@ -146,6 +146,13 @@ extern int g_nprobes;
 extern uint64_t g_shown, g_redundant, g_misnumbered, g_dup_app, g_pages, g_errors, g_lost_conn;
 extern uint64_t g_refused; /* connects refused at once (ECONNREFUSED), then tried again */
 
+/* load_pinger.c: a child process with its own connection that times the
+ * broker's PUBACKs apart from this process's load (see the file). */
+void pinger_start(int port);
+void pinger_stop(void);
+void pinger_print(const char *name, int64_t start, int64_t end);
+int pinger_rt(void);
+
 /* load_sys.c */
 
 /* CLOCK_MONOTONIC in nanoseconds. */
