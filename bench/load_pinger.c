@@ -35,9 +35,9 @@
 #define PINGER_CONNECT_TRIES 100u
 
 struct pinger_shared {
-    int rt;             /* 1: it runs under SCHED_FIFO */
-    int connected;      /* 1: it got its CONNACK */
-    uint64_t n;         /* samples written (atomic) */
+    int rt;        /* 1: it runs under SCHED_FIFO */
+    int connected; /* 1: it got its CONNACK */
+    uint64_t n;    /* samples written (atomic) */
     struct {
         int64_t sent_ns;
         int64_t rtt_ns; /* -1 while unanswered (atomic) */
