@@ -69,7 +69,8 @@ static bool seen_text(pg_quiet *q, uint64_t h)
         }
     }
     if (q->ntexts == PG_QUIET_TEXTS) {
-        return true; /* enough told: the rest goes into "still down" */
+        q->hidden++; /* enough told: the rest goes into "still down", counted */
+        return true;
     }
     q->texts[q->ntexts++] = h;
     return false;
@@ -91,6 +92,7 @@ bool pg_quiet_fail(pg_quiet *q, const char *fmt, ...)
         q->since = now;
         q->attempts = 0;
         q->ntexts = 0;
+        q->hidden = 0;
     }
     q->attempts++;
     snprintf(q->last, sizeof(q->last), "%s", text);
@@ -102,8 +104,9 @@ bool pg_quiet_fail(pg_quiet *q, const char *fmt, ...)
         put_secs(secs, now - q->since);
         store_set_text(line, sizeof(line),
                        "mosquitto-chat: %s still down after %s s: %" PRIu64
-                       " attempts failed, %" PRIu64 " lines not logged; last: %s",
-                       q->name, secs, q->attempts, q->unlogged, text);
+                       " attempts failed, %" PRIu64 " lines not logged (%" PRIu64
+                       " with an error not logged before); last: %s",
+                       q->name, secs, q->attempts, q->unlogged, q->hidden, text);
         emit(q, line, now);
     } else {
         q->unlogged++;

@@ -50,6 +50,7 @@ typedef struct pg_quiet {
     int64_t last_line;              /* when this outage last logged a line */
     uint64_t attempts;              /* failures in this outage */
     uint64_t unlogged;              /* failures not logged since the last line */
+    uint64_t hidden;                /* new texts past PG_QUIET_TEXTS, not logged in full */
     uint64_t texts[PG_QUIET_TEXTS]; /* hashes of the texts this outage logged */
     int ntexts;
     char last[512]; /* the last failure's text */

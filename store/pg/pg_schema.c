@@ -8,11 +8,14 @@
  * so that it is one statement, one transaction and one round trip. */
 const char *const pg_schema_sql[] = {
     "BEGIN;\n"
-    /* Durable whatever plugin_opt_fsync says: with fsync none the session
-     * commits asynchronously, and a database stopped hard right after the
-     * first start lost the tables while the broker went on without them
-     * (every write then failed with "relation chat_groups does not exist"). */
-    "SET LOCAL synchronous_commit TO on;\n"
+    /* Flushed to this server's disk whatever plugin_opt_fsync says: with
+     * fsync none the session commits asynchronously, and a database stopped
+     * hard right after the first start lost the tables while the broker went
+     * on without them (every write then failed with "relation chat_groups
+     * does not exist"). local, not on: this runs at every start (CREATE OR
+     * REPLACE writes the catalog), and on would wait for a synchronous
+     * standby that is down, with no timeout. */
+    "SET LOCAL synchronous_commit TO local;\n"
     "SELECT pg_advisory_xact_lock(hashtext('mosquitto-chat schema'));\n"
     "CREATE TABLE IF NOT EXISTS chat_meta (\n"
     "  name text COLLATE \"C\" PRIMARY KEY,\n"

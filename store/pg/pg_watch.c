@@ -302,7 +302,9 @@ static bool connect_listener(struct pg_watch *w)
         drop_listener(w);
         return false;
     }
-    pg_quiet_ok(&w->log);
+    /* Not back yet: the listener is back once a round of its work went
+     * through (watch_main), or a failing query after each connect would log
+     * an outage and a "back" line every 250 ms. */
     /* Listening from here on: whatever committed before is read below. */
     atomic_fetch_add(&w->st->member_gen, 1);
     atomic_store(&w->st->member_live, true);
@@ -486,6 +488,9 @@ static void *watch_main(void *arg)
         if (w->lconn && has_work && !full && !work(w)) {
             drop_listener(w);
             trouble = true;
+        }
+        if (w->lconn) {
+            pg_quiet_ok(&w->log); /* connected, and its work (if any) went through */
         }
         struct pollfd p[2] = {{w->wake[0], POLLIN, 0},
                               {w->lconn ? PQsocket(w->lconn) : -1, POLLIN, 0}};

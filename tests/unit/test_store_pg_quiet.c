@@ -105,7 +105,8 @@ static void test_still_down_every_30_s(void **state)
     assert_int_equal(l->n, 2);
     assert_string_equal(l->line[1],
                         "mosquitto-chat: PostgreSQL listener still down after 30.0 s: 121 attempts "
-                        "failed, 120 lines not logged; last: PostgreSQL listener: connection to "
+                        "failed, 120 lines not logged (0 with an error not logged before); last: "
+                        "PostgreSQL listener: connection to "
                         "server failed: Connection refused");
     retry(q, PG_QUIET_EVERY_MS - 250, 250, refused);
     assert_int_equal(l->n, 2);
@@ -158,6 +159,9 @@ static void test_changed_text_logged(void **state)
     assert_true(pg_quiet_fail(q, "PostgreSQL listener: %s", "one cause too many"));
     assert_non_null(strstr(l->line[l->n - 1], "still down"));
     assert_non_null(strstr(l->line[l->n - 1], "last: PostgreSQL listener: one cause too many"));
+    /* Past the cap a new text is counted, so the operator knows one came
+     * even when it is not the last (review of 2959f82). */
+    assert_non_null(strstr(l->line[l->n - 1], "(2 with an error not logged before)"));
 }
 
 /* Back: one line with the outage's length and counts, nothing when it was
