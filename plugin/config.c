@@ -157,8 +157,9 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
     cfg->replay_budget = REPLAY_BUDGET_AUTO;
     /* 0: a pass carries replay_budget messages and no more. A share counts
      * the broker's delivery of the pages of the pass before as "the rest of
-     * the pass", so each pass allowed the next a larger one: passes of 64-128
-     * ms in bench/run load's storm, against 2-8 ms with the budget alone. */
+     * the pass", so each pass could allow the next a larger one: no bound
+     * (bench/run load's storm: a steady client's p99 26 ms with the budget
+     * alone, docs/benchmarks.md). */
     cfg->replay_share = 0;
     cfg->max_payload = 65536;
     cfg->fsync = CHAT_SYNC_NONE;

@@ -4,6 +4,7 @@
  * cache is full. The slots start few and double as entries come, up to
  * twice max: an idle broker does not reserve the 24 MiB of a full cache. */
 #include "chat_cache.h"
+#include "store_text.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -46,17 +47,6 @@ struct chat_cache {
     size_t old_cap;
     size_t old_next; /* old[0, old_next) moved */
 };
-
-/* FNV-1a: short keys, good enough spread for linear probing. */
-static uint64_t hash_bytes(const char *p, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)p[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
 
 static bool live(const chat_cache *c, const struct slot *s)
 {
@@ -190,7 +180,7 @@ static bool grow(chat_cache *c)
 bool chat_cache_get(const chat_cache *c, const char *key, size_t len, bool *found, uint64_t *value,
                     uint64_t *extra)
 {
-    uint64_t h = hash_bytes(key, len);
+    uint64_t h = store_hash(key, len);
     const struct slot *s = find_in(c, c->slots, c->cap, key, len, h);
     if (!live(c, s) && c->old) {
         s = find_in(c, c->old, c->old_cap, key, len, h);
@@ -226,7 +216,7 @@ static bool forget_old(chat_cache *c, const char *key, size_t len, uint64_t h)
 void chat_cache_put(chat_cache *c, const char *key, size_t len, bool found, uint64_t value,
                     uint64_t extra)
 {
-    uint64_t h = hash_bytes(key, len);
+    uint64_t h = store_hash(key, len);
     move_some(c, MOVE_PER_PUT);
     struct slot *s = find_in(c, c->slots, c->cap, key, len, h);
     if (!live(c, s)) {

@@ -56,3 +56,13 @@ void store_open_error(char **errmsg, const char *what, const char *why)
         }
     }
 }
+
+uint64_t store_hash(const char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}

@@ -2,12 +2,14 @@
  * shared by every part of store/ and private to it. A writer cuts at the
  * buffer's capacity and never overruns it; names that came from the
  * network are quoted, with the bytes a log line must not carry shown as
- * '?'. No state, no locks: the syncer thread uses them too.
+ * '?'. No state, no locks: the syncer thread uses them too. Also the one
+ * hash of short strings the store's tables use.
  */
 #ifndef STORE_TEXT_H
 #define STORE_TEXT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Writes fmt to out from its start, truncated to cap. */
 void store_set_text(char *out, size_t cap, const char *fmt, ...)
@@ -24,5 +26,9 @@ void store_put_name(char *out, size_t cap, const char *label, const char *s, siz
  * malloc'd "what: why" (why NULL: "what") that the caller frees; out of memory leaves it
  * NULL. The first error of an open wins. */
 void store_open_error(char **errmsg, const char *what, const char *why);
+
+/* FNV-1a of the n bytes at p: short keys, spread enough for a hash table's
+ * buckets or to tell texts apart. */
+uint64_t store_hash(const char *p, size_t n);
 
 #endif

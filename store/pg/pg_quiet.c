@@ -20,15 +20,6 @@ static void to_stderr(void *ctx, const char *line)
     fprintf(stderr, "%s\n", line);
 }
 
-static uint64_t hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) {
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    }
-    return h;
-}
-
 void pg_quiet_init(pg_quiet *q, const char *name, pg_quiet_clock *now, pg_quiet_sink *sink,
                    void *ctx)
 {
@@ -78,7 +69,7 @@ static bool seen_text(pg_quiet *q, uint64_t h)
 
 bool pg_quiet_fail(pg_quiet *q, const char *fmt, ...)
 {
-    char text[sizeof(q->last)], line[sizeof(q->last) + 160], secs[32];
+    char text[PG_QUIET_TEXT_MAX], line[PG_QUIET_TEXT_MAX + 160], secs[32];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
@@ -95,8 +86,7 @@ bool pg_quiet_fail(pg_quiet *q, const char *fmt, ...)
         q->hidden = 0;
     }
     q->attempts++;
-    snprintf(q->last, sizeof(q->last), "%s", text);
-    if (!seen_text(q, hash(text))) {
+    if (!seen_text(q, store_hash(text, strlen(text)))) {
         store_set_text(line, sizeof(line), "mosquitto-chat: %s", text);
         emit(q, line, now);
     } else if (now - q->last_line >= PG_QUIET_EVERY_MS) {

@@ -7,9 +7,11 @@
  *   2. a failure whose text this outage has not logged yet, in full (a
  *      changed cause stays visible), up to PG_QUIET_TEXTS texts an outage;
  *   3. else at most one line per PG_QUIET_EVERY_MS: "<name> still down
- *      after N s: A attempts failed, L lines not logged; last: <text>";
+ *      after N s: A attempts failed, L lines not logged (H with an error
+ *      not logged before); last: <text>", H counting the failures whose
+ *      new text came past PG_QUIET_TEXTS;
  *   4. when the connection is back, one line: "<name> back after N s
- *      (A attempts failed)".
+ *      (A attempts failed, L lines not logged since the last)".
  *
  * So an outage of T seconds logs at most 1 + PG_QUIET_TEXTS + T / 30 + 1
  * lines per connection, however fast the retries. Private to store/pg,
@@ -33,6 +35,8 @@
 #define PG_QUIET_EVERY_MS 30000
 /* Distinct failure texts an outage logs in full at most. */
 #define PG_QUIET_TEXTS 8
+/* A failure's text is cut at this many bytes. */
+#define PG_QUIET_TEXT_MAX 512
 
 /* A monotonic clock in ms. */
 typedef int64_t pg_quiet_clock(void);
@@ -53,7 +57,6 @@ typedef struct pg_quiet {
     uint64_t hidden;                /* new texts past PG_QUIET_TEXTS, not logged in full */
     uint64_t texts[PG_QUIET_TEXTS]; /* hashes of the texts this outage logged */
     int ntexts;
-    char last[512]; /* the last failure's text */
 } pg_quiet;
 
 /* Sets up q for the connection called name (static). now NULL: the

@@ -61,11 +61,7 @@ struct pg_watch {
 
 static uint64_t hash(const char *s)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) {
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    }
-    return h;
+    return store_hash(s, strlen(s));
 }
 
 static void wake(struct pg_watch *w)
