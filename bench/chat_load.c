@@ -61,10 +61,13 @@
  *
  * --check exits with status 1 unless no message was lost or duplicated to
  * the application, every id carried its n, no connection broke, no error
- * entry came, and the broker's resident memory after the second storm is
- * back where it was after the first, within max(4 MiB, a quarter of what
- * the storm added at its peak): a leak grows with every storm, a cache or
- * LevelDB's memtable filling up does not. It checks nothing timed.
+ * entry came, and the broker's resident memory after each storm is back
+ * where it was before that storm, within max(4 MiB, a quarter of what the
+ * storm added at its peak): a leak grows with every storm, a cache or
+ * LevelDB's memtable filling up does not. Each storm is compared with its
+ * own start, not the second with the first: the backlog published between
+ * storms fills bounded caches and the memtable, which the first storm's end
+ * had not yet seen. It checks nothing timed.
  *
  * One thread drives every socket with poll(2) and libmosquitto's
  * mosquitto_loop_read/write/misc. The process needs a descriptor per
@@ -264,6 +267,17 @@ static void print_storm(const char *prefix, struct storm *r)
     print_window(name, &r->before);
     snprintf(name, sizeof name, "%sstorm", prefix);
     print_window(name, &r->during);
+    /* The storm's two parts for the client apart from the load: until every
+     * device has reconnected and subscribed (the broker's connects and the
+     * plugin's subscribe checks), and its catch-up after that (pages and
+     * acks). A storm whose devices never all subscribed has no split. */
+    if (r->subscribed_ns != 0) {
+        printf("%sstorm_connect_s=%.3f\n", prefix, (double)(r->subscribed_ns - r->start_ns) / 1e9);
+        snprintf(name, sizeof name, "%sstorm_connect", prefix);
+        pinger_print(name, r->start_ns, r->subscribed_ns);
+        snprintf(name, sizeof name, "%sstorm_pages", prefix);
+        pinger_print(name, r->subscribed_ns, r->start_ns + r->catchup_ns);
+    }
     printf("%srss_offline_kib=%ld\n%srss_before_storm_kib=%ld\n%srss_storm_peak_kib=%ld\n"
            "%srss_after_kib=%ld\n",
            prefix, r->rss_offline, prefix, r->rss_before, prefix, r->rss_peak, prefix,
@@ -381,12 +395,6 @@ int main(int argc, char **argv)
 
     bool ok = true;
     if (g_o.check) {
-        /* A leak grows with every storm; a cache or a memtable that filled
-         * up does not. The second storm ends where the first did, within a
-         * quarter of what a storm adds at its peak (4 MiB at least). */
-        long growth = storms[1].rss_peak - storms[1].rss_before, slack = growth / 4;
-        if (slack < 4096)
-            slack = 4096;
         if (lost || g_dup_app || g_misnumbered || g_errors || g_lost_conn) {
             fprintf(stderr,
                     "chat_load: FAIL: lost %" PRIu64 ", duplicated %" PRIu64
@@ -395,12 +403,21 @@ int main(int argc, char **argv)
                     lost, g_dup_app, g_misnumbered, g_errors, g_lost_conn);
             ok = false;
         }
-        if (g_o.pid > 0 && g_o.storms > 1 && storms[1].rss_after > storms[0].rss_after + slack) {
-            fprintf(stderr,
-                    "chat_load: FAIL: broker memory %ld KiB after the second storm, %ld KiB "
-                    "after the first (peak %ld KiB)\n",
-                    storms[1].rss_after, storms[0].rss_after, storms[1].rss_peak);
-            ok = false;
+        /* A leak grows with every storm; a cache or a memtable that filled
+         * up does not. Each storm ends where it began, within a quarter of
+         * what it added at its peak (4 MiB at least). */
+        for (int n = 0; g_o.pid > 0 && n < g_o.storms; n++) {
+            const struct storm *st = &storms[n];
+            long slack = (st->rss_peak - st->rss_before) / 4;
+            if (slack < 4096)
+                slack = 4096;
+            if (st->rss_after > st->rss_before + slack) {
+                fprintf(stderr,
+                        "chat_load: FAIL: broker memory %ld KiB after storm %d, %ld KiB before "
+                        "it (peak %ld KiB)\n",
+                        st->rss_after, n + 1, st->rss_before, st->rss_peak);
+                ok = false;
+            }
         }
     }
     for (int i = 0; i < g_o.devices; i++) {

@@ -126,7 +126,8 @@ struct storm {
     struct window before, during;
     long rss_offline, rss_before, rss_peak, rss_after; /* KiB */
     int64_t catchup_ns, median_ns, max_ns;             /* all, and per device */
-    uint64_t messages;                                 /* shown by the storm devices */
+    int64_t start_ns, subscribed_ns; /* the storm began; its last device got its SUBACK */
+    uint64_t messages;               /* shown by the storm devices */
 };
 
 /* The run's state (chat_load.c). */

@@ -464,6 +464,10 @@ void pass(int timeout_ms)
         if (g_pfd[k].revents && !g_owner[k]->probe)
             handle(g_owner[k], g_pfd[k].revents);
         service_probes();
+        /* Acks fall due while a storm's pass reads hundreds of sockets:
+         * sent only after the pass, the steady devices' acks left in one
+         * burst of 500-650, a load no real fleet sends at once. */
+        timers(now_ns());
     }
     g_last_probes_ns = 0;
     service_probes();

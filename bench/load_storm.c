@@ -120,6 +120,15 @@ bool all_connected(int from, int to, bool subscribed)
     return true;
 }
 
+/* Whether every storm device is connected and subscribed again. */
+static bool stormers_subscribed(void)
+{
+    for (int i = 0; i < g_o.devices; i++)
+        if (g_dev[i].storm && (!g_dev[i].connected || !g_dev[i].subscribed))
+            return false;
+    return true;
+}
+
 /* Whether device d has shown every message up to each group's target (or,
  * with sent, up to every message published). */
 bool caught_up(const struct client *d, bool sent)
@@ -263,6 +272,7 @@ void run_storm(int n, struct storm *r, int64_t *caught_at)
                 shown0 += g_dev[i].dg[j].shown;
     window_start(&r->during);
     t0 = now_ns();
+    r->start_ns = t0;
     for (int i = 0; i < g_o.devices; i++) {
         if (!g_dev[i].storm)
             continue;
@@ -277,6 +287,8 @@ void run_storm(int n, struct storm *r, int64_t *caught_at)
         steady_send(now_ns());
         pass(2);
         t = now_ns();
+        if (r->subscribed_ns == 0 && stormers_subscribed())
+            r->subscribed_ns = t;
         for (int k = 0; k < g_o.devices; k++) {
             struct client *d = &g_dev[k];
             if (d->catching && caught_up(d, false)) {
