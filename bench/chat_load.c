@@ -61,13 +61,15 @@
  *
  * --check exits with status 1 unless no message was lost or duplicated to
  * the application, every id carried its n, no connection broke, no error
- * entry came, and the broker's resident memory after each storm is back
- * where it was before that storm, within max(4 MiB, a quarter of what the
- * storm added at its peak): a leak grows with every storm, a cache or
- * LevelDB's memtable filling up does not. Each storm is compared with its
- * own start, not the second with the first: the backlog published between
- * storms fills bounded caches and the memtable, which the first storm's end
- * had not yet seen. It checks nothing timed.
+ * entry came, and (with two storms) the second storm's settled growth
+ * (memory after it settled less memory right before it) is at most half
+ * the first's, or 4 MiB: a leak adds the same at every storm, while
+ * LevelDB's block cache and memtable, filled by the first storm's reads
+ * and the traffic, are bounded and add little the second time. Growth is
+ * measured from right before each storm because the backlog published
+ * between storms grows the memtable and the caches on its own; the
+ * first storm itself may end several MiB above its start (a 32 MiB block
+ * cache filling). It checks nothing timed.
  *
  * One thread drives every socket with poll(2) and libmosquitto's
  * mosquitto_loop_read/write/misc. The process needs a descriptor per
@@ -403,19 +405,18 @@ int main(int argc, char **argv)
                     lost, g_dup_app, g_misnumbered, g_errors, g_lost_conn);
             ok = false;
         }
-        /* A leak grows with every storm; a cache or a memtable that filled
-         * up does not. Each storm ends where it began, within a quarter of
-         * what it added at its peak (4 MiB at least). */
-        for (int n = 0; g_o.pid > 0 && n < g_o.storms; n++) {
-            const struct storm *st = &storms[n];
-            long slack = (st->rss_peak - st->rss_before) / 4;
-            if (slack < 4096)
-                slack = 4096;
-            if (st->rss_after > st->rss_before + slack) {
+        /* A leak adds the same at every storm; caches that filled up in
+         * the first do not grow again in the second. */
+        if (g_o.pid > 0 && g_o.storms > 1) {
+            long grew1 = storms[0].rss_after - storms[0].rss_before;
+            long grew2 = storms[1].rss_after - storms[1].rss_before;
+            long bound = grew1 / 2 > 4096 ? grew1 / 2 : 4096;
+            if (grew2 > bound) {
                 fprintf(stderr,
-                        "chat_load: FAIL: broker memory %ld KiB after storm %d, %ld KiB before "
-                        "it (peak %ld KiB)\n",
-                        st->rss_after, n + 1, st->rss_before, st->rss_peak);
+                        "chat_load: FAIL: broker memory grew %ld KiB over the second storm "
+                        "(%ld to %ld KiB), %ld KiB over the first: a leak adds alike at "
+                        "every storm\n",
+                        grew2, storms[1].rss_before, storms[1].rss_after, grew1);
                 ok = false;
             }
         }
