@@ -972,6 +972,44 @@ static void test_standby_writer_backs_off(void **state)
     assert_int_equal(head, 1);
 }
 
+/* A statement that a read-only server refuses (SQLSTATE 25006: the
+ * session was made read-only after its connection was checked, or a
+ * server too old to report it) marks its connection lost and read-only,
+ * which pg_call drops as it drops a broken one; a read on it still works,
+ * and a write on a writable session is neither. */
+static void test_readonly_statement_lost(void **state)
+{
+    struct pgfx *fx = *state;
+    char err[CHAT_STORE_ERROR_MAX];
+    bool lost = true, data = true, readonly = true;
+    const char *add[2] = {"g", "bob"};
+
+    PGconn *c = pg_connect(fx->conninfo, CHAT_SYNC_NONE, true, err, sizeof(err));
+    assert_non_null(c);
+    assert_true(pg_check_writable(c, err, sizeof(err)));
+    PGresult *res =
+        pg_run(c, PG_STMT_MEMBER_ADD, add, NULL, 5000, err, sizeof(err), &lost, &data, &readonly);
+    assert_non_null(res);
+    assert_false(lost || data || readonly);
+    PQclear(res);
+
+    res = PQexec(c, "SET default_transaction_read_only = on");
+    assert_int_equal(PQresultStatus(res), PGRES_COMMAND_OK);
+    PQclear(res);
+    assert_false(pg_check_writable(c, err, sizeof(err)));
+    assert_non_null(strstr(err, "read-only"));
+    res = pg_run(c, PG_STMT_MEMBER_GET, add, NULL, 5000, err, sizeof(err), &lost, &data, &readonly);
+    assert_non_null(res); /* reading is fine */
+    PQclear(res);
+    add[1] = "carol";
+    res = pg_run(c, PG_STMT_MEMBER_ADD, add, NULL, 5000, err, sizeof(err), &lost, &data, &readonly);
+    assert_null(res);
+    assert_true(readonly);
+    assert_true(lost);
+    assert_false(data);
+    PQfinish(c);
+}
+
 /* The store's database goes away and comes back (a restart, as this store
  * sees it: the database refuses connections, ALLOW_CONNECTIONS false, and
  * this store's sessions are ended): while it is away the store is not
@@ -1065,6 +1103,7 @@ int main(void)
         PGCASE(test_feed_waits_for_writer),
         PGCASE(test_standby_writer_backs_off),
         PGCASE(test_available_after_loss),
+        PGCASE(test_readonly_statement_lost),
         PGCASE(test_scan_page),
         PGCASE(test_cursor_open),
         PGCASE(test_member_cache_own_and_other),
