@@ -688,13 +688,17 @@ chat_err chat_health_open(struct chat_plugin *pl, char **errmsg);
 const char *chat_health_where(const struct chat_plugin *pl);
 
 /* From the tick: opens the store again once its full disk has room, or
- * once descriptors are free again. */
+ * once descriptors are free again; logs the "back" line of a shared
+ * store's outage once it is available again. */
 void chat_health_tick(struct chat_plugin *pl, time_t now);
 
 /* Logs a store error at error level: "mosquitto-chat: <fmt...>: <error>
  * (<what the store said, with the keys concerned>)", at most 10 lines a
  * second (then a count of those left out), and notes a full disk,
- * descriptors run out or a write error that stays (see store_health.c). */
+ * descriptors run out or a write error that stays (see store_health.c).
+ * A shared store's CHAT_EIO while it is not available (an outage, a
+ * failover) is logged as chat_quiet.h says instead: a few lines an
+ * outage, not one per call. */
 void chat_log_store_error(struct chat_plugin *pl, chat_err rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -18,7 +18,16 @@
  * reopening a store whose files may be damaged would hide the damage, so it
  * is logged once, and the operator decides. A disk already full at start does not stop the
  * broker either: the plugin runs without a store (every store call fails,
- * see chat_store_close) until it can open it. */
+ * see chat_store_close) until it can open it.
+ *
+ * A shared store (PostgreSQL) mends itself too: during an outage or a
+ * failover it has no writer and every call that needs one fails at once,
+ * until its thread has connected again. Those errors are logged as the
+ * store logs its own connections' (chat_quiet.h): the first in full, each
+ * new text up to a few, then one "still down" line a 30 s, and one "back"
+ * line once the tick finds the store available again; not a line per
+ * refused publish. */
+#include "chat_quiet.h"
 #include "plugin.h"
 
 #include <fcntl.h>
@@ -47,16 +56,31 @@ struct chat_health {
     int64_t err_second; /* the log's second: store error lines logged in it, */
     unsigned err_lines; /* and those left out */
     unsigned err_dropped;
+    chat_quiet outage; /* the store errors of a shared store without its writer */
 };
+
+/* chat_quiet's sink: the broker's log. */
+static void log_line(void *ctx, const char *line)
+{
+    (void)ctx;
+    mosquitto_log_printf(MOSQ_LOG_ERR, "%s", line);
+}
 
 bool chat_health_init(struct chat_plugin *pl)
 {
     pl->health = calloc(1, sizeof(*pl->health));
-    return pl->health != NULL;
+    if (!pl->health) {
+        return false;
+    }
+    chat_quiet_init(&pl->health->outage, "PostgreSQL store", NULL, log_line, NULL);
+    return true;
 }
 
 void chat_health_free(struct chat_plugin *pl)
 {
+    if (pl->health) {
+        chat_quiet_destroy(&pl->health->outage);
+    }
     free(pl->health);
     pl->health = NULL;
 }
@@ -231,6 +255,9 @@ void chat_health_tick(struct chat_plugin *pl, time_t now)
     char *errmsg = NULL;
 
     log_cid_filter(pl);
+    if (shared(pl) && chat_store_available(pl->store)) {
+        chat_quiet_ok(&h->outage); /* the "back" line, when it was down */
+    }
     if ((!h->disk_full && !h->fds_out) || now < h->next_look || shared(pl)) {
         return;
     }
@@ -278,6 +305,15 @@ void chat_log_store_error(struct chat_plugin *pl, chat_err rc, const char *fmt, 
     const char *detail = pl->store ? chat_store_last_error(pl->store) : "the store is closed";
 
     health_failed(pl, detail);
+    if (rc == CHAT_EIO && shared(pl) && pl->store && !chat_store_available(pl->store)) {
+        /* An outage: one line per publish refused would flood the log. */
+        va_start(ap, fmt);
+        vsnprintf(what, sizeof(what), fmt, ap);
+        va_end(ap);
+        chat_quiet_fail(&h->outage, "%s: %s%s%s%s", what, chat_strerror(rc), detail[0] ? " (" : "",
+                        detail, detail[0] ? ")" : "");
+        return;
+    }
     if (second != h->err_second) {
         if (h->err_dropped) {
             mosquitto_log_printf(MOSQ_LOG_ERR,

@@ -210,3 +210,8 @@ size_t chat_store_feed(chat_store *st, size_t max, chat_feed_fn fn, void *ctx)
 {
     return st && fn && max ? st->ops->feed(st, max, fn, ctx) : 0;
 }
+
+bool chat_store_available(chat_store *st)
+{
+    return st && (!st->ops->available || st->ops->available(st));
+}

@@ -178,6 +178,8 @@ typedef chat_err store_job_state_fn(chat_store *st, chat_job_state *out);
  * follow: group is not NULL; feed: fn is not NULL, max is not 0. */
 typedef chat_err store_follow_fn(chat_store *st, const char *group, uint64_t after);
 typedef size_t store_feed_fn(chat_store *st, size_t max, chat_feed_fn fn, void *ctx);
+/* chat_store_available: no database round trip. */
+typedef bool store_available_fn(chat_store *st);
 
 /* What a backend implements: every op is required but cid_filter. */
 typedef struct chat_store_ops {
@@ -233,7 +235,8 @@ typedef struct chat_store_ops {
     store_cid_filter_fn *cid_filter; /* NULL: the backend has none (PostgreSQL) */
     store_follow_fn *follow;
     store_feed_fn *feed;
-    bool shared; /* other processes write the database too (chat_store_shared) */
+    store_available_fn *available; /* NULL: always (LevelDB, in the process) */
+    bool shared;                   /* other processes write the database too (chat_store_shared) */
 } chat_store_ops;
 
 struct store_job; /* store_job.c */

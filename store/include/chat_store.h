@@ -744,6 +744,15 @@ typedef void (*chat_feed_fn)(void *ctx, const char *group, uint64_t id, const ch
                              size_t len);
 size_t chat_store_feed(chat_store *st, size_t max, chat_feed_fn fn, void *ctx);
 
+/* Whether the store can serve a write now, as far as it knows without a
+ * database round trip: false while a shared backend has no connection to
+ * a server that takes writes (PostgreSQL: the writer lost, or refused by
+ * a read-only server, and not made again yet: its calls fail at once with
+ * CHAT_EIO), and for a NULL store; true otherwise (LevelDB always: its
+ * errors are the calls'). The caller's thread; it may take a connection
+ * the store's thread made meanwhile. */
+bool chat_store_available(chat_store *st);
+
 /* The operations (listing, checking, backing up and repairing a store):
  * a public header of their own, for the admin commands and the offline
  * tool; every user of chat_store.h gets them. */

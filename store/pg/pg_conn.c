@@ -66,6 +66,45 @@ PGconn *pg_connect(const char *conninfo, chat_sync sync, bool prepare, char *err
     return conn;
 }
 
+/* Whether the server setting name is reported "on" on conn; *known false
+ * when the server does not report it (before PostgreSQL 14). */
+static bool reported_on(PGconn *conn, const char *name, bool *known)
+{
+    const char *v = PQparameterStatus(conn, name);
+    *known = v != NULL;
+    return v && !strcmp(v, "on");
+}
+
+bool pg_check_writable(PGconn *conn, char *err, size_t cap)
+{
+    bool hs_known, ro_known;
+    if (reported_on(conn, "in_hot_standby", &hs_known)) {
+        store_set_text(err, cap, "the server is a standby (in_hot_standby on): not a writer");
+        return false;
+    }
+    if (reported_on(conn, "default_transaction_read_only", &ro_known)) {
+        store_set_text(err, cap,
+                       "the server is read-only (default_transaction_read_only on): not a writer");
+        return false;
+    }
+    if (hs_known && ro_known) {
+        return true;
+    }
+    /* A server before 14 reports neither: one round trip asks it. */
+    PGresult *res = PQexec(conn, "SELECT pg_is_in_recovery() OR "
+                                 "current_setting('transaction_read_only') = 'on'");
+    bool ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
+    if (!ok) {
+        store_set_text(err, cap, "asking whether the server takes writes: ");
+        pg_put_message(err, cap, PQresultErrorMessage(res));
+    } else if (strcmp(PQgetvalue(res, 0, 0), "f") != 0) {
+        store_set_text(err, cap, "the server is a standby or read-only: not a writer");
+        ok = false;
+    }
+    PQclear(res);
+    return ok;
+}
+
 bool pg_prepare(PGconn *conn, char *err, size_t cap)
 {
     for (int i = 0; i < PG_STMT_COUNT; i++) {
@@ -143,7 +182,7 @@ static int until_deadline(void *ctx, PGconn *conn, char *err, size_t cap)
 }
 
 PGresult *pg_run(PGconn *conn, enum pg_stmt stmt, const char *const *params, const int *lens,
-                 int timeout_ms, char *err, size_t cap, bool *lost, bool *data)
+                 int timeout_ms, char *err, size_t cap, bool *lost, bool *data, bool *readonly)
 {
     const struct pg_statement *s = &pg_statements[stmt];
     /* As many as the statement with the most parameters takes (chat_change's). */
@@ -152,6 +191,7 @@ PGresult *pg_run(PGconn *conn, enum pg_stmt stmt, const char *const *params, con
     pg_await_end end;
     *lost = false;
     *data = false;
+    *readonly = false;
     err[0] = '\0';
     for (int i = 0; lens && i < s->nparams && i < PG_PARAMS_MAX; i++) {
         fmts[i] = lens[i] >= 0;
@@ -172,10 +212,13 @@ PGresult *pg_run(PGconn *conn, enum pg_stmt stmt, const char *const *params, con
         return NULL;
     }
     /* A server going away (57P0x), a connection class error (08), or a
-     * session that landed on a standby (25006: read-only after a
-     * failover): this connection is of no more use. */
+     * session on a server that does not take writes (25006,
+     * read_only_sql_transaction: made read-only after the connection was
+     * checked, or a server too old to report it): this connection is of
+     * no more use. */
+    *readonly = !strcmp(state, "25006");
     *lost = PQstatus(conn) != CONNECTION_OK || !strncmp(state, "08", 2) ||
-            !strncmp(state, "57P", 3) || !strcmp(state, "25006");
+            !strncmp(state, "57P", 3) || *readonly;
     /* a data exception (a name that is not UTF-8, a number out of range):
      * the caller's argument, not the store */
     *data = !strncmp(state, "22", 2) && !*lost;
@@ -185,8 +228,8 @@ PGresult *pg_run(PGconn *conn, enum pg_stmt stmt, const char *const *params, con
 PGresult *pg_call_on(PGconn *conn, enum pg_stmt stmt, const char *const *params, char *err,
                      size_t cap)
 {
-    bool lost = false, data = false;
-    return pg_run(conn, stmt, params, NULL, PG_CALL_TIMEOUT_MS, err, cap, &lost, &data);
+    bool lost = false, data = false, readonly = false;
+    return pg_run(conn, stmt, params, NULL, PG_CALL_TIMEOUT_MS, err, cap, &lost, &data, &readonly);
 }
 
 int64_t pg_i64(const PGresult *res, int row, int col)

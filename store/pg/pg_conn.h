@@ -28,6 +28,14 @@
  * watcher thread only. */
 PGconn *pg_connect(const char *conninfo, chat_sync sync, bool prepare, char *err, size_t cap);
 
+/* Whether the server of conn takes writes: false, with why in err (cap
+ * bytes), when it is a standby (in_hot_standby) or read-only
+ * (default_transaction_read_only), as the server reports them at connect
+ * (PostgreSQL 14 on), else as one query answers, or when that query
+ * fails. Blocking (one round trip before 14): for open and the watcher
+ * thread only. */
+bool pg_check_writable(PGconn *conn, char *err, size_t cap);
+
 /* Prepares every statement of pg_statements on conn; false with why in
  * err when one fails (the schema is missing, or of another version). */
 bool pg_prepare(PGconn *conn, char *err, size_t cap);
@@ -37,11 +45,13 @@ bool pg_prepare(PGconn *conn, char *err, size_t cap);
  * most timeout_ms. Returns the result (PGRES_TUPLES_OK or
  * PGRES_COMMAND_OK) to PQclear, or NULL with why in err (cap bytes),
  * *lost set when the connection can no longer be used (broken, timed out
- * with the statement in flight, or landed on a standby) and *data when the
- * statement failed on its arguments (SQLSTATE class 22). It never drops
- * conn: that is the caller's to do. */
+ * with the statement in flight, or on a server that refused a write),
+ * *readonly when that refusal is why (SQLSTATE 25006: a standby, or a
+ * server made read-only; *lost is set too) and *data when the statement
+ * failed on its arguments (SQLSTATE class 22). It never drops conn: that
+ * is the caller's to do. */
 PGresult *pg_run(PGconn *conn, enum pg_stmt stmt, const char *const *params, const int *lens,
-                 int timeout_ms, char *err, size_t cap, bool *lost, bool *data);
+                 int timeout_ms, char *err, size_t cap, bool *lost, bool *data, bool *readonly);
 
 /* pg_run with text parameters and PG_CALL_TIMEOUT_MS, for a connection
  * other than the writer (the watcher's): NULL on failure with why in

@@ -22,7 +22,7 @@ PGresult *pg_call_long(pg *st, enum pg_stmt stmt, const char *const *params, con
                        int timeout_ms, const char *what, chat_err *rc)
 {
     char err[CHAT_STORE_ERROR_MAX];
-    bool lost = false, data = false;
+    bool lost = false, data = false, readonly = false;
     if (!st->conn) {
         pg_set_writer(st, pg_watch_take_writer(st));
     }
@@ -33,15 +33,20 @@ PGresult *pg_call_long(pg *st, enum pg_stmt stmt, const char *const *params, con
         return NULL;
     }
     PGresult *res =
-        pg_run(st->conn, stmt, params, lens, timeout_ms, err, sizeof(err), &lost, &data);
+        pg_run(st->conn, stmt, params, lens, timeout_ms, err, sizeof(err), &lost, &data, &readonly);
     if (res) {
         *rc = CHAT_OK;
         return res;
     }
-    store_set_text(st->base.last_err, sizeof(st->base.last_err), "%s: %s", what, err);
+    store_set_text(st->base.last_err, sizeof(st->base.last_err), "%s: %s%s", what, err,
+                   readonly ? " (the server does not take writes: reconnecting)" : "");
     *rc = data ? CHAT_EINVAL : CHAT_EIO;
     if (lost) {
-        pg_quiet_fail(&st->writer_log, "PostgreSQL writer lost: %s", err);
+        /* A writer on a read-only server is no writer: dropped like a
+         * broken one, nothing was written, and the watcher's next attempt
+         * (pg_backoff's pace) takes only a server that takes writes. */
+        chat_quiet_fail(&st->writer_log, "PostgreSQL writer %s: %s",
+                        readonly ? "on a read-only server" : "lost", err);
         PQfinish(st->conn);
         pg_set_writer(st, NULL);
         pg_watch_want_writer(st);
@@ -78,7 +83,7 @@ bool pg_writer_ready(pg *st)
     char err[CHAT_STORE_ERROR_MAX];
     err[0] = '\0';
     pg_put_message(err, sizeof(err), PQerrorMessage(st->conn));
-    pg_quiet_fail(&st->writer_log, "PostgreSQL writer lost: %s", err);
+    chat_quiet_fail(&st->writer_log, "PostgreSQL writer lost: %s", err);
     PQfinish(st->conn);
     pg_set_writer(st, NULL);
     pg_watch_want_writer(st);

@@ -29,7 +29,7 @@
 #include "chat_cache.h"
 #include "chat_store.h"
 #include "pg_conn.h"
-#include "pg_quiet.h"
+#include "chat_quiet.h"
 #include "store_backend.h"
 
 #include <pthread.h>
@@ -50,7 +50,7 @@ typedef struct pg {
     atomic_uint_fast64_t member_gen;
     atomic_bool member_live; /* the watcher listens: the cache may be used */
     atomic_int writer_pid;   /* conn's server process (0: none), see above */
-    pg_quiet writer_log;     /* the writer's outages: lost here, remade by the watcher */
+    chat_quiet writer_log;     /* the writer's outages: lost here, remade by the watcher */
     struct pg_watch *watch;
 } pg;
 

@@ -42,6 +42,7 @@ static struct {
     int (*PQsocket)(const PGconn *conn);
     ConnStatusType (*PQstatus)(const PGconn *conn);
     int (*PQbackendPID)(const PGconn *conn);
+    const char *(*PQparameterStatus)(const PGconn *conn, const char *paramName);
 } lib;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -101,6 +102,7 @@ static void load(void)
     ok = ok && find(h, "PQsocket", &lib.PQsocket, sizeof(lib.PQsocket));
     ok = ok && find(h, "PQbackendPID", &lib.PQbackendPID, sizeof(lib.PQbackendPID));
     ok = ok && find(h, "PQstatus", &lib.PQstatus, sizeof(lib.PQstatus));
+    ok = ok && find(h, "PQparameterStatus", &lib.PQparameterStatus, sizeof(lib.PQparameterStatus));
     loaded = ok;
 }
 
@@ -246,4 +248,9 @@ int PQbackendPID(const PGconn *conn)
 ConnStatusType PQstatus(const PGconn *conn)
 {
     return lib.PQstatus(conn);
+}
+
+const char *PQparameterStatus(const PGconn *conn, const char *paramName)
+{
+    return lib.PQparameterStatus(conn, paramName);
 }

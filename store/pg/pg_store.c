@@ -83,10 +83,15 @@ static void op_close(chat_store *cs)
     store_job_stop(cs);
     pg_watch_stop(st);
     PQfinish(st->conn);
-    pg_quiet_destroy(&st->writer_log);
+    chat_quiet_destroy(&st->writer_log);
     chat_cache_destroy(st->members);
     free(st->conninfo);
     free(st);
+}
+
+static bool op_available(chat_store *cs)
+{
+    return pg_writer_ready(pg_of(cs));
 }
 
 static const chat_store_ops pg_ops = {
@@ -139,6 +144,7 @@ static const chat_store_ops pg_ops = {
     .job_state = store_job_state,
     .follow = pg_follow,
     .feed = pg_feed,
+    .available = op_available,
     .shared = true,
 };
 
@@ -222,7 +228,7 @@ chat_err pg_open(const char *path, const chat_store_opts *opts, chat_store **out
         return CHAT_ENOMEM;
     }
     store_base_init(&st->base, &pg_ops);
-    pg_quiet_init(&st->writer_log, "PostgreSQL writer", NULL, NULL, NULL);
+    chat_quiet_init(&st->writer_log, "PostgreSQL writer", NULL, NULL, NULL);
     st->sync = opts->sync;
     st->origin = new_origin();
     atomic_init(&st->member_gen, 1);
@@ -235,6 +241,12 @@ chat_err pg_open(const char *path, const chat_store_opts *opts, chat_store **out
     pg_set_writer(st, pg_connect(st->conninfo, st->sync, false, err, sizeof(err)));
     if (!st->conn) {
         store_open_error(errmsg, "cannot connect to PostgreSQL", err);
+        rc = CHAT_EIO;
+        goto fail;
+    }
+    /* A standby would fail at the schema's first statement: say why. */
+    if (!pg_check_writable(st->conn, err, sizeof(err))) {
+        store_open_error(errmsg, "cannot write to PostgreSQL", err);
         rc = CHAT_EIO;
         goto fail;
     }

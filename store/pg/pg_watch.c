@@ -1,5 +1,6 @@
 /* pg_watch: the LISTEN thread of the PostgreSQL backend (see pg_watch.h). */
 #include "pg_watch.h"
+#include "pg_backoff.h"
 #include "store_text.h"
 
 #include <errno.h>
@@ -17,6 +18,9 @@
 /* Groups followed at most (a follow beyond it fails with CHAT_ENOMEM):
  * the groups of a broker's subscribers, each a few dozen bytes. */
 #define FOLLOW_MAX 200000u
+/* The thread's longest sleep with nothing to do: the wake pipe and the
+ * listener's socket end it sooner. */
+#define IDLE_MS 1000
 
 /* A followed group. */
 struct fgroup {
@@ -48,7 +52,10 @@ struct pg_watch {
     /* under mu: */
     bool stop;
     bool want_writer;
-    PGconn *writer; /* made, not yet taken */
+    PGconn *writer;           /* made, not yet taken */
+    pg_backoff wback;         /* the writer's reconnects: lost on the broker's thread */
+    int64_t writer_at;        /* no writer attempt before this (pg_mono_ms) */
+    uint64_t writer_attempts; /* made since the start (pg_watch_writer_attempts) */
     struct fgroup **buckets;
     size_t nbuckets, count;
     struct fgroup *work; /* groups with something to read */
@@ -56,7 +63,9 @@ struct pg_watch {
     size_t queued;
     /* the thread's own: */
     PGconn *lconn;
-    pg_quiet log; /* the listener's outages */
+    chat_quiet log;    /* the listener's outages */
+    pg_backoff lback;  /* the listener's reconnects */
+    int64_t listen_at; /* no listener attempt before this (pg_mono_ms) */
 };
 
 static uint64_t hash(const char *s)
@@ -193,15 +202,25 @@ size_t pg_feed(chat_store *cs, size_t max, chat_feed_fn fn, void *ctx)
     return n;
 }
 
+/* Under mu: the writer is gone (lost, or never handed over): the thread
+ * makes the next attempt when the backoff says, at once after a success. */
+static void want_writer(struct pg_watch *w)
+{
+    if (!w->want_writer) {
+        w->want_writer = true;
+        w->writer_at = pg_mono_ms() + pg_backoff_next(&w->wback);
+        wake(w);
+    }
+}
+
 PGconn *pg_watch_take_writer(pg *st)
 {
     struct pg_watch *w = st->watch;
     pthread_mutex_lock(&w->mu);
     PGconn *c = w->writer;
     w->writer = NULL;
-    if (!c && !w->want_writer) {
-        w->want_writer = true;
-        wake(w);
+    if (!c) {
+        want_writer(w);
     }
     pthread_mutex_unlock(&w->mu);
     return c;
@@ -211,9 +230,17 @@ void pg_watch_want_writer(pg *st)
 {
     struct pg_watch *w = st->watch;
     pthread_mutex_lock(&w->mu);
-    w->want_writer = true;
-    wake(w);
+    want_writer(w);
     pthread_mutex_unlock(&w->mu);
+}
+
+uint64_t pg_watch_writer_attempts(pg *st)
+{
+    struct pg_watch *w = st->watch;
+    pthread_mutex_lock(&w->mu);
+    uint64_t n = w->writer_attempts;
+    pthread_mutex_unlock(&w->mu);
+    return n;
 }
 
 /* ------------------------------------------------------------------------
@@ -280,12 +307,19 @@ static void drop_listener(struct pg_watch *w)
     atomic_fetch_add(&w->st->member_gen, 1);
 }
 
+/* The listener was lost, or an attempt failed: the next attempt when the
+ * backoff says. */
+static void listener_failed(struct pg_watch *w)
+{
+    w->listen_at = pg_mono_ms() + pg_backoff_next(&w->lback);
+}
+
 static bool connect_listener(struct pg_watch *w)
 {
     char err[CHAT_STORE_ERROR_MAX];
     w->lconn = pg_connect(w->st->conninfo, w->st->sync, true, err, sizeof(err));
     if (!w->lconn) {
-        pg_quiet_fail(&w->log, "PostgreSQL listener: %s", err);
+        chat_quiet_fail(&w->log, "PostgreSQL listener: %s", err);
         return false;
     }
     PGresult *res = PQexec(w->lconn, "LISTEN " PG_CHANNEL_MSG "; LISTEN " PG_CHANNEL_INVAL);
@@ -294,13 +328,14 @@ static bool connect_listener(struct pg_watch *w)
     if (!ok) {
         err[0] = '\0';
         pg_put_message(err, sizeof(err), PQerrorMessage(w->lconn));
-        pg_quiet_fail(&w->log, "PostgreSQL listener: LISTEN: %s", err);
+        chat_quiet_fail(&w->log, "PostgreSQL listener: LISTEN: %s", err);
         drop_listener(w);
         return false;
     }
-    /* Not back yet: the listener is back once a round of its work went
-     * through (watch_main), or a failing query after each connect would log
-     * an outage and a "back" line every 250 ms. */
+    /* Not back yet: the listener is back (its log, its backoff reset) once
+     * a round of its work went through (watch_main), or a failing query
+     * after each connect would log an outage and a "back" line, and
+     * reconnect at once, every time. */
     /* Listening from here on: whatever committed before is read below. */
     atomic_fetch_add(&w->st->member_gen, 1);
     atomic_store(&w->st->member_live, true);
@@ -359,7 +394,7 @@ static bool work_group(struct pg_watch *w, struct fgroup *g)
         const char *p[1] = {name};
         PGresult *res = pg_call_on(w->lconn, PG_STMT_FOLLOW_HEAD, p, err, sizeof(err));
         if (!res) {
-            pg_quiet_fail(&w->log, "PostgreSQL listener: %s", err);
+            chat_quiet_fail(&w->log, "PostgreSQL listener: %s", err);
             return false;
         }
         uint64_t head = (uint64_t)pg_i64(res, 0, 0);
@@ -378,7 +413,7 @@ static bool work_group(struct pg_watch *w, struct fgroup *g)
         const char *p[4] = {name, pg_u64(b1, last), pg_u64(b2, upto), pg_i64s(b3, w->st->origin)};
         PGresult *res = pg_call_on(w->lconn, PG_STMT_FOLLOW_FETCH, p, err, sizeof(err));
         if (!res) {
-            pg_quiet_fail(&w->log, "PostgreSQL listener: %s", err);
+            chat_quiet_fail(&w->log, "PostgreSQL listener: %s", err);
             pthread_mutex_lock(&w->mu);
             g->catchup = g->catchup || catchup;
             pthread_mutex_unlock(&w->mu);
@@ -442,22 +477,53 @@ static bool work(struct pg_watch *w)
     }
 }
 
+/* One attempt at a writer: a connection to a server that takes writes.
+ * One to a read-only server (a standby not yet promoted, or the old
+ * primary turned standby behind a load balancer) is a failed attempt: as
+ * the writer it would fail every publish until it broke. */
 static void make_writer(struct pg_watch *w)
 {
     char err[CHAT_STORE_ERROR_MAX];
-    PGconn *c = pg_connect(w->st->conninfo, w->st->sync, true, err, sizeof(err));
+    pthread_mutex_lock(&w->mu);
+    w->writer_attempts++;
+    pthread_mutex_unlock(&w->mu);
+    /* checked before the statements are prepared: a standby turned away
+     * costs one round trip at most, not one per statement */
+    PGconn *c = pg_connect(w->st->conninfo, w->st->sync, false, err, sizeof(err));
+    if (c && (!pg_check_writable(c, err, sizeof(err)) || !pg_prepare(c, err, sizeof(err)))) {
+        PQfinish(c);
+        c = NULL;
+    }
     if (!c) {
-        pg_quiet_fail(&w->st->writer_log, "PostgreSQL writer: %s", err);
+        chat_quiet_fail(&w->st->writer_log, "PostgreSQL writer: %s", err);
+        pthread_mutex_lock(&w->mu);
+        w->writer_at = pg_mono_ms() + pg_backoff_next(&w->wback);
+        pthread_mutex_unlock(&w->mu);
         return;
     }
-    pg_quiet_ok(&w->st->writer_log);
+    chat_quiet_ok(&w->st->writer_log);
     pthread_mutex_lock(&w->mu);
     if (w->writer) {
         PQfinish(w->writer);
     }
     w->writer = c;
     w->want_writer = false;
+    pg_backoff_reset(&w->wback);
     pthread_mutex_unlock(&w->mu);
+}
+
+/* How long the thread may sleep: until the next attempt due, at most
+ * IDLE_MS. */
+static int sleep_ms(struct pg_watch *w, bool want, int64_t writer_at)
+{
+    int64_t now = pg_mono_ms(), ms = IDLE_MS;
+    if (want && writer_at - now < ms) {
+        ms = writer_at - now;
+    }
+    if (!w->lconn && w->listen_at - now < ms) {
+        ms = w->listen_at - now;
+    }
+    return ms < 0 ? 0 : (int)ms;
 }
 
 static void *watch_main(void *arg)
@@ -466,32 +532,36 @@ static void *watch_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&w->mu);
         bool stop = w->stop, want = w->want_writer && !w->writer;
+        int64_t writer_at = w->writer_at;
         bool full = w->queued >= QUEUE_MAX, has_work = w->work != NULL;
         pthread_mutex_unlock(&w->mu);
         if (stop) {
             break;
         }
-        bool trouble = false;
-        if (want) {
+        if (want && pg_mono_ms() >= writer_at) {
             make_writer(w);
             pthread_mutex_lock(&w->mu);
-            trouble = w->want_writer && !w->writer;
+            want = w->want_writer && !w->writer;
+            writer_at = w->writer_at;
             pthread_mutex_unlock(&w->mu);
         }
-        if (!w->lconn && !connect_listener(w)) {
-            trouble = true;
+        if (!w->lconn && pg_mono_ms() >= w->listen_at && !connect_listener(w)) {
+            listener_failed(w);
         }
         if (w->lconn && has_work && !full && !work(w)) {
             drop_listener(w);
-            trouble = true;
+            listener_failed(w);
         }
         if (w->lconn) {
-            pg_quiet_ok(&w->log); /* connected, and its work (if any) went through */
+            /* connected, and its work (if any) went through */
+            chat_quiet_ok(&w->log);
+            pg_backoff_reset(&w->lback);
         }
         struct pollfd p[2] = {{w->wake[0], POLLIN, 0},
                               {w->lconn ? PQsocket(w->lconn) : -1, POLLIN, 0}};
-        /* Retry a failed connection after a short pause, not in a loop. */
-        int n = poll(p, 2, trouble ? 250 : 1000);
+        /* Until the next attempt the backoff allows (pg_backoff.h), not in a
+         * loop; a wake (a lost writer, a follow) or a notification sooner. */
+        int n = poll(p, 2, sleep_ms(w, want, writer_at));
         if (n > 0 && (p[0].revents & POLLIN)) {
             char buf[64];
             while (read(w->wake[0], buf, sizeof(buf)) > 0) {
@@ -502,8 +572,9 @@ static void *watch_main(void *arg)
                 char err[CHAT_STORE_ERROR_MAX];
                 err[0] = '\0';
                 pg_put_message(err, sizeof(err), PQerrorMessage(w->lconn));
-                pg_quiet_fail(&w->log, "PostgreSQL listener lost: %s", err);
+                chat_quiet_fail(&w->log, "PostgreSQL listener lost: %s", err);
                 drop_listener(w);
+                listener_failed(w);
                 continue;
             }
             drain_notifications(w);
@@ -520,11 +591,14 @@ chat_err pg_watch_start(pg *st)
         return CHAT_ENOMEM;
     }
     w->st = st;
-    pg_quiet_init(&w->log, "PostgreSQL listener", NULL, NULL, NULL);
+    chat_quiet_init(&w->log, "PostgreSQL listener", NULL, NULL, NULL);
+    /* seeded by the handle's random origin: brokers draw apart */
+    pg_backoff_init(&w->wback, (uint64_t)st->origin);
+    pg_backoff_init(&w->lback, (uint64_t)st->origin ^ 0x5bd1e995u);
     w->nbuckets = 1024;
     w->buckets = calloc(w->nbuckets, sizeof(struct fgroup *));
     if (!w->buckets || pipe(w->wake) != 0) {
-        pg_quiet_destroy(&w->log);
+        chat_quiet_destroy(&w->log);
         free(w->buckets);
         free(w);
         return CHAT_ENOMEM;
@@ -536,7 +610,7 @@ chat_err pg_watch_start(pg *st)
     pthread_mutex_init(&w->mu, NULL);
     if (pthread_create(&w->thread, NULL, watch_main, w) != 0) {
         pthread_mutex_destroy(&w->mu);
-        pg_quiet_destroy(&w->log);
+        chat_quiet_destroy(&w->log);
         close(w->wake[0]);
         close(w->wake[1]);
         free(w->buckets);
@@ -577,7 +651,7 @@ void pg_watch_stop(pg *st)
     close(w->wake[0]);
     close(w->wake[1]);
     pthread_mutex_destroy(&w->mu);
-    pg_quiet_destroy(&w->log);
+    chat_quiet_destroy(&w->log);
     free(w);
     st->watch = NULL;
 }

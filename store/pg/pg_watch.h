@@ -11,6 +11,8 @@
  *   - makes the writer connection when the broker's thread lost it, and
  *     hands it over (pg_watch_take_writer), so that the broker's thread
  *     never waits for a connection.
+ * Both connections are made again at pg_backoff's pace: the first attempt
+ * after a loss at once, then ever further apart up to 2 s.
  * Private to store/pg.
  *
  * Threading: follow, feed, take_writer and want_writer run on the
@@ -33,8 +35,15 @@ void pg_watch_stop(pg *st);
  * one, and the caller fails its call). */
 PGconn *pg_watch_take_writer(pg *st);
 
-/* Asks the thread for a new writer connection. */
+/* Asks the thread for a new writer connection: the writer was lost (or
+ * its server refused a write). The thread's attempts follow pg_backoff:
+ * the first at once, then further apart until one succeeds, and only a
+ * server that takes writes makes one succeed (pg_check_writable). */
 void pg_watch_want_writer(pg *st);
+
+/* How many writer connections the thread attempted since it started,
+ * those that failed included: for tests of the reconnects' pace. */
+uint64_t pg_watch_writer_attempts(pg *st);
 
 /* The ops chat_store_follow and chat_store_feed. pg_feed hands nothing
  * over while the writer is gone (pg_writer_ready): the broker's read

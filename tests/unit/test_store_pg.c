@@ -11,9 +11,11 @@
  * the cases the LevelDB backend runs, a put racing the end of the
  * member's last membership on another connection (it waits for it and
  * stores nothing), a database whose chat_change 0.2.0 made, shared by a
- * broker of this version and one of 0.2.0, and the relay of another
+ * broker of this version and one of 0.2.0, the relay of another
  * broker's messages waiting for the writer after a lost connection
- * (issue 23, item 5).
+ * (issue 23, item 5), a writer that finds a read-only server (refused,
+ * nothing stored, reconnects at pg_backoff's pace) and a store available
+ * again within pg_backoff's bound after its database came back.
  *
  * They need a PostgreSQL cluster: CHAT_TEST_PG_PORT names one on
  * 127.0.0.1 (scripts/test's pg stage makes it); without it the test exits
@@ -24,6 +26,9 @@
 #include "util.h"
 #include "store_page_cases.h"
 #include "store_push_cases.h"
+
+#include "pg_backoff.h"
+#include "pg_watch.h"
 
 #include <libpq-fe.h>
 #include <pthread.h>
@@ -38,6 +43,7 @@
 #define PGCLUSTER_MS 60000 /* pgcluster.sh createdb, or one statement, on a busy machine */
 
 struct pgfx {
+    char db[64]; /* the case's database */
     char conninfo[160];
     char dir[64]; /* for backups */
     chat_store *st;
@@ -71,6 +77,7 @@ static int pg_setup(void **state)
         free(fx);
         return -1;
     }
+    snprintf(fx->db, sizeof(fx->db), "%s", name);
     snprintf(fx->conninfo, sizeof(fx->conninfo),
              "host=127.0.0.1 port=%s user=postgres dbname=store_pg_%d_%d", port, (int)getpid(),
              n++);
@@ -98,6 +105,42 @@ static void sql(struct pgfx *fx, const char *text)
 {
     char *argv[] = {CHAT_PGCLUSTER, "sql", fx->conninfo, (char *)text, NULL};
     assert_int_equal(ts_run(argv, NULL, NULL, "/dev/stderr", PGCLUSTER_MS), 0);
+}
+
+/* Runs SQL in the cluster's database postgres: what the case's own
+ * database may not take (it is read-only, or refuses connections). */
+static void sql_admin(const char *text)
+{
+    char conninfo[128];
+    snprintf(conninfo, sizeof(conninfo), "host=127.0.0.1 port=%s user=postgres dbname=postgres",
+             getenv("CHAT_TEST_PG_PORT"));
+    char *argv[] = {CHAT_PGCLUSTER, "sql", conninfo, (char *)text, NULL};
+    assert_int_equal(ts_run(argv, NULL, NULL, "/dev/stderr", PGCLUSTER_MS), 0);
+}
+
+/* Ends this store's sessions (application_name mosquitto-chat) in the
+ * case's database behind its back: a failover, a restart, as it sees it. */
+static void end_sessions(struct pgfx *fx)
+{
+    char text[300];
+    snprintf(text, sizeof(text),
+             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+             "WHERE application_name = 'mosquitto-chat' AND datname = '%s'",
+             fx->db);
+    sql_admin(text);
+}
+
+/* One append to group, its result code (the envelope freed). */
+static chat_err try_append(chat_store *st, const char *group)
+{
+    static const char head[] = "{\"id\":", mid[] = ",\"ts\":", tail[] = ",\"body\":\"x\"}";
+    chat_envelope env = {head, sizeof(head) - 1, mid, sizeof(mid) - 1, tail, sizeof(tail) - 1};
+    chat_appended ap = {0};
+    chat_err rc = chat_store_append(st, group, "alice", NULL, &env, false, &ap);
+    if (rc == CHAT_OK) {
+        free(ap.env);
+    }
+    return rc;
 }
 
 /* Appends n messages to group (from "alice", cid "<group>-<id>" when
@@ -869,6 +912,144 @@ static void test_feed_waits_for_writer(void **state)
     chat_store_close(other);
 }
 
+/* How long the read-only case watches the writer's attempts: the bound
+ * of pg_backoff.h for it, 5 + (4000 - 1875) / 1000 = 7 attempts at most
+ * (the first at once, then 125-250, 250-500, 500-1000 ms and 1-2 s apart),
+ * and at least 3 on a slow machine (5 by the timing alone). */
+#define RO_WINDOW_MS 4000
+#define RO_ATTEMPTS_MAX 7
+/* How long a connection attempt, its check and its statements may take
+ * on a busy machine (or under valgrind), beyond the backoff's delay. */
+#define CONNECT_SLACK_MS 1500
+
+/* The writer lands on a server that does not take writes (a standby
+ * before its promotion, or the old primary turned standby behind a load
+ * balancer): here the case's database made read-only for new sessions
+ * and this store's sessions ended. Every connection the watcher makes is
+ * turned away at connect (pg_check_writable: default_transaction_read_only
+ * on), so the store stays unavailable: every append is refused with
+ * CHAT_EIO, nothing is stored, and the attempts come at pg_backoff's pace,
+ * not a connection per publish or four a second. Once the database takes
+ * writes again, the writer is back within the backoff's largest delay. */
+static void test_standby_writer_backs_off(void **state)
+{
+    struct pgfx *fx = *state;
+    char text[200];
+    uint64_t head = 0;
+
+    assert_true(chat_store_available(fx->st));
+    snprintf(text, sizeof(text), "ALTER DATABASE %s SET default_transaction_read_only = on",
+             fx->db);
+    sql_admin(text);
+    uint64_t before = pg_watch_writer_attempts((pg *)fx->st);
+    end_sessions(fx);
+    int64_t t0 = ts_now_ms();
+    unsigned refused = 0;
+    while (ts_now_ms() - t0 < RO_WINDOW_MS) {
+        assert_int_equal(try_append(fx->st, "ro"), CHAT_EIO);
+        refused++;
+        ts_sleep_ms(20);
+    }
+    uint64_t attempts = pg_watch_writer_attempts((pg *)fx->st) - before;
+    assert_false(chat_store_available(fx->st));
+    assert_true(refused >= 10);
+    assert_in_range(attempts, 3, RO_ATTEMPTS_MAX);
+    /* nothing stored, not even the head of the group */
+    sql(fx, "DO $$ BEGIN IF (SELECT count(*) FROM chat_messages) <> 0 OR "
+            "(SELECT count(*) FROM chat_groups) <> 0 THEN "
+            "RAISE EXCEPTION 'stored on a read-only server'; END IF; END $$");
+
+    snprintf(text, sizeof(text), "ALTER DATABASE %s RESET default_transaction_read_only", fx->db);
+    sql_admin(text);
+    int64_t t1 = ts_now_ms();
+    while (!chat_store_available(fx->st) &&
+           ts_now_ms() - t1 < PG_BACKOFF_MAX_MS + CONNECT_SLACK_MS) {
+        ts_sleep_ms(5);
+    }
+    assert_true(chat_store_available(fx->st));
+    ASSERT_OK(try_append(fx->st, "ro"));
+    ASSERT_OK(chat_store_head(fx->st, "ro", &head));
+    assert_int_equal(head, 1);
+}
+
+/* A statement that a read-only server refuses (SQLSTATE 25006: the
+ * session was made read-only after its connection was checked, or a
+ * server too old to report it) marks its connection lost and read-only,
+ * which pg_call drops as it drops a broken one; a read on it still works,
+ * and a write on a writable session is neither. */
+static void test_readonly_statement_lost(void **state)
+{
+    struct pgfx *fx = *state;
+    char err[CHAT_STORE_ERROR_MAX];
+    bool lost = true, data = true, readonly = true;
+    const char *add[2] = {"g", "bob"};
+
+    PGconn *c = pg_connect(fx->conninfo, CHAT_SYNC_NONE, true, err, sizeof(err));
+    assert_non_null(c);
+    assert_true(pg_check_writable(c, err, sizeof(err)));
+    PGresult *res =
+        pg_run(c, PG_STMT_MEMBER_ADD, add, NULL, 5000, err, sizeof(err), &lost, &data, &readonly);
+    assert_non_null(res);
+    assert_false(lost || data || readonly);
+    PQclear(res);
+
+    res = PQexec(c, "SET default_transaction_read_only = on");
+    assert_int_equal(PQresultStatus(res), PGRES_COMMAND_OK);
+    PQclear(res);
+    assert_false(pg_check_writable(c, err, sizeof(err)));
+    assert_non_null(strstr(err, "read-only"));
+    res = pg_run(c, PG_STMT_MEMBER_GET, add, NULL, 5000, err, sizeof(err), &lost, &data, &readonly);
+    assert_non_null(res); /* reading is fine */
+    PQclear(res);
+    add[1] = "carol";
+    res = pg_run(c, PG_STMT_MEMBER_ADD, add, NULL, 5000, err, sizeof(err), &lost, &data, &readonly);
+    assert_null(res);
+    assert_true(readonly);
+    assert_true(lost);
+    assert_false(data);
+    PQfinish(c);
+}
+
+/* The store's database goes away and comes back (a restart, as this store
+ * sees it: the database refuses connections, ALLOW_CONNECTIONS false, and
+ * this store's sessions are ended): while it is away the store is not
+ * available and appends are refused; once it is back, the store is
+ * available again within the backoff's largest delay (plus a connection's
+ * time), and stores again. */
+static void test_available_after_loss(void **state)
+{
+    struct pgfx *fx = *state;
+    char text[200];
+    uint64_t head = 0;
+
+    snprintf(text, sizeof(text), "ALTER DATABASE %s ALLOW_CONNECTIONS false", fx->db);
+    sql_admin(text);
+    end_sessions(fx);
+    int64_t t0 = ts_now_ms();
+    uint64_t before = pg_watch_writer_attempts((pg *)fx->st);
+    while (ts_now_ms() - t0 < 3000) {
+        assert_int_equal(try_append(fx->st, "g"), CHAT_EIO);
+        ts_sleep_ms(20);
+    }
+    assert_false(chat_store_available(fx->st));
+    /* 3 s: 5 + (3000 - 1875) / 1000 = 6 at most */
+    assert_in_range(pg_watch_writer_attempts((pg *)fx->st) - before, 2, 6);
+
+    snprintf(text, sizeof(text), "ALTER DATABASE %s ALLOW_CONNECTIONS true", fx->db);
+    sql_admin(text);
+    int64_t t1 = ts_now_ms();
+    while (!chat_store_available(fx->st) &&
+           ts_now_ms() - t1 < PG_BACKOFF_MAX_MS + CONNECT_SLACK_MS) {
+        ts_sleep_ms(5);
+    }
+    int64_t took = ts_now_ms() - t1;
+    assert_true(chat_store_available(fx->st));
+    assert_true(took <= PG_BACKOFF_MAX_MS + CONNECT_SLACK_MS);
+    ASSERT_OK(try_append(fx->st, "g"));
+    ASSERT_OK(chat_store_head(fx->st, "g", &head));
+    assert_int_equal(head, 1);
+}
+
 /* A broker before recall-complete (0.2.x, the 12-argument chat_change)
  * shares the database with this version: its statement still finds its
  * function, which this version's schema leaves as it was, beside the new
@@ -920,6 +1101,9 @@ int main(void)
         PGCASE(test_push_members),
         PGCASE(test_push_expire),
         PGCASE(test_feed_waits_for_writer),
+        PGCASE(test_standby_writer_backs_off),
+        PGCASE(test_available_after_loss),
+        PGCASE(test_readonly_statement_lost),
         PGCASE(test_scan_page),
         PGCASE(test_cursor_open),
         PGCASE(test_member_cache_own_and_other),

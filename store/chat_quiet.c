@@ -1,6 +1,6 @@
-/* pg_quiet: the log of one connection's outages, kept short (see
- * pg_quiet.h). */
-#include "pg_quiet.h"
+/* chat_quiet: the log of one thing's outages, kept short (see
+ * chat_quiet.h). */
+#include "chat_quiet.h"
 #include "chat_mono.h"
 #include "store_text.h"
 
@@ -20,8 +20,8 @@ static void to_stderr(void *ctx, const char *line)
     fprintf(stderr, "%s\n", line);
 }
 
-void pg_quiet_init(pg_quiet *q, const char *name, pg_quiet_clock *now, pg_quiet_sink *sink,
-                   void *ctx)
+void chat_quiet_init(chat_quiet *q, const char *name, chat_quiet_clock *now, chat_quiet_sink *sink,
+                     void *ctx)
 {
     memset(q, 0, sizeof(*q));
     q->name = name;
@@ -31,7 +31,7 @@ void pg_quiet_init(pg_quiet *q, const char *name, pg_quiet_clock *now, pg_quiet_
     pthread_mutex_init(&q->mu, NULL);
 }
 
-void pg_quiet_destroy(pg_quiet *q)
+void chat_quiet_destroy(chat_quiet *q)
 {
     pthread_mutex_destroy(&q->mu);
 }
@@ -43,7 +43,7 @@ static void put_secs(char out[32], int64_t ms)
 }
 
 /* Under mu: logs line, stamped now. */
-static void emit(pg_quiet *q, const char *line, int64_t now)
+static void emit(chat_quiet *q, const char *line, int64_t now)
 {
     q->sink(q->ctx, line);
     q->last_line = now;
@@ -52,14 +52,14 @@ static void emit(pg_quiet *q, const char *line, int64_t now)
 
 /* Under mu: whether this outage logged text h already; remembers it if
  * not and there is room (rule 2's bound). */
-static bool seen_text(pg_quiet *q, uint64_t h)
+static bool seen_text(chat_quiet *q, uint64_t h)
 {
     for (int i = 0; i < q->ntexts; i++) {
         if (q->texts[i] == h) {
             return true;
         }
     }
-    if (q->ntexts == PG_QUIET_TEXTS) {
+    if (q->ntexts == CHAT_QUIET_TEXTS) {
         q->hidden++; /* enough told: the rest goes into "still down", counted */
         return true;
     }
@@ -67,9 +67,9 @@ static bool seen_text(pg_quiet *q, uint64_t h)
     return false;
 }
 
-bool pg_quiet_fail(pg_quiet *q, const char *fmt, ...)
+bool chat_quiet_fail(chat_quiet *q, const char *fmt, ...)
 {
-    char text[PG_QUIET_TEXT_MAX], line[PG_QUIET_TEXT_MAX + 160], secs[32];
+    char text[CHAT_QUIET_TEXT_MAX], line[CHAT_QUIET_TEXT_MAX + 160], secs[32];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
@@ -89,7 +89,7 @@ bool pg_quiet_fail(pg_quiet *q, const char *fmt, ...)
     if (!seen_text(q, store_hash(text, strlen(text)))) {
         store_set_text(line, sizeof(line), "mosquitto-chat: %s", text);
         emit(q, line, now);
-    } else if (now - q->last_line >= PG_QUIET_EVERY_MS) {
+    } else if (now - q->last_line >= CHAT_QUIET_EVERY_MS) {
         q->unlogged++; /* this one too: its text is only the "last" */
         put_secs(secs, now - q->since);
         store_set_text(line, sizeof(line),
@@ -106,7 +106,7 @@ bool pg_quiet_fail(pg_quiet *q, const char *fmt, ...)
     return logged;
 }
 
-bool pg_quiet_ok(pg_quiet *q)
+bool chat_quiet_ok(chat_quiet *q)
 {
     char line[200], secs[32];
     pthread_mutex_lock(&q->mu);
