@@ -99,6 +99,7 @@ int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev)
     char *text = NULL;
     void *corr = NULL;
     uint16_t corr_len = 0;
+    bool held = false;
     struct chat_control_req r = {.pl = pl,
                                  .client = ev->client,
                                  .member = member,
@@ -182,7 +183,14 @@ int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev)
         goto done;
     }
     if (n == 0) {
-        chat_replay_flush(pl, ev->client);
+        /* "Nothing more is owed to you now": while the device waits for its
+         * catch-up's turn, only that turn can make it true, so the answer
+         * waits for it (never a way past replay_budget). */
+        const char *refused =
+            chat_replay_hold_empty(pl, ev->client, reply_topic, corr, corr_len, &held);
+        if (refused) {
+            chat_control_fail(&r, refused);
+        }
     }
     int i = 0;
     for (const cJSON *c = cmds->child; c; c = c->next, i++) {
@@ -197,7 +205,9 @@ done:
     /* Parsing costs the broker's thread as much as answering: the request's
      * bytes draw on the budget too. */
     chat_budget_spend(pl, device, out.len + ev->payloadlen + corr_len);
-    if (r.hold) {
+    if (held) {
+        sbuf_free(&out); /* replay.c answers, with a copy of topic and corr */
+    } else if (r.hold) {
         /* a UnifiedPush endpoint is being checked: the answer goes out
          * from the tick, with its entry in place */
         chat_push_hold(pl, device, reply_topic, corr, corr_len, &out);

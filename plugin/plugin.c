@@ -154,6 +154,7 @@ static void client_gone(struct chat_plugin *pl, struct mosquitto *client, enum c
 {
     const char *id = mosquitto_client_id(client);
     if (id) {
+        chat_replay_held_drop(pl, id); /* answers held for it go nowhere */
         chat_replay_stop(pl, id, NULL);
         chat_presence_disconnected(pl, id);
         chat_push_disconnected(pl, id);

@@ -633,10 +633,22 @@ void chat_replay_stop_member(struct chat_plugin *pl, const char *member, const c
 /* Drops the replay state of every device in group (its deletion). */
 void chat_replay_stop_group(struct chat_plugin *pl, const char *group);
 
-/* client sent an empty request: if its device waits for a turn
- * (replay_budget), it gets the pages its window allows now, so that the
- * answer follows them (invariant empty-request-after-pages in replay.c). */
-void chat_replay_flush(struct chat_plugin *pl, struct mosquitto *client);
+/* client sent an empty request ({"commands":[]}), to be answered on topic
+ * (NULL: the response topic) with Correlation Data corr (corr_len bytes;
+ * NULL: none). If its device waits for its turn (replay_budget), the answer
+ * is held, with copies of topic and corr, and replay.c sends it once the
+ * device's turns have served it (invariant held-while-queued in replay.c):
+ * *held is set, NULL returned. Otherwise *held is false and the caller
+ * answers now (NULL returned), or refuses with the error string returned:
+ * CHAT_PROTO_ERR_EMPTY_HELD when CHAT_PROTO_HELD_EMPTY_MAX are held for the
+ * client already, or "out of memory". */
+const char *chat_replay_hold_empty(struct chat_plugin *pl, const struct mosquitto *client,
+                                   const char *topic, const void *corr, uint16_t corr_len,
+                                   bool *held);
+
+/* client_id disconnected: the answers held for it are freed unsent. Call
+ * before chat_replay_stop, which answers what is still held. */
+void chat_replay_held_drop(struct chat_plugin *pl, const char *client_id);
 
 /* Devices with replay pages in flight; devices with any replay state. */
 unsigned chat_replay_active(struct chat_plugin *pl);

@@ -29,6 +29,16 @@
  *      cursor doubles it again, up to page_bytes. One message resent alone
  *      twice in vain is reported to the device once; resending goes on, so a
  *      device that was only paused still catches up.
+ *   held-while-queued: An empty request ({"commands":[]}) of a device waiting
+ *      for its turn is held, and answered only once its turns have served
+ *      it: a turn after which it waits no more (its window full, or nothing
+ *      left to send now), or the end of its catch-up. The answer then comes
+ *      after its pages on the one QoS, so it still says "nothing more is owed
+ *      to you now", and an empty request is no way past the pass's budget.
+ *      So a device holds answers only while queued; a device not queued is
+ *      answered at once (control.c).
+ *   held-bound: At most HELD_MAX answers are held for one client; a
+ *      disconnect or the plugin's cleanup frees them unsent.
  */
 #include "access.h"
 #include "reply.h"
@@ -40,7 +50,8 @@
 #include <string.h>
 #include <time.h>
 
-#define WINDOW_MAX 64u /* upper bound of plugin_opt_replay_window */
+#define WINDOW_MAX 64u                     /* upper bound of plugin_opt_replay_window */
+#define HELD_MAX CHAT_PROTO_HELD_EMPTY_MAX /* of one client (invariant held-bound) */
 
 /* The catch-ups under way: every device with something to send
  * (invariant connected-only), and the second the timeouts were last looked at. */
@@ -55,6 +66,15 @@ struct chat_replay {
     int64_t mark_us;                 /* thread CPU when this pass began */
     uint64_t pass_max;               /* the most any pass carried, for $SYS */
     uint64_t turns;                  /* devices that had to wait for a turn, for $SYS */
+};
+
+/* The answer to an empty request, held (invariant held-while-queued): what
+ * the request said to answer with. */
+struct held_answer {
+    struct held_answer *next;
+    char *topic;       /* its MQTT 5 Response Topic, or NULL: the response topic */
+    void *corr;        /* its Correlation Data, or NULL */
+    uint16_t corr_len; /* bytes of corr */
 };
 
 struct replay_group {
@@ -82,6 +102,8 @@ struct chat_device {
     size_t page_bytes;                 /* invariant page-shrink */
     struct chat_device *qnext, *qprev; /* in the queue of turns ... */
     bool queued;                       /* ... when this is set */
+    struct held_answer *held;          /* oldest first (invariant held-while-queued) */
+    unsigned n_held;                   /* at most HELD_MAX */
 };
 
 static void group_free(struct replay_group *g)
@@ -92,11 +114,48 @@ static void group_free(struct replay_group *g)
     }
 }
 
+static void held_free(struct held_answer *h)
+{
+    if (h) {
+        free(h->topic);
+        free(h->corr);
+        free(h);
+    }
+}
+
+/* Frees d's held answers unsent (a disconnect, the plugin's cleanup). */
+static void held_drop(struct chat_device *d)
+{
+    while (d->held) {
+        struct held_answer *h = d->held;
+        d->held = h->next;
+        held_free(h);
+    }
+    d->n_held = 0;
+}
+
+/* d's turns have served it, or its catch-up ended: each held empty request
+ * gets its answer, {"responses":[]}, as control.c would have sent it, in
+ * the order the requests came. */
+static void held_answer(struct chat_plugin *pl, struct chat_device *d)
+{
+    while (d->held) {
+        struct held_answer *h = d->held;
+        sbuf b = {0};
+        d->held = h->next;
+        d->n_held--;
+        sbuf_puts(&b, "{\"responses\":[]}");
+        chat_reply_send(pl, d->client_id, h->topic, h->corr, h->corr_len, &b);
+        held_free(h);
+    }
+}
+
 static void device_free(struct chat_device *d)
 {
     if (!d) {
         return;
     }
+    held_drop(d);
     while (d->groups) {
         struct replay_group *g = d->groups;
         d->groups = g->next;
@@ -176,8 +235,11 @@ static void dequeue(struct chat_replay *r, struct chat_device *d)
     r->waiting--;
 }
 
+/* d's catch-up ends (all sent and acked, a stop): what it held is answered
+ * (a disconnect dropped it before). */
 static void device_remove(struct chat_plugin *pl, struct chat_device *d)
 {
+    held_answer(pl, d);
     dequeue(pl->replay, d);
     chat_hmap_remove(pl->replay->devices, d->client_id, strlen(d->client_id));
     device_free(d);
@@ -387,14 +449,45 @@ static void kick(struct chat_plugin *pl, struct chat_device *d)
     }
 }
 
-void chat_replay_flush(struct chat_plugin *pl, struct mosquitto *client)
+const char *chat_replay_hold_empty(struct chat_plugin *pl, const struct mosquitto *client,
+                                   const char *topic, const void *corr, uint16_t corr_len,
+                                   bool *held)
 {
     const char *client_id = mosquitto_client_id(client);
     struct chat_device *d = client_id ? device_find(pl, client_id) : NULL;
-    if (d && d->queued) {
-        dequeue(pl->replay, d);
-        d->client = client;
-        (void)pump(pl, d, UINT_MAX, false);
+    struct held_answer *h = NULL, **tail;
+
+    *held = false;
+    if (!d || !d->queued) {
+        return NULL; /* nothing owed now beyond what was sent: answer at once */
+    }
+    if (d->n_held >= HELD_MAX) {
+        return CHAT_PROTO_ERR_EMPTY_HELD;
+    }
+    if (!(h = calloc(1, sizeof(*h))) || (topic && !(h->topic = strdup(topic))) ||
+        (corr && !(h->corr = malloc(corr_len ? corr_len : 1)))) {
+        held_free(h);
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: out of memory holding an answer to %s",
+                             client_id);
+        return "out of memory";
+    }
+    if (corr) {
+        memcpy(h->corr, corr, corr_len);
+        h->corr_len = corr_len;
+    }
+    for (tail = &d->held; *tail; tail = &(*tail)->next) {
+    }
+    *tail = h;
+    d->n_held++;
+    *held = true;
+    return NULL;
+}
+
+void chat_replay_held_drop(struct chat_plugin *pl, const char *client_id)
+{
+    struct chat_device *d = device_find(pl, client_id);
+    if (d) {
+        held_drop(d);
     }
 }
 
@@ -427,8 +520,11 @@ static void serve_turns(struct chat_plugin *pl)
         struct chat_device *d = r->head;
         uint64_t before = r->spent;
         dequeue(r, d);
-        if (pump(pl, d, 1, true) == DEVICE_MORE) {
+        enum pump_result res = pump(pl, d, 1, true);
+        if (res == DEVICE_MORE) {
             enqueue(r, d);
+        } else if (res == DEVICE_WAITS) {
+            held_answer(pl, d); /* it waits no more (invariant held-while-queued) */
         }
         if (r->spent == before) {
             idle_left--;
@@ -614,7 +710,7 @@ void chat_replay_stop_member(struct chat_plugin *pl, const char *member, const c
 }
 
 struct stop_group {
-    struct chat_replay *r;
+    struct chat_plugin *pl;
     const char *group;
 };
 
@@ -632,14 +728,16 @@ static bool stop_group_cb(void *ctx, const void *key, size_t len, void *val)
     if (d->groups) {
         return false;
     }
-    dequeue(c->r, d);
+    /* Not device_remove: the walk removes d from the map. */
+    held_answer(c->pl, d);
+    dequeue(c->pl->replay, d);
     device_free(d);
     return true;
 }
 
 void chat_replay_stop_group(struct chat_plugin *pl, const char *group)
 {
-    struct stop_group c = {pl->replay, group};
+    struct stop_group c = {pl, group};
     chat_hmap_foreach(pl->replay->devices, stop_group_cb, &c);
 }
 

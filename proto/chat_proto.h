@@ -61,6 +61,14 @@
 #define CHAT_PROTO_ERR_CHANGE_FINAL "a recall or edit cannot be changed"
 #define CHAT_PROTO_ERR_EDITS_MAX "too many edits of this message"
 
+/* An empty request ({"commands":[]}) of a device waiting for its catch-up's
+ * turn is answered once that turn has served it; at most
+ * CHAT_PROTO_HELD_EMPTY_MAX of one client wait so, a further one is refused
+ * at once with CHAT_PROTO_ERR_EMPTY_HELD (command "request"). */
+#define CHAT_PROTO_HELD_EMPTY_MAX 16u
+#define CHAT_PROTO_ERR_EMPTY_HELD                                                                  \
+    "an empty request of this client already waits for its catch-up's turn: wait for its answer"
+
 /* Push registrations (v1.2): the bounds of the push command's fields. */
 #define CHAT_PROTO_PUSH_URL_MAX 1000u    /* bytes of an endpoint or gateway URL */
 #define CHAT_PROTO_PUSH_APP_ID_MAX 64u   /* Matrix: bytes of an app_id */

@@ -335,13 +335,15 @@ cJSON *harness_client_response_on(harness_client *c, const char *topic, int time
 
 /* Sends the plugin an empty request ({"commands":[]}) at QoS 1 and waits for
  * its empty answer, which the plugin sends after every page and answer it
- * queued for c before: those have then arrived, since the broker delivers
- * one client's messages of one QoS in order and the plugin sends pages and
- * answers at one QoS (page_qos). So a test counts what the plugin sent, or
- * finds that it sent nothing, without waiting for time to pass. Live
- * messages of other clients at that QoS that the broker took before the
- * request (their publisher's acknowledgement came) have arrived too. The
- * answer is consumed; everything else stays queued. */
+ * queued for c before (and, while c's device waits for its catch-up's turn
+ * under replay_budget, once its turns have served it): those have then
+ * arrived, since the broker delivers one client's messages of one QoS in
+ * order and the plugin sends pages and answers at one QoS (page_qos). So a
+ * test counts what the plugin sent, or finds that it sent nothing, without
+ * waiting for time to pass. Live messages of other clients at that QoS that
+ * the broker took before the request (their publisher's acknowledgement
+ * came) have arrived too. The answer is consumed; everything else stays
+ * queued. */
 void harness_barrier(harness_client *c);
 
 /* harness_barrier, then fails if any message is queued; what says what was

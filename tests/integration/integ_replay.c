@@ -21,7 +21,13 @@
  *                  anything (none waits for the others to finish), each gets
  *                  every id once and in order, and the plugin's figures show
  *                  that no pass of the broker's loop carried more than the
- *                  budget and the page that crossed it.
+ *                  budget and the page that crossed it;
+ *   budget_empty   an empty request of a device waiting for its turn is
+ *                  answered only once its turns have served it (its window
+ *                  full), after those pages, while the other devices took
+ *                  theirs; the 17th such request of one client is refused at
+ *                  once; a client that disconnects with answers held gets
+ *                  none of them, not even in its kept session.
  *
  * The pages the plugin sent are counted behind a barrier (harness_barrier),
  * never after a wait. */
@@ -648,6 +654,202 @@ static void case_budget(void)
 }
 
 /* ===========================================================================
+ * budget_empty
+ * ========================================================================= */
+
+#define EMPTY_DEVICES 8   /* bob-0..bob-7 */
+#define EMPTY_WINDOW 8    /* plugin_opt_replay_window */
+#define EMPTY_MESSAGES 60 /* 12 pages of 5: nobody finishes without acking */
+#define EMPTY_HELD 16     /* CHAT_PROTO_HELD_EMPTY_MAX */
+#define EMPTY_GONE 6      /* the device that disconnects with answers held */
+#define EMPTY_WAITER 7    /* the device whose empty requests are held */
+#define EMPTY_ANSWER "{\"responses\":[]}"
+#define EMPTY_SYNC "{\"commands\":[{\"command\":\"sync\"}]}"
+
+static bool is_empty_answer(const harness_msg *m)
+{
+    return strcmp(m->topic, HARNESS_RESPONSE_TOPIC) == 0 && strcmp(m->payload, EMPTY_ANSWER) == 0;
+}
+
+/* Whether m is the answer to EMPTY_SYNC (one sync entry). */
+static bool is_sync_answer(const harness_msg *m)
+{
+    cJSON *root = cJSON_ParseWithLength(m->payload, m->len);
+    const cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "responses"), 0);
+    const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(e, "command");
+    bool sync = cJSON_IsString(cmd) && strcmp(cmd->valuestring, "sync") == 0 &&
+                cJSON_GetObjectItemCaseSensitive(e, "error") == NULL;
+    cJSON_Delete(root);
+    return sync;
+}
+
+/* Publishes {"commands":[]} from c with Correlation Data corr at qos (1:
+ * waits for the PUBACK; 0: does not, and the requests still come in order). */
+static void empty_request(harness_client *c, const char *corr, int qos)
+{
+    harness_props props = {.corr = corr, .corr_len = strlen(corr)};
+    ASSERT(harness_client_publish_bytes(c, HARNESS_CONTROL_TOPIC, "{\"commands\":[]}", 15, qos,
+                                        &props) == 0);
+}
+
+static harness_client *v5_client(ts_broker *b, const char *id, bool persistent)
+{
+    harness_client_opts o = {
+        .client_id = id, .username = "bob", .mqtt_version = 5, .persistent = persistent};
+    return harness_client_connect_opts(b, &o);
+}
+
+static void case_budget_empty(void)
+{
+    /* A page a pass (page_size 5, budget 5). Pages at QoS 0 (the
+     * default): no PUBACK of a page starts a pass, so passes come with the
+     * clients' requests and the broker's idle wake-ups (100 ms), and the
+     * waiter's requests, sent at once, are all read long before its window
+     * fills. */
+    const char *opts[] = {"page_size 5", "replay_window 8", "replay_budget 5", NULL};
+    ts_broker *b = ts_broker_start_users(opts);
+    harness_client *dev[EMPTY_DEVICES], *snd, *w;
+    char ids[EMPTY_DEVICES][16];
+    harness_ticket t = {0, 0};
+
+    for (int i = 0; i < EMPTY_DEVICES; i++) {
+        snprintf(ids[i], sizeof ids[i], "bob-%d", i);
+        dev[i] = v5_client(b, ids[i], i == EMPTY_GONE);
+        harness_client_subscribe(dev[i], TOPIC, 1);
+        harness_client_disconnect(dev[i]);
+    }
+    snd = user_client(b, "carol-sender", "carol");
+    harness_client_set_window(snd, 100);
+    for (int k = 1; k <= EMPTY_MESSAGES; k++) {
+        char payload[64];
+        snprintf(payload, sizeof payload, "{\"body\":\"k%d\"}", k);
+        ASSERT(harness_client_publish_async(snd, TOPIC, payload, 1, &t) == 0);
+    }
+    harness_client_wait_acked(snd, t, WAIT_MS);
+    harness_client_disconnect(snd);
+
+    /* They all come back without subscribing (the kept session of the one
+     * that will go away may start its catch-up at once), then ask for
+     * their catch-ups together: a sync each, at QoS 0, without waiting, so
+     * that the queue of turns forms within a pass or two, before the
+     * requests below, each of which takes a pass of the broker's loop (it
+     * reads one packet of a client a pass), and so a turn. */
+    for (int i = 0; i < EMPTY_DEVICES; i++)
+        dev[i] = v5_client(b, ids[i], i == EMPTY_GONE);
+    for (int i = 0; i < EMPTY_DEVICES; i++)
+        ASSERT(harness_client_publish_bytes(dev[i], HARNESS_CONTROL_TOPIC, EMPTY_SYNC,
+                                            strlen(EMPTY_SYNC), 0, NULL) == 0);
+    /* Three answers held, then gone (its session kept). */
+    empty_request(dev[EMPTY_GONE], "g0", 0);
+    empty_request(dev[EMPTY_GONE], "g1", 0);
+    empty_request(dev[EMPTY_GONE], "g2", 0);
+    harness_client_disconnect(dev[EMPTY_GONE]);
+    dev[EMPTY_GONE] = NULL;
+    /* Sixteen held, the seventeenth refused: the waiter's window takes
+     * about EMPTY_WINDOW rounds of seven devices, far more turns than its
+     * seventeen requests take passes. */
+    w = dev[EMPTY_WAITER];
+    int64_t asked_ms = ts_now_ms();
+    for (int k = 0; k <= EMPTY_HELD; k++) {
+        char corr[16];
+        snprintf(corr, sizeof corr, "f%02d", k);
+        empty_request(w, corr, 0);
+    }
+
+    /* What comes to the waiter, in order: its pages up to its window, the
+     * refusal of the 17th (at once) among them, and only then the sixteen
+     * answers, in the order asked. Nobody acks, so no page follows them. */
+    size_t pages = 0, pages_at_answer = 0;
+    int answers = 0;
+    bool refused = false;
+    int64_t answered_ms = 0;
+    while (answers < EMPTY_HELD) {
+        harness_msg *m = harness_client_receive(w, 2 * WAIT_MS);
+        harness_page p;
+        ASSERTF(m != NULL, "%s: %zu pages and %d of %d answers, then nothing", ids[EMPTY_WAITER],
+                pages, answers, EMPTY_HELD);
+        if (is_empty_answer(m)) {
+            char corr[16];
+            snprintf(corr, sizeof corr, "f%02d", answers);
+            ASSERTF(m->has_corr && m->corr_len == 3 && memcmp(m->corr, corr, 3) == 0,
+                    "answer %d: correlation data %.*s, expected %s", answers, (int)m->corr_len,
+                    m->corr ? m->corr : "", corr);
+            if (answers++ == 0) {
+                answered_ms = m->at_ms;
+                pages_at_answer = pages;
+            }
+        } else if (is_sync_answer(m)) {
+            /* the answer to its sync */
+        } else if (strstr(m->payload, "\"error\"") != NULL) {
+            cJSON *resp = harness_json_object(m);
+            ASSERTF(!refused && answers == 0, "unexpected %.300s", m->payload);
+            harness_expect_error(harness_response_only(resp), "request", NULL, NULL,
+                                 CHAT_PROTO_ERR_EMPTY_HELD);
+            ASSERTF(m->has_corr && m->corr_len == 3 && memcmp(m->corr, "f16", 3) == 0,
+                    "the refusal is not the answer to the 17th request");
+            refused = true;
+            cJSON_Delete(resp);
+        } else {
+            ASSERTF(harness_page_parse(m, &p), "unexpected message on %s", m->topic);
+            ASSERTF(answers == 0, "a page (%lld..%lld) after an answer to an empty request",
+                    (long long)p.first, (long long)p.last);
+            ASSERTF(p.first == (int64_t)(5 * pages + 1), "page %zu from %lld", pages,
+                    (long long)p.first);
+            pages++;
+            harness_page_free(&p);
+        }
+        harness_msg_free(m);
+    }
+    ASSERTF(refused, "the 17th empty request of %s was not refused", ids[EMPTY_WAITER]);
+    ASSERTF(pages_at_answer == EMPTY_WINDOW,
+            "the answers came after %zu pages, not once the window (%d) was full", pages_at_answer,
+            EMPTY_WINDOW);
+    harness_expect_quiet(w, "nothing after the window and the answers");
+
+    /* While the waiter waited, the others took turns: pages came to them
+     * between its requests and its answers. */
+    int between = 0;
+    for (int i = 0; i < EMPTY_DEVICES; i++) {
+        harness_msg *m;
+        if (i == EMPTY_WAITER || dev[i] == NULL)
+            continue;
+        while ((m = harness_client_receive(dev[i], 0)) != NULL) {
+            harness_page p;
+            if (!is_sync_answer(m) && harness_page_parse(m, &p)) {
+                between += m->at_ms > asked_ms && m->at_ms < answered_ms;
+                harness_page_free(&p);
+            }
+            harness_msg_free(m);
+        }
+    }
+    ts_log("the waiter's answers after %lld ms; %d pages of others meanwhile",
+           (long long)(answered_ms - asked_ms), between);
+    ASSERTF(between >= EMPTY_DEVICES - 2, "%d pages of other devices while %s waited", between,
+            ids[EMPTY_WAITER]);
+
+    /* The device that went away with three answers held comes back to its
+     * session: none of them comes, only the answer to its new request (and
+     * the broker stops without a leak: ts_broker_destroy). */
+    dev[EMPTY_GONE] = v5_client(b, ids[EMPTY_GONE], true);
+    empty_request(dev[EMPTY_GONE], "probe", 1);
+    for (;;) {
+        harness_msg *m = harness_client_receive(dev[EMPTY_GONE], 2 * WAIT_MS);
+        ASSERTF(m != NULL, "%s: no answer to its request after coming back", ids[EMPTY_GONE]);
+        if (is_empty_answer(m)) {
+            bool probe = m->has_corr && m->corr_len == 5 && memcmp(m->corr, "probe", 5) == 0;
+            ASSERTF(probe, "%s got an answer held before its disconnect (%.*s)", ids[EMPTY_GONE],
+                    (int)m->corr_len, m->corr ? m->corr : "");
+            harness_msg_free(m);
+            break;
+        }
+        harness_msg_free(m);
+    }
+    for (int i = 0; i < EMPTY_DEVICES; i++)
+        harness_client_disconnect(dev[i]);
+    ts_broker_destroy(b);
+}
+
+/* ===========================================================================
  * main
  * ========================================================================= */
 
@@ -661,6 +863,7 @@ static const ts_case cases[] = {
     {"resubscribe", case_resubscribe},
     {"turns", case_turns},
     {"budget", case_budget},
+    {"budget_empty", case_budget_empty},
 };
 
 int main(int argc, char **argv)

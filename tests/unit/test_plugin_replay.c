@@ -376,6 +376,148 @@ static void test_budget_turns(void **state)
     assert_int_equal(chat_replay_waiting(&fx->pl), 0);
 }
 
+/* The publishes to client_id from index from on: how many are the empty
+ * answer {"responses":[]}, and the index of the first (SIZE_MAX: none). */
+static size_t empty_answers(const char *client_id, size_t from, size_t *first)
+{
+    size_t n = 0;
+    *first = SIZE_MAX;
+    for (size_t i = from; i < stub_publish_count(); i++) {
+        const struct stub_publish *p = stub_publish_get(i);
+        if (!strcmp(p->client_id, client_id) && !strcmp(p->payload, "{\"responses\":[]}")) {
+            *first = n++ ? *first : i;
+        }
+    }
+    return n;
+}
+
+/* Holds an empty request of d with correlation data corr: must be held. */
+static void hold(struct plugin_fixture *fx, struct device *d, const char *corr)
+{
+    bool held = false;
+    assert_null(
+        chat_replay_hold_empty(&fx->pl, &d->client, NULL, corr, (uint16_t)strlen(corr), &held));
+    assert_true(held);
+}
+
+/* An empty request of a device waiting for its turn is answered once its
+ * turns have served it (its window full), after its pages, while the
+ * others go on taking theirs; at most 16 of one client are held, a 17th is
+ * refused; a device not waiting is answered at once; a stop answers what
+ * is held; a disconnect (held_drop) answers nothing. */
+static void test_budget_held(void **state)
+{
+    static const char *const opts[] = {"page_size=5", "replay_window=2", "replay_budget=5",
+                                       "replay_share=0", NULL};
+    struct plugin_fixture *fx = rd_open_fixture(state, opts);
+    struct device *d[TURN_DEVICES], *idle = rd_new_device("idle", "user0");
+    size_t first = 0, mark = 0;
+    bool held = true;
+    char corr[16];
+
+    for (int i = 0; i < TURN_DEVICES; i++) {
+        d[i] = rd_new_device(turn_ids[i], turn_users[i]);
+        rd_join(fx, "g", turn_users[i]);
+    }
+    rd_fill(fx, "g", TURN_MESSAGES);
+    for (int i = 0; i < TURN_DEVICES; i++) {
+        rd_start(fx, d[i], "g");
+    }
+    assert_int_equal(chat_replay_waiting(&fx->pl), TURN_DEVICES);
+    assert_int_equal(d[2]->npages, 0);
+    /* Nothing to catch up: answered at once (nothing held). */
+    assert_null(chat_replay_hold_empty(&fx->pl, &idle->client, NULL, NULL, 0, &held));
+    assert_false(held);
+    /* phone2 waits for its turn: sixteen are held, the seventeenth refused. */
+    mark = stub_publish_count();
+    for (int k = 0; k < 16; k++) {
+        snprintf(corr, sizeof(corr), "c%02d", k);
+        hold(fx, d[2], corr);
+    }
+    assert_string_equal(chat_replay_hold_empty(&fx->pl, &d[2]->client, NULL, "x", 1, &held),
+                        CHAT_PROTO_ERR_EMPTY_HELD);
+    assert_false(held);
+    /* phone3 holds two and disconnects: dropped, never sent. */
+    hold(fx, d[3], "d0");
+    hold(fx, d[3], "d1");
+    chat_replay_held_drop(&fx->pl, "phone3");
+    /* phone1 holds one and leaves the group: its catch-up ends, answered. */
+    hold(fx, d[1], "s0");
+    chat_replay_stop(&fx->pl, "phone1", "g");
+    assert_int_equal(empty_answers("phone1", mark, &first), 1);
+    assert_int_equal(stub_publish_get(first)->corr_len, 2);
+    assert_memory_equal(stub_publish_get(first)->corr, "s0", 2);
+    /* Passes: one page each (the budget); phone2's answers wait until its
+     * window (two pages) is full. */
+    size_t passes = 0, others = 0;
+    while (empty_answers("phone2", mark, &first) == 0) {
+        size_t before = d[0]->npages + d[3]->npages;
+        assert_true(++passes <= 16);
+        assert_true(d[2]->npages < 2);
+        chat_replay_tick(&fx->pl, 1000);
+        rd_step(fx, d[0]);
+        rd_step(fx, d[2]);
+        rd_step(fx, d[3]);
+        others += d[0]->npages + d[3]->npages - before;
+    }
+    /* The sixteen, in the order they came, after phone2's two pages. */
+    assert_int_equal(d[2]->npages, 2);
+    assert_int_equal(empty_answers("phone2", mark, &first), 16);
+    for (int k = 0; k < 16; k++) {
+        const struct stub_publish *p = stub_publish_get(first + (size_t)k);
+        snprintf(corr, sizeof(corr), "c%02d", k);
+        assert_string_equal(p->client_id, "phone2");
+        assert_string_equal(p->payload, "{\"responses\":[]}");
+        assert_string_equal(p->topic, CHAT_PROTO_RESPONSE_TOPIC);
+        assert_int_equal(p->corr_len, 3);
+        assert_memory_equal(p->corr, corr, 3);
+    }
+    for (size_t i = first + 16; i < stub_publish_count(); i++) {
+        assert_string_not_equal(stub_publish_get(i)->client_id, "phone2");
+    }
+    /* Meanwhile the others took turns. */
+    assert_true(others >= 1);
+    /* Its window full, phone2 waits no more: answered at once again. */
+    assert_null(chat_replay_hold_empty(&fx->pl, &d[2]->client, NULL, NULL, 0, &held));
+    assert_false(held);
+    /* phone3's answers were dropped. */
+    chat_replay_tick(&fx->pl, 1000);
+    assert_int_equal(empty_answers("phone3", mark, &first), 0);
+    for (int i = 0; i < TURN_DEVICES; i++) {
+        free(d[i]);
+    }
+    free(idle);
+}
+
+/* Answers still held when the plugin stops are freed unsent (ASan and
+ * valgrind see a leak otherwise). */
+static void test_budget_held_cleanup(void **state)
+{
+    static const char *const opts[] = {"page_size=5", "replay_window=2", "replay_budget=5",
+                                       "replay_share=0", NULL};
+    struct plugin_fixture *fx = rd_open_fixture(state, opts);
+    struct device *d[2];
+    size_t first = 0;
+
+    for (int i = 0; i < 2; i++) {
+        d[i] = rd_new_device(turn_ids[i], turn_users[i]);
+        rd_join(fx, "g", turn_users[i]);
+    }
+    rd_fill(fx, "g", TURN_MESSAGES);
+    for (int i = 0; i < 2; i++) {
+        rd_start(fx, d[i], "g");
+    }
+    hold(fx, d[1], "a");
+    hold(fx, d[1], "b");
+    plugin_fixture_close(fx);
+    free(fx);
+    *state = NULL;
+    assert_int_equal(empty_answers("phone1", 0, &first), 0);
+    for (int i = 0; i < 2; i++) {
+        free(d[i]);
+    }
+}
+
 /* replay_budget 0: no bound, every device's window fills at once, as
  * before the budget. */
 static void test_budget_off(void **state)
@@ -410,6 +552,8 @@ int main(void)
         cmocka_unit_test_teardown(test_turns, rd_teardown),
         cmocka_unit_test_teardown(test_budget_turns, rd_teardown),
         cmocka_unit_test_teardown(test_budget_off, rd_teardown),
+        cmocka_unit_test_teardown(test_budget_held, rd_teardown),
+        cmocka_unit_test_teardown(test_budget_held_cleanup, rd_teardown),
         cmocka_unit_test_teardown(test_target, rd_teardown),
         cmocka_unit_test_teardown(test_hole, rd_teardown),
         cmocka_unit_test_teardown(test_hole_of_one, rd_teardown),
