@@ -37,7 +37,8 @@
  *      to you now", and an empty request is no way past the pass's budget.
  *      So a device holds answers only while queued; a device not queued is
  *      answered at once (control.c).
- *   held-bound: At most HELD_MAX answers are held for one client; a
+ *   held-bound: At most HELD_MAX answers, with HELD_BYTES of response
+ *      topics and correlation data together, are held for one client; a
  *      disconnect or the plugin's cleanup frees them unsent.
  */
 #include "access.h"
@@ -52,6 +53,7 @@
 
 #define WINDOW_MAX 64u                     /* upper bound of plugin_opt_replay_window */
 #define HELD_MAX CHAT_PROTO_HELD_EMPTY_MAX /* of one client (invariant held-bound) */
+#define HELD_BYTES CHAT_PROTO_HELD_EMPTY_BYTES
 
 /* The catch-ups under way: every device with something to send
  * (invariant connected-only), and the second the timeouts were last looked at. */
@@ -75,6 +77,7 @@ struct held_answer {
     char *topic;       /* its MQTT 5 Response Topic, or NULL: the response topic */
     void *corr;        /* its Correlation Data, or NULL */
     uint16_t corr_len; /* bytes of corr */
+    size_t bytes;      /* of topic and corr, counted in held_bytes */
 };
 
 struct replay_group {
@@ -104,6 +107,7 @@ struct chat_device {
     bool queued;                       /* ... when this is set */
     struct held_answer *held;          /* oldest first (invariant held-while-queued) */
     unsigned n_held;                   /* at most HELD_MAX */
+    size_t held_bytes;                 /* their topics and correlation data, at most HELD_BYTES */
 };
 
 static void group_free(struct replay_group *g)
@@ -132,6 +136,7 @@ static void held_drop(struct chat_device *d)
         held_free(h);
     }
     d->n_held = 0;
+    d->held_bytes = 0;
 }
 
 /* d's turns have served it, or its catch-up ended: each held empty request
@@ -144,6 +149,7 @@ static void held_answer(struct chat_plugin *pl, struct chat_device *d)
         sbuf b = {0};
         d->held = h->next;
         d->n_held--;
+        d->held_bytes -= h->bytes;
         sbuf_puts(&b, "{\"responses\":[]}");
         chat_reply_send(pl, d->client_id, h->topic, h->corr, h->corr_len, &b);
         held_free(h);
@@ -461,7 +467,8 @@ const char *chat_replay_hold_empty(struct chat_plugin *pl, const struct mosquitt
     if (!d || !d->queued) {
         return NULL; /* nothing owed now beyond what was sent: answer at once */
     }
-    if (d->n_held >= HELD_MAX) {
+    size_t bytes = (topic ? strlen(topic) : 0) + (corr ? corr_len : 0);
+    if (d->n_held >= HELD_MAX || bytes > HELD_BYTES - d->held_bytes) {
         return CHAT_PROTO_ERR_EMPTY_HELD;
     }
     if (!(h = calloc(1, sizeof(*h))) || (topic && !(h->topic = strdup(topic))) ||
@@ -475,10 +482,12 @@ const char *chat_replay_hold_empty(struct chat_plugin *pl, const struct mosquitt
         memcpy(h->corr, corr, corr_len);
         h->corr_len = corr_len;
     }
+    h->bytes = bytes;
     for (tail = &d->held; *tail; tail = &(*tail)->next) {
     }
     *tail = h;
     d->n_held++;
+    d->held_bytes += bytes;
     *held = true;
     return NULL;
 }

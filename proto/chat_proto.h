@@ -63,9 +63,14 @@
 
 /* An empty request ({"commands":[]}) of a device waiting for its catch-up's
  * turn is answered once that turn has served it; at most
- * CHAT_PROTO_HELD_EMPTY_MAX of one client wait so, a further one is refused
+ * CHAT_PROTO_HELD_EMPTY_MAX of one client wait so (and CHAT_PROTO_HELD_EMPTY_BYTES
+ * of their properties), a further one is refused
  * at once with CHAT_PROTO_ERR_EMPTY_HELD (command "request"). */
 #define CHAT_PROTO_HELD_EMPTY_MAX 16u
+/* ... and their response topics and correlation data, which the broker keeps
+ * until the answers go, at most this many bytes together (16 requests with
+ * the largest properties a packet may carry would be 2 MiB per client). */
+#define CHAT_PROTO_HELD_EMPTY_BYTES 16384u
 #define CHAT_PROTO_ERR_EMPTY_HELD                                                                  \
     "an empty request of this client already waits for its catch-up's turn: wait for its answer"
 

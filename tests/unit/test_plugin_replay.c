@@ -437,9 +437,22 @@ static void test_budget_held(void **state)
     assert_string_equal(chat_replay_hold_empty(&fx->pl, &d[2]->client, NULL, "x", 1, &held),
                         CHAT_PROTO_ERR_EMPTY_HELD);
     assert_false(held);
-    /* phone3 holds two and disconnects: dropped, never sent. */
+    /* phone3 holds two and disconnects: dropped, never sent. Before that,
+     * its held properties are bounded too: 16 KiB in all. */
+    char *big = calloc(1, 16000);
+    assert_non_null(big);
+    assert_null(chat_replay_hold_empty(&fx->pl, &d[3]->client, NULL, big, 16000, &held));
+    assert_true(held);
+    assert_string_equal(chat_replay_hold_empty(&fx->pl, &d[3]->client, NULL, big, 400, &held),
+                        CHAT_PROTO_ERR_EMPTY_HELD);
+    assert_false(held);
+    assert_null(chat_replay_hold_empty(&fx->pl, &d[3]->client, NULL, big, 380, &held));
+    assert_true(held);
+    free(big);
     hold(fx, d[3], "d0");
-    hold(fx, d[3], "d1");
+    hold(fx, d[3], "d1"); /* 16,384 bytes held: the bound, reached */
+    assert_string_equal(chat_replay_hold_empty(&fx->pl, &d[3]->client, NULL, "x", 1, &held),
+                        CHAT_PROTO_ERR_EMPTY_HELD);
     chat_replay_held_drop(&fx->pl, "phone3");
     /* phone1 holds one and leaves the group: its catch-up ends, answered. */
     hold(fx, d[1], "s0");
