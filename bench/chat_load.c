@@ -63,7 +63,7 @@
  * the application, every id carried its n, no connection broke, no error
  * entry came, and (with two storms) the second storm's settled growth
  * (memory after it settled less memory right before it) is at most half
- * the first's, or 4 MiB: a leak adds the same at every storm, while
+ * the first's, or 12 MiB: a leak adds the same at every storm, while
  * LevelDB's block cache and memtable, filled by the first storm's reads
  * and the traffic, are bounded and add little the second time. Growth is
  * measured from right before each storm because the backlog published
@@ -410,7 +410,12 @@ int main(int argc, char **argv)
         if (g_o.pid > 0 && g_o.storms > 1) {
             long grew1 = storms[0].rss_after - storms[0].rss_before;
             long grew2 = storms[1].rss_after - storms[1].rss_before;
-            long bound = grew1 / 2 > 4096 ? grew1 / 2 : 4096;
+            /* 12 MiB: the memtable (8 MiB in bench/run's configuration)
+             * fills with the storms' traffic and is freed when written
+             * out, whichever storm that falls in; RSS also wanders by
+             * 1-2 MiB with the allocator. A leak of 12 bytes per message
+             * replayed (a million a storm) still fails. */
+            long bound = grew1 / 2 > 12288 ? grew1 / 2 : 12288;
             if (grew2 > bound) {
                 fprintf(stderr,
                         "chat_load: FAIL: broker memory grew %ld KiB over the second storm "
