@@ -410,11 +410,11 @@ int main(int argc, char **argv)
         if (g_o.pid > 0 && g_o.storms > 1) {
             long grew1 = storms[0].rss_after - storms[0].rss_before;
             long grew2 = storms[1].rss_after - storms[1].rss_before;
-            /* 12 MiB: the memtable (8 MiB in bench/run's configuration)
-             * fills with the storms' traffic and is freed when written
-             * out, whichever storm that falls in; RSS also wanders by
-             * 1-2 MiB with the allocator. A leak of 12 bytes per message
-             * replayed (a million a storm) still fails. */
+            /* 12 MiB: the memtable (32 MiB by default) fills with the
+             * traffic and is freed when written out, whichever storm
+             * that falls in; RSS also wanders by 1-2 MiB with the
+             * allocator. A leak of 12 bytes per message replayed (a
+             * million a storm) still fails. */
             long bound = grew1 / 2 > 12288 ? grew1 / 2 : 12288;
             if (grew2 > bound) {
                 fprintf(stderr,
