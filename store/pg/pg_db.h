@@ -50,7 +50,7 @@ typedef struct pg {
     atomic_uint_fast64_t member_gen;
     atomic_bool member_live; /* the watcher listens: the cache may be used */
     atomic_int writer_pid;   /* conn's server process (0: none), see above */
-    chat_quiet writer_log;     /* the writer's outages: lost here, remade by the watcher */
+    chat_quiet writer_log;   /* the writer's outages: lost here, remade by the watcher */
     struct pg_watch *watch;
 } pg;
 
