@@ -12,6 +12,9 @@
  *              ("open: publishing resumes" once), a publish is stored with
  *              id 1 and delivered, and the relay of other brokers' messages
  *              runs (a second broker's publish reaches a subscriber here)
+ *   readonly   the database is read-only when the broker starts
+ *              (default_transaction_read_only): the same, until it takes
+ *              writes again
  *   permanent  what retrying would not mend still stops the broker at start
  *              with one clear line: a database that does not exist, and a
  *              schema of another version
@@ -157,6 +160,41 @@ static void case_down(void)
     ts_pg_destroy(pg);
 }
 
+/* Runs SQL in the cluster's database postgres (what database chat itself
+ * may not take). */
+static void sql_admin(const ts_pg *pg, const char *text)
+{
+    char ci[128];
+    snprintf(ci, sizeof ci, "host=127.0.0.1 port=%d user=postgres dbname=postgres", ts_pg_port(pg));
+    ts_pg_run((const char *const[]){"sql", ci, text, NULL}, NULL);
+}
+
+static void case_readonly(void)
+{
+    ts_pg *pg = start_pg();
+    sql_admin(pg, "ALTER DATABASE chat SET default_transaction_read_only = on");
+    ts_broker *b = create_broker(g_conninfo_opt);
+    ts_broker_launch(b);
+    ASSERT(ts_broker_log_count(b, RUNNING_WITHOUT) == 1);
+    ASSERT(ts_broker_log_count(b, "cannot write to PostgreSQL") >= 1);
+    harness_client *alice = connect5(b, "alice");
+    const char *msg = "{\"cid\":\"c-1\",\"body\":\"hello\"}";
+    int rc = harness_client_publish_bytes(alice, "chat/room1", msg, strlen(msg), 1, NULL);
+    ASSERTF(rc == 0x87, "a publish without a store got reason 0x%x", (unsigned)rc);
+    expect_storage_error(alice, "publish");
+
+    sql_admin(pg, "ALTER DATABASE chat RESET default_transaction_read_only");
+    ts_broker_wait_log(b, RESUMES, 1, OPEN_MS);
+    msg = "{\"cid\":\"c-2\",\"body\":\"writable\"}";
+    rc = harness_client_publish_bytes(alice, "chat/room1", msg, strlen(msg), 1, NULL);
+    ASSERTF(rc == 0 || rc == 0x10, "the publish after the store opened got reason 0x%x",
+            (unsigned)rc);
+    harness_expect_store(alice, "room1", 1);
+    harness_client_disconnect(alice);
+    ts_broker_destroy(b);
+    ts_pg_destroy(pg);
+}
+
 static void case_permanent(void)
 {
     ts_pg *pg = start_pg();
@@ -250,10 +288,8 @@ static void case_hang(void)
 }
 
 static const ts_case cases[] = {
-    {"down", case_down},
-    {"permanent", case_permanent},
-    {"sigterm", case_sigterm},
-    {"hang", case_hang},
+    {"down", case_down},       {"readonly", case_readonly}, {"permanent", case_permanent},
+    {"sigterm", case_sigterm}, {"hang", case_hang},
 };
 
 int main(int argc, char **argv)
