@@ -452,17 +452,9 @@ static struct chat_plugin *plugin_make(struct mosquitto_opt *options, int option
         *rc = MOSQ_ERR_UNKNOWN;
         goto fail;
     }
-    if (!chat_relay_init(pl)) {
+    if (!chat_health_opened(pl)) {
         *rc = MOSQ_ERR_NOMEM;
         goto fail;
-    }
-    if (chat_store_recovered(pl->store)) {
-        mosquitto_log_printf(MOSQ_LOG_WARNING,
-                             "mosquitto-chat: the store \"%s\" was not closed cleanly and the "
-                             "machine restarted since: its last unsynced writes may be lost, so "
-                             "its ids start a new incarnation (%s) and clients start over from "
-                             "their cursors",
-                             pl->cfg.db_path, chat_store_incarnation(pl->store));
     }
     *rc = MOSQ_ERR_SUCCESS;
     return pl;

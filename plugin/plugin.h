@@ -685,23 +685,34 @@ void chat_retention_tick(struct chat_plugin *pl, time_t now);
  * or when descriptors are free again after the process ran out */
 
 /* Creates and frees the store's health: what failed, and the log's
- * count of store errors. */
+ * count of store errors. The free stops the opener thread (waiting for an
+ * attempt in progress: at most PostgreSQL's connect_timeout). */
 bool chat_health_init(struct chat_plugin *pl);
 void chat_health_free(struct chat_plugin *pl);
 
 /* Opens pl->store at start, reading every block first unless
  * plugin_opt_verify_store is false. A disk already full is not an error:
  * pl->store stays NULL (every store call fails) until the tick can open
- * it. */
+ * it. Nor is a PostgreSQL store that cannot be opened for a reason that
+ * passes by itself (CHAT_EUNAVAIL: the database down, starting up or
+ * read-only): pl->store stays NULL while a thread retries the open
+ * (chat_store_opener), and the tick installs the store it opened. Any
+ * other failure is returned, with *errmsg to free. */
 chat_err chat_health_open(struct chat_plugin *pl, char **errmsg);
+
+/* What start does once pl->store is open, and the tick once it installs a
+ * store opened later: the relay of a shared store, the warning of a store
+ * that recovered from a crash. false when out of memory. */
+bool chat_health_opened(struct chat_plugin *pl);
 
 /* Where the store is, for log lines: db_path, or "in PostgreSQL" (never the
  * connection string, which may hold a password). */
 const char *chat_health_where(const struct chat_plugin *pl);
 
 /* From the tick: opens the store again once its full disk has room, or
- * once descriptors are free again; logs the "back" line of a shared
- * store's outage once it is available again. */
+ * once descriptors are free again; installs a PostgreSQL store the opener
+ * thread opened, logging its failures meanwhile as an outage's; logs the
+ * "back" line of a shared store's outage once it is available again. */
 void chat_health_tick(struct chat_plugin *pl, time_t now);
 
 /* Logs a store error at error level: "mosquitto-chat: <fmt...>: <error>
@@ -710,7 +721,8 @@ void chat_health_tick(struct chat_plugin *pl, time_t now);
  * descriptors run out or a write error that stays (see store_health.c).
  * A shared store's CHAT_EIO while it is not available (an outage, a
  * failover) is logged as chat_quiet.h says instead: a few lines an
- * outage, not one per call. */
+ * outage, not one per call. Nothing is logged while a PostgreSQL store
+ * unavailable at start is not open yet: the opener's failures say why. */
 void chat_log_store_error(struct chat_plugin *pl, chat_err rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

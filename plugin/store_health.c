@@ -26,7 +26,20 @@
  * store logs its own connections' (chat_quiet.h): the first in full, each
  * new text up to a few, then one "still down" line a 30 s, and one "back"
  * line once the tick finds the store available again; not a line per
- * refused publish. */
+ * refused publish.
+ *
+ * A shared store that cannot be opened at start for a reason that passes
+ * by itself (chat_store_open: CHAT_EUNAVAIL, the database down, starting
+ * up or read-only) does not stop the broker either: every non-chat client
+ * of the broker would be down because the chat's database is. The plugin
+ * runs without its store, as on a disk full at start, while a thread of
+ * the store library (chat_store_opener) opens it again at the pace of
+ * pg_backoff; the broker's thread never waits for a connection. The tick
+ * takes the store the thread opened and installs it as a start would
+ * (chat_health_opened); the thread's failures meanwhile are logged as an
+ * outage's (chat_quiet). A failure that retrying would not mend (a bad
+ * connection string, a login or database refused, a schema of another
+ * version) still fails the start. */
 #include "chat_quiet.h"
 #include "plugin.h"
 
@@ -56,7 +69,9 @@ struct chat_health {
     int64_t err_second; /* the log's second: store error lines logged in it, */
     unsigned err_lines; /* and those left out */
     unsigned err_dropped;
-    chat_quiet outage; /* the store errors of a shared store without its writer */
+    chat_quiet outage;         /* the store errors of a shared store without its writer */
+    chat_store_opener *opener; /* opens a shared store unavailable at start; NULL once taken */
+    uint64_t opener_failures;  /* its failed attempts already reported to outage */
 };
 
 /* chat_quiet's sink: the broker's log. */
@@ -79,6 +94,10 @@ bool chat_health_init(struct chat_plugin *pl)
 void chat_health_free(struct chat_plugin *pl)
 {
     if (pl->health) {
+        /* Before anything it could still hand over goes: joins its thread
+         * (an attempt in progress ends within its connect_timeout). */
+        chat_store_opener_stop(pl->health->opener);
+        pl->health->opener = NULL;
         chat_quiet_destroy(&pl->health->outage);
     }
     free(pl->health);
@@ -163,6 +182,27 @@ static chat_err open_store(struct chat_plugin *pl, bool verify, char **errmsg)
                              "(plugin_opt_verify_store false skips this check)",
                              pl->cfg.db_path, took);
     }
+    if (rc == CHAT_EUNAVAIL && shared(pl) && !h->opener) {
+        /* A connection may wait for connect_timeout: retried on a thread,
+         * never on the broker's. */
+        chat_err orc = chat_store_opener_start(pl->cfg.pg_conninfo, &so, &h->opener);
+        if (orc != CHAT_OK) {
+            free(*errmsg);
+            *errmsg = NULL;
+            return orc;
+        }
+        mosquitto_log_printf(MOSQ_LOG_ERR,
+                             "mosquitto-chat: cannot open store \"%s\": %s; running without it "
+                             "until the database answers: publishes and the requests that need "
+                             "the store are refused with \"storage error\" meanwhile; retrying "
+                             "in the background (every 2 s at most)",
+                             chat_health_where(pl),
+                             errmsg && *errmsg ? *errmsg : chat_strerror(rc));
+        free(*errmsg);
+        *errmsg = NULL;
+        pl->store = NULL;
+        return CHAT_OK;
+    }
     if (rc != CHAT_OK && errmsg && disk_full(*errmsg)) {
         mosquitto_log_printf(MOSQ_LOG_ERR,
                              "mosquitto-chat: cannot open store \"%s\": %s; running without it "
@@ -180,6 +220,58 @@ static chat_err open_store(struct chat_plugin *pl, bool verify, char **errmsg)
 chat_err chat_health_open(struct chat_plugin *pl, char **errmsg)
 {
     return open_store(pl, pl->cfg.verify_store, errmsg);
+}
+
+bool chat_health_opened(struct chat_plugin *pl)
+{
+    if (!pl->store) {
+        return true; /* again when it opens */
+    }
+    if (!pl->relay && !chat_relay_init(pl)) {
+        chat_relay_free(pl); /* none, rather than one half made */
+        return false;
+    }
+    if (chat_store_recovered(pl->store)) {
+        mosquitto_log_printf(MOSQ_LOG_WARNING,
+                             "mosquitto-chat: the store \"%s\" was not closed cleanly and the "
+                             "machine restarted since: its last unsynced writes may be lost, so "
+                             "its ids start a new incarnation (%s) and clients start over from "
+                             "their cursors",
+                             pl->cfg.db_path, chat_store_incarnation(pl->store));
+    }
+    return true;
+}
+
+/* From the tick, while the opener runs: reports its new failures to the
+ * outage's log, and installs the store once it is open. */
+static void opener_tick(struct chat_plugin *pl)
+{
+    struct chat_health *h = pl->health;
+    char last[CHAT_QUIET_TEXT_MAX];
+    uint64_t failures = 0;
+    chat_store *st = chat_store_opener_take(h->opener, &failures, last, sizeof(last));
+    for (; h->opener_failures < failures; h->opener_failures++) {
+        chat_quiet_fail(&h->outage, "opening the store: %s", last);
+    }
+    if (!st) {
+        return;
+    }
+    chat_store_opener_stop(h->opener);
+    h->opener = NULL;
+    pl->store = st;
+    h->cidf_logged = false;
+    chat_store_set_clock(pl->store, chat_store_clock, NULL);
+    if (!chat_health_opened(pl)) {
+        /* Out of memory for the relay: without it other brokers' messages
+         * would not reach this broker's subscribers live; catch-up still
+         * would. Said once; the store is installed all the same. */
+        mosquitto_log_printf(MOSQ_LOG_ERR, "mosquitto-chat: out of memory for the relay of "
+                                           "store \"in PostgreSQL\": live delivery from other "
+                                           "brokers is off until the broker restarts");
+    }
+    chat_quiet_ok(&h->outage);
+    mosquitto_log_printf(MOSQ_LOG_NOTICE, "mosquitto-chat: store \"%s\" open: publishing resumes",
+                         chat_health_where(pl));
 }
 
 /* A store call failed for why (chat_store_last_error): notes a full disk,
@@ -254,6 +346,9 @@ void chat_health_tick(struct chat_plugin *pl, time_t now)
     struct statvfs fs;
     char *errmsg = NULL;
 
+    if (h->opener) {
+        opener_tick(pl);
+    }
     log_cid_filter(pl);
     if (shared(pl) && chat_store_available(pl->store)) {
         chat_quiet_ok(&h->outage); /* the "back" line, when it was down */
@@ -304,6 +399,11 @@ void chat_log_store_error(struct chat_plugin *pl, chat_err rc, const char *fmt, 
     int64_t second = chat_now_ms() / 1000;
     const char *detail = pl->store ? chat_store_last_error(pl->store) : "the store is closed";
 
+    if (!pl->store && h->opener) {
+        /* Not open yet: the opener's failures say why (opener_tick), and
+         * the refusals of clients' requests are logged where they occur. */
+        return;
+    }
     health_failed(pl, detail);
     if (rc == CHAT_EIO && shared(pl) && pl->store && !chat_store_available(pl->store)) {
         /* An outage: one line per publish refused would flood the log. */

@@ -42,6 +42,8 @@ const char *chat_strerror(chat_err err)
         return "id is not the group's next id";
     case CHAT_EFORMAT:
         return "store format is newer than this version reads";
+    case CHAT_EUNAVAIL:
+        return "store unavailable for now";
     }
     return "unknown error";
 }

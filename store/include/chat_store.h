@@ -113,7 +113,10 @@ typedef enum chat_err {
                        LevelDB's files fails its checksum */
     CHAT_ECONFLICT, /* no longer returned (appends take their id from the store); kept so that
                       the codes keep their values */
-    CHAT_EFORMAT    /* the store was written in a newer format than this code reads */
+    CHAT_EFORMAT,   /* the store was written in a newer format than this code reads */
+    CHAT_EUNAVAIL   /* an open only: the backend cannot be used now, and the same open
+                       may succeed later without anyone's help (PostgreSQL down, starting
+                       up, read-only, or its connection lost during the open) */
 } chat_err;
 
 typedef enum chat_sync {
@@ -165,7 +168,15 @@ const char *chat_strerror(chat_err err);
  * and a directory whose CURRENT file is gone while its data files are still
  * there (LevelDB would start an empty store over them and delete them). A
  * store whose '#format' record is newer than this code reads is refused
- * with CHAT_EFORMAT. chat_store_opts.verify adds a read of every block. */
+ * with CHAT_EFORMAT. chat_store_opts.verify adds a read of every block.
+ *
+ * A PostgreSQL store that cannot be opened now, for a reason that passes
+ * by itself (the server down or not answering, starting up, a standby or
+ * read-only, the connection lost during the schema's check), fails with
+ * CHAT_EUNAVAIL; every other failure (a bad connection string, a login or
+ * database refused, a schema of another version, a permission denied) is
+ * CHAT_EIO, which only an operator mends. The split is in store/pg's
+ * pg_store.c and docs/postgresql.md. */
 chat_err chat_store_open(const char *path, chat_sync sync, chat_store **out, char **errmsg);
 
 /* What chat_store_open_opts takes; start from CHAT_STORE_OPTS_INIT. */
@@ -222,6 +233,50 @@ chat_err chat_store_cid_filter(chat_store *st, chat_cid_filter *out);
  * later path. */
 chat_err chat_store_open_opts(const char *path, const chat_store_opts *opts, chat_store **out,
                               char **errmsg);
+
+/* ===========================================================================
+ * The opener: an open retried in a thread of its own
+ *
+ * A store whose open failed with CHAT_EUNAVAIL is opened again by a
+ * thread, so that its owner's thread (the broker's) never waits for a
+ * connection: the first attempt at once, then after each failure a delay
+ * drawn in [d/2, d], d from 250 ms doubling to 2 s (the reconnect pace of
+ * the PostgreSQL store's own connections, store/pg/pg_backoff.h). It
+ * retries whatever the failure (an operator may mend a permanent one, e.g.
+ * a grant, while the broker runs); its owner reads the last one to log it.
+ * It stops at the first success and keeps the store until its owner takes
+ * it.
+ *
+ * Ownership: chat_store_opener_start and chat_store_opener_stop are a
+ * pair; the opener copies path and the strings of opts. Threading: one
+ * owner thread calls all three functions; the opener's own thread touches
+ * nothing of the owner's.
+ * ========================================================================= */
+
+typedef struct chat_store_opener chat_store_opener;
+
+/* Starts opening the store chat_store_open_opts would open with path and
+ * opts (opts->verify is ignored: the store was opened before, or will
+ * be). On success *out owns the opener; CHAT_ENOMEM (or CHAT_EINVAL for a
+ * NULL argument) when it cannot be started. */
+chat_err chat_store_opener_start(const char *path, const chat_store_opts *opts,
+                                 chat_store_opener **out);
+
+/* The store, once opened: moved to the caller (free it with
+ * chat_store_close), and the opener's thread has ended; else NULL. When
+ * failures is not NULL, *failures is the count of failed attempts so far,
+ * and last (cap bytes, not NULL when failures is not) the text of the last
+ * one ("" before the first). Cheap: one lock; never waits for an
+ * attempt. */
+chat_store *chat_store_opener_take(chat_store_opener *op, uint64_t *failures, char *last,
+                                   size_t cap);
+
+/* Stops the opener and frees it, closing a store it opened that was not
+ * taken. Accepts NULL. Waits for an attempt in progress to end: for
+ * PostgreSQL at most its connect_timeout (5 s unless the connection string
+ * says otherwise) per host, or a statement of the schema's check that
+ * hangs on a server that accepted the connection. */
+void chat_store_opener_stop(chat_store_opener *op);
 
 /* Closes the store and frees it. Accepts NULL. Unless a write failed, it
  * first forces everything to disk and removes the run marker: the next open

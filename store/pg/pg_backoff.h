@@ -14,7 +14,7 @@
  *
  * A pg_backoff is the caller's memory, no allocation, no clock: it answers
  * how long to wait, the caller keeps the time. Not thread-safe: one owner,
- * or the owner's lock. Private to store/pg. */
+ * or the owner's lock. Private to store/: pg/ and the opener (store_opener.c). */
 #ifndef PG_BACKOFF_H
 #define PG_BACKOFF_H
 

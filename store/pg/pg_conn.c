@@ -29,13 +29,25 @@ void pg_put_message(char *out, size_t cap, const char *msg)
     }
 }
 
+/* Defaults that the operator's connection string overrides (it comes
+ * after them, as dbname): a dead host must not hold a connection attempt
+ * for ever. */
+static const char *const connect_keys[] = {"connect_timeout", "application_name", "dbname", NULL};
+#define CONNECT_VALS(conninfo)                                                                     \
+    {                                                                                              \
+        "5", "mosquitto-chat", (conninfo), NULL                                                    \
+    }
+
+PGPing pg_ping(const char *conninfo)
+{
+    const char *const vals[] = CONNECT_VALS(conninfo);
+    return PQpingParams(connect_keys, vals, 1);
+}
+
 PGconn *pg_connect(const char *conninfo, chat_sync sync, bool prepare, char *err, size_t cap)
 {
-    /* Defaults that the operator's connection string overrides: a dead
-     * host must not hold a connection attempt for ever. */
-    const char *const keys[] = {"connect_timeout", "application_name", "dbname", NULL};
-    const char *const vals[] = {"5", "mosquitto-chat", conninfo, NULL};
-    PGconn *conn = PQconnectdbParams(keys, vals, 1);
+    const char *const vals[] = CONNECT_VALS(conninfo);
+    PGconn *conn = PQconnectdbParams(connect_keys, vals, 1);
     if (!conn || PQstatus(conn) != CONNECTION_OK) {
         err[0] = '\0';
         pg_put_message(err, cap, conn ? PQerrorMessage(conn) : "out of memory");

@@ -28,6 +28,15 @@
  * watcher thread only. */
 PGconn *pg_connect(const char *conninfo, chat_sync sync, bool prepare, char *err, size_t cap);
 
+/* Asks the server that conninfo names (with pg_connect's defaults) whether
+ * it accepts connections, without logging in (PQpingParams): PQPING_OK
+ * when it answers, even to refuse this user or database;
+ * PQPING_REJECT when it is starting up, shutting down or recovering;
+ * PQPING_NO_RESPONSE when nothing answers; PQPING_NO_ATTEMPT when
+ * conninfo is not a valid connection string. Blocking, at most
+ * connect_timeout per host: for open only. */
+PGPing pg_ping(const char *conninfo);
+
 /* Whether the server of conn takes writes: false, with why in err (cap
  * bytes), when it is a standby (in_hot_standby) or read-only
  * (default_transaction_read_only), as the server reports them at connect

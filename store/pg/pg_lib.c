@@ -43,6 +43,8 @@ static struct {
     ConnStatusType (*PQstatus)(const PGconn *conn);
     int (*PQbackendPID)(const PGconn *conn);
     const char *(*PQparameterStatus)(const PGconn *conn, const char *paramName);
+    PGPing (*PQpingParams)(const char *const *keywords, const char *const *values,
+                           int expand_dbname);
 } lib;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -103,6 +105,7 @@ static void load(void)
     ok = ok && find(h, "PQbackendPID", &lib.PQbackendPID, sizeof(lib.PQbackendPID));
     ok = ok && find(h, "PQstatus", &lib.PQstatus, sizeof(lib.PQstatus));
     ok = ok && find(h, "PQparameterStatus", &lib.PQparameterStatus, sizeof(lib.PQparameterStatus));
+    ok = ok && find(h, "PQpingParams", &lib.PQpingParams, sizeof(lib.PQpingParams));
     loaded = ok;
 }
 
@@ -253,4 +256,9 @@ ConnStatusType PQstatus(const PGconn *conn)
 const char *PQparameterStatus(const PGconn *conn, const char *paramName)
 {
     return lib.PQparameterStatus(conn, paramName);
+}
+
+PGPing PQpingParams(const char *const *keywords, const char *const *values, int expand_dbname)
+{
+    return lib.PQpingParams(keywords, values, expand_dbname);
 }

@@ -163,8 +163,52 @@ static int64_t new_origin(void)
     return v ? (int64_t)v : 1;
 }
 
+/* ===========================================================================
+ * Open: what passes by itself, and what an operator must mend
+ *
+ * An open that fails because the database cannot be used now returns
+ * CHAT_EUNAVAIL (the plugin then starts without its store and retries):
+ * nothing answers at the address (refused, or no answer within a second:
+ * a timeout), the server is starting up, shutting down or recovering
+ * (pg_ping), it takes no writes (a standby, or
+ * default_transaction_read_only), or the connection was lost or the server
+ * refused for a passing reason during the schema's check (SQLSTATE classes
+ * 08 connection, 53 resources, 40 rollback: another broker creating the
+ * schema at the same instant; 57P01-57P03 shutdown, 25006 read-only). Any
+ * other failure is CHAT_EIO, which retrying would not mend: a connection
+ * string libpq cannot read, a server that answers but refuses this user or
+ * database (authentication, a database that does not exist, too many
+ * connections: an operator's matter, seen at once when the broker refuses
+ * to start), a schema of another version or a foreign one, a permission
+ * denied on it, libpq missing.
+ * ========================================================================= */
+
+/* Whether the SQLSTATE of a failed statement is one that passes by itself. */
+static bool passing_state(const char *state)
+{
+    if (!state || strlen(state) != 5) {
+        return false;
+    }
+    return !strncmp(state, "08", 2) || !strncmp(state, "53", 2) || !strncmp(state, "40", 2) ||
+           !strcmp(state, "57P01") || !strcmp(state, "57P02") || !strcmp(state, "57P03") ||
+           !strcmp(state, "25006");
+}
+
+/* How a failed statement of the open (res, on st's connection) counts:
+ * CHAT_EUNAVAIL when it passes by itself (its SQLSTATE, or a connection
+ * lost under it), else CHAT_EIO. */
+static chat_err open_failure(const pg *st, const PGresult *res)
+{
+    if (PQstatus(st->conn) != CONNECTION_OK) {
+        return CHAT_EUNAVAIL;
+    }
+    return res && passing_state(PQresultErrorField(res, PG_DIAG_SQLSTATE)) ? CHAT_EUNAVAIL
+                                                                           : CHAT_EIO;
+}
+
 /* Creates the schema when missing, checks its version, reads the
- * incarnation, prepares the statements. */
+ * incarnation, prepares the statements. On failure CHAT_EUNAVAIL or
+ * CHAT_EIO as open_failure says, or CHAT_ENOMEM. */
 static chat_err setup(pg *st, char **errmsg)
 {
     char err[CHAT_STORE_ERROR_MAX];
@@ -183,21 +227,23 @@ static chat_err setup(pg *st, char **errmsg)
     PGresult *res = PQexec(st->conn, sql);
     free(sql);
     bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+    chat_err rc = ok ? CHAT_OK : open_failure(st, res);
     if (!ok) {
         store_open_error(errmsg, "creating the schema", PQresultErrorMessage(res));
     }
     PQclear(res);
     if (!ok) {
-        return CHAT_EIO;
+        return rc;
     }
     res = PQexec(st->conn, "SELECT (SELECT value FROM chat_meta WHERE name = 'schema'), "
                            "(SELECT value FROM chat_meta WHERE name = 'incarnation')");
     ok = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0) &&
          !PQgetisnull(res, 0, 1);
     if (!ok) {
+        rc = PQresultStatus(res) == PGRES_TUPLES_OK ? CHAT_EIO : open_failure(st, res);
         store_open_error(errmsg, "reading chat_meta", PQresultErrorMessage(res));
         PQclear(res);
-        return CHAT_EIO;
+        return rc;
     }
     if (strcmp(PQgetvalue(res, 0, 0), PG_SCHEMA_VERSION) != 0) {
         store_open_error(errmsg, "the database's chat schema has another version",
@@ -209,7 +255,7 @@ static chat_err setup(pg *st, char **errmsg)
     PQclear(res);
     if (!pg_prepare(st->conn, err, sizeof(err))) {
         store_open_error(errmsg, "preparing statements", err);
-        return CHAT_EIO;
+        return open_failure(st, NULL);
     }
     return CHAT_OK;
 }
@@ -238,16 +284,24 @@ chat_err pg_open(const char *path, const chat_store_opts *opts, chat_store **out
     if (!st->conninfo) {
         goto fail;
     }
+    int64_t t0 = pg_mono_ms();
     pg_set_writer(st, pg_connect(st->conninfo, st->sync, false, err, sizeof(err)));
     if (!st->conn) {
+        /* Whether retrying may mend it (the note above). A failure that
+         * took a second or more is a server that did not answer in time:
+         * a refusal comes within a round trip, and a ping after a timeout
+         * would wait as long again (a plugin cleanup waits for this open). */
+        PGPing ping = pg_mono_ms() - t0 >= 1000 ? PQPING_NO_RESPONSE : pg_ping(st->conninfo);
+        rc = ping == PQPING_OK || ping == PQPING_NO_ATTEMPT ? CHAT_EIO : CHAT_EUNAVAIL;
+    }
+    if (!st->conn) {
         store_open_error(errmsg, "cannot connect to PostgreSQL", err);
-        rc = CHAT_EIO;
         goto fail;
     }
     /* A standby would fail at the schema's first statement: say why. */
     if (!pg_check_writable(st->conn, err, sizeof(err))) {
         store_open_error(errmsg, "cannot write to PostgreSQL", err);
-        rc = CHAT_EIO;
+        rc = CHAT_EUNAVAIL;
         goto fail;
     }
     rc = setup(st, errmsg);

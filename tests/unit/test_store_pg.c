@@ -14,8 +14,10 @@
  * broker of this version and one of 0.2.0, the relay of another
  * broker's messages waiting for the writer after a lost connection
  * (issue 23, item 5), a writer that finds a read-only server (refused,
- * nothing stored, reconnects at pg_backoff's pace) and a store available
- * again within pg_backoff's bound after its database came back.
+ * nothing stored, reconnects at pg_backoff's pace), a store available
+ * again within pg_backoff's bound after its database came back, which
+ * failed opens may mend by themselves (CHAT_EUNAVAIL) and which not, and
+ * the opener that retries them.
  *
  * They need a PostgreSQL cluster: CHAT_TEST_PG_PORT names one on
  * 127.0.0.1 (scripts/test's pg stage makes it); without it the test exits
@@ -28,6 +30,7 @@
 #include "store_push_cases.h"
 
 #include "pg_backoff.h"
+#include "pg_schema.h"
 #include "pg_watch.h"
 
 #include <libpq-fe.h>
@@ -1050,6 +1053,119 @@ static void test_available_after_loss(void **state)
     assert_int_equal(head, 1);
 }
 
+/* Opens conninfo, expecting want; returns the open's message (to free). */
+static char *open_expect(const char *conninfo, chat_err want)
+{
+    chat_store_opts opts = CHAT_STORE_OPTS_INIT;
+    chat_store *st = NULL;
+    char *errmsg = NULL;
+    opts.backend = "postgresql";
+    chat_err rc = chat_store_open_opts(conninfo, &opts, &st, &errmsg);
+    chat_store_close(st);
+    if (rc != want) {
+        fail_msg("open %s: %s (%s), expected %s", conninfo, chat_strerror(rc),
+                 errmsg ? errmsg : "no message", chat_strerror(want));
+    }
+    assert_non_null(errmsg);
+    return errmsg;
+}
+
+static void expect_in(char *msg, const char *needle)
+{
+    if (!strstr(msg, needle)) {
+        fail_msg("\"%s\" not in \"%s\"", needle, msg);
+    }
+    free(msg);
+}
+
+/* What an open that fails says of itself (chat_store_open): CHAT_EUNAVAIL
+ * when retrying may mend it (nothing listening, a read-only server),
+ * CHAT_EIO when only an operator can (a connection string libpq cannot
+ * read, a database that does not exist, a schema of another version, a
+ * permission denied), which the plugin's start turns into "running
+ * without it" and a refusal to start. */
+static void test_open_failures_split(void **state)
+{
+    struct pgfx *fx = *state;
+    const char *port = getenv("CHAT_TEST_PG_PORT");
+    char ci[256], text[256];
+
+    snprintf(ci, sizeof(ci), "host=127.0.0.1 port=%d user=postgres dbname=x", ts_free_port());
+    expect_in(open_expect(ci, CHAT_EUNAVAIL), "cannot connect to PostgreSQL");
+    snprintf(ci, sizeof(ci), "host=127.0.0.1 port=%s user=postgres dbname=nosuchdb_%d", port,
+             (int)getpid());
+    expect_in(open_expect(ci, CHAT_EIO), "does not exist");
+    snprintf(ci, sizeof(ci), "host=127.0.0.1 port=%s nosuchkeyword=1", port);
+    expect_in(open_expect(ci, CHAT_EIO), "cannot connect to PostgreSQL");
+
+    snprintf(text, sizeof(text), "ALTER DATABASE %s SET default_transaction_read_only = on",
+             fx->db);
+    sql_admin(text);
+    expect_in(open_expect(fx->conninfo, CHAT_EUNAVAIL), "cannot write to PostgreSQL");
+    snprintf(text, sizeof(text), "ALTER DATABASE %s RESET default_transaction_read_only", fx->db);
+    sql_admin(text);
+
+    /* A role that may log in and nothing more. */
+    snprintf(text, sizeof(text),
+             "DO $$ BEGIN CREATE ROLE chat_nobody_%d LOGIN; "
+             "EXCEPTION WHEN duplicate_object THEN NULL; END $$",
+             (int)getpid());
+    sql_admin(text);
+    snprintf(ci, sizeof(ci), "host=127.0.0.1 port=%s user=chat_nobody_%d dbname=%s", port,
+             (int)getpid(), fx->db);
+    expect_in(open_expect(ci, CHAT_EIO), "permission denied");
+    snprintf(text, sizeof(text), "DROP ROLE chat_nobody_%d", (int)getpid());
+    sql_admin(text);
+
+    sql(fx, "UPDATE chat_meta SET value = '999' WHERE name = 'schema'");
+    expect_in(open_expect(fx->conninfo, CHAT_EIO), "another version");
+    sql(fx, "UPDATE chat_meta SET value = '" PG_SCHEMA_VERSION "' WHERE name = 'schema'");
+}
+
+/* The opener (chat_store.h): while nothing answers it retries at
+ * pg_backoff's pace, counting its failures with the last one's text, and
+ * its stop ends at once; on a database that answers it opens the store,
+ * which its owner takes. */
+static void test_opener(void **state)
+{
+    struct pgfx *fx = *state;
+    chat_store_opts opts = CHAT_STORE_OPTS_INIT;
+    chat_store_opener *op = NULL;
+    char ci[160], last[CHAT_STORE_ERROR_MAX];
+    uint64_t failures = 0, head = 7;
+
+    opts.backend = "postgresql";
+    snprintf(ci, sizeof(ci), "host=127.0.0.1 port=%d user=postgres dbname=x", ts_free_port());
+    ASSERT_OK(chat_store_opener_start(ci, &opts, &op));
+    int64_t t0 = ts_now_ms();
+    /* at once, then 125-250 ms, 250-500 ms: three within 750 ms and a
+     * connection's time each */
+    while (failures < 3 && ts_now_ms() - t0 < 3000) {
+        assert_null(chat_store_opener_take(op, &failures, last, sizeof(last)));
+        ts_sleep_ms(10);
+    }
+    assert_true(failures >= 3);
+    assert_non_null(strstr(last, "cannot connect to PostgreSQL"));
+    int64_t t1 = ts_now_ms();
+    chat_store_opener_stop(op);
+    assert_true(ts_now_ms() - t1 < 1000);
+
+    ASSERT_OK(chat_store_opener_start(fx->conninfo, &opts, &op));
+    chat_store *st = NULL;
+    t0 = ts_now_ms();
+    while (!(st = chat_store_opener_take(op, &failures, last, sizeof(last))) &&
+           ts_now_ms() - t0 < 10000) {
+        ts_sleep_ms(10);
+    }
+    assert_non_null(st);
+    assert_int_equal(failures, 0);
+    assert_null(chat_store_opener_take(op, NULL, NULL, 0));
+    chat_store_opener_stop(op);
+    ASSERT_OK(chat_store_head(st, "g", &head));
+    assert_int_equal(head, 0);
+    chat_store_close(st);
+}
+
 /* A broker before recall-complete (0.2.x, the 12-argument chat_change)
  * shares the database with this version: its statement still finds its
  * function, which this version's schema leaves as it was, beside the new
@@ -1103,6 +1219,8 @@ int main(void)
         PGCASE(test_feed_waits_for_writer),
         PGCASE(test_standby_writer_backs_off),
         PGCASE(test_available_after_loss),
+        PGCASE(test_open_failures_split),
+        PGCASE(test_opener),
         PGCASE(test_readonly_statement_lost),
         PGCASE(test_scan_page),
         PGCASE(test_cursor_open),
