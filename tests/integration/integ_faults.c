@@ -7,7 +7,9 @@
  *               reads go on, nothing stored is damaged; when the disk has
  *               room again, publishing resumes by itself, with the next id
  *   full_start  a disk already full at start: the broker runs without the
- *               store and opens it once the disk has room
+ *               store (a publish and a subscribe are refused, 0x87, the
+ *               subscribe's entry naming its group) and opens it once the
+ *               disk has room; the refused subscriber then subscribes again
  *
  * and the write errors that do not mend themselves, made in a running
  * broker's store and found by a compaction (the admin command `compact`),
@@ -198,7 +200,7 @@ static void case_disk_full(void)
 static void case_full_start(void)
 {
     ts_broker *b = start_on_tmpfs("256k", NULL);
-    harness_client *alice;
+    harness_client *alice, *bob;
     char path[600], of[620];
     char *dd[] = {"dd", "if=/dev/zero", of, "bs=4k", NULL};
 
@@ -210,11 +212,36 @@ static void case_full_start(void)
     alice = connect5(b, "alice");
     ASSERTF(disk_publish_n(alice, 1) == 0x87, "a publish without a store was accepted");
     disk_expect_storage_error(alice, WAIT_MS);
+    /* Whether bob may read room1 is the store's to say: his subscribe is
+     * refused as a whole, its entry naming the group. */
+    bob = connect5(b, "bob");
+    int rc = harness_client_try_subscribe(bob, "chat/room1", 1);
+    ASSERTF(rc == 0x87, "a subscribe without a store got reason 0x%x", (unsigned)rc);
+    cJSON *resp = harness_client_response(bob, WAIT_MS);
+    const cJSON *e = harness_response_only(resp);
+    ASSERTF(strcmp(harness_json_str(e, "command"), "subscribe") == 0, "command \"%s\"",
+            harness_json_str(e, "command"));
+    ASSERTF(strcmp(harness_json_str(e, "group"), "room1") == 0, "group \"%s\"",
+            harness_json_str(e, "group"));
+    ASSERTF(strcmp(harness_json_str(e, "error"), "storage error") == 0, "error \"%s\"",
+            harness_json_str(e, "error"));
+    cJSON_Delete(resp);
     snprintf(path, sizeof path, "%s/filler", ts_broker_db_path(b));
     ASSERT(unlink(path) == 0);
     remount("size=64m");
     disk_publish_until_accepted(alice, 2, false, 20000, WAIT_MS);
     expect_intact(alice, 1);
+    /* A refused subscribe is not remembered: bob subscribes again and
+     * reads what comes next. */
+    harness_client_subscribe(bob, "chat/room1", 1);
+    harness_barrier(bob);
+    rc = disk_publish_n(alice, 3);
+    ASSERTF(rc == 0 || rc == 0x10, "the publish after the store opened: reason 0x%x", (unsigned)rc);
+    harness_msg *m = harness_client_receive(bob, WAIT_MS);
+    ASSERTF(m != NULL, "bob: no delivery once the store opened");
+    ASSERTF(strcmp(m->topic, "chat/room1") == 0, "bob: a delivery on %s", m->topic);
+    harness_msg_free(m);
+    harness_client_disconnect(bob);
     harness_client_disconnect(alice);
     ts_broker_stop(b);
     unmount();
