@@ -56,7 +56,7 @@
  * --connect-only stops after phase 1: memory and descriptors per device.
  * The same windows also report a client apart from the load: a child
  * process (load_pinger.c) at real-time priority where allowed, pinging every
- * 50 ms on its own connection (<window>_ind_*), so that a round trip is the
+ * 10 ms on its own connection (<window>_ind_*), so that a round trip is the
  * broker's and not this busy thread's; pinger_rt says whether it ran so.
  *
  * --check exits with status 1 unless no message was lost or duplicated to
@@ -280,6 +280,11 @@ static void print_storm(const char *prefix, struct storm *r)
         snprintf(name, sizeof name, "%sstorm_pages", prefix);
         pinger_print(name, r->subscribed_ns, r->start_ns + r->catchup_ns);
     }
+    /* CLOCK_MONOTONIC, as perf's -k CLOCK_MONOTONIC: a profile of the broker
+     * cut to the storm's parts (its start, all subscribed, its end). */
+    printf("%sstorm_mono_start_ns=%" PRId64 "\n%sstorm_mono_subscribed_ns=%" PRId64
+           "\n%sstorm_mono_end_ns=%" PRId64 "\n",
+           prefix, r->start_ns, prefix, r->subscribed_ns, prefix, r->start_ns + r->catchup_ns);
     printf("%srss_offline_kib=%ld\n%srss_before_storm_kib=%ld\n%srss_storm_peak_kib=%ld\n"
            "%srss_after_kib=%ld\n",
            prefix, r->rss_offline, prefix, r->rss_before, prefix, r->rss_peak, prefix,
