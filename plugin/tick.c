@@ -23,6 +23,7 @@
  * spans many ticks and is measured in CPU from its second tick; a single
  * long tick counts as its wall time, an upper bound. */
 #define CPU_CLOCK_AFTER_US 200
+#define RELEASE_EVERY_US 1000000
 
 struct chat_tick {
     bool seen;             /* the broker sends us ticks (see plugin.c) */
@@ -32,6 +33,7 @@ struct chat_tick {
     int64_t cpu_max_us;    /* (at most: see CPU_CLOCK_AFTER_US) */
     int64_t gap_max_us;    /* ... and the longest time from one tick to the next */
     int64_t last_took_us;  /* the wall time of the last tick */
+    int64_t release_us;    /* when the store last looked for memory to give back */
 };
 
 bool chat_tick_init(struct chat_plugin *pl)
@@ -62,6 +64,13 @@ static void run(struct chat_plugin *pl)
         if (rc != CHAT_OK) {
             chat_log_store_error(pl, rc, "store sync");
         }
+    }
+    /* After LevelDB wrote a memtable out, the broker's resident memory
+     * follows what it holds, not its highest (chat_store.h); once a second,
+     * since ticks come once per pass of a busy loop. */
+    if (start - t->release_us >= RELEASE_EVERY_US) {
+        t->release_us = start;
+        (void)chat_store_release_memory(pl->store);
     }
     time_t now = time(NULL);
     chat_health_tick(pl, now);

@@ -158,6 +158,11 @@ chat_err chat_store_sync_async(chat_store *st)
     return st->ops->sync_async(st);
 }
 
+bool chat_store_release_memory(chat_store *st)
+{
+    return st && st->ops->release ? st->ops->release(st) : false;
+}
+
 chat_err chat_store_sync_state(chat_store *st, chat_sync_state *out)
 {
     if (!st) {

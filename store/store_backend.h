@@ -54,6 +54,8 @@ typedef void store_close_fn(chat_store *st);
 typedef chat_err store_stats_fn(chat_store *st, uint64_t *groups, uint64_t *bytes);
 typedef chat_err store_compact_fn(chat_store *st);
 typedef chat_err store_cid_filter_fn(chat_store *st, chat_cid_filter *out);
+/* chat_store_release_memory: true when it gave memory back. */
+typedef bool store_release_fn(chat_store *st);
 typedef chat_err store_sync_fn(chat_store *st);
 typedef chat_err store_sync_async_fn(chat_store *st);
 typedef chat_err store_sync_state_fn(chat_store *st, chat_sync_state *out);
@@ -181,7 +183,7 @@ typedef size_t store_feed_fn(chat_store *st, size_t max, chat_feed_fn fn, void *
 /* chat_store_available: no database round trip. */
 typedef bool store_available_fn(chat_store *st);
 
-/* What a backend implements: every op is required but cid_filter. */
+/* What a backend implements: every op is required but cid_filter and release. */
 typedef struct chat_store_ops {
     const char *name; /* what chat_store_opts.backend names it by */
     store_close_fn *close;
@@ -233,6 +235,7 @@ typedef struct chat_store_ops {
     store_job_start_fn *job_start;
     store_job_state_fn *job_state;
     store_cid_filter_fn *cid_filter; /* NULL: the backend has none (PostgreSQL) */
+    store_release_fn *release;       /* NULL: nothing to give back (PostgreSQL) */
     store_follow_fn *follow;
     store_feed_fn *feed;
     store_available_fn *available; /* NULL: always (LevelDB, in the process) */

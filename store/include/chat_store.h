@@ -333,6 +333,19 @@ chat_err chat_store_sync(chat_store *st);
  * chat_store_sync. */
 chat_err chat_store_sync_async(chat_store *st);
 
+/* Gives the process's allocator the memory the store freed in the
+ * meantime back to the system, where that is worth it: LevelDB frees a
+ * memtable (write_buffer_size, 32 MiB by default) once it is written out,
+ * and glibc keeps freed memory that live allocations hem in, so that
+ * without this the broker's resident memory stays at its highest. Cheap
+ * when there is nothing to give back (one property read): call it from a
+ * timer on the thread that calls the rest. True when it asked the allocator
+ * to give memory back: LevelDB's own count (memtables and block cache) fell
+ * by 512 KiB or more since the last call, a memtable written out (the least
+ * is 1 MiB); or 30 s after the last time it asked, if anything was
+ * appended since (writes between two calls can hide the fall). */
+bool chat_store_release_memory(chat_store *st);
+
 /* What the background sync of CHAT_SYNC_BATCH has done: for tests and
  * diagnostics. */
 typedef struct chat_sync_state {

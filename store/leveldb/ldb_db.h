@@ -68,6 +68,11 @@ typedef struct ldb {
     bool running;          /* this run's marker is written */
     uint64_t groups;       /* 'H' records, as '#groups' counts them */
     struct ldb_cidf *cidf; /* which cids are surely not stored (ldb_cidf.h), or NULL */
+    /* chat_store_release_memory: LevelDB's memory at the last look, and the
+     * appends and time of the last trim */
+    uint64_t mem_seen;
+    uint64_t release_appended;
+    int64_t release_us;
 } ldb;
 
 /* The LevelDB store behind a handle that ldb_open made. */

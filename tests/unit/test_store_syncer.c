@@ -1,5 +1,7 @@
-/* Unit tests of the fsync thread of CHAT_SYNC_BATCH (leveldb/ldb_syncer).
- * One table of named cases, each on a fresh store (store_fixture.h). */
+/* Unit tests of the fsync thread of CHAT_SYNC_BATCH (leveldb/ldb_syncer),
+ * and of what the store gives back once LevelDB wrote a memtable out
+ * (chat_store_release_memory). One table of named cases, each on a fresh
+ * store (store_fixture.h). */
 #include "store_fixture.h"
 
 #include <dirent.h>
@@ -190,6 +192,55 @@ static void test_i16_synced_trails_appended(void **state)
 }
 
 /* ------------------------------------------------------------------------
+ * Issue 23: memory given back after a memtable is written out
+ * --------------------------------------------------------------------- */
+
+/* Nothing freed, nothing asked of the allocator; once LevelDB has written
+ * out a memtable (1 MiB here) and freed it, the next call asks, and the one
+ * after it does not ask again for the same memtable (its 30 s fallback is
+ * not reached here). */
+static void test_release_after_memtable(void **state)
+{
+    struct fixture *fx = *state;
+    chat_store_opts opts = CHAT_STORE_OPTS_INIT;
+    struct timespec nap = {0, 2000000};
+    int i = 0;
+
+    chat_store_close(fx->st);
+    fx->st = NULL;
+    opts.write_buffer_size = 1u << 20;
+    ASSERT_OK(chat_store_open_opts(fx->dir, &opts, &fx->st, NULL));
+    assert_false(chat_store_release_memory(fx->st)); /* the first look only counts */
+    append_env(fx->st, "g", "u", NULL, 0);
+    assert_false(chat_store_release_memory(fx->st)); /* grown, not freed */
+    /* Envelopes of 250 bytes until a memtable was switched, written out by
+     * LevelDB's thread and freed (looking every 100, less than the fall: at
+     * most 8,000, about twice the memtable), then a bounded wait (10 s). */
+    bool released = false;
+    int n = 0;
+    for (; n < 8000 && !released; n++) {
+        append_env(fx->st, "g", "u", NULL, 250);
+        released = n % 100 == 99 && chat_store_release_memory(fx->st);
+    }
+    for (; i < 5000 && !released; i++) {
+        nanosleep(&nap, NULL);
+        released = chat_store_release_memory(fx->st);
+    }
+    assert_true(released);
+    assert_false(chat_store_release_memory(fx->st));
+    /* Nothing stored went with it, in the store or once reopened. */
+    assert_head(fx->st, "g", (uint64_t)n + 1);
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_head(fx->st, "g", (uint64_t)n + 1);
+}
+
+static void test_release_closed(void **state)
+{
+    (void)state;
+    assert_false(chat_store_release_memory(NULL)); /* a store not open yet */
+}
+
+/* ------------------------------------------------------------------------
  * Table
  * --------------------------------------------------------------------- */
 
@@ -199,6 +250,8 @@ int main(void)
         CASE(test_i12_syncer_follows_log_rotation),
         CASE(test_i12_syncer_survives_emfile),
         CASE(test_i16_synced_trails_appended),
+        CASE(test_release_after_memtable),
+        CASE(test_release_closed),
     };
     const char *vg = getenv("CHAT_TEST_VALGRIND");
 
