@@ -54,7 +54,8 @@ typedef void store_close_fn(chat_store *st);
 typedef chat_err store_stats_fn(chat_store *st, uint64_t *groups, uint64_t *bytes);
 typedef chat_err store_compact_fn(chat_store *st);
 typedef chat_err store_cid_filter_fn(chat_store *st, chat_cid_filter *out);
-/* chat_store_release_memory: true when it gave memory back. */
+/* chat_store_release_memory: true when it asked the allocator to give
+ * memory back. */
 typedef bool store_release_fn(chat_store *st);
 typedef chat_err store_sync_fn(chat_store *st);
 typedef chat_err store_sync_async_fn(chat_store *st);
