@@ -22,16 +22,16 @@ const char *chat_member(struct chat_plugin *pl, const struct mosquitto *client,
     return chat_member_name(pl->cfg.tilde_names, verified, user, mosquitto_client_id(client), buf);
 }
 
-void chat_join_device(struct chat_plugin *pl, const char *group, const char *member,
-                      const char *device)
+chat_err chat_join_group(struct chat_plugin *pl, const char *group, const char *member,
+                         const char *device, uint64_t *joined)
 {
-    uint64_t at = 0;
-    bool found = false;
-    chat_err rc = chat_store_cursor_start(pl->store, group, member, device, &at, &found);
-    if (rc != CHAT_OK) {
+    chat_err dev = CHAT_OK;
+    chat_err rc = chat_store_member_join(pl->store, group, member, device, joined, &dev);
+    if (dev != CHAT_OK) {
         /* The membership stands; only its expiry waits for a device. */
-        chat_log_store_error(pl, rc, "cursor of %s joining %s", device, group);
+        chat_log_store_error(pl, dev, "cursor of %s joining %s", device, group);
     }
+    return rc;
 }
 
 const char *chat_identity_of(struct chat_plugin *pl, const struct mosquitto *client,
@@ -103,14 +103,11 @@ static const char *member_of(struct chat_plugin *pl, const struct chat_identity 
     bool found = false;
     chat_err rc = chat_store_member_get(pl->store, group, id->member, &since, &found);
     if (rc == CHAT_OK && !found && join && pl->cfg.open_groups) {
-        rc = chat_store_member_add(pl->store, group, id->member, &since);
+        /* The joining device gets its cursor at the join, in the same
+         * store call: the membership then has a device whose expiry can
+         * take it (open groups), even when that device only publishes. */
+        rc = chat_join_group(pl, group, id->member, id->device, &since);
         found = *joined = rc == CHAT_OK;
-        /* The joining device gets its cursor at the join: the membership
-         * then has a device whose expiry can take it (open groups), even
-         * when that device only publishes. */
-        if (found && id->device) {
-            chat_join_device(pl, group, id->member, id->device);
-        }
     }
     if (rc != CHAT_OK) {
         chat_log_store_error(pl, rc, "membership of %s in %s", id->member, group);

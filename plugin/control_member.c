@@ -68,14 +68,13 @@ void chat_control_join(struct chat_control_req *r, const cJSON *c)
         chat_control_fail(r, d.why);
         return;
     }
-    if (!chat_control_storage_ok(r, chat_store_member_add(r->pl->store, group, member, &joined)) ||
+    /* Joining oneself joins the asking device too, in the same store call;
+     * a member an admin adds has no device until one of its own uses the
+     * group. */
+    const char *device = !strcmp(member, r->member) ? r->device : NULL;
+    if (!chat_control_storage_ok(r, chat_join_group(r->pl, group, member, device, &joined)) ||
         !chat_control_storage_ok(r, chat_store_head(r->pl->store, group, &head))) {
         return;
-    }
-    /* Joining oneself joins the asking device too; a member an admin adds
-     * has no device until one of its own uses the group. */
-    if (!strcmp(member, r->member) && r->device) {
-        chat_join_device(r->pl, group, member, r->device);
     }
     chat_control_entry_start(r);
     sbuf_puts(r->out, ",\"member\":");

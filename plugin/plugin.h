@@ -470,12 +470,16 @@ bool chat_fanout_seen(struct chat_plugin *pl, const char *group, uint64_t id, co
  * longer remembered (see fanout.c). */
 bool chat_fanout_retry(struct chat_plugin *pl, const char *group, uint64_t id);
 
-/* A device that joined group for member gets its cursor at the join
- * (chat_store_cursor_start): the membership then has a device whose
- * expiry can take it (device expiry, open groups), even when that device
- * only publishes. A store error is logged; the membership stands. */
-void chat_join_device(struct chat_plugin *pl, const char *group, const char *member,
-                      const char *device);
+/* Joins member to group (chat_store_member_join) and, when device is not
+ * NULL, gives that device its cursor at the join, in the same store call
+ * (one transaction and one round trip on PostgreSQL): the membership then
+ * has a device whose expiry can take it (device expiry, open groups), even
+ * when that device only publishes. Returns the membership's result, for
+ * the caller to log or answer; *joined (may be NULL) receives the id it
+ * joined at. A cursor that failed after the membership was written is
+ * logged here, and the membership stands. */
+chat_err chat_join_group(struct chat_plugin *pl, const char *group, const char *member,
+                         const char *device, uint64_t *joined);
 
 /* access.c, verdict.c, broker.c: the one access policy (access.h) */
 

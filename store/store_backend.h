@@ -124,6 +124,12 @@ typedef chat_err store_member_add_fn(chat_store *st, const char *group, const ch
                                      uint64_t *joined);
 typedef chat_err store_member_get_fn(chat_store *st, const char *group, const char *member,
                                      uint64_t *joined, bool *found);
+/* member_join: group and member are not NULL; device is NULL or at most
+ * CHAT_STORE_MAX_NAME bytes. The op writes the membership and the cursor
+ * in one transaction (both or neither), so it fails as a whole and has no
+ * device_err of its own. */
+typedef chat_err store_member_join_fn(chat_store *st, const char *group, const char *member,
+                                      const char *device, uint64_t *joined);
 typedef chat_err store_member_remove_fn(chat_store *st, const char *group, const char *member);
 typedef chat_err store_member_groups_fn(chat_store *st, const char *member, chat_group_fn fn,
                                         void *ctx);
@@ -184,7 +190,8 @@ typedef size_t store_feed_fn(chat_store *st, size_t max, chat_feed_fn fn, void *
 /* chat_store_available: no database round trip. */
 typedef bool store_available_fn(chat_store *st);
 
-/* What a backend implements: every op is required but cid_filter and release. */
+/* What a backend implements: every op is required but those whose comment
+ * says what NULL means. */
 typedef struct chat_store_ops {
     const char *name; /* what chat_store_opts.backend names it by */
     store_close_fn *close;
@@ -214,6 +221,10 @@ typedef struct chat_store_ops {
     store_cursor_touch_fn *cursor_touch;
     store_expire_devices_fn *expire_devices;
     store_member_add_fn *member_add;
+    /* NULL: member_add, then cursor_start, two writes (LevelDB: in the
+     * process, neither a round trip; a crash between them leaves a member
+     * without a device, which the store has anyway for admins' joins) */
+    store_member_join_fn *member_join;
     store_member_get_fn *member_get;
     store_member_remove_fn *member_remove;
     store_member_groups_fn *member_groups;

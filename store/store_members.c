@@ -114,6 +114,40 @@ chat_err chat_store_member_add(chat_store *st, const char *group, const char *me
     return st->ops->member_add(st, group, member, joined);
 }
 
+chat_err chat_store_member_join(chat_store *st, const char *group, const char *member,
+                                const char *device, uint64_t *joined, chat_err *device_err)
+{
+    uint64_t j = 0, at = 0;
+    bool found = false;
+    chat_err rc, drc = CHAT_OK;
+    if (device_err) {
+        *device_err = CHAT_OK;
+    }
+    if (!st) {
+        return CHAT_EIO; /* closed: see chat_store.h */
+    }
+    /* A bad device fails the whole call on every backend: the fallback
+     * below must not write a membership and then refuse its cursor. */
+    if (!group || !member || (device && strlen(device) > CHAT_STORE_MAX_NAME)) {
+        return CHAT_EINVAL;
+    }
+    if (st->ops->member_join) {
+        rc = st->ops->member_join(st, group, member, device, &j);
+    } else {
+        rc = st->ops->member_add(st, group, member, &j);
+        if (rc == CHAT_OK && device) {
+            drc = st->ops->cursor_start(st, group, member, device, &at, &found);
+        }
+    }
+    if (rc == CHAT_OK && joined) {
+        *joined = j;
+    }
+    if (rc == CHAT_OK && device_err) {
+        *device_err = drc;
+    }
+    return rc;
+}
+
 chat_err chat_store_member_get(chat_store *st, const char *group, const char *member,
                                uint64_t *joined, bool *found)
 {

@@ -650,6 +650,29 @@ chat_err chat_store_member_add(chat_store *st, const char *group, const char *me
 chat_err chat_store_member_get(chat_store *st, const char *group, const char *member,
                                uint64_t *joined, bool *found);
 
+/* A join and, when device is not NULL, that device's cursor, in one call:
+ * what the first use of an open group by a new member, or a join request,
+ * does. The membership is chat_store_member_add's, exactly (idempotent: an
+ * existing member keeps its joined id and read marker; while the group is
+ * being deleted, a membership from before the deletion does not count and
+ * the join starts a new one, without the old one's cursors); *joined (may
+ * be NULL) receives the id it joined at. The cursor is
+ * chat_store_cursor_start's: a device that has one keeps it, and the call
+ * counts as a use of it; a new one starts at the member's maximum cursor,
+ * else at the joined id.
+ *
+ * On PostgreSQL the two are one statement, one transaction and one round
+ * trip: both are written or neither, and the call fails as a whole. On
+ * LevelDB they are two writes, the membership first. The result is the
+ * membership's: a cursor that fails after the membership was written
+ * does not fail the call (the membership stands; only its expiry waits for
+ * a device, as a member an admin added waits), and *device_err (may be
+ * NULL) receives that failure; it is CHAT_OK in every other case, device
+ * NULL included. A device name longer than CHAT_STORE_MAX_NAME fails the
+ * call with CHAT_EINVAL before anything is written. */
+chat_err chat_store_member_join(chat_store *st, const char *group, const char *member,
+                                const char *device, uint64_t *joined, chat_err *device_err);
+
 /* Removes member from group with every cursor of its devices there, its
  * maximum cursor record and its read marker. */
 chat_err chat_store_member_remove(chat_store *st, const char *group, const char *member);

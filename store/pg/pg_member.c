@@ -238,21 +238,21 @@ chat_err pg_member_get(chat_store *cs, const char *group, const char *member, ui
     return CHAT_OK;
 }
 
-chat_err pg_member_add(chat_store *cs, const char *group, const char *member, uint64_t *joined)
+/* A join through stmt, whose parameters p begin with group and member and
+ * whose first column is the joined id: chat_member_add, or
+ * chat_member_join with a device's cursor in the same transaction (which
+ * changes no membership more, so the cache is kept alike). */
+static chat_err join_call(pg *st, enum pg_stmt stmt, const char *const *p, const char *what,
+                          uint64_t *joined)
 {
-    pg *st = pg_of(cs);
     chat_err rc;
-    if (!pg_name_ok(group) || !pg_name_ok(member)) {
-        return CHAT_EINVAL;
-    }
     char k[2 * CHAT_STORE_MAX_NAME + 2];
     uint64_t gen = 0;
-    size_t klen = member_key(k, group, member);
+    size_t klen = member_key(k, p[0], p[1]);
     /* the generation before the call, as pg_member_get takes it: a change
      * notified meanwhile empties the cache rather than meet our entry */
     (void)members_cache(st, &gen);
-    const char *p[2] = {group, member};
-    PGresult *res = pg_call(st, PG_STMT_MEMBER_ADD, p, NULL, "adding a member", &rc);
+    PGresult *res = pg_call(st, stmt, p, NULL, what, &rc);
     if (!res) {
         /* it may have committed all the same: forget everything */
         atomic_fetch_add(&st->member_gen, 1);
@@ -270,6 +270,27 @@ chat_err pg_member_add(chat_store *cs, const char *group, const char *member, ui
     return CHAT_OK;
 }
 
+chat_err pg_member_add(chat_store *cs, const char *group, const char *member, uint64_t *joined)
+{
+    if (!pg_name_ok(group) || !pg_name_ok(member)) {
+        return CHAT_EINVAL;
+    }
+    const char *p[2] = {group, member};
+    return join_call(pg_of(cs), PG_STMT_MEMBER_ADD, p, "adding a member", joined);
+}
+
+chat_err pg_member_join(chat_store *cs, const char *group, const char *member, const char *device,
+                        uint64_t *joined)
+{
+    char b[24];
+    if (!pg_name_ok(group) || !pg_name_ok(member) || (device && !pg_name_ok(device))) {
+        return CHAT_EINVAL;
+    }
+    /* one round trip, one commit: chat_member_join in pg_schema.c */
+    const char *p[4] = {group, member, device, pg_i64s(b, store_now_ms(cs))};
+    return join_call(pg_of(cs), PG_STMT_MEMBER_JOIN, p, "joining a member", joined);
+}
+
 chat_err pg_member_remove(chat_store *cs, const char *group, const char *member)
 {
     pg *st = pg_of(cs);
@@ -280,7 +301,7 @@ chat_err pg_member_remove(chat_store *cs, const char *group, const char *member)
     char k[2 * CHAT_STORE_MAX_NAME + 2];
     uint64_t gen = 0;
     size_t klen = member_key(k, group, member);
-    (void)members_cache(st, &gen); /* as in pg_member_add */
+    (void)members_cache(st, &gen); /* as in join_call */
     const char *p[2] = {group, member};
     PGresult *res = pg_call(st, PG_STMT_MEMBER_REMOVE, p, NULL, "removing a member", &rc);
     PQclear(res);

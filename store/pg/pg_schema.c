@@ -429,6 +429,27 @@ const char *const pg_schema_sql[] = {
     "  RETURN j;\n"
     "END $$;\n",
 
+    /* A join and its device's cursor (chat_store_member_join): what
+     * chat_member_add does, then, for a device d (not NULL),
+     * chat_cursor_start, in this one transaction: both or neither, one
+     * commit for a new member's first subscribe instead of two. It calls
+     * the two rather than repeat their bodies, so it does what they do
+     * (as whichever broker created them last wrote them) and takes their
+     * locks in their order: the membership row before a cursor row, as
+     * chat_expire_devices takes them. ok false: no cursor was made (no
+     * device, or a deletion of the group that committed between the two
+     * made the membership stop counting; that deletion removes it). A
+     * function new beside the others: brokers before it never call it. */
+    "CREATE OR REPLACE FUNCTION chat_member_join(g text, m text, d text, now_ms bigint,\n"
+    "    OUT j bigint, OUT cur bigint, OUT ok boolean) LANGUAGE plpgsql AS $$\n"
+    "BEGIN\n"
+    "  j := chat_member_add(g, m);\n"
+    "  cur := 0; ok := false;\n"
+    "  IF d IS NOT NULL THEN\n"
+    "    SELECT * INTO cur, ok FROM chat_cursor_start(g, m, d, now_ms);\n"
+    "  END IF;\n"
+    "END $$;\n",
+
     /* A read (protocol v1.1): a member's marker moves forward only, clamped
      * to head, and the reading device's cursor moves with it as
      * chat_cursor_advance moves it, in one transaction, so that no marker
@@ -691,6 +712,9 @@ const struct pg_statement pg_statements[PG_STMT_COUNT] = {
                         "$2, $3, $4, $5, $6)",
                         6},
     [PG_STMT_MEMBER_ADD] = {"chat_member_add", "SELECT chat_member_add($1, $2)", 2},
+    /* the join and its device's cursor: the joined id ($3 NULL: no device) */
+    [PG_STMT_MEMBER_JOIN] = {"chat_member_join", "SELECT j FROM chat_member_join($1, $2, $3, $4)",
+                             4},
     [PG_STMT_MEMBER_GET] = {"chat_member_get", "SELECT chat_member_joined($1, $2)", 2},
     [PG_STMT_MEMBER_REMOVE] = {"chat_member_remove", "SELECT chat_member_remove($1, $2)", 2},
     [PG_STMT_MEMBER_GROUPS] = {"chat_member_groups",

@@ -63,6 +63,7 @@ enum pg_stmt {
     PG_STMT_PUSH_EXPIRE,
     PG_STMT_PAGE,
     PG_STMT_CURSOR_OPEN,
+    PG_STMT_MEMBER_JOIN,
     PG_STMT_COUNT
 };
 

@@ -121,6 +121,7 @@ static const chat_store_ops pg_ops = {
     .cursor_touch = pg_cursor_touch,
     .expire_devices = pg_expire_devices,
     .member_add = pg_member_add,
+    .member_join = pg_member_join,
     .member_get = pg_member_get,
     .member_remove = pg_member_remove,
     .member_groups = pg_member_groups,

@@ -1,6 +1,9 @@
-/* Unit tests of memberships (leveldb/ldb_member).
+/* Unit tests of memberships (leveldb/ldb_member), and of a join with its
+ * device's cursor in one call (chat_store_member_join: the cases
+ * test_store_pg runs on PostgreSQL, store_join_cases.c).
  * One table of named cases, each on a fresh store (store_fixture.h). */
 #include "store_fixture.h"
+#include "store_join_cases.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,15 +153,65 @@ static void test_member_groups_stop(void **state)
 }
 
 /* ------------------------------------------------------------------------
+ * A join with its device's cursor (issue 23, item 4): on LevelDB the
+ * front's fallback, member_add then cursor_start
+ * --------------------------------------------------------------------- */
+
+static void test_member_join_new(void **state)
+{
+    join_case_new_member(((struct fixture *)*state)->st);
+}
+
+static void test_member_join_existing(void **state)
+{
+    join_case_existing_member(((struct fixture *)*state)->st);
+}
+
+static void test_member_join_no_device(void **state)
+{
+    join_case_no_device(((struct fixture *)*state)->st);
+}
+
+static void test_member_join_group_deleting(void **state)
+{
+    join_case_group_deleting(((struct fixture *)*state)->st);
+}
+
+static void test_member_join_bad_device(void **state)
+{
+    join_case_bad_device(((struct fixture *)*state)->st);
+}
+
+/* What the join wrote survives a reopen (the cache answered before). */
+static void test_member_join_reopen(void **state)
+{
+    struct fixture *fx = *state;
+    join_case_new_member(fx->st);
+    reopen(fx, CHAT_SYNC_NONE);
+    assert_member(fx->st, "g", "bob", true, 3);
+    assert_cursor(fx->st, "g", "bob", "b1", true, 3);
+    assert_member(fx->st, "g", "carol", true, 5);
+    assert_cursor(fx->st, "g", "carol", "c1", true, 5);
+}
+
+/* ------------------------------------------------------------------------
  * Table
  * --------------------------------------------------------------------- */
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        CASE(test_member_add_idempotent), CASE(test_member_get),
-        CASE(test_member_remove),         CASE(test_member_groups_byte_order),
+        CASE(test_member_add_idempotent),
+        CASE(test_member_get),
+        CASE(test_member_remove),
+        CASE(test_member_groups_byte_order),
         CASE(test_member_groups_stop),
+        CASE(test_member_join_new),
+        CASE(test_member_join_existing),
+        CASE(test_member_join_no_device),
+        CASE(test_member_join_group_deleting),
+        CASE(test_member_join_bad_device),
+        CASE(test_member_join_reopen),
     };
 
     return cmocka_run_group_tests_name("store_member", tests, NULL, NULL);

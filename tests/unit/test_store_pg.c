@@ -17,7 +17,9 @@
  * nothing stored, reconnects at pg_backoff's pace), a store available
  * again within pg_backoff's bound after its database came back, which
  * failed opens may mend by themselves (CHAT_EUNAVAIL) and which not, and
- * the opener that retries them.
+ * the opener that retries them, and a join with its device's cursor in
+ * one transaction (issue 23, item 4: the cases the LevelDB backend runs,
+ * store_join_cases.c, then both-or-neither and the broker's own cache).
  *
  * They need a PostgreSQL cluster: CHAT_TEST_PG_PORT names one on
  * 127.0.0.1 (scripts/test's pg stage makes it); without it the test exits
@@ -26,10 +28,12 @@
 #include "store_expiry_cases.h"
 #include "store_fixture.h"
 #include "util.h"
+#include "store_join_cases.h"
 #include "store_page_cases.h"
 #include "store_push_cases.h"
 
 #include "pg_backoff.h"
+#include "pg_db.h"
 #include "pg_schema.h"
 #include "pg_watch.h"
 
@@ -592,6 +596,90 @@ static void test_scan_page(void **state)
 static void test_cursor_open(void **state)
 {
     page_case_cursor_open(((struct pgfx *)*state)->st);
+}
+
+/* A join with its device's cursor (issue 23, item 4): the cases
+ * test_store_member runs on LevelDB, here one statement of
+ * chat_member_join. */
+static void test_member_join_new(void **state)
+{
+    join_case_new_member(((struct pgfx *)*state)->st);
+}
+
+static void test_member_join_existing(void **state)
+{
+    join_case_existing_member(((struct pgfx *)*state)->st);
+}
+
+static void test_member_join_no_device(void **state)
+{
+    join_case_no_device(((struct pgfx *)*state)->st);
+}
+
+static void test_member_join_group_deleting(void **state)
+{
+    join_case_group_deleting(((struct pgfx *)*state)->st);
+}
+
+static void test_member_join_bad_device(void **state)
+{
+    join_case_bad_device(((struct pgfx *)*state)->st);
+}
+
+/* One transaction: a cursor the database refuses (a trigger put behind
+ * the store's back) takes the join with it, the call fails as a whole
+ * (no device_err), and the broker's cache does not keep the membership
+ * that never was. An earlier membership is left as it was. */
+static void test_member_join_both_or_neither(void **state)
+{
+    struct pgfx *fx = *state;
+    uint64_t joined = 99;
+    chat_err dev = CHAT_EIO;
+    append_env(fx->st, "g", "alice", NULL, 0);
+    ASSERT_OK(chat_store_member_add(fx->st, "g", "amy", NULL));
+    sql(fx, "CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$BEGIN RAISE EXCEPTION 'boom'; END $$; "
+            "CREATE TRIGGER boom BEFORE INSERT ON chat_cursors FOR EACH ROW "
+            "WHEN (NEW.device = 'boom') EXECUTE FUNCTION boom()");
+    assert_int_not_equal(chat_store_member_join(fx->st, "g", "zed", "boom", &joined, &dev),
+                         CHAT_OK);
+    assert_int_equal(joined, 99);
+    assert_int_equal(dev, CHAT_OK);
+    assert_member(fx->st, "g", "zed", false, 0);
+    ASSERT_OK(chat_store_member_count(fx->st, "g", &joined));
+    assert_int_equal(joined, 1);
+    /* an existing member: its membership stays, no cursor */
+    assert_int_not_equal(chat_store_member_join(fx->st, "g", "amy", "boom", NULL, &dev), CHAT_OK);
+    assert_member(fx->st, "g", "amy", true, 1);
+    assert_cursor(fx->st, "g", "amy", "boom", false, 0);
+    /* the connection serves the next join */
+    ASSERT_OK(chat_store_member_join(fx->st, "g", "zed", "z1", &joined, &dev));
+    assert_int_equal(joined, 1);
+    assert_int_equal(dev, CHAT_OK);
+    assert_cursor(fx->st, "g", "zed", "z1", true, 1);
+}
+
+/* The join puts its one entry in the broker's own cache, as
+ * chat_store_member_add does (pg_db.h): a membership removed behind the
+ * store's back without a notification is still answered from it. */
+static void test_member_join_cache(void **state)
+{
+    struct pgfx *fx = *state;
+    uint64_t joined = 0;
+    bool found = false;
+    pg *p = (pg *)fx->st;
+    for (int i = 0; i < 2000 && !atomic_load(&p->member_live); i++) {
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    assert_true(atomic_load(&p->member_live));
+    append_env(fx->st, "g", "alice", NULL, 0);
+    ASSERT_OK(chat_store_member_join(fx->st, "g", "bob", "b1", &joined, NULL));
+    assert_int_equal(joined, 1);
+    sql(fx, "DELETE FROM chat_members WHERE grp = 'g' AND member = 'bob'");
+    ASSERT_OK(chat_store_member_get(fx->st, "g", "bob", &joined, &found));
+    assert_true(found);
+    assert_int_equal(joined, 1);
 }
 
 static void test_close_during_backup(void **state)
@@ -1228,6 +1316,13 @@ int main(void)
         PGCASE(test_push_put_waits_for_leave),
         PGCASE(test_push_put_waits_for_group_delete),
         PGCASE(test_push_put_waits_for_expiry),
+        PGCASE(test_member_join_new),
+        PGCASE(test_member_join_existing),
+        PGCASE(test_member_join_no_device),
+        PGCASE(test_member_join_group_deleting),
+        PGCASE(test_member_join_bad_device),
+        PGCASE(test_member_join_both_or_neither),
+        PGCASE(test_member_join_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
