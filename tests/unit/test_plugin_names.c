@@ -79,7 +79,7 @@ static char *repeat(char c, size_t n)
 static void test_member(void **state)
 {
     char *u1024 = repeat('u', 1024), *u1025 = repeat('u', 1025);
-    char *i1023 = repeat('i', 1023), *i1024 = repeat('i', 1024);
+    char *i1023 = repeat('i', 1023), *i1024 = repeat('i', 1024), *i1025 = repeat('i', 1025);
     const char *reserved = "usernames beginning with ~ are reserved on this broker for members "
                            "without a username";
     const char *too_long = "client id or username is longer than 1024 bytes";
@@ -110,6 +110,10 @@ static void test_member(void **state)
         {false, NULL, i1024, i1024, NULL},
         {true, NULL, i1024, NULL, too_long}, /* the ~ makes it 1025 */
         {true, NULL, i1023, NULL, NULL},     /* "~" + 1023: checked below */
+        /* the client id names the device even beside a username */
+        {false, "alice", i1024, "alice", NULL},
+        {false, "alice", i1025, NULL, too_long},
+        {true, "alice", i1025, NULL, too_long},
     };
     /* A username its listener did not check, beside listeners that check
      * theirs: named by its client id, never passing for the user. */
@@ -147,6 +151,7 @@ static void test_member(void **state)
     free(u1025);
     free(i1023);
     free(i1024);
+    free(i1025);
 }
 
 static void test_nul_escapes(void **state)
