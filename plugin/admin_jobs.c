@@ -13,12 +13,16 @@
 #define DELETE_STEP 1024u   /* records looked at per deletion step */
 #define MAX_DELETIONS 1000u /* deletions queued for the tick at once */
 #define TICK_BUDGET_MS 5    /* milliseconds of deleting per broker loop pass */
+#define RETRY_FIRST_MS 1000 /* the wait after a store error, doubled at each error in a row */
+#define RETRY_MAX_MS 60000  /* up to this: one error line a minute at most */
 
 /* The work the admin commands leave to the tick. */
 struct chat_admin {
     char **deleting; /* groups whose deletion the tick goes on with, in order */
     size_t n_deleting;
     bool deletions_loaded; /* those a previous run left were queued */
+    int64_t retry_at_ms;   /* after a store error: no deletion work before then */
+    int64_t retry_gap_ms;  /* the last wait (0: no error since the last success) */
     bool job_running;      /* a store job (backup, compact) is being watched */
 };
 
@@ -242,27 +246,60 @@ static void watch_job(struct chat_plugin *pl)
     }
 }
 
-void chat_admin_tick(struct chat_plugin *pl)
+/* A deletion could not go on (the store away, PostgreSQL aborting a step
+ * in a deadlock): the queue waits, and the wait doubles while errors
+ * follow each other, so that a store that stays away costs one log line a
+ * minute, and one that comes back sees the work resumed without a
+ * restart. */
+static void deletion_wait(struct chat_admin *a, int64_t now_ms)
+{
+    a->retry_gap_ms = a->retry_gap_ms == 0                  ? RETRY_FIRST_MS
+                      : a->retry_gap_ms >= RETRY_MAX_MS / 2 ? RETRY_MAX_MS
+                                                            : a->retry_gap_ms * 2;
+    a->retry_at_ms = now_ms + a->retry_gap_ms;
+}
+
+/* The group at the front goes to the back: after an error the others get
+ * their turn first, in case the error is that group's alone. */
+static void rotate(struct chat_admin *a)
+{
+    char *first = a->deleting[0];
+    memmove(a->deleting, a->deleting + 1, (a->n_deleting - 1) * sizeof(*a->deleting));
+    a->deleting[a->n_deleting - 1] = first;
+}
+
+void chat_admin_tick(struct chat_plugin *pl, int64_t now_ms)
 {
     struct chat_admin *a = pl->admin;
     watch_job(pl);
+    if (now_ms < a->retry_at_ms) {
+        return;
+    }
     if (!a->deletions_loaded) {
-        /* Deletions a previous run began and did not finish. */
-        a->deletions_loaded = true;
+        /* Deletions a previous run began and did not finish: listed again
+         * after an error (a broker that started without its store). */
         chat_err rc = chat_store_deletions(pl->store, queue_deletion, a);
         if (rc != CHAT_OK) {
             chat_log_store_error(pl, rc, "listing the deletions under way");
+            deletion_wait(a, now_ms);
+            return;
         }
+        a->deletions_loaded = true;
     }
     int64_t start = chat_now_ms();
     while (a->n_deleting > 0 && chat_now_ms() - start < TICK_BUDGET_MS) {
         bool done = false;
         chat_err rc = chat_store_group_delete(pl->store, a->deleting[0], DELETE_STEP, &done);
         if (rc != CHAT_OK) {
-            /* Left in the store: the next run (or delete) goes on with it. */
-            chat_log_store_error(pl, rc, "deletion of group %s", a->deleting[0]);
-            dequeue(a, 0);
-        } else if (done) {
+            /* Kept in the queue (and in the store, for the next run). */
+            deletion_wait(a, now_ms);
+            chat_log_store_error(pl, rc, "deletion of group %s (tried again in %lld s)",
+                                 a->deleting[0], (long long)(a->retry_gap_ms / 1000));
+            rotate(a);
+            return;
+        }
+        a->retry_gap_ms = 0;
+        if (done) {
             mosquitto_log_printf(MOSQ_LOG_INFO, "mosquitto-chat: group %s: deletion finished",
                                  a->deleting[0]);
             dequeue(a, 0);

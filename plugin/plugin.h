@@ -602,9 +602,10 @@ bool chat_admin_is_command(const char *cmd);
  * entry for a client that is not an admin. */
 void chat_admin_run(const struct chat_admin_req *r, const struct cJSON *c);
 
-/* From the tick: goes on with deletions (a bounded slice) and reports the
- * end of a store job in the log. */
-void chat_admin_tick(struct chat_plugin *pl);
+/* From the tick, at now_ms (chat_now_ms): goes on with deletions (a
+ * bounded slice; after a store error, again once a wait that doubles from
+ * 1 s to 60 s has passed) and reports the end of a store job in the log. */
+void chat_admin_tick(struct chat_plugin *pl, int64_t now_ms);
 
 /* Creates and frees what the admin commands leave to the tick: the
  * deletion queue and the store job watched. */

@@ -80,7 +80,7 @@ static void run(struct chat_plugin *pl)
     chat_retention_tick(pl, now);
     chat_stats_tick(pl, now);
     chat_expiry_tick(pl, now);
-    chat_admin_tick(pl);
+    chat_admin_tick(pl, chat_now_ms());
     chat_presence_tick(pl, chat_now_ms());
     chat_push_tick(pl, chat_now_ms());
     /* glibc keeps small freed blocks apart until its next large request or

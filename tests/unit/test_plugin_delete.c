@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin.h"
 #include "plugin_fixture.h"
+#include "store_backend.h"
 
 static const char *const opts[] = {"admins=root", "receipt_interval=0", "page_size=1", NULL};
 
@@ -192,6 +194,75 @@ static void test_delete_forgets(void **state)
     assert_int_equal(publishes_to("alice-phone"), 0);
 }
 
+/* The store's group_delete, failing while fail_steps > 0 (counting down):
+ * what a deadlock PostgreSQL aborts, or a store away, looks like to the
+ * tick. */
+static const chat_store_ops *real_ops;
+static int fail_steps;
+
+static chat_err failing_group_delete(chat_store *st, const char *group, size_t max_keys, bool *done)
+{
+    if (fail_steps > 0) {
+        fail_steps--;
+        return CHAT_EIO;
+    }
+    return real_ops->group_delete(st, group, max_keys, done);
+}
+
+/* A background step that meets a store error keeps the group queued and is
+ * tried again once the wait has passed (1 s, then 2 s: doubled while errors
+ * follow each other), without a restart or a second delete; so is the
+ * listing of deletions a previous run left, which a broker that started
+ * without its store could not read. */
+static void test_delete_retries(void **state)
+{
+    struct plugin_fixture *fx = *state;
+    struct mosquitto alice = plugin_client("alice-phone", "alice");
+    chat_store *st = fx->pl.store;
+    chat_store_ops ops = *st->ops;
+    const int64_t t0 = 1000000;
+
+    /* More records than the request's first step takes (DELETE_STEP). */
+    for (int i = 0; i < 2100; i++) {
+        publish(fx, &alice, "big");
+    }
+    delete_group(fx, "big");
+    assert_int_equal(chat_admin_deletions(&fx->pl), 1);
+
+    /* The listing fails (no store) and waits 1 s. */
+    fx->pl.store = NULL;
+    chat_admin_tick(&fx->pl, t0);
+    assert_int_equal(chat_admin_deletions(&fx->pl), 1);
+    fx->pl.store = st;
+
+    /* Listed at t0 + 1 s; its steps fail twice in a row (the second after
+     * the 2 s wait) and the group stays queued. */
+    real_ops = st->ops;
+    ops.group_delete = failing_group_delete;
+    st->ops = &ops;
+    fail_steps = 2;
+    chat_admin_tick(&fx->pl, t0 + 999);
+    assert_int_equal(fail_steps, 2); /* still waiting: no step tried */
+    chat_admin_tick(&fx->pl, t0 + 1000);
+    assert_int_equal(fail_steps, 1);
+    assert_int_equal(chat_admin_deletions(&fx->pl), 1);
+    chat_admin_tick(&fx->pl, t0 + 2999);
+    assert_int_equal(fail_steps, 1);
+    chat_admin_tick(&fx->pl, t0 + 3000);
+    assert_int_equal(fail_steps, 0);
+    assert_int_equal(chat_admin_deletions(&fx->pl), 1);
+
+    /* The third wait is 4 s; then the deletion goes on to its end, each
+     * tick a slice. */
+    chat_admin_tick(&fx->pl, t0 + 6999);
+    assert_int_equal(chat_admin_deletions(&fx->pl), 1);
+    for (int i = 0; i < 10000 && chat_admin_deletions(&fx->pl) > 0; i++) {
+        chat_admin_tick(&fx->pl, t0 + 7000);
+    }
+    st->ops = real_ops;
+    assert_int_equal(chat_admin_deletions(&fx->pl), 0);
+}
+
 /* What forgetting the envelope is for: a copy of a deleted message (a Will
  * that imitates it) is refused to a member who joins the group again, as
  * the deleted message itself would be, instead of passing the read check
@@ -260,6 +331,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_delete_forgets, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete_retries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_refuses_copy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_ages, setup, teardown),
     };
