@@ -64,8 +64,11 @@ const char *chat_member_name(bool tilde_names, bool user_verified, const char *u
     size_t len = strlen(name);
     /* The client id names the device (its cursors) even where a username
      * names the member: one the store cannot key is refused here, with
-     * the reason, rather than as a storage error at the first join. */
-    if (len + tilde > CHAT_PROTO_NAME_MAX || (id && strlen(id) > CHAT_PROTO_NAME_MAX)) {
+     * the reason, rather than as a storage error at the first join. Where
+     * it names the member, len has measured it already; else a bounded
+     * look, since this runs on every publish and check. */
+    if (len + tilde > CHAT_PROTO_NAME_MAX ||
+        (named && id && strnlen(id, CHAT_PROTO_NAME_MAX + 1) > CHAT_PROTO_NAME_MAX)) {
         return "client id or username is longer than 1024 bytes";
     }
     if (named && name[0] == '~' && tilde_names) {
