@@ -4,7 +4,7 @@
  *   chat_load --port P --pid PID [--devices 1000] [--groups 100] [--per-device 10]
  *             [--storm 200] [--backlog 500] [--rate 100] [--steady-ms 5000] [--settle-ms 3000]
  *             [--senders 10] [--storms 2] [--probes 100] [--timeout-ms 600000] [--check]
- *             [--connect-only]
+ *             [--connect-only] [--plain]
  *
  * Every device is a libmosquitto client (MQTT 3.1.1, clean session, client
  * id = member name dev<i>) in per-device groups of the groups g<k>: device i
@@ -54,6 +54,15 @@
  * 2, 3 and 4, its peak in phase 5 and at the end of phase 6 (after a settle). Printed as key=value
  * lines on stdout; progress on stderr.
  * --connect-only stops after phase 1: memory and descriptors per device.
+ * --plain runs the same load against plain Mosquitto (no plugin): devices
+ * keep persistent sessions (clean session false), so that the broker
+ * queues what they miss while offline and sends it when they come back;
+ * the sender's n is the id, and no device sends a chat ack. The storm is
+ * then Mosquitto's own reconnect and queue drain, the same connects and
+ * subscribes as the plugin's: the measure of what the reconnect costs
+ * without the plugin. The broker must not drop from its queues
+ * (max_queued_messages 0, or above backlog * per-device): --check counts
+ * a dropped message as lost.
  * The same windows also report a client apart from the load: a child
  * process (load_pinger.c) at real-time priority where allowed, pinging every
  * 10 ms on its own connection (<window>_ind_*), so that a round trip is the
@@ -125,7 +134,7 @@ static void usage(void)
         "usage: chat_load --port P --pid PID [--devices N] [--groups G] [--per-device K]\n"
         "                 [--storm S] [--backlog B] [--rate R] [--steady-ms T] [--settle-ms T]\n"
         "                 [--senders N] [--storms 1|2]\n"
-        "                 [--probes N] [--timeout-ms T] [--check] [--connect-only]\n");
+        "                 [--probes N] [--timeout-ms T] [--check] [--connect-only] [--plain]\n");
     exit(2);
 }
 
@@ -139,6 +148,10 @@ static void parse(int argc, char **argv)
         }
         if (!strcmp(a, "--connect-only")) {
             g_o.connect_only = true;
+            continue;
+        }
+        if (!strcmp(a, "--plain")) {
+            g_o.plain = true;
             continue;
         }
         if (!v)
@@ -388,6 +401,7 @@ int main(int argc, char **argv)
            "\nconnections_lost=%" PRIu64 "\n",
            g_redundant, g_pages, g_errors, g_lost_conn);
     printf("connects_refused_and_retried=%" PRIu64 "\n", g_refused);
+    printf("plain=%d\n", g_o.plain ? 1 : 0);
     print_window("steady", &steady);
     print_storm("", &storms[0]);
     if (g_o.storms > 1)

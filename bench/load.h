@@ -99,6 +99,7 @@ struct opts {
     unsigned timeout_ms;
     bool check;
     bool connect_only; /* phase 1 only: memory and descriptors per connected device */
+    bool plain;        /* plain Mosquitto: persistent sessions, n as the id, no acks */
 };
 
 /* Values kept for a quantile (a growing array; samples_add dies when out
@@ -189,8 +190,9 @@ double self_cpu(void);
  * in it. */
 struct devgroup *devgroup_of(struct client *d, int group);
 
-/* Creates c's libmosquitto client (MQTT 3.1.1, clean session) as device
- * or sender number index, with its callbacks; dies on failure. */
+/* Creates c's libmosquitto client (MQTT 3.1.1, clean session; a device
+ * with --plain: a persistent session) as device or sender number index,
+ * with its callbacks; dies on failure. */
 void client_init(struct client *c, enum role role, int index);
 
 /* Starts a non-blocking connect (again: a reconnect); the CONNECT goes out

@@ -48,6 +48,8 @@ static void show(struct client *d, struct devgroup *dg, uint64_t id)
 {
     dg->shown = id;
     g_shown++;
+    if (g_o.plain) /* no cursor to move: the broker's PUBACKs are libmosquitto's */
+        return;
     if (++dg->unacked >= ACK_EVERY)
         send_ack(d, dg);
     else if (dg->ack_due_ns == 0)
@@ -139,8 +141,16 @@ static void on_live(struct client *d, const struct mosquitto_message *msg)
     int group = group_index(name);
     uint64_t id = 0, n = 0;
     int64_t t = now_ns();
-    if (group < 0 || !json_u64(msg->payload, (size_t)msg->payloadlen, "id", &id) ||
-        !json_u64(msg->payload, (size_t)msg->payloadlen, "n", &n)) {
+    if (group < 0 || !json_u64(msg->payload, (size_t)msg->payloadlen, "n", &n)) {
+        g_errors++;
+        return;
+    }
+    /* Plain Mosquitto numbers nothing: the sender's n stands for the id
+     * (one sender per group, in order), so that a message its queue
+     * delivers twice or not at all counts as with the plugin. */
+    if (g_o.plain)
+        id = n;
+    else if (!json_u64(msg->payload, (size_t)msg->payloadlen, "id", &id)) {
         g_errors++;
         return;
     }
@@ -293,7 +303,10 @@ void client_init(struct client *c, enum role role, int index)
     c->role = role;
     c->index = index;
     snprintf(c->id, sizeof c->id, role == DEVICE ? "dev%04d" : "loadsnd%02d", index);
-    c->mosq = mosquitto_new(c->id, true, c);
+    /* --plain: a device keeps a persistent session, so that plain
+     * Mosquitto queues what it misses while offline and sends it on
+     * reconnect (its own catch-up, against which the plugin's compares). */
+    c->mosq = mosquitto_new(c->id, !(g_o.plain && role == DEVICE), c);
     if (!c->mosq)
         die("mosquitto_new(%s) failed", c->id);
     mosquitto_int_option(c->mosq, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311);
