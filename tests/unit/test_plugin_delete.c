@@ -194,11 +194,22 @@ static void test_delete_forgets(void **state)
     assert_int_equal(publishes_to("alice-phone"), 0);
 }
 
-/* The store's group_delete, failing while fail_steps > 0 (counting down):
- * what a deadlock PostgreSQL aborts, or a store away, looks like to the
- * tick. */
+/* The store's deletions listing and group_delete, failing while
+ * fail_lists or fail_steps > 0 (counting down): what a deadlock PostgreSQL
+ * aborts, or a store away, looks like to the tick. lists counts the
+ * listings tried. */
 static const chat_store_ops *real_ops;
-static int fail_steps;
+static int fail_steps, fail_lists, lists;
+
+static chat_err failing_deletions(chat_store *st, chat_head_fn fn, void *ctx)
+{
+    lists++;
+    if (fail_lists > 0) {
+        fail_lists--;
+        return CHAT_EIO;
+    }
+    return real_ops->deletions(st, fn, ctx);
+}
 
 static chat_err failing_group_delete(chat_store *st, const char *group, size_t max_keys, bool *done)
 {
@@ -209,11 +220,11 @@ static chat_err failing_group_delete(chat_store *st, const char *group, size_t m
     return real_ops->group_delete(st, group, max_keys, done);
 }
 
-/* A background step that meets a store error keeps the group queued and is
- * tried again once the wait has passed (1 s, then 2 s: doubled while errors
- * follow each other), without a restart or a second delete; so is the
- * listing of deletions a previous run left, which a broker that started
- * without its store could not read. */
+/* The listing of deletions a previous run left, which a broker that
+ * started without its store could not read, is tried again once a wait has
+ * passed; so is a background step that meets a store error, which keeps
+ * the group queued (waits of 1 s, then 2 s, then 4 s: doubled while errors
+ * follow each other), without a restart or a second delete. */
 static void test_delete_retries(void **state)
 {
     struct plugin_fixture *fx = *state;
@@ -229,21 +240,31 @@ static void test_delete_retries(void **state)
     delete_group(fx, "big");
     assert_int_equal(chat_admin_deletions(&fx->pl), 1);
 
-    /* The listing fails (no store) and waits 1 s. */
-    fx->pl.store = NULL;
+    /* A restart: the queue is empty, and only the listing of what the
+     * previous run left can find the group. */
+    chat_admin_free(&fx->pl);
+    assert_true(chat_admin_init(&fx->pl));
+    assert_int_equal(chat_admin_deletions(&fx->pl), 0);
+    real_ops = st->ops;
+    ops.deletions = failing_deletions;
+    ops.group_delete = failing_group_delete;
+    st->ops = &ops;
+    lists = 0;
+    fail_lists = 1;
+    fail_steps = 2;
+
+    /* The listing fails and waits 1 s. */
     chat_admin_tick(&fx->pl, t0);
-    assert_int_equal(chat_admin_deletions(&fx->pl), 1);
-    fx->pl.store = st;
+    assert_int_equal(lists, 1);
+    assert_int_equal(chat_admin_deletions(&fx->pl), 0);
+    chat_admin_tick(&fx->pl, t0 + 999);
+    assert_int_equal(lists, 1); /* still waiting: nothing tried */
+    assert_int_equal(fail_steps, 2);
 
     /* Listed at t0 + 1 s; its steps fail twice in a row (the second after
      * the 2 s wait) and the group stays queued. */
-    real_ops = st->ops;
-    ops.group_delete = failing_group_delete;
-    st->ops = &ops;
-    fail_steps = 2;
-    chat_admin_tick(&fx->pl, t0 + 999);
-    assert_int_equal(fail_steps, 2); /* still waiting: no step tried */
     chat_admin_tick(&fx->pl, t0 + 1000);
+    assert_int_equal(lists, 2);
     assert_int_equal(fail_steps, 1);
     assert_int_equal(chat_admin_deletions(&fx->pl), 1);
     chat_admin_tick(&fx->pl, t0 + 2999);
@@ -261,6 +282,7 @@ static void test_delete_retries(void **state)
     }
     st->ops = real_ops;
     assert_int_equal(chat_admin_deletions(&fx->pl), 0);
+    assert_int_equal(lists, 2); /* listed once the store answered, not again */
 }
 
 /* What forgetting the envelope is for: a copy of a deleted message (a Will
