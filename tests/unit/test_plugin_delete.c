@@ -199,6 +199,10 @@ static void test_delete_forgets(void **state)
  * aborts, or a store away, looks like to the tick. lists counts the
  * listings tried. */
 static const chat_store_ops *real_ops;
+/* The store's ops with those two replaced: static, since the fixture's
+ * teardown closes the store through them when an assertion ends the test
+ * before it puts real_ops back. */
+static chat_store_ops failing_ops;
 static int fail_steps, fail_lists, lists;
 
 static chat_err failing_deletions(chat_store *st, chat_head_fn fn, void *ctx)
@@ -230,7 +234,6 @@ static void test_delete_retries(void **state)
     struct plugin_fixture *fx = *state;
     struct mosquitto alice = plugin_client("alice-phone", "alice");
     chat_store *st = fx->pl.store;
-    chat_store_ops ops = *st->ops;
     const int64_t t0 = 1000000;
 
     /* More records than the request's first step takes (DELETE_STEP). */
@@ -246,9 +249,10 @@ static void test_delete_retries(void **state)
     assert_true(chat_admin_init(&fx->pl));
     assert_int_equal(chat_admin_deletions(&fx->pl), 0);
     real_ops = st->ops;
-    ops.deletions = failing_deletions;
-    ops.group_delete = failing_group_delete;
-    st->ops = &ops;
+    failing_ops = *st->ops;
+    failing_ops.deletions = failing_deletions;
+    failing_ops.group_delete = failing_group_delete;
+    st->ops = &failing_ops;
     lists = 0;
     fail_lists = 1;
     fail_steps = 2;
