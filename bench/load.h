@@ -95,7 +95,9 @@ struct opts {
     unsigned backlog;
     double rate;
     unsigned steady_ms;
-    unsigned settle_ms; /* after a storm, before its memory is read */
+    unsigned window_ms;       /* phase 2, the steady window (0: steady_ms) */
+    unsigned settle_ms;       /* after a storm, before its memory is read */
+    unsigned storm_spread_ms; /* phase 5: reconnects spread evenly over this (0: one pass) */
     unsigned timeout_ms;
     bool check;
     bool connect_only; /* phase 1 only: memory and descriptors per connected device */

@@ -265,7 +265,9 @@ void run_storm(int n, struct storm *r, int64_t *caught_at)
     window_end(&r->before);
     r->rss_before = rss_kib();
 
-    /* 5. Every storm device reconnects at once. */
+    /* 5. Every storm device reconnects at once, or spread over
+     * --storm-spread-ms: the j-th of them at j * spread / stormers. A device
+     * counts as caught up only once it reconnected (catching). */
     for (int i = 0; i < g_o.devices; i++)
         if (g_dev[i].storm)
             for (int j = 0; j < g_dev[i].ngroups; j++)
@@ -273,16 +275,21 @@ void run_storm(int n, struct storm *r, int64_t *caught_at)
     window_start(&r->during);
     t0 = now_ns();
     r->start_ns = t0;
-    for (int i = 0; i < g_o.devices; i++) {
-        if (!g_dev[i].storm)
-            continue;
-        g_dev[i].catching = true;
-        client_connect(&g_dev[i], true);
-    }
+    int next = 0, back = 0; /* next device to look at; storm devices reconnected */
+    int64_t spread_ns = (int64_t)g_o.storm_spread_ms * 1000000;
     steady_restart();
     for (uint64_t i = 0; caught < stormers && i < 100000000ull; i++) {
         int64_t t;
         long rss;
+        for (t = now_ns(); next < g_o.devices; next++) {
+            if (!g_dev[next].storm)
+                continue;
+            if (spread_ns > 0 && t - t0 < spread_ns * back / stormers)
+                break;
+            g_dev[next].catching = true;
+            client_connect(&g_dev[next], true);
+            back++;
+        }
         update_min_online();
         steady_send(now_ns());
         pass(2);
