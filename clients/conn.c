@@ -8,6 +8,13 @@
 #include "clock.h"
 
 #define BACKOFF_FIRST_MS 250 /* first pause before reconnecting */
+/* After a lost connection the first pause is BACKOFF_FIRST_MS plus up to
+ * this much, drawn evenly: devices that lose the broker at the same moment
+ * (a restart, a network blip) come back over a second rather than within
+ * the 60 ms that +-12 % of 250 ms gives, and a broker handles 200 returning
+ * devices spread over a second without holding up its other clients
+ * (docs/scaling.md, "Reconnect storms"). */
+#define LOSS_SPREAD_MS 1000
 
 void chat_conn_init(chat_conn *cn, const struct chat_conn_cfg *cfg, int connect_timeout_ms,
                     unsigned seed)
@@ -31,6 +38,22 @@ static void schedule(chat_conn *cn)
     cn->reconnect_at = chat_now_ms() + pause;
     if (cn->backoff_ms < max_ms)
         cn->backoff_ms = cn->backoff_ms * 2 < max_ms ? cn->backoff_ms * 2 : max_ms;
+}
+
+/* The first attempt after a lost connection (see LOSS_SPREAD_MS); the
+ * pauses after it double from 2 x BACKOFF_FIRST_MS as schedule's do. */
+static void schedule_after_loss(chat_conn *cn)
+{
+    int max_ms = cn->cfg.reconnect_max_s * 1000;
+    /* Never longer than reconnect_max_s, the longest pause promised. */
+    int spread =
+        max_ms - BACKOFF_FIRST_MS < LOSS_SPREAD_MS ? max_ms - BACKOFF_FIRST_MS : LOSS_SPREAD_MS;
+    int64_t pause = BACKOFF_FIRST_MS;
+
+    if (spread > 0)
+        pause += (int64_t)(rand_r(&cn->rng) % (unsigned)spread);
+    cn->reconnect_at = chat_now_ms() + pause;
+    cn->backoff_ms = 2 * BACKOFF_FIRST_MS < max_ms ? 2 * BACKOFF_FIRST_MS : max_ms;
 }
 
 void chat_conn_close(chat_conn *cn)
@@ -130,10 +153,8 @@ void chat_conn_lost(chat_conn *cn, const char *why)
         ev.code = code;
     }
     chat_notify_event(cn->cfg.notify, &ev);
-    if (cn->want) {
-        cn->backoff_ms = BACKOFF_FIRST_MS;
-        schedule(cn);
-    }
+    if (cn->want)
+        schedule_after_loss(cn);
 }
 
 bool chat_conn_disconnect(chat_conn *cn, int timeout_ms)

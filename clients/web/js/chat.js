@@ -51,6 +51,14 @@
   const RECONNECT_MIN_MS = 1000;
   const RECONNECT_MAX_MS = 16000;
 
+  /* The first pause after a lost connection, drawn evenly from 0.5-1.5 s:
+   * pages that lost the broker together (a restart, a network blip) come
+   * back over a second, not all in one pass of its loop (docs/scaling.md,
+   * "Reconnect storms"). */
+  function firstPause() {
+    return Math.round(RECONNECT_MIN_MS * (0.5 + Math.random()));
+  }
+
   function randomId(n) {
     const a = new Uint8Array(n);
     crypto.getRandomValues(a);
@@ -104,7 +112,7 @@
         clean: true,
         keepalive: 30,
         connectTimeout: 10000,
-        reconnectPeriod: RECONNECT_MIN_MS,
+        reconnectPeriod: firstPause(),
         resubscribe: false, /* subscriptions follow the catch-up (see above) */
         queueQoSZero: false, /* requests are never sent late, out of context */
       });
@@ -142,7 +150,7 @@
     onConnect() {
       this.gen++;
       this.attempt = 0;
-      this.client.options.reconnectPeriod = RECONNECT_MIN_MS;
+      this.client.options.reconnectPeriod = firstPause();
       for (const g of this.groups.values()) {
         g.subscribed = g.subscribing = g.receiptsKnown = false;
         g.online.clear(); /* pushes come again to subscribed groups only */
