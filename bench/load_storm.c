@@ -284,7 +284,7 @@ void run_storm(int n, struct storm *r, int64_t *caught_at)
         for (t = now_ns(); next < g_o.devices; next++) {
             if (!g_dev[next].storm)
                 continue;
-            if (spread_ns > 0 && t - t0 < spread_ns * back / stormers)
+            if (spread_ns > 0 && t - t0 < (int64_t)((double)spread_ns * back / stormers))
                 break;
             g_dev[next].catching = true;
             client_connect(&g_dev[next], true);
