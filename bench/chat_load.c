@@ -4,8 +4,8 @@
  *   chat_load --port P --pid PID [--devices 1000] [--groups 100] [--per-device 10]
  *             [--storm 200] [--backlog 500] [--rate 100] [--steady-ms 5000] [--settle-ms 3000]
  *             [--storm-spread-ms 0] [--window-ms T]
- *             [--senders 10] [--storms 2] [--probes 100] [--timeout-ms 600000] [--check]
- *             [--connect-only] [--plain]
+ *             [--senders 10] [--storms 2] [--probes 100] [--timeout-ms 600000]
+ *             [--ping-log FILE] [--check] [--connect-only] [--plain]
  *
  * Every device is a libmosquitto client (MQTT 3.1.1, clean session, client
  * id = member name dev<i>) in per-device groups of the groups g<k>: device i
@@ -142,7 +142,8 @@ static void usage(void)
         "                 [--storm S] [--backlog B] [--rate R] [--steady-ms T] [--settle-ms T]\n"
         "                 [--senders N] [--storms 1|2] [--storm-spread-ms T]\n"
         "                 [--window-ms T]\n"
-        "                 [--probes N] [--timeout-ms T] [--check] [--connect-only] [--plain]\n");
+        "                 [--probes N] [--timeout-ms T] [--ping-log FILE] [--check]\n"
+        "                 [--connect-only] [--plain]\n");
     exit(2);
 }
 
@@ -197,6 +198,8 @@ static void parse(int argc, char **argv)
             g_o.probes = atoi(v);
         else if (!strcmp(a, "--timeout-ms"))
             g_o.timeout_ms = (unsigned)atoi(v);
+        else if (!strcmp(a, "--ping-log"))
+            g_o.ping_log = v;
         else
             usage();
     }

@@ -99,6 +99,7 @@ struct opts {
     unsigned settle_ms;       /* after a storm, before its memory is read */
     unsigned storm_spread_ms; /* phase 5: reconnects spread evenly over this (0: one pass) */
     unsigned timeout_ms;
+    const char *ping_log; /* the pinger's round trips, one per line, appended (NULL: none) */
     bool check;
     bool connect_only; /* phase 1 only: memory and descriptors per connected device */
     bool plain;        /* plain Mosquitto: persistent sessions, n as the id, no acks */
