@@ -42,6 +42,7 @@
  *      disconnect or the plugin's cleanup frees them unsent.
  */
 #include "access.h"
+#include "chat_mono.h"
 #include "reply.h"
 
 #include <assert.h>
@@ -101,7 +102,10 @@ struct chat_device {
     chat_hmap *by_name;          /* group name -> struct replay_group */
     struct replay_group *rr;     /* where the round robin over groups resumes */
     unsigned inflight;           /* sum of n_out over groups */
-    time_t last_progress;
+    /* When its cursor last moved or its pages last went (monotonic ms):
+     * whole seconds of time(NULL) made a resend come up to a second before
+     * replay_timeout (0.4 s after a subscribe with replay_timeout 1). */
+    int64_t last_progress_ms;
     size_t page_bytes;                 /* invariant page-shrink */
     struct chat_device *qnext, *qprev; /* in the queue of turns ... */
     bool queued;                       /* ... when this is set */
@@ -621,7 +625,7 @@ void chat_replay_start(struct chat_plugin *pl, struct mosquitto *client, const c
         g->sent = cursor;
     }
     g->target = head > g->target ? head : g->target;
-    d->last_progress = time(NULL);
+    d->last_progress_ms = chat_mono_us() / 1000;
     mosquitto_log_printf(MOSQ_LOG_DEBUG, "mosquitto-chat: catch-up of %s in %s from %llu to %llu",
                          client_id, group, (unsigned long long)cursor, (unsigned long long)head);
     kick(pl, d);
@@ -649,7 +653,7 @@ void chat_replay_acked(struct chat_plugin *pl, struct mosquitto *client, const c
     }
     d->inflight -= g->n_out - keep;
     g->n_out = keep;
-    d->last_progress = time(NULL);
+    d->last_progress_ms = chat_mono_us() / 1000;
     g->stuck = 0;
     if (d->page_bytes < pl->cfg.page_bytes) {
         d->page_bytes =
@@ -769,7 +773,7 @@ unsigned chat_replay_active(struct chat_plugin *pl)
 
 /* Pages were lost or the device stalled: send again from the cursor, in
  * smaller pages (invariant page-shrink); d may be freed. */
-static void resend(struct chat_plugin *pl, struct chat_device *d, time_t now)
+static void resend(struct chat_plugin *pl, struct chat_device *d, int64_t now_ms)
 {
     bool single = d->page_bytes == 1;
     d->page_bytes = d->page_bytes >= 2048 ? d->page_bytes / 4 : 1;
@@ -791,13 +795,13 @@ static void resend(struct chat_plugin *pl, struct chat_device *d, time_t now)
                          "mosquitto-chat: no ack from %s for %u s, resending from its cursor "
                          "in pages of at most %zu bytes",
                          d->client_id, pl->cfg.replay_timeout, d->page_bytes);
-    d->last_progress = now;
+    d->last_progress_ms = now_ms;
     kick(pl, d);
 }
 
 struct tick_ctx {
     struct chat_plugin *pl;
-    time_t now;
+    int64_t now_ms;
     struct chat_device **due;
     size_t n, cap;
 };
@@ -808,7 +812,8 @@ static bool collect_due(void *ctx, const void *key, size_t len, void *val)
     struct chat_device *d = val;
     (void)key;
     (void)len;
-    if (d->inflight == 0 || t->now - d->last_progress < (time_t)t->pl->cfg.replay_timeout) {
+    if (d->inflight == 0 ||
+        t->now_ms - d->last_progress_ms < (int64_t)t->pl->cfg.replay_timeout * 1000) {
         return false;
     }
     if (t->n == t->cap) {
@@ -832,11 +837,13 @@ void chat_replay_tick(struct chat_plugin *pl, time_t now)
         return;
     }
     pl->replay->last_timeout_scan = now;
-    /* Collect first: resending changes the map. */
-    struct tick_ctx t = {pl, now, NULL, 0, 0};
+    /* Collect first: resending changes the map. Scanned once a second, a
+     * resend comes between replay_timeout and a second after it, never
+     * before. */
+    struct tick_ctx t = {pl, chat_mono_us() / 1000, NULL, 0, 0};
     chat_hmap_foreach(pl->replay->devices, collect_due, &t);
     for (size_t i = 0; i < t.n; i++) {
-        resend(pl, t.due[i], now);
+        resend(pl, t.due[i], t.now_ms);
     }
     free(t.due);
 }

@@ -1,12 +1,15 @@
 /* integ_noack: a device that never acks gets exactly replay_window pages, no
- * more and no fewer; replay_timeout seconds later it gets the same pages
- * again from its cursor; each ack then lets exactly as many new pages go as
- * it covers.
+ * more and no fewer; replay_timeout seconds later, and not before, it gets
+ * the same pages again from its cursor; each ack then lets exactly as many
+ * new pages go as it covers.
  *
- * Nothing here is measured in time: the plugin sends a window's pages in one
- * go, so the pages it sent are counted behind a barrier (harness_barrier), and
- * the resend is awaited (a bounded wait) and recognised by its first page and
- * by the plugin's log line. */
+ * Nothing here is measured as a speed: the plugin sends a window's pages in
+ * one go, so the pages it sent are counted behind a barrier
+ * (harness_barrier), and the resend is awaited (a bounded wait) and
+ * recognised by its first page and by the plugin's log line. The one time
+ * checked is a lower bound that slowness cannot break: the resend arrives
+ * at least replay_timeout after the subscribe was sent (the plugin starts
+ * the device's clock after that). */
 #include "harness.h"
 
 #include <stdio.h>
@@ -16,7 +19,8 @@
 #define N 100 /* messages missed: ten pages */
 #define PAGE_SIZE 10
 #define WINDOW 4            /* replay_window default, PROTOCOL.md */
-#define RESEND_WAIT_MS 8000 /* replay_timeout 2 on a whole-second timer, with room */
+#define TIMEOUT_MS 2000     /* replay_timeout 2 */
+#define RESEND_WAIT_MS 8000 /* replay_timeout 2, scanned once a second, with room */
 #define MAX_PAGES 64
 #define GROUP "room1"
 #define TOPIC "chat/" GROUP
@@ -98,7 +102,7 @@ int main(void)
     harness_msg *m;
     rec r;
     long resends;
-    int64_t last;
+    int64_t last, subscribed_ms;
 
     ts_init("integ_noack");
     b = ts_broker_start(opts);
@@ -116,6 +120,7 @@ int main(void)
     /* Back online, no ack: the subscribe sends exactly a window of pages
      * from the cursor. */
     dev = harness_client_connect(b, DEVICE, NULL);
+    subscribed_ms = ts_now_ms();
     harness_client_subscribe(dev, TOPIC, 1);
     expect_run(dev, 1, WINDOW, "after the subscribe");
 
@@ -124,6 +129,11 @@ int main(void)
     resends = ts_broker_log_count(b, RESEND_LINE);
     m = harness_client_receive(dev, RESEND_WAIT_MS);
     ASSERTF(m != NULL, "pages not sent again within %d ms (replay_timeout 2 s)", RESEND_WAIT_MS);
+    /* Whole seconds on the plugin's side made this 1.0-2.0 s. */
+    ASSERTF(m->at_ms - subscribed_ms >= TIMEOUT_MS,
+            "pages sent again %lld ms after the subscribe, before replay_timeout (%d ms)",
+            (long long)(m->at_ms - subscribed_ms), TIMEOUT_MS);
+    ts_log("pages sent again %lld ms after the subscribe", (long long)(m->at_ms - subscribed_ms));
     r = check_page(m);
     harness_msg_free(m);
     ASSERTF(r.first == 1, "the resend starts at %lld, the cursor is 0", (long long)r.first);
