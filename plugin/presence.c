@@ -167,6 +167,7 @@ void chat_presence_left(struct chat_plugin *pl, const char *member, const char *
      * its reads from there are news again (chat_presence_read). */
     if (m) {
         m->read = 0;
+        m->pushed = 0;
     }
     /* Its devices stay subscribed at the broker, but a non-member is
      * pushed nothing and counts for nobody. Down from the end: unlinking
@@ -233,8 +234,8 @@ void chat_presence_read(struct chat_plugin *pl, const char *group, const char *m
     if (!m) {
         return;
     }
-    if (read <= m->read) {
-        return; /* told already */
+    if (read <= m->read || read <= m->pushed) {
+        return; /* to be told, or told already */
     }
     m->read = read;
     pres_mark(ps, g, m);

@@ -32,7 +32,10 @@
  *      (online != announced), a state that changed and changed back since it
  *      (toggled: an answer to `presence` in between may have shown the other
  *      one, so the push says the state again), or a read marker that moved
- *      (read > 0).
+ *      (read > 0). An entry remembers the marker its last push said
+ *      (pushed): a read at or below it is no news. A freed entry forgets it,
+ *      so a member with no device in the group may have the same marker
+ *      pushed once more: the bound on entries comes first.
  *   group-lifetime: A group exists while it has subscribed devices: when
  *      the last one goes, nobody is left to tell, and the group, its members
  *      and any push under way go with it (its members freed by the ticks
@@ -100,6 +103,7 @@ struct pres_member {
     bool toggled;     /* went online or offline since the last push */
     bool dirty;       /* in the group's changed list */
     uint64_t read;    /* read marker to push; 0: none */
+    uint64_t pushed;  /* the marker the last push said (invariant member-entry) */
     char name[];
 };
 

@@ -55,6 +55,7 @@ static bool say(struct pres_member *m, sbuf *reads, sbuf *on, sbuf *off)
         sbuf_json_str(reads, m->name);
         sbuf_add(reads, ":", 1);
         sbuf_u64(reads, m->read);
+        m->pushed = m->read;
         m->read = 0;
     }
     if (online != m->announced || m->toggled) {
