@@ -177,7 +177,10 @@ static int on_ack_message(struct chat_plugin *pl, struct mosquitto_evt_message *
         chat_respond_error(pl, ev->client, "ack", group, NULL, why);
         return MOSQ_ERR_ACL_DENIED;
     }
-    /* Accepted; the read check keeps it from every subscriber. */
+    /* Accepted; the read check keeps it from every subscriber, and a
+     * retained copy would be kept for nobody, beyond anyone's reach: the
+     * ack topic takes no empty publish to clear it (as reads). */
+    ev->retain = false;
     return MOSQ_ERR_SUCCESS;
 }
 
