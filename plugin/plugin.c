@@ -135,6 +135,7 @@ static int on_tick(int event, void *event_data, void *userdata)
     (void)event;
     (void)event_data;
     chat_broker_set_current(pl, -1);
+    chat_takeover_tick(pl);
     chat_tick_from_broker(pl);
     return leave(pl, MOSQ_ERR_SUCCESS);
 }
@@ -153,6 +154,7 @@ static void log_wake(struct chat_plugin *pl)
 static void client_gone(struct chat_plugin *pl, struct mosquitto *client, enum chat_gone how)
 {
     const char *id = mosquitto_client_id(client);
+    chat_takeover_gone(pl, client);
     if (id) {
         chat_replay_held_drop(pl, id); /* answers held for it go nowhere */
         chat_replay_stop(pl, id, NULL);
@@ -207,8 +209,25 @@ static int on_connect(int event, void *event_data, void *userdata)
     struct chat_plugin *pl = enter(userdata);
     struct chat_evt_connect *ev = event_data;
     (void)event;
+    chat_takeover_connected(pl, ev->client);
     seen(pl, ev->client, true);
     return leave(pl, MOSQ_ERR_SUCCESS);
+}
+
+/* 2.1 on, the broker's password check, before a connection takes a client
+ * id over (takeover.c): only a refusal is ours; otherwise the plugin is not
+ * there for it (2.1's "ignore"), so that the broker's own rules (its
+ * password file, anonymous access) decide as without the plugin. Not
+ * registered on 2.0, where a plugin's "defer" is itself a refusal of any
+ * client that gives a username when no password checker follows. */
+static int on_basic_auth(int event, void *event_data, void *userdata)
+{
+    struct chat_plugin *pl = enter(userdata);
+    struct mosquitto_evt_basic_auth *ev = event_data;
+    (void)event;
+    int rc =
+        chat_takeover_refused(pl, ev->client, ev->username) ? MOSQ_ERR_AUTH : CHAT_PLUGIN_IGNORE;
+    return leave(pl, rc);
 }
 
 /* SIGHUP: the broker reads its configuration again, then re-registers its
@@ -229,9 +248,10 @@ static int on_reload(int event, void *event_data, void *userdata)
 
 enum reg_flags {
     REG_ALWAYS = 0,
-    REG_NEWER = 1, /* an event older brokers do not have: refused there, not needed */
-    REG_FIRST = 2, /* the first instance only (the broker sends these to each) */
-    REG_SHARED = 4 /* one per broker on 2.1 (global): a later instance's is refused */
+    REG_NEWER = 1,  /* an event older brokers do not have: refused there, not needed */
+    REG_FIRST = 2,  /* the first instance only (the broker sends these to each) */
+    REG_SHARED = 4, /* one per broker on 2.1 (global): a later instance's is refused */
+    REG_V21 = 8     /* 2.1 on only (known once CHAT_EVT_CLIENT_OFFLINE registered) */
 };
 
 struct registration {
@@ -250,6 +270,7 @@ static const struct registration callbacks[] = {
     {MOSQ_EVT_RELOAD, on_reload, NULL, REG_FIRST},
     {CHAT_EVT_CLIENT_OFFLINE, on_client_offline, NULL, REG_NEWER},
     {CHAT_EVT_CONNECT, on_connect, NULL, REG_NEWER},
+    {MOSQ_EVT_BASIC_AUTH, on_basic_auth, NULL, REG_V21},
 };
 #define CALLBACK_COUNT (sizeof(callbacks) / sizeof(callbacks[0]))
 
@@ -270,7 +291,8 @@ static int register_all(struct chat_instance *in)
     size_t i = 0;
     for (; i < CALLBACK_COUNT; i++) {
         const struct registration *r = &callbacks[i];
-        if ((r->flags & REG_FIRST) && !in->first) {
+        if (((r->flags & REG_FIRST) && !in->first) ||
+            ((r->flags & REG_V21) && !chat_broker_v21(in->pl))) {
             continue;
         }
         int rc = mosquitto_callback_register(in->pid, r->event, r->cb, r->data, in);
@@ -301,7 +323,8 @@ bool chat_states_init(struct chat_plugin *pl)
     return chat_tick_init(pl) && chat_health_init(pl) && chat_broker_init(pl) &&
            chat_verdict_init(pl) && chat_envelope_cache_init(pl) && chat_peers_init(pl) &&
            chat_replay_init(pl) && chat_presence_init(pl) && chat_fanout_init(pl) &&
-           chat_retention_init(pl) && chat_expiry_init(pl) && chat_admin_init(pl);
+           chat_retention_init(pl) && chat_expiry_init(pl) && chat_admin_init(pl) &&
+           chat_takeover_init(pl);
 }
 
 void chat_states_free(struct chat_plugin *pl)
@@ -309,6 +332,7 @@ void chat_states_free(struct chat_plugin *pl)
     /* Push first: its sender thread stops before anything it was given
      * goes (chat_push_init, which reads the options, made it). */
     chat_push_free(pl);
+    chat_takeover_free(pl);
     /* The callers first (a catch-up stops before the peers go), the
      * health last: freeing may still log a store error. */
     chat_admin_free(pl);

@@ -174,6 +174,7 @@ struct chat_retention;
 struct chat_expiry;
 struct chat_admin;
 struct chat_push;
+struct chat_takeover;
 
 struct chat_plugin {
     mosquitto_plugin_id_t *pid;
@@ -195,6 +196,7 @@ struct chat_plugin {
     struct chat_expiry *expiry;            /* expiry.c */
     struct chat_admin *admin;              /* admin_jobs.c */
     struct chat_push *push;                /* push.h; NULL while push is off */
+    struct chat_takeover *takeover;        /* takeover.c */
 };
 
 /* What a topic under the prefix names. */
@@ -574,6 +576,21 @@ void chat_budget_spend(struct chat_plugin *pl, const char *client_id, size_t byt
  * happen inside an event of the client itself, nor while the broker walks
  * its clients or subscriptions. */
 void chat_peers_kick(struct chat_plugin *pl);
+
+/* takeover.c (Mosquitto 2.1 on): a client id belongs to one user at a
+ * time. chat_takeover_connected records the user of a connection the broker
+ * authenticated, chat_takeover_gone its end, chat_takeover_tick (at the
+ * start of each tick) forgets the ids that ended before it. Whether a
+ * CONNECT claiming username for client's id is refused (and logged): that id
+ * is held by another user's connection, or was until earlier in this pass,
+ * with answers that may still be queued for it. */
+bool chat_takeover_init(struct chat_plugin *pl);
+void chat_takeover_free(struct chat_plugin *pl);
+void chat_takeover_connected(struct chat_plugin *pl, const struct mosquitto *client);
+void chat_takeover_gone(struct chat_plugin *pl, const struct mosquitto *client);
+void chat_takeover_tick(struct chat_plugin *pl);
+bool chat_takeover_refused(struct chat_plugin *pl, const struct mosquitto *client,
+                           const char *username);
 
 /* control.c: $CONTROL/chat/v1 */
 int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev);

@@ -29,6 +29,11 @@
  *                     subscribing again
  *   admin_inspect     issue 25.2: an admin reads any group's history and
  *                     fetches its pages read-only, without joining it
+ *   takeover          Mosquitto 2.1 on: a client id in use belongs to its
+ *                     user: another user's connect with it is refused
+ *                     (logged), the holder keeps its connection, its own
+ *                     user may take it over, and once it has left the id
+ *                     is anyone's (skipped before 2.1)
  */
 #include "integ_dropin_setup.h"
 #include "integ_sec.h"
@@ -598,12 +603,59 @@ static void case_other_plugin(void)
     ts_broker_destroy(b);
 }
 
+/* Mosquitto 2.1 sends the plugin's answers to a client id at the start of
+ * its next pass, so a connection that took the id over in between got what
+ * was meant for the one it replaced (takeover.c): another user's CONNECT
+ * with a client id in use is refused, the holder stays, and its own user
+ * may still take it over (a phone back on the network). */
+static void case_takeover(void)
+{
+    if (ts_broker_version() < 20100)
+        ts_skip("Mosquitto %d: answers to a client id leave before the next connect",
+                ts_broker_version());
+    ts_broker *b = ts_broker_start(NULL);
+    harness_client_opts ao = {.client_id = "tk-phone", .username = "alice"};
+    harness_client_opts eo = {.client_id = "tk-phone", .username = "eve"};
+    harness_client_opts no = {.client_id = "tk-phone"};
+    harness_client *alice = harness_client_connect_opts(b, &ao);
+    harness_client *eve = NULL;
+    harness_msg *m;
+
+    harness_client_subscribe(alice, "chat/room1", 1);
+    long refusals = ts_broker_log_count(b, "refused a connection as eve with client id tk-phone");
+    int rc = harness_client_try_connect(b, &eo, &eve);
+    ASSERTF(rc == 5 && eve == NULL, "eve's connect with alice's client id: %d, expected 5", rc);
+    ASSERTF(ts_broker_log_count(b, "refused a connection as eve with client id tk-phone") >
+                refusals,
+            "the refusal was not logged");
+    rc = harness_client_try_connect(b, &no, &eve);
+    ASSERTF(rc == 5 && eve == NULL, "a connect with no username and alice's client id: %d", rc);
+    /* alice is still connected and served */
+    harness_client_publish(alice, "chat/room1", "{\"body\":\"still here\"}", 1);
+    m = harness_client_receive_if(alice, sec_on_topic, (void *)"chat/room1", WAIT_MS);
+    ASSERTF(m != NULL && strstr(m->payload, "still here"), "alice lost her connection");
+    harness_msg_free(m);
+    /* alice's own new connection takes the id over */
+    harness_client *again = harness_client_connect_opts(b, &ao);
+    harness_client_subscribe(again, "chat/room1", 1);
+    harness_client_destroy(alice);
+    /* once alice is gone, and the broker has passed a tick, the id is free */
+    harness_client_disconnect(again);
+    harness_client *other = NULL;
+    /* each refused attempt is a round trip: a pass of the broker's loop */
+    for (int i = 0; i < 50 && (rc = harness_client_try_connect(b, &eo, &other)) == 5; i++) {
+    }
+    ASSERTF(rc == 0 && other != NULL, "eve cannot use the client id after alice left: %d", rc);
+    harness_client_disconnect(other);
+    ts_broker_destroy(b);
+}
+
 static const ts_case cases[] = {
     {"dynsec_first", case_dynsec_first},         {"dynsec_after", case_dynsec_after},
     {"dynsec_no_export", case_dynsec_no_export}, {"admins_unverified", case_admins_unverified},
     {"per_listener", case_per_listener},         {"unsolicited", case_unsolicited},
     {"persistent_once", case_persistent_once},   {"admin_inspect", case_admin_inspect},
-    {"other_plugin", case_other_plugin},
+    {"other_plugin", case_other_plugin},         {"takeover", case_takeover},
 };
 
 int main(int argc, char **argv)
