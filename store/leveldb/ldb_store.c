@@ -459,6 +459,15 @@ chat_err ldb_open(const char *path, const chat_store_opts *opts, chat_store **ou
         store_open_error(errmsg, what, strerror(e));
         return CHAT_EIO;
     }
+    /* A file where the directory should be: said as such (the access
+     * check below would call it "Permission denied", even for root). */
+    struct stat pst;
+    if (stat(path, &pst) == 0 && !S_ISDIR(pst.st_mode)) {
+        char what[PATH_MAX_LEN + 16];
+        snprintf(what, sizeof(what), "%s is not a directory", path);
+        store_open_error(errmsg, what, "db_path must name a directory (the store's)");
+        return CHAT_EIO;
+    }
     /* LevelDB would name a file inside (LOCK, or a table it could not
      * write): the operator has to change the directory. */
     if (faccessat(AT_FDCWD, path, R_OK | W_OK | X_OK, AT_EACCESS) != 0) {

@@ -17,6 +17,9 @@
  *                    is written to it; with version 2 again it starts
  *   no_permission    a store directory the broker's user (nobody) may not
  *                    enter; with the right owner again it starts
+ *   not_dir          db_path names a regular file (an operator's slip):
+ *                    said as such, not as a permission (root included);
+ *                    with the directory back it starts
  */
 #include "integ_disk.h"
 
@@ -320,6 +323,28 @@ static void case_no_permission(void)
     ts_broker_destroy(b);
 }
 
+static void case_not_dir(void)
+{
+    ts_broker *b = ts_broker_start(NULL);
+    const char *db = ts_broker_db_path(b);
+    char aside[600];
+
+    fill_and_stop(b);
+    snprintf(aside, sizeof aside, "%s.aside", db);
+    ASSERT(rename(db, aside) == 0);
+    FILE *f = fopen(db, "w");
+    ASSERT(f != NULL && fputs("not a store\n", f) >= 0 && fclose(f) == 0);
+    {
+        char want[700];
+        snprintf(want, sizeof want, "%s is not a directory", db);
+        expect_refusal(b, want);
+    }
+    ASSERT(unlink(db) == 0 && rename(aside, db) == 0);
+    ts_broker_restart(b);
+    expect_whole(b);
+    ts_broker_destroy(b);
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -328,7 +353,7 @@ int main(int argc, char **argv)
     } cases[] = {
         {"truncated_table", case_truncated_table}, {"garbled_table", case_garbled_table},
         {"missing_current", case_missing_current}, {"newer_format", case_newer_format},
-        {"no_permission", case_no_permission},
+        {"no_permission", case_no_permission},     {"not_dir", case_not_dir},
     };
     char name[64];
     if (argc != 2) {
