@@ -20,7 +20,8 @@
  * opened or read (a path without a store included: only import creates
  * one), or export's group is not in it, or check found problems, or the
  * input of import is bad, or the command is not offered for the store,
- * 2 usage. Errors go to stderr.
+ * 2 usage, 3 repair done but table files it could not read went to lost/
+ * with what they held. Errors go to stderr.
  *
  * Export format, one JSON object per line (docs/protocol.md, "Operating"):
  *   {"type":"group","group":g,"head":h,"first":f,"incarnation":i}
@@ -39,11 +40,13 @@
 #include "tool_store.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define PAGE 1000u
 
@@ -58,7 +61,8 @@ static const char *usage_text =
     "LevelDB (the default): <db> is plugin_opt_db_path, and the broker that uses\n"
     "the store must be stopped. PostgreSQL: <db> is plugin_opt_pg_conninfo (a libpq\n"
     "connection string); check reads one snapshot and may run while brokers do.\n"
-    "Exit status: 0 success, 1 failure (or problems found by check), 2 usage.\n";
+    "Exit status: 0 success, 1 failure (or problems found by check), 2 usage,\n"
+    "3 repair done, but table files it could not read went to <db>/lost.\n";
 
 static int usage(void)
 {
@@ -284,9 +288,42 @@ out:
  * repair, compact
  * ========================================================================= */
 
+/* The table files (.ldb, .sst) in path/lost, and their bytes: where
+ * LevelDB's repair moves a table it cannot read, with every record in it.
+ * (It archives the logs it replayed and the old manifests there too: those
+ * lose nothing.) Bounded by the directory's entries. */
+static void lost_tables(const char *path, size_t *files, uint64_t *bytes)
+{
+    char dir[4096], file[8192];
+    *files = 0;
+    *bytes = 0;
+    snprintf(dir, sizeof(dir), "%s/lost", path);
+    DIR *d = opendir(dir);
+    if (!d) {
+        return;
+    }
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        size_t n = strlen(e->d_name);
+        struct stat sb;
+        if (n < 5 ||
+            (strcmp(e->d_name + n - 4, ".ldb") != 0 && strcmp(e->d_name + n - 4, ".sst") != 0)) {
+            continue;
+        }
+        snprintf(file, sizeof(file), "%s/%s", dir, e->d_name);
+        if (stat(file, &sb) == 0) {
+            (*files)++;
+            *bytes += (uint64_t)sb.st_size;
+        }
+    }
+    closedir(d);
+}
+
 static int cmd_repair(const char *path)
 {
     char *errmsg = NULL;
+    size_t lost_before = 0, lost_after = 0;
+    uint64_t bytes_before = 0, bytes_after = 0;
+    lost_tables(path, &lost_before, &bytes_before);
     chat_err rc = chat_store_repair(path, tool_backend(), &errmsg);
     if (rc != CHAT_OK) {
         fprintf(stderr, "mqchat-store: cannot repair \"%s\": %s\n", tool_shown(path),
@@ -301,6 +338,19 @@ static int cmd_repair(const char *path)
     printf("repaired %s: new incarnation %s; run 'mqchat-store check %s'\n", path,
            chat_store_incarnation(st), path);
     chat_store_close(st);
+    lost_tables(path, &lost_after, &bytes_after);
+    if (lost_after > lost_before) {
+        /* check reads what is left: it cannot see what went with these. */
+        fprintf(stderr,
+                "mqchat-store: repair could not read %zu table file(s) (%llu bytes) and moved "
+                "them to %s/lost: the messages, members and cursors they held are gone, and "
+                "'check' cannot tell which; a group whose newest ids were there gives them again "
+                "(the new incarnation tells clients to start over). Restore a backup if you have "
+                "one.\n",
+                lost_after - lost_before, (unsigned long long)(bytes_after - bytes_before),
+                tool_shown(path));
+        return EXIT_LOST;
+    }
     return 0;
 }
 

@@ -12,6 +12,7 @@
 
 #define EXIT_FAIL 1
 #define EXIT_USAGE 2
+#define EXIT_LOST 3 /* repair: done, but tables it could not read went to lost/ */
 
 /* --store: the backend's name, as plugin_opt_store takes it (NULL, the
  * default: LevelDB). name is kept, not copied. */

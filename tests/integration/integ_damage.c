@@ -6,7 +6,9 @@
  * offline tool of issue 12 is not on main yet) the broker starts and
  * serves it.
  *
- *   truncated_table  a table file cut short (a crash of the machine)
+ *   truncated_table  a table file cut short (a crash of the machine);
+ *                    mqchat-store repair moves it to lost/ and says so
+ *                    (exit status 3), check after it finds nothing
  *   garbled_table    64 bytes of a table file inverted (a bad disk block);
  *                    after RepairDB, what could be read is served, the rest
  *                    of the store whole, and the next id follows the head
@@ -22,6 +24,7 @@
  *                    with the directory back it starts
  */
 #include "integ_disk.h"
+#include "integ_ops.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +37,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#undef WAIT_MS /* integ_ops.h's; this file waits 5 s */
 #define WAIT_MS 5000
 #define BIG 200 /* messages of about 2 KB in room1: table files of 400 KB */
 #define SMALL 5 /* messages in room2 */
@@ -204,6 +208,17 @@ static void case_truncated_table(void)
     /* Found without reading every block: the manifest has the size. */
     ts_broker_set_opts(b, (const char *const[]){"verify_store false", NULL});
     expect_refusal(b, "is truncated");
+    /* mqchat-store repair moves it to lost/ and says what that cost, since
+     * check, after it, sees only what is left (exit status 3). */
+    char err[700];
+    snprintf(err, sizeof err, "%s/repair.err", ts_broker_dir(b));
+    int st = ops_store_tool_err("repair", ts_broker_db_path(b), NULL, NULL, NULL, err);
+    ASSERTF(st == 3, "mqchat-store repair of a truncated table: exit status %d, expected 3", st);
+    char *text = ts_read_file(err, NULL);
+    ASSERTF(strstr(text, "could not read 1 table file(s)") && strstr(text, "/lost: the messages"),
+            "repair did not say what it moved to lost/: %s", text);
+    free(text);
+    ASSERT(ops_store_tool("check", ts_broker_db_path(b), NULL, NULL, NULL) == 0);
     ts_broker_destroy(b);
 }
 
