@@ -4,8 +4,11 @@
  * registration, whether it is a push server (GET, on the sender thread):
  * the request's whole answer is held meanwhile (chat_push_hold) and sent
  * from the tick once the sender's result is in. Bounds: one registration
- * being checked per device, PENDING_MAX in all. */
+ * being checked per device, PENDING_MAX in all, DISCOVER_RATE checks
+ * started a second; an endpoint the device has registered already is not
+ * asked again. */
 #include "access.h"
+#include "chat_mono.h"
 #include "push_priv.h"
 #include "reply.h"
 
@@ -15,6 +18,13 @@
 #include <string.h>
 
 #define PENDING_MAX 64u /* registrations being checked, over all clients */
+/* Discovery GETs started, over all clients: at most DISCOVER_RATE a second,
+ * in bursts of DISCOVER_BURST. One check per device at a time bounded a
+ * client to about ten GETs a second to an endpoint of its choosing (within
+ * push_allow), and eight clients re-registering in a loop made the broker
+ * send 135 a second (the hostile-client audit, f_discover_flood.py). */
+#define DISCOVER_RATE 10.0
+#define DISCOVER_BURST 20.0
 
 /* ===========================================================================
  * Entries
@@ -167,6 +177,44 @@ static void answer_remove(const struct chat_push_req *r)
     sbuf_puts(r->out, ",\"kind\":\"none\",\"registered\":false}");
 }
 
+/* Whether a discovery GET may start now (DISCOVER_RATE), taking it. */
+static bool discover_token(struct chat_push *ps)
+{
+    int64_t now = chat_mono_us() / 1000;
+    if (ps->discover_ms == 0) {
+        ps->discover_tokens = DISCOVER_BURST;
+    } else if (now > ps->discover_ms) {
+        ps->discover_tokens += (double)(now - ps->discover_ms) * DISCOVER_RATE / 1000.0;
+        if (ps->discover_tokens > DISCOVER_BURST) {
+            ps->discover_tokens = DISCOVER_BURST;
+        }
+    }
+    ps->discover_ms = now;
+    if (ps->discover_tokens < 1.0) {
+        return false;
+    }
+    ps->discover_tokens -= 1.0;
+    return true;
+}
+
+/* Whether the device has this very UnifiedPush endpoint registered: it was
+ * a push server when registered, and registering it again (new keys, an
+ * app that registers at each start) asks nothing of it. A store error
+ * counts as no: the check runs. */
+static bool registered_already(const struct chat_push_req *r, const struct push_reg *reg)
+{
+    char *bytes = NULL;
+    size_t len = 0;
+    bool found = false;
+    struct push_reg old;
+    chat_err rc =
+        chat_store_push_get(r->pl->store, r->member, r->device, &bytes, &len, NULL, &found);
+    bool same = rc == CHAT_OK && found && push_reg_decode(bytes, len, &old) &&
+                old.kind == PUSH_KIND_UNIFIEDPUSH && strcmp(old.url, reg->url) == 0;
+    free(bytes);
+    return same;
+}
+
 /* A UnifiedPush endpoint: asked first whether it is a push server. */
 static void start_check(const struct chat_push_req *r, const struct push_reg *reg)
 {
@@ -184,7 +232,11 @@ static void start_check(const struct chat_push_req *r, const struct push_reg *re
                    "bad push registration: this device's last one is still being checked");
         return;
     }
-    if (ps->npending >= PENDING_MAX) {
+    if (registered_already(r, reg)) {
+        store_and_answer(r->pl, r->member, r->device, r->corr, reg, r->out);
+        return;
+    }
+    if (ps->npending >= PENDING_MAX || !discover_token(ps)) {
         entry_fail(r->out, r->corr, r->device,
                    "too many push registrations are being checked; retry in a few seconds");
         return;

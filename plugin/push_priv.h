@@ -122,6 +122,8 @@ struct chat_push {
     struct push_pending *pending;
     size_t npending;
     uint64_t next_token;
+    double discover_tokens; /* discovery GETs that may start now (DISCOVER_RATE) */
+    int64_t discover_ms;    /* when they were last counted up; 0: never */
 };
 
 /* push_cmd.c */

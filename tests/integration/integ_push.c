@@ -284,6 +284,13 @@ static void case_register(void)
     ts_push_arrival *g = ts_push_wait(srv, "/up/a1", 1, WAIT_MS);
     ASSERT(g && !strcmp(g->method, "GET") && g->status == 200);
     ts_push_arrival_free(g);
+    /* the same endpoint again (an app that registers at each start, new
+     * keys): answered without asking it again */
+    ts_push_keys k2;
+    ts_push_keys_new(&k2);
+    register_up(a1, "/up/a1", &k2);
+    ASSERTF(ts_push_count(srv, "/up/a1") == 1, "the endpoint was asked %d times",
+            (int)ts_push_count(srv, "/up/a1"));
     /* read back, without its keys */
     cJSON *resp = ask(a1, "{\"command\":\"push\"");
     const cJSON *e = harness_response_only(resp);
