@@ -686,7 +686,7 @@ uint64_t chat_replay_pass_max(const struct chat_plugin *pl);
 /* Ends a pass of the broker's loop for replay_budget: gives the new pass's
  * budget to the devices waiting for a turn; then, once a second, resends
  * stalled pages. Called from the tick, every tick. */
-void chat_replay_tick(struct chat_plugin *pl, time_t now);
+void chat_replay_tick(struct chat_plugin *pl, int64_t now_ms);
 
 /* Creates and frees the catch-ups' state. */
 bool chat_replay_init(struct chat_plugin *pl);

@@ -42,7 +42,6 @@
  *      disconnect or the plugin's cleanup frees them unsent.
  */
 #include "access.h"
-#include "chat_mono.h"
 #include "reply.h"
 
 #include <assert.h>
@@ -102,9 +101,10 @@ struct chat_device {
     chat_hmap *by_name;          /* group name -> struct replay_group */
     struct replay_group *rr;     /* where the round robin over groups resumes */
     unsigned inflight;           /* sum of n_out over groups */
-    /* When its cursor last moved or its pages last went (monotonic ms):
-     * whole seconds of time(NULL) made a resend come up to a second before
-     * replay_timeout (0.4 s after a subscribe with replay_timeout 1). */
+    /* When its cursor last moved or its pages last went (chat_now_ms, the
+     * clock of the tick's now): whole seconds of time(NULL) made a resend
+     * come up to a second before replay_timeout (0.4 s after a subscribe
+     * with replay_timeout 1). */
     int64_t last_progress_ms;
     size_t page_bytes;                 /* invariant page-shrink */
     struct chat_device *qnext, *qprev; /* in the queue of turns ... */
@@ -625,7 +625,7 @@ void chat_replay_start(struct chat_plugin *pl, struct mosquitto *client, const c
         g->sent = cursor;
     }
     g->target = head > g->target ? head : g->target;
-    d->last_progress_ms = chat_mono_us() / 1000;
+    d->last_progress_ms = chat_now_ms();
     mosquitto_log_printf(MOSQ_LOG_DEBUG, "mosquitto-chat: catch-up of %s in %s from %llu to %llu",
                          client_id, group, (unsigned long long)cursor, (unsigned long long)head);
     kick(pl, d);
@@ -653,7 +653,7 @@ void chat_replay_acked(struct chat_plugin *pl, struct mosquitto *client, const c
     }
     d->inflight -= g->n_out - keep;
     g->n_out = keep;
-    d->last_progress_ms = chat_mono_us() / 1000;
+    d->last_progress_ms = chat_now_ms();
     g->stuck = 0;
     if (d->page_bytes < pl->cfg.page_bytes) {
         d->page_bytes =
@@ -830,9 +830,10 @@ static bool collect_due(void *ctx, const void *key, size_t len, void *val)
     return false;
 }
 
-void chat_replay_tick(struct chat_plugin *pl, time_t now)
+void chat_replay_tick(struct chat_plugin *pl, int64_t now_ms)
 {
     serve_turns(pl);
+    time_t now = (time_t)(now_ms / 1000);
     if (now == pl->replay->last_timeout_scan) {
         return;
     }
@@ -840,7 +841,7 @@ void chat_replay_tick(struct chat_plugin *pl, time_t now)
     /* Collect first: resending changes the map. Scanned once a second, a
      * resend comes between replay_timeout and a second after it, never
      * before. */
-    struct tick_ctx t = {pl, chat_mono_us() / 1000, NULL, 0, 0};
+    struct tick_ctx t = {pl, now_ms, NULL, 0, 0};
     chat_hmap_foreach(pl->replay->devices, collect_due, &t);
     for (size_t i = 0; i < t.n; i++) {
         resend(pl, t.due[i], t.now_ms);

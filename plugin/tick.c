@@ -76,7 +76,7 @@ static void run(struct chat_plugin *pl)
     chat_health_tick(pl, now);
     chat_relay_tick(pl);
     chat_envelope_cache_tick(pl);
-    chat_replay_tick(pl, now);
+    chat_replay_tick(pl, chat_now_ms());
     chat_retention_tick(pl, now);
     chat_stats_tick(pl, now);
     chat_expiry_tick(pl, now);

@@ -197,7 +197,7 @@ void rd_ack(struct plugin_fixture *fx, struct device *d, const char *group, uint
 
 void rd_tick(struct plugin_fixture *fx, struct device *d, time_t now)
 {
-    chat_replay_tick(&fx->pl, now);
+    chat_replay_tick(&fx->pl, (int64_t)now * 1000);
     rd_step(fx, d);
 }
 
