@@ -10,7 +10,8 @@
  *                     lists
  *   control_entry.c   the entries they answer with, and the fields more
  *                     than one of them reads
- * The rest of the plugin sees only chat_on_control (plugin.h). Every
+ * The rest of the plugin sees only chat_on_control, and the making and
+ * freeing of control_change.c's state (plugin.h). Every
  * command function appends exactly one entry to r->out, an error entry
  * included, and runs on the broker's thread. */
 #ifndef CHAT_CONTROL_H

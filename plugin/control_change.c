@@ -25,6 +25,129 @@
  * read and the write (only a store that other brokers write can do that). */
 #define CHANGE_ATTEMPTS 3
 
+/* Edit carriers remembered (struct chat_changes). */
+#define PASS_CARRIERS_MAX 64
+
+/* The edit carriers (each an edit's M) published live lately, with the
+ * pass of the broker's loop each was published in, for a recall made later
+ * in the same pass.
+ *
+ * The broker sends what a plugin publishes at the start of its loop's next
+ * pass (queue_plugin_msgs in src/loop.c; the broker's tick comes once a
+ * pass, between one pass's client events and the next's: chat_tick_pass),
+ * and each subscriber's delivery then passes chat.c's read check against
+ * the store. A recall in the same pass (the same request [edit 1, edit 1,
+ * recall 1], or another in that pass) rewrites the carriers of the edits
+ * it takes back before they go out, so their deliveries match no stored
+ * envelope and are refused, for everyone: rightly, their text is recalled.
+ * But subscribers would then see a gap in the live ids (1, then 4) until
+ * their next catch-up, and a client that acks what it holds without a gap
+ * would stay behind it. So the recall publishes the tombstone of each
+ * carrier it rewrote that was published in this pass (send_tombstones),
+ * before its own M: subscribers get 2, 3, 4 in order. The tombstones pass
+ * the read check (the store holds them) and fanout.c's (which never saw
+ * the refused originals, nor keeps a change's M). A carrier published in
+ * an earlier pass went out already, with its text (protocol.md, What no
+ * recall reaches): nothing to do.
+ *
+ * Without the broker's ticks (2.0.11 with per_listener_settings true) the
+ * pass number moves on from client events, every 200 ms or so, and may do
+ * so between an edit and a recall of one pass: there a carrier of the
+ * number before counts too. So "this pass" spans several, and a carrier
+ * that went out already may get its tombstone too; as may one whose
+ * group's hash is another's. That second copy of an id is harmless:
+ * subscribers drop an id they hold (protocol.md, "Ids are the only key to
+ * drop a duplicate"), and the recall's M that follows changes the message
+ * on screen anyway.
+ *
+ * The last PASS_CARRIERS_MAX (64) carriers published are remembered, the
+ * oldest forgotten first: one request holds far fewer edits, but many
+ * clients' edits in one busy pass may hold more. A recall in the same pass
+ * of an edit forgotten here publishes no tombstone of its carrier: its
+ * subscribers get that tombstone by catch-up (as all did before this
+ * record). */
+struct chat_changes {
+    struct {
+        uint64_t group; /* its group, as group_hash */
+        uint64_t id;    /* its id (0: a slot never used) */
+        uint64_t pass;  /* the pass it was published in (chat_tick_pass) */
+    } sent[PASS_CARRIERS_MAX];
+    size_t next; /* the slot of the next one: the oldest's */
+};
+
+bool chat_control_change_init(struct chat_plugin *pl)
+{
+    pl->changes = calloc(1, sizeof(*pl->changes));
+    return pl->changes != NULL;
+}
+
+void chat_control_change_free(struct chat_plugin *pl)
+{
+    free(pl->changes);
+    pl->changes = NULL;
+}
+
+/* FNV-1a of a group's name: a record of 64 holds no names. */
+static uint64_t group_hash(const char *group)
+{
+    uint64_t h = 14695981039346656037ull;
+    for (const unsigned char *p = (const unsigned char *)group; *p; p++) {
+        h = (h ^ *p) * 1099511628211ull;
+    }
+    return h;
+}
+
+/* Notes that the carrier id of group was published live now. */
+static void note_carrier(struct chat_plugin *pl, const char *group, uint64_t id)
+{
+    struct chat_changes *c = pl->changes;
+    if (!c) {
+        return; /* a fixture that made no states */
+    }
+    c->sent[c->next].group = group_hash(group);
+    c->sent[c->next].id = id;
+    c->sent[c->next].pass = chat_tick_pass(pl);
+    c->next = (c->next + 1) % PASS_CARRIERS_MAX;
+}
+
+/* Whether the carrier id of group (hashed h) was published in this pass
+ * (without the broker's ticks, in this one or the one before). */
+static bool published_now(const struct chat_plugin *pl, uint64_t h, uint64_t id)
+{
+    const struct chat_changes *c = pl->changes;
+    uint64_t now = chat_tick_pass(pl);
+    bool ticks = chat_tick_seen(pl);
+    for (size_t i = 0; c && i < PASS_CARRIERS_MAX; i++) {
+        if (c->sent[i].id == id && c->sent[i].group == h &&
+            (c->sent[i].pass == now || (!ticks && c->sent[i].pass + 1 == now))) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Publishes env (len bytes), message id of group, to the group's topic
+ * through the broker (to no client in particular), so that every
+ * subscriber's delivery passes chat.c's read check: a stored envelope, to
+ * a member. QoS 1, as the relay of other brokers' messages: each
+ * subscriber gets at most its own. The broker copies env. Returns whether
+ * the broker took it; a failure is logged, and loses nothing: the message
+ * is stored, and catch-up brings it. */
+static bool publish_live(struct chat_plugin *pl, const char *group, uint64_t id, const char *env,
+                         size_t len)
+{
+    char topic[CHAT_GROUP_MAX + 256];
+    snprintf(topic, sizeof(topic), "%s/%s", pl->cfg.topic_prefix, group);
+    int rc = mosquitto_broker_publish_copy(NULL, topic, (int)len, env, 1, false, NULL);
+    if (rc != MOSQ_ERR_SUCCESS) {
+        mosquitto_log_printf(MOSQ_LOG_WARNING,
+                             "mosquitto-chat: cannot publish message %llu of %s live: error %d",
+                             (unsigned long long)id, group, rc);
+        return false;
+    }
+    return true;
+}
+
 /* What one recall or edit is about. */
 struct change_req {
     struct chat_control_req *r;
@@ -152,6 +275,20 @@ static const char *find_carriers(struct change_req *q, const char *group, struct
     return NULL;
 }
 
+/* A recall rewrote the carriers cs: the tombstone of each one published in
+ * this pass goes out in its place (struct chat_changes), before the
+ * recall's M (after_change). */
+static void send_tombstones(struct chat_plugin *pl, const char *group, const struct carriers *cs)
+{
+    uint64_t h = group_hash(group);
+    for (size_t i = 0; i < cs->n; i++) {
+        const chat_rewrite *rw = &cs->rw[i];
+        if (published_now(pl, h, rw->id)) {
+            (void)publish_live(pl, group, rw->id, rw->text, rw->text_len);
+        }
+    }
+}
+
 /* Reads N, decides, and makes the change in one store write; again when N
  * changed in between (CHANGE_ATTEMPTS). Returns NULL with q->ap holding M,
  * or the reason (a store error logged). */
@@ -204,6 +341,9 @@ static const char *change_message(struct change_req *q, const char *group)
         ch.rewrites = cs.rw;
         ch.nrewrites = cs.n;
         rc = chat_store_change(st, group, r->member, &ch, &q->ap, &applied);
+        if (rc == CHAT_OK && applied) {
+            send_tombstones(r->pl, group, &cs);
+        }
         q->carriers = cs.n;
         carriers_free(&cs);
         free(n.data);
@@ -237,7 +377,6 @@ static void withdraw_text(struct chat_plugin *pl, const char *group, uint64_t n)
 static void after_change(struct change_req *q, const char *group)
 {
     struct chat_plugin *pl = q->r->pl;
-    char topic[CHAT_GROUP_MAX + 256];
     chat_err err;
 
     pl->stats.stored++;
@@ -246,17 +385,10 @@ static void after_change(struct change_req *q, const char *group)
         /* Stored; only its durability is in doubt, as the log says. */
         chat_log_store_error(pl, err, "sync after a %s in %s", q->r->cmd, group);
     }
-    /* Published through the broker (to no client in particular), so that
-     * every subscriber's delivery passes chat.c's read check: a stored
-     * envelope (the cache below answers it), to a member. QoS 1, as the
-     * relay of other brokers' messages: each subscriber gets at most its
-     * own. A failure loses nothing: M is stored, and catch-up brings it. */
-    snprintf(topic, sizeof(topic), "%s/%s", pl->cfg.topic_prefix, group);
-    int rc = mosquitto_broker_publish_copy(NULL, topic, (int)q->ap.len, q->ap.env, 1, false, NULL);
-    if (rc != MOSQ_ERR_SUCCESS) {
-        mosquitto_log_printf(MOSQ_LOG_WARNING,
-                             "mosquitto-chat: cannot publish message %llu of %s live: error %d",
-                             (unsigned long long)q->ap.id, group, rc);
+    /* The cache below answers its deliveries' read checks. An edit's M is
+     * noted, for a recall later in this pass (struct chat_changes). */
+    if (publish_live(pl, group, q->ap.id, q->ap.env, q->ap.len) && !q->recall) {
+        note_carrier(pl, group, q->ap.id);
     }
     /* M replaces whatever the cache held, so that no earlier edit carrier
      * the recall rewrote (the cache holds the last envelope stored) passes

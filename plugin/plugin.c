@@ -324,7 +324,7 @@ bool chat_states_init(struct chat_plugin *pl)
            chat_verdict_init(pl) && chat_envelope_cache_init(pl) && chat_peers_init(pl) &&
            chat_replay_init(pl) && chat_presence_init(pl) && chat_fanout_init(pl) &&
            chat_retention_init(pl) && chat_expiry_init(pl) && chat_admin_init(pl) &&
-           chat_takeover_init(pl);
+           chat_takeover_init(pl) && chat_control_change_init(pl);
 }
 
 void chat_states_free(struct chat_plugin *pl)
@@ -335,6 +335,7 @@ void chat_states_free(struct chat_plugin *pl)
     chat_takeover_free(pl);
     /* The callers first (a catch-up stops before the peers go), the
      * health last: freeing may still log a store error. */
+    chat_control_change_free(pl);
     chat_admin_free(pl);
     chat_expiry_free(pl);
     chat_retention_free(pl);

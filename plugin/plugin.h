@@ -175,6 +175,7 @@ struct chat_expiry;
 struct chat_admin;
 struct chat_push;
 struct chat_takeover;
+struct chat_changes;
 
 struct chat_plugin {
     mosquitto_plugin_id_t *pid;
@@ -197,6 +198,7 @@ struct chat_plugin {
     struct chat_admin *admin;              /* admin_jobs.c */
     struct chat_push *push;                /* push.h; NULL while push is off */
     struct chat_takeover *takeover;        /* takeover.c */
+    struct chat_changes *changes;          /* control_change.c */
 };
 
 /* What a topic under the prefix names. */
@@ -595,6 +597,12 @@ bool chat_takeover_refused(struct chat_plugin *pl, const struct mosquitto *clien
 /* control.c: $CONTROL/chat/v1 */
 int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev);
 
+/* control_change.c: creates and frees what recall and edit keep from one
+ * call to the next (the edit carriers published in the current pass of the
+ * broker's loop); false when out of memory. */
+bool chat_control_change_init(struct chat_plugin *pl);
+void chat_control_change_free(struct chat_plugin *pl);
+
 /* admin.c, admin_jobs.c, admin_entry.c: the admin commands (groups,
  * members, stats, delete, compact, backup) and the work they leave to the
  * tick */
@@ -805,6 +813,14 @@ void chat_tick_from_event(struct chat_plugin *pl);
  * does (then fsync batch syncs from the tick alone). */
 void chat_tick_set_seen(struct chat_plugin *pl);
 bool chat_tick_seen(const struct chat_plugin *pl);
+
+/* The pass of the broker's loop the plugin is in: a number that grows by
+ * one each time the tick's work runs, so that two calls within one pass
+ * get the same number. The broker's tick comes once a pass, between its
+ * client events; without it (chat_tick_seen false) the work runs from a
+ * client event (chat_tick_from_event), so that one number spans the
+ * passes of about 200 ms and may change in the middle of a pass. */
+uint64_t chat_tick_pass(const struct chat_plugin *pl);
 
 /* Logs the longest tick and the longest gap between two ticks (at
  * cleanup). */

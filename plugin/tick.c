@@ -34,6 +34,7 @@ struct chat_tick {
     int64_t gap_max_us;    /* ... and the longest time from one tick to the next */
     int64_t last_took_us;  /* the wall time of the last tick */
     int64_t release_us;    /* when the store last looked for memory to give back */
+    uint64_t passes;       /* runs so far: the passes of the broker's loop (chat_tick_pass) */
 };
 
 bool chat_tick_init(struct chat_plugin *pl)
@@ -59,6 +60,7 @@ static void run(struct chat_plugin *pl)
         t->gap_max_us = start - t->start_us;
     }
     t->start_us = start;
+    t->passes++;
     if (pl->cfg.fsync == CHAT_SYNC_BATCH) {
         chat_err rc = chat_store_sync_async(pl->store);
         if (rc != CHAT_OK) {
@@ -109,6 +111,11 @@ void chat_tick_set_seen(struct chat_plugin *pl)
 bool chat_tick_seen(const struct chat_plugin *pl)
 {
     return pl->tick->seen;
+}
+
+uint64_t chat_tick_pass(const struct chat_plugin *pl)
+{
+    return pl->tick->passes;
 }
 
 void chat_tick_from_broker(struct chat_plugin *pl)

@@ -31,6 +31,11 @@
  *             changes do not pair up is refused
  *   bound     at most CHAT_PROTO_EDITS_MAX edits of one message, all of
  *             them rewritten by its recall
+ *   onerequest  edits of a message and its recall in one request: every
+ *             subscriber gets each id live, in order, the edits as
+ *             recalled edits (their text taken back before they went
+ *             out), with the broker's ticks and without them
+ *             (per_listener_settings true on 2.0.11)
  */
 #include "harness.h"
 #include "integ_ops.h"
@@ -1008,11 +1013,93 @@ static void case_bound(void)
     ts_broker_destroy(b);
 }
 
+/* One request [edit 1, edit 1, recall 1] on broker b: the answers name
+ * 2, 3 and 4, and alice, bob and carol (subscribed) each get 2 and 3 live
+ * as recalled edits of 1 (their edits' texts recalled before the broker
+ * sent them), then 4, the recall: no gap in the live ids, and no text of
+ * 1's anywhere. */
+static void one_request(ts_broker *b)
+{
+    harness_client *alice = member(b, "alice-phone", "alice");
+    harness_client *bob = member(b, "bob-phone", "bob");
+    harness_client *carol = member(b, "carol-phone", "carol");
+    harness_client *rs[] = {bob, carol, alice};
+    for (int i = 0; i < 3; i++) {
+        harness_client_subscribe(rs[i], TOPIC, 1);
+    }
+    ASSERT(send_msg(alice, "{\"cid\":\"a-1\",\"body\":\"v1 of 1\"}") == 1);
+    for (int i = 0; i < 2; i++) {
+        cJSON *env = live(rs[i]);
+        ASSERT(harness_json_int(env, "id") == 1);
+        cJSON_Delete(env);
+    }
+    cJSON *resp = harness_request(
+        alice,
+        "{\"commands\":["
+        "{\"command\":\"edit\",\"group\":\"" GROUP "\",\"id\":1,\"body\":\"v2 of 1\"},"
+        "{\"command\":\"edit\",\"group\":\"" GROUP "\",\"id\":1,\"body\":\"v3 of 1\"},"
+        "{\"command\":\"recall\",\"group\":\"" GROUP "\",\"id\":1}]}",
+        WAIT_MS);
+    ASSERT(harness_response_count(resp) == 3);
+    for (int i = 0; i < 3; i++) {
+        const cJSON *e = harness_response_entry(resp, i);
+        harness_expect_ok(e, i < 2 ? "edit" : "recall", GROUP);
+        ASSERT(harness_json_int(e, i < 2 ? "edited" : "recalled") == 1);
+        ASSERT(harness_json_int(e, "by") == 2 + i);
+    }
+    cJSON_Delete(resp);
+    for (int i = 0; i < 3; i++) {
+        for (int64_t id = 2; id <= 4; id++) {
+            cJSON *env = live(rs[i]);
+            char *text = cJSON_PrintUnformatted(env);
+            ASSERTF(harness_json_int(env, "id") == id, "%s got %s live, expected message %lld",
+                    harness_client_id(rs[i]), text, (long long)id);
+            ASSERTF(strstr(text, " of 1") == NULL, "%s got a recalled text live: %s",
+                    harness_client_id(rs[i]), text);
+            free(text);
+            if (id < 4) {
+                expect_recalled_edit(env, id, 1);
+            } else {
+                expect_carrier(env, 4, true, 1, "alice", NULL);
+            }
+            cJSON_Delete(env);
+        }
+        harness_expect_quiet(rs[i], "nothing live after the recall");
+    }
+    for (int i = 0; i < 3; i++) {
+        harness_client_disconnect(rs[i]);
+    }
+}
+
+/* The plugin publishes a change's message to be sent at the start of the
+ * broker's next pass, and a recall in the same pass rewrites the edits it
+ * carried before they go out: with the broker's ticks, and without (the
+ * plugin then tells passes apart by client events). */
+static void case_onerequest(void)
+{
+    ts_broker *b = ts_broker_start(NULL);
+    one_request(b);
+    ts_broker_destroy(b);
+    ts_broker_conf conf = {.top = (const char *const[]){"per_listener_settings true", NULL}};
+    b = ts_broker_create(&conf);
+    sec_suppress_config_leaks(b); /* 2.0.11: the plugin line inside the listener */
+    ts_broker_launch(b);
+    one_request(b);
+    ts_broker_destroy(b);
+}
+
 static const ts_case cases[] = {
-    {"online", case_online},   {"offline", case_offline}, {"catching", case_catching},
-    {"trimmed", case_trimmed}, {"cid", case_cid},         {"rights", case_rights},
-    {"window", case_window},   {"kill9", case_kill9},     {"export", case_export},
+    {"online", case_online},
+    {"offline", case_offline},
+    {"catching", case_catching},
+    {"trimmed", case_trimmed},
+    {"cid", case_cid},
+    {"rights", case_rights},
+    {"window", case_window},
+    {"kill9", case_kill9},
+    {"export", case_export},
     {"bound", case_bound},
+    {"onerequest", case_onerequest},
 };
 
 int main(int argc, char **argv)
