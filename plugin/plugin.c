@@ -154,6 +154,9 @@ static void log_wake(struct chat_plugin *pl)
 static void client_gone(struct chat_plugin *pl, struct mosquitto *client, enum chat_gone how)
 {
     const char *id = mosquitto_client_id(client);
+    if (!chat_takeover_holder(pl, client)) {
+        return; /* refused: the id is another connection's (takeover.c) */
+    }
     chat_takeover_gone(pl, client);
     if (id) {
         chat_replay_held_drop(pl, id); /* answers held for it go nowhere */

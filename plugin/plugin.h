@@ -593,6 +593,10 @@ void chat_takeover_gone(struct chat_plugin *pl, const struct mosquitto *client);
 void chat_takeover_tick(struct chat_plugin *pl);
 bool chat_takeover_refused(struct chat_plugin *pl, const struct mosquitto *client,
                            const char *username);
+/* Whether client is the connection that holds its id, or the plugin knows
+ * of none: false for a connection the broker refused, whose end must not
+ * touch the holder's state. */
+bool chat_takeover_holder(struct chat_plugin *pl, const struct mosquitto *client);
 
 /* control.c: $CONTROL/chat/v1 */
 int chat_on_control(struct chat_plugin *pl, struct mosquitto_evt_control *ev);

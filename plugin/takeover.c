@@ -19,7 +19,20 @@
  * own id over, as a phone back on the network does. Users are compared by
  * the username the CONNECT claims: a claim of the same name still has to
  * pass the password check after ours, and a different one is refused
- * whatever its password.
+ * whatever its password; a name the broker does not check (its listener
+ * checks none) is not the same user as that name checked.
+ *
+ * And a connection the broker refused (at our check or its password
+ * check) still ends with a disconnect event that names the id it claimed:
+ * it must not end the holder's catch-up, presence and answers, which go by
+ * id (chat_takeover_holder; the hostile review: one refused CONNECT, even
+ * with a wrong password, cut alice's catch-up and took her offline for
+ * presence).
+ *
+ * Not covered: a listener whose certificate is the user
+ * (use_identity_as_username, use_subject_as_username) and MQTT 5 enhanced
+ * authentication, where the broker asks no password check (docs/protocol.md
+ * says what an operator can do).
  *
  * Invariants, by name:
  *   owner-entry: an entry exists for each client id whose connection the
@@ -31,7 +44,7 @@
  *
  * Ownership: struct chat_takeover is this module's (chat_takeover_init,
  * chat_takeover_free). Broker's thread only. */
-#include "plugin.h"
+#include "access.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +52,7 @@
 struct owner {
     const struct mosquitto *conn; /* the connection that holds the id now; NULL: gone */
     char *user;                   /* the username it authenticated with; NULL: none */
+    bool verified;                /* its listener checks usernames (chat_broker_verified) */
     bool listed;                  /* in gone (gone-until-tick) */
 };
 
@@ -82,9 +96,15 @@ void chat_takeover_free(struct chat_plugin *pl)
     pl->takeover = NULL;
 }
 
-static bool same_user(const char *a, const char *b)
+/* One user: the same name, both checked by the broker or neither. A name
+ * claimed on a listener that checks none (per_listener_settings, an
+ * anonymous listener beside a password one) is nobody's: it takes over no
+ * id that a checked name holds (the hostile review of a1f40d5: a client
+ * with no account claimed alice's name and id there and got her pages). */
+static bool same_user(const struct owner *o, const char *user, bool verified)
 {
-    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+    bool names = (!o->user && !user) || (o->user && user && strcmp(o->user, user) == 0);
+    return names && o->verified == verified;
 }
 
 void chat_takeover_connected(struct chat_plugin *pl, const struct mosquitto *client)
@@ -116,6 +136,7 @@ void chat_takeover_connected(struct chat_plugin *pl, const struct mosquitto *cli
     }
     free(o->user);
     o->user = u;
+    o->verified = chat_broker_verified(pl, client);
     o->conn = client;
 }
 
@@ -168,19 +189,29 @@ void chat_takeover_tick(struct chat_plugin *pl)
     t->ngone = 0;
 }
 
+bool chat_takeover_holder(struct chat_plugin *pl, const struct mosquitto *client)
+{
+    struct chat_takeover *t = pl->takeover;
+    const char *id = mosquitto_client_id(client);
+    const struct owner *o = id ? chat_hmap_get(t->owners, id, strlen(id)) : NULL;
+    return !o || o->conn == client;
+}
+
 bool chat_takeover_refused(struct chat_plugin *pl, const struct mosquitto *client,
                            const char *username)
 {
     struct chat_takeover *t = pl->takeover;
     const char *id = mosquitto_client_id(client);
     struct owner *o = id ? chat_hmap_get(t->owners, id, strlen(id)) : NULL;
-    if (!o || same_user(o->user, username)) {
+    if (!o || same_user(o, username, chat_broker_verified(pl, client))) {
         return false;
     }
+    bool unchecked = !chat_broker_verified(pl, client) && o->verified;
     mosquitto_log_printf(MOSQ_LOG_WARNING,
-                         "mosquitto-chat: refused a connection as %s with client id %s, which "
+                         "mosquitto-chat: refused a connection as %s%s with client id %s, which "
                          "user %s %s: a client id belongs to one user at a time",
-                         username ? username : "(no username)", id,
+                         username ? username : "(no username)",
+                         unchecked ? " (a name its listener does not check)" : "", id,
                          o->user ? o->user : "(no username)",
                          o->conn ? "is connected with" : "left in this pass of the broker's loop");
     return true;

@@ -31,9 +31,11 @@
  *                     fetches its pages read-only, without joining it
  *   takeover          Mosquitto 2.1 on: a client id in use belongs to its
  *                     user: another user's connect with it is refused
- *                     (logged), the holder keeps its connection, its own
- *                     user may take it over, and once it has left the id
- *                     is anyone's (skipped before 2.1)
+ *                     (logged), the holder keeps its connection and its
+ *                     presence, its own user may take it over, and once
+ *                     it has left the id is anyone's; a name claimed on
+ *                     an anonymous listener is not the name a password
+ *                     listener checked (skipped before 2.1)
  */
 #include "integ_dropin_setup.h"
 #include "integ_sec.h"
@@ -617,11 +619,15 @@ static void case_takeover(void)
     harness_client_opts ao = {.client_id = "tk-phone", .username = "alice"};
     harness_client_opts eo = {.client_id = "tk-phone", .username = "eve"};
     harness_client_opts no = {.client_id = "tk-phone"};
+    harness_client_opts bo = {.client_id = "tk-bob", .username = "bob"};
     harness_client *alice = harness_client_connect_opts(b, &ao);
+    harness_client *bob = harness_client_connect_opts(b, &bo);
     harness_client *eve = NULL;
     harness_msg *m;
+    cJSON *resp;
 
     harness_client_subscribe(alice, "chat/room1", 1);
+    harness_client_subscribe(bob, "chat/room1", 1);
     long refusals = ts_broker_log_count(b, "refused a connection as eve with client id tk-phone");
     int rc = harness_client_try_connect(b, &eo, &eve);
     ASSERTF(rc == 5 && eve == NULL, "eve's connect with alice's client id: %d, expected 5", rc);
@@ -630,11 +636,19 @@ static void case_takeover(void)
             "the refusal was not logged");
     rc = harness_client_try_connect(b, &no, &eve);
     ASSERTF(rc == 5 && eve == NULL, "a connect with no username and alice's client id: %d", rc);
-    /* alice is still connected and served */
+    /* alice is still connected and served, and the refused connections'
+     * ends took nothing of hers: presence still counts her online */
     harness_client_publish(alice, "chat/room1", "{\"body\":\"still here\"}", 1);
     m = harness_client_receive_if(alice, sec_on_topic, (void *)"chat/room1", WAIT_MS);
     ASSERTF(m != NULL && strstr(m->payload, "still here"), "alice lost her connection");
     harness_msg_free(m);
+    resp = harness_request(bob, "{\"commands\":[{\"command\":\"presence\",\"group\":\"room1\"}]}",
+                           WAIT_MS);
+    char *text = cJSON_PrintUnformatted(resp);
+    ASSERTF(strstr(text, "\"alice\"") && !strstr(text, "\"offline\":[\"alice\""),
+            "a refused connect took alice offline: %s", text);
+    free(text);
+    cJSON_Delete(resp);
     /* alice's own new connection takes the id over */
     harness_client *again = harness_client_connect_opts(b, &ao);
     harness_client_subscribe(again, "chat/room1", 1);
@@ -647,6 +661,35 @@ static void case_takeover(void)
     }
     ASSERTF(rc == 0 && other != NULL, "eve cannot use the client id after alice left: %d", rc);
     harness_client_disconnect(other);
+    harness_client_disconnect(bob);
+    ts_broker_destroy(b);
+
+    /* per_listener_settings: a password listener and an anonymous one. The
+     * name alice claimed on the anonymous listener is nobody's: it does not
+     * take over the id of the alice the password listener checked. */
+    char second[64], plugin[PATH_MAX + 16];
+    int port2 = ts_free_port();
+    snprintf(second, sizeof second, "listener %d 127.0.0.1", port2);
+    snprintf(plugin, sizeof plugin, "plugin %s", ts_broker_plugin_path());
+    const char *const top[] = {"per_listener_settings true", NULL};
+    const char *const after[] = {second, "password_file @DIR@/passwd", "allow_anonymous false",
+                                 plugin, NULL};
+    ts_broker_conf conf = {.top = top, .after = after};
+    b = ts_broker_create(&conf);
+    sec_make_passwd(b, (const char *const[]){"alice", "alice-pw", NULL});
+    ts_broker_launch(b);
+    harness_client_opts checked = {
+        .client_id = "tk-phone", .username = "alice", .password = "alice-pw", .port = port2};
+    harness_client_opts claimed = {.client_id = "tk-phone", .username = "alice"};
+    alice = harness_client_connect_opts(b, &checked);
+    eve = NULL;
+    rc = harness_client_try_connect(b, &claimed, &eve);
+    ASSERTF(rc == 5 && eve == NULL,
+            "alice's name claimed on the anonymous listener took her id over: %d", rc);
+    /* her own checked connection still may */
+    again = harness_client_connect_opts(b, &checked);
+    harness_client_destroy(alice);
+    harness_client_disconnect(again);
     ts_broker_destroy(b);
 }
 
