@@ -46,12 +46,20 @@ struct chat_evt_connect {
 };
 #define CHAT_RC_TAKEN_OVER 142
 
+/* The connection whose disconnect (or offline) event was the broker's last
+ * event to the plugin. Mosquitto (2.0.11 to 2.1.2, context__disconnect)
+ * sends that event, then checks the client's Will for writing and publishes
+ * it: a write check of that connection right after it is its Will's, since
+ * a gone connection publishes nothing else. Any other event clears it. */
+static const struct mosquitto *g_will_of;
+
 /* The start of an event from the broker: the periodic work that runs from
  * events while the broker sends no tick (any client's, so before the
  * event's listener is known), then the listener the event came through. */
 static struct chat_plugin *enter(void *userdata)
 {
     struct chat_instance *in = userdata;
+    g_will_of = NULL;
     chat_broker_set_current(in->pl, -1);
     chat_tick_from_event(in->pl);
     chat_broker_set_current(in->pl, in->listener);
@@ -106,7 +114,11 @@ static int on_acl(int event, void *event_data, void *userdata)
          * checkers answer it. */
         return chat_access_aside(pl);
     }
+    bool will = ev->access == MOSQ_ACL_WRITE && ev->client == g_will_of;
     pl = enter(userdata);
+    if (will && chat_will_refused(pl, ev->client, ev->topic)) {
+        return leave(pl, MOSQ_ERR_ACL_DENIED);
+    }
     seen(pl, ev->client, ev->access != MOSQ_ACL_READ);
     return leave(pl, chat_on_acl(pl, ev));
 }
@@ -192,6 +204,7 @@ static int on_disconnect(int event, void *event_data, void *userdata)
         how = CHAT_GONE_OFFLINE;
     }
     client_gone(pl, ev->client, how);
+    g_will_of = ev->client;
     return leave(pl, MOSQ_ERR_SUCCESS);
 }
 
@@ -203,6 +216,7 @@ static int on_client_offline(int event, void *event_data, void *userdata)
     struct chat_evt_client_offline *ev = event_data;
     (void)event;
     client_gone(pl, ev->client, CHAT_GONE_OFFLINE);
+    g_will_of = ev->client;
     return leave(pl, MOSQ_ERR_SUCCESS);
 }
 

@@ -324,6 +324,9 @@ bool chat_ack_parse(const void *payload, size_t len, uint64_t *id);
 /* chat.c: the chat topics */
 
 int chat_on_message(struct chat_plugin *pl, struct mosquitto_evt_message *ev);
+/* A Will (plugin.c knows when a write check is one) on a chat topic or
+ * under $CONTROL/chat/: logged, and refused (true). */
+bool chat_will_refused(struct chat_plugin *pl, const struct mosquitto *client, const char *topic);
 /* An access check of the chat topics. Only on the broker's thread, and
  * never for verdict.c's own question to the broker: plugin.c's on_acl
  * answers those before it calls this. */

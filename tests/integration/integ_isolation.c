@@ -298,6 +298,13 @@ int main(void)
          true, true);
     harness_expect_quiet(phone, "no Will on a chat topic");
     harness_expect_quiet(wide, "no Will on a chat topic");
+    /* Refused at the Will's write check, so the broker does not publish
+     * it, and with the retain flag does not keep it (for nobody) either. */
+    ASSERTF(ts_broker_log_count(g_b, "the Will of willy3 on " TOPIC " is not published") == 1 &&
+                ts_broker_log_count(g_b, "the Will of willy on " TOPIC " is not published") == 1,
+            "a Will on a chat topic was not refused at its write check");
+    ASSERTF(ts_broker_log_count(g_b, "the Will of willy4") == 0,
+            "the Will on presence/willy4 was refused");
     harness_expect_quiet(laptop, "no Will on a chat topic");
     harness_expect_quiet(spy, "no Will on a chat topic");
     ts_log("Wills on chat topics not delivered");
