@@ -16,6 +16,7 @@
 #include "access.h"
 #include "control.h"
 #include "push.h"
+#include "reply.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,28 +125,6 @@ static bool published_now(const struct chat_plugin *pl, uint64_t h, uint64_t id)
         }
     }
     return false;
-}
-
-/* Publishes env (len bytes), message id of group, to the group's topic
- * through the broker (to no client in particular), so that every
- * subscriber's delivery passes chat.c's read check: a stored envelope, to
- * a member. QoS 1, as the relay of other brokers' messages: each
- * subscriber gets at most its own. The broker copies env. Returns whether
- * the broker took it; a failure is logged, and loses nothing: the message
- * is stored, and catch-up brings it. */
-static bool publish_live(struct chat_plugin *pl, const char *group, uint64_t id, const char *env,
-                         size_t len)
-{
-    char topic[CHAT_GROUP_MAX + 256];
-    snprintf(topic, sizeof(topic), "%s/%s", pl->cfg.topic_prefix, group);
-    int rc = mosquitto_broker_publish_copy(NULL, topic, (int)len, env, 1, false, NULL);
-    if (rc != MOSQ_ERR_SUCCESS) {
-        mosquitto_log_printf(MOSQ_LOG_WARNING,
-                             "mosquitto-chat: cannot publish message %llu of %s live: error %d",
-                             (unsigned long long)id, group, rc);
-        return false;
-    }
-    return true;
 }
 
 /* What one recall or edit is about. */
@@ -284,7 +263,7 @@ static void send_tombstones(struct chat_plugin *pl, const char *group, const str
     for (size_t i = 0; i < cs->n; i++) {
         const chat_rewrite *rw = &cs->rw[i];
         if (published_now(pl, h, rw->id)) {
-            (void)publish_live(pl, group, rw->id, rw->text, rw->text_len);
+            (void)chat_publish_group(pl, group, rw->id, rw->text, rw->text_len, "publish live");
         }
     }
 }
@@ -387,7 +366,8 @@ static void after_change(struct change_req *q, const char *group)
     }
     /* The cache below answers its deliveries' read checks. An edit's M is
      * noted, for a recall later in this pass (struct chat_changes). */
-    if (publish_live(pl, group, q->ap.id, q->ap.env, q->ap.len) && !q->recall) {
+    if (chat_publish_group(pl, group, q->ap.id, q->ap.env, q->ap.len, "publish live") &&
+        !q->recall) {
         note_carrier(pl, group, q->ap.id);
     }
     /* M replaces whatever the cache held, so that no earlier edit carrier

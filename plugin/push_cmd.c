@@ -139,24 +139,32 @@ static void pending_free(struct push_pending *p)
     free(p);
 }
 
-/* The device's registration, read back. */
-static void answer_query(const struct chat_push_req *r)
+/* The device's stored registration into reg (kind none: none, or none this
+ * code can send to). */
+static chat_err stored_reg(const struct chat_push_req *r, struct push_reg *reg)
 {
     char *bytes = NULL;
     size_t len = 0;
     bool found = false;
-    struct push_reg reg;
     chat_err rc =
         chat_store_push_get(r->pl->store, r->member, r->device, &bytes, &len, NULL, &found);
+    if (rc != CHAT_OK || !found || !push_reg_decode(bytes, len, reg)) {
+        memset(reg, 0, sizeof(*reg));
+    }
+    free(bytes);
+    return rc;
+}
+
+/* The device's registration, read back. */
+static void answer_query(const struct chat_push_req *r)
+{
+    struct push_reg reg;
+    chat_err rc = stored_reg(r, &reg);
     if (rc != CHAT_OK) {
         chat_log_store_error(r->pl, rc, "reading the push registration of %s", r->device);
         entry_fail(r->out, r->corr, r->device, "storage error");
         return;
     }
-    if (!found || !push_reg_decode(bytes, len, &reg)) {
-        memset(&reg, 0, sizeof(reg)); /* none, or none this code can send to */
-    }
-    free(bytes);
     entry_start(r->out, r->corr);
     entry_reg(r->out, &reg, reg.kind != PUSH_KIND_NONE);
 }
@@ -204,16 +212,9 @@ static bool discover_token(struct chat_push *ps)
  * counts as no: the check runs. */
 static bool registered_already(const struct chat_push_req *r, const struct push_reg *reg)
 {
-    char *bytes = NULL;
-    size_t len = 0;
-    bool found = false;
     struct push_reg old;
-    chat_err rc =
-        chat_store_push_get(r->pl->store, r->member, r->device, &bytes, &len, NULL, &found);
-    bool same = rc == CHAT_OK && found && push_reg_decode(bytes, len, &old) &&
-                old.kind == PUSH_KIND_UNIFIEDPUSH && strcmp(old.url, reg->url) == 0;
-    free(bytes);
-    return same;
+    return stored_reg(r, &old) == CHAT_OK && old.kind == PUSH_KIND_UNIFIEDPUSH &&
+           strcmp(old.url, reg->url) == 0;
 }
 
 /* A UnifiedPush endpoint: asked first whether it is a push server. */

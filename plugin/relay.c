@@ -10,6 +10,7 @@
  * here for it, so that it answers from memory, not with a database round
  * trip per subscriber. */
 #include "plugin.h"
+#include "reply.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +46,6 @@ static size_t relay_key(char *k, const char *group, uint64_t id)
 static void publish_one(void *ctx, const char *group, uint64_t id, const char *env, size_t len)
 {
     struct chat_plugin *pl = ctx;
-    char topic[CHAT_GROUP_MAX + 256];
     char key[CHAT_STORE_MAX_NAME + 16];
     if (strlen(group) > CHAT_GROUP_MAX) {
         return;
@@ -61,15 +61,7 @@ static void publish_one(void *ctx, const char *group, uint64_t id, const char *e
             free(r);
         }
     }
-    snprintf(topic, sizeof(topic), "%s/%s", pl->cfg.topic_prefix, group);
-    /* QoS 1: the original publish's QoS is not known here; each subscriber
-     * gets at most its own. Out of memory: receivers catch up. */
-    int rc = mosquitto_broker_publish_copy(NULL, topic, (int)len, env, 1, false, NULL);
-    if (rc != MOSQ_ERR_SUCCESS) {
-        mosquitto_log_printf(MOSQ_LOG_WARNING,
-                             "mosquitto-chat: cannot relay message %llu of %s: error %d",
-                             (unsigned long long)id, group, rc);
-    }
+    (void)chat_publish_group(pl, group, id, env, len, "relay");
 }
 
 void chat_relay_tick(struct chat_plugin *pl)

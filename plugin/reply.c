@@ -236,3 +236,18 @@ void chat_reply_replay_error(struct chat_plugin *pl, const char *client_id, cons
     sbuf_puts(&b, "}]}");
     chat_send(pl, client_id, &b);
 }
+
+bool chat_publish_group(struct chat_plugin *pl, const char *group, uint64_t id, const void *env,
+                        size_t len, const char *what)
+{
+    char topic[CHAT_GROUP_MAX + 256];
+    snprintf(topic, sizeof(topic), "%s/%s", pl->cfg.topic_prefix, group);
+    int rc = mosquitto_broker_publish_copy(NULL, topic, (int)len, env, 1, false, NULL);
+    if (rc != MOSQ_ERR_SUCCESS) {
+        mosquitto_log_printf(MOSQ_LOG_WARNING,
+                             "mosquitto-chat: cannot %s message %llu of %s: error %d", what,
+                             (unsigned long long)id, group, rc);
+        return false;
+    }
+    return true;
+}

@@ -80,4 +80,14 @@ void chat_respond_duplicate(struct chat_plugin *pl, const struct mosquitto *clie
 void chat_respond_error(struct chat_plugin *pl, const struct mosquitto *client, const char *cmd,
                         const char *group, const char *cid, const char *why);
 
+/* Publishes env (len bytes), message id of group, to the group's topic
+ * through the broker (to no client in particular), so that every
+ * subscriber's delivery passes chat.c's read check: a stored envelope, to
+ * a member. QoS 1, as the original publish's QoS is not known here: each
+ * subscriber gets at most its own. The broker copies env. Returns whether
+ * the broker took it; a failure is logged ("cannot <what> message ...")
+ * and loses nothing: the message is stored, and catch-up brings it. */
+bool chat_publish_group(struct chat_plugin *pl, const char *group, uint64_t id, const void *env,
+                        size_t len, const char *what);
+
 #endif
