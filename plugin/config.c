@@ -22,6 +22,16 @@
 #define REPLAY_BUDGET_WINDOWS 4u
 #define REPLAY_BUDGET_AUTO UINT_MAX
 #define REPLAY_BUDGET_MAX 1000000u
+/* replay_inflight unset: sixteen devices' full windows (64 pages by
+ * default) unacked over all devices, beyond each device's first page. A
+ * lone catch-up, and a few together, keep their whole window; a storm of
+ * many devices sends each one page at a time. With four pages in flight
+ * for each of 200 devices a steady client's p99 round trip during the
+ * storm of bench/run load was twice what it was with one
+ * (docs/benchmarks.md, "Pages in flight over all devices"). */
+#define REPLAY_INFLIGHT_WINDOWS 16u
+#define REPLAY_INFLIGHT_AUTO UINT_MAX
+#define REPLAY_INFLIGHT_MAX 1000000u
 
 static int bad(const char *name, const char *value, const char *expected)
 {
@@ -155,6 +165,7 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
     cfg->replay_window = 4;
     cfg->replay_timeout = 10;
     cfg->replay_budget = REPLAY_BUDGET_AUTO;
+    cfg->replay_inflight = REPLAY_INFLIGHT_AUTO;
     /* 0: a pass carries replay_budget messages and no more. A share counts
      * the broker's delivery of the pages of the pass before as "the rest of
      * the pass", so each pass could allow the next a larger one: no bound
@@ -208,6 +219,10 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
             rc = parse_uint(val, 0, REPLAY_BUDGET_MAX, &v)
                      ? (cfg->replay_budget = (unsigned)v, 0)
                      : bad(k, val, "messages, from 0 (no bound) to 1000000");
+        } else if (!strcmp(k, "replay_inflight")) {
+            rc = parse_uint(val, 0, REPLAY_INFLIGHT_MAX, &v)
+                     ? (cfg->replay_inflight = (unsigned)v, 0)
+                     : bad(k, val, "pages, from 0 (no bound) to 1000000");
         } else if (!strcmp(k, "replay_share")) {
             rc = parse_uint(val, 0, 1000, &v) ? (cfg->replay_share = (unsigned)v, 0)
                                               : bad(k, val, "percent, from 0 to 1000");
@@ -289,6 +304,9 @@ int chat_config_parse(struct chat_config *cfg, struct mosquitto_opt *opts, int c
         uint64_t window = (uint64_t)REPLAY_BUDGET_WINDOWS * cfg->replay_window * cfg->page_size;
         cfg->replay_budget = (unsigned)(window < REPLAY_BUDGET_MAX ? window : REPLAY_BUDGET_MAX);
     }
+    if (cfg->replay_inflight == REPLAY_INFLIGHT_AUTO) {
+        cfg->replay_inflight = REPLAY_INFLIGHT_WINDOWS * cfg->replay_window;
+    }
     cfg->acl_auto = cfg->acl_mode == CHAT_ACL_AUTO;
     cfg->prefix_len = strlen(cfg->topic_prefix);
     return rc;
@@ -331,7 +349,8 @@ void chat_config_log(const struct chat_config *c, const char *where)
         MOSQ_LOG_INFO,
         "mosquitto-chat: store \"%s\", topics \"%s/<group>\", acl %s, read_check %s, "
         "members without a username: %s; page_size %zu, page_bytes %zu, page_qos %d, "
-        "replay_window %u, replay_budget %u, replay_share %u, replay_timeout %u, max_payload %zu, "
+        "replay_window %u, replay_budget %u, replay_inflight %u, replay_share %u, "
+        "replay_timeout %u, max_payload %zu, "
         "fsync %s, "
         "write_buffer_mb %u, "
         "replay %s, "
@@ -341,8 +360,8 @@ void chat_config_log(const struct chat_config *c, const char *where)
         where, c->topic_prefix, acls[c->acl_mode <= CHAT_ACL_DEFER ? c->acl_mode : 0],
         c->read_check == CHAT_READ_MEMBERS ? "members" : "broker",
         c->tilde_names ? "~<client id>" : "<client id>", c->page_size, c->page_bytes, c->page_qos,
-        c->replay_window, c->replay_budget, c->replay_share, c->replay_timeout, c->max_payload,
-        fsyncs[c->fsync <= CHAT_SYNC_ALWAYS ? c->fsync : 0], c->write_buffer_mb,
+        c->replay_window, c->replay_budget, c->replay_inflight, c->replay_share, c->replay_timeout,
+        c->max_payload, fsyncs[c->fsync <= CHAT_SYNC_ALWAYS ? c->fsync : 0], c->write_buffer_mb,
         c->replay ? "true" : "false", c->open_groups ? "true" : "false", admins,
         (unsigned long long)c->retention_count, (unsigned long long)c->retention_days,
         (unsigned long long)c->device_expiry_days, c->recall_seconds, c->edit_seconds,

@@ -128,9 +128,10 @@ struct chat_config {
     size_t page_bytes;
     int page_qos;
     unsigned replay_window;
-    unsigned replay_timeout; /* seconds */
-    unsigned replay_budget;  /* messages paged per pass of the broker's loop; 0: no bound */
-    unsigned replay_share;   /* % of the rest of a pass's CPU the pages may take beyond it */
+    unsigned replay_timeout;  /* seconds */
+    unsigned replay_budget;   /* messages paged per pass of the broker's loop; 0: no bound */
+    unsigned replay_inflight; /* unacked pages over all devices for a device's 2nd on; 0: none */
+    unsigned replay_share;    /* % of the rest of a pass's CPU the pages may take beyond it */
     size_t max_payload;
     chat_sync fsync;
     unsigned write_buffer_mb; /* LevelDB's memtable, MiB (plugin_opt_write_buffer_mb) */
@@ -697,6 +698,8 @@ size_t chat_replay_devices(const struct chat_plugin *pl);
 size_t chat_replay_waiting(const struct chat_plugin *pl);
 uint64_t chat_replay_turns(const struct chat_plugin *pl);
 uint64_t chat_replay_pass_max(const struct chat_plugin *pl);
+/* Replay pages unacked now over all devices (replay_inflight). */
+uint64_t chat_replay_inflight(const struct chat_plugin *pl);
 
 /* Ends a pass of the broker's loop for replay_budget: gives the new pass's
  * budget to the devices waiting for a turn; then, once a second, resends

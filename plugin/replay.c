@@ -5,6 +5,12 @@
  *   window-bound: A device never has more than replay_window pages unacked,
  *      over all its groups together (the broker silently drops what exceeds
  *      its in-flight and queue limits, so the window stays far below them).
+ *   inflight-total: A device's second and later unacked pages go only while
+ *      fewer than replay_inflight pages are unacked over all devices; its
+ *      first never waits for the others, so no device's catch-up depends on
+ *      another's acks (a client that never acks holds at most its own
+ *      window). What a storm has queued in the broker and in the sockets is
+ *      what a steady client's packets wait behind (docs/scaling.md).
  *   acked-sent-target: For each group being caught up: acked <= sent <=
  *      target, and the outstanding pages are exactly the pages sent whose last
  *      id > acked.
@@ -62,6 +68,7 @@ struct chat_replay {
     time_t last_timeout_scan;
     struct chat_device *head, *tail; /* the devices waiting for a turn (invariant turns) */
     size_t waiting;                  /* how many */
+    uint64_t inflight;               /* pages unacked over all devices (invariant inflight-total) */
     uint64_t spent;                  /* messages paged in this pass (invariant pass-budget) ... */
     int64_t spent_us;                /* ... the thread's CPU that took (µs) ... */
     int64_t allow_us;                /* ... and what the share allows this pass */
@@ -192,7 +199,7 @@ static struct replay_group *group_find(struct chat_device *d, const char *group)
     return chat_hmap_get(d->by_name, group, strlen(group));
 }
 
-static void group_remove(struct chat_device *d, struct replay_group *g)
+static void group_remove(struct chat_replay *r, struct chat_device *d, struct replay_group *g)
 {
     if (g->prev) {
         g->prev->next = g->next;
@@ -207,6 +214,7 @@ static void group_remove(struct chat_device *d, struct replay_group *g)
     }
     chat_hmap_remove(d->by_name, g->group, strlen(g->group));
     d->inflight -= g->n_out;
+    r->inflight -= g->n_out;
     group_free(g);
 }
 
@@ -251,6 +259,7 @@ static void device_remove(struct chat_plugin *pl, struct chat_device *d)
 {
     held_answer(pl, d);
     dequeue(pl->replay, d);
+    pl->replay->inflight -= d->inflight;
     chat_hmap_remove(pl->replay->devices, d->client_id, strlen(d->client_id));
     device_free(d);
 }
@@ -360,6 +369,7 @@ static enum send_result send_one_page(struct chat_plugin *pl, struct chat_device
         assert(g->n_out < WINDOW_MAX && d->inflight < pl->cfg.replay_window);
         g->outstanding[g->n_out++] = w.last;
         d->inflight++;
+        pl->replay->inflight++;
         pl->stats.pages++;
         pl->replay->spent += w.count;
         res = PAGE_SENT;
@@ -391,6 +401,15 @@ static bool budget_spent(const struct chat_plugin *pl)
     return pl->cfg.replay_budget && r->spent >= pl->cfg.replay_budget && r->spent_us >= r->allow_us;
 }
 
+/* d may send a page now: its window has room, and it has nothing in flight
+ * or the pages in flight over all devices leave room (invariant
+ * inflight-total). */
+static bool has_room(const struct chat_plugin *pl, const struct chat_device *d)
+{
+    return d->inflight < pl->cfg.replay_window && (d->inflight == 0 || !pl->cfg.replay_inflight ||
+                                                   pl->replay->inflight < pl->cfg.replay_inflight);
+}
+
 /* Fills the device's window, up to max_pages pages and, with bounded, while
  * the pass's budget lasts (invariant pass-budget), taking groups in turn so
  * that one long backlog does not hold back the others. */
@@ -399,7 +418,7 @@ static enum pump_result pump(struct chat_plugin *pl, struct chat_device *d, unsi
 {
     unsigned idle = 0, sent = 0;
     unsigned ngroups = (unsigned)chat_hmap_count(d->by_name);
-    while (d->inflight < pl->cfg.replay_window && d->groups && idle < ngroups) {
+    while (has_room(pl, d) && d->groups && idle < ngroups) {
         if (sent == max_pages || (bounded && budget_spent(pl))) {
             return DEVICE_MORE;
         }
@@ -418,7 +437,7 @@ static enum pump_result pump(struct chat_plugin *pl, struct chat_device *d, unsi
         } else if (g->n_out == 0) {
             /* Fully sent and acked: done. Only a group's own ack or its turn
              * here can finish it, so no walk over every group is needed. */
-            group_remove(d, g);
+            group_remove(pl->replay, d, g);
             ngroups--;
         } else {
             idle++;
@@ -652,6 +671,7 @@ void chat_replay_acked(struct chat_plugin *pl, struct mosquitto *client, const c
         }
     }
     d->inflight -= g->n_out - keep;
+    pl->replay->inflight -= g->n_out - keep;
     g->n_out = keep;
     d->last_progress_ms = chat_now_ms();
     g->stuck = 0;
@@ -670,7 +690,7 @@ static void stop_device(struct chat_plugin *pl, struct chat_device *d, const cha
 {
     struct replay_group *g = group ? group_find(d, group) : NULL;
     if (g) {
-        group_remove(d, g);
+        group_remove(pl->replay, d, g);
     }
     if (!group || !d->groups) {
         device_remove(pl, d);
@@ -736,7 +756,7 @@ static bool stop_group_cb(void *ctx, const void *key, size_t len, void *val)
     (void)len;
     struct replay_group *g = group_find(d, group);
     if (g) {
-        group_remove(d, g);
+        group_remove(c->pl->replay, d, g);
     }
     if (d->groups) {
         return false;
@@ -790,6 +810,7 @@ static void resend(struct chat_plugin *pl, struct chat_device *d, int64_t now_ms
         g->sent = g->acked;
         g->n_out = 0;
     }
+    pl->replay->inflight -= d->inflight;
     d->inflight = 0;
     mosquitto_log_printf(MOSQ_LOG_INFO,
                          "mosquitto-chat: no ack from %s for %u s, resending from its cursor "
@@ -867,6 +888,11 @@ uint64_t chat_replay_turns(const struct chat_plugin *pl)
 uint64_t chat_replay_pass_max(const struct chat_plugin *pl)
 {
     return pl->replay->pass_max;
+}
+
+uint64_t chat_replay_inflight(const struct chat_plugin *pl)
+{
+    return pl->replay->inflight;
 }
 
 bool chat_replay_init(struct chat_plugin *pl)

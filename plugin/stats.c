@@ -51,7 +51,7 @@ struct figure {
     uint64_t value;
 };
 
-#define FIGURES 14
+#define FIGURES 15
 
 static void collect(struct chat_plugin *pl, struct figure f[FIGURES])
 {
@@ -71,6 +71,7 @@ static void collect(struct chat_plugin *pl, struct figure f[FIGURES])
         {"catchups/waiting", chat_replay_waiting(pl)},
         {"catchups/turns", chat_replay_turns(pl)},
         {"pages/pass_max_messages", chat_replay_pass_max(pl)},
+        {"pages/inflight", chat_replay_inflight(pl)},
         {"groups", groups},
         {"store/bytes", bytes},
         {"store/write/p50_us", pl->stats.p50_us},

@@ -22,6 +22,13 @@
  *                  every id once and in order, and the plugin's figures show
  *                  that no pass of the broker's loop carried more than the
  *                  budget and the page that crossed it;
+ *   inflight       replay_inflight: a device alone gets its window up to
+ *                  the pages in flight over all devices; another device
+ *                  still gets its first page at once, and no second while
+ *                  the total is reached; an ack gives its places back; a
+ *                  device that leaves gives back what it had in flight; the
+ *                  plugin's figure of pages in flight is 0 once every
+ *                  device has caught up, each with every id once, in order;
  *   budget_empty   an empty request of a device waiting for its turn is
  *                  answered only once its turns have served it (its window
  *                  full), after those pages, while the other devices took
@@ -654,6 +661,92 @@ static void case_budget(void)
 }
 
 /* ===========================================================================
+ * inflight
+ * ========================================================================= */
+
+#define INFLIGHT_DEVICES 3
+#define INFLIGHT_MESSAGES 40 /* 8 pages of 5 */
+
+static void case_inflight(void)
+{
+    /* replay_budget 0: pages go as soon as there is room, so the window and
+     * the pages in flight over all devices alone say what a device gets. */
+    const char *opts[] = {"admins alice",    "page_size 5",       "replay_window 4",
+                          "replay_budget 0", "replay_inflight 3", NULL};
+    ts_broker *b = ts_broker_start_users(opts);
+    harness_client *dev[INFLIGHT_DEVICES], *snd, *alice;
+    harness_page pages[MAX_PAGES];
+    char ids[INFLIGHT_DEVICES][16];
+    int64_t next[INFLIGHT_DEVICES];
+    harness_ticket t = {0, 0};
+    size_t n;
+
+    for (int i = 0; i < INFLIGHT_DEVICES; i++) {
+        snprintf(ids[i], sizeof ids[i], "bob-%d", i);
+        dev[i] = user_client(b, ids[i], "bob");
+        harness_client_subscribe(dev[i], TOPIC, 1);
+        harness_client_disconnect(dev[i]);
+    }
+    snd = user_client(b, "carol-sender", "carol");
+    harness_client_set_window(snd, 100);
+    for (int k = 1; k <= INFLIGHT_MESSAGES; k++) {
+        char payload[64];
+        snprintf(payload, sizeof payload, "{\"body\":\"k%d\"}", k);
+        ASSERT(harness_client_publish_async(snd, TOPIC, payload, 1, &t) == 0);
+    }
+    harness_client_wait_acked(snd, t, WAIT_MS);
+    harness_client_disconnect(snd);
+    alice = user_client(b, "alice-cli", "alice");
+
+    /* Alone, bob-0 gets three pages of its window of four: the total. */
+    dev[0] = user_client(b, ids[0], "bob");
+    harness_client_subscribe(dev[0], TOPIC, 1);
+    n = take_pages(dev[0], pages, MAX_PAGES);
+    next[0] = expect_pages(pages, n, GROUP, 1, 3, 5, "bob-0 alone, replay_inflight 3") + 1;
+    free_pages(pages, n);
+    /* The others get their first page though three are in flight: no
+     * catch-up waits for another's acks. And only that one. */
+    for (int i = 1; i < INFLIGHT_DEVICES; i++) {
+        dev[i] = user_client(b, ids[i], "bob");
+        harness_client_subscribe(dev[i], TOPIC, 1);
+        n = take_pages(dev[i], pages, MAX_PAGES);
+        next[i] = expect_pages(pages, n, GROUP, 1, 1, 5, "a device beside bob-0's three") + 1;
+        free_pages(pages, n);
+    }
+    ASSERT(stat_of(alice, "pages/inflight") == 3 + INFLIGHT_DEVICES - 1);
+    /* bob-0 acks its three: five in flight less three leaves two, so it
+     * gets one page (its first again), and not a second at three. */
+    harness_ack(dev[0], GROUP, next[0] - 1, 1);
+    n = take_pages(dev[0], pages, MAX_PAGES);
+    next[0] = expect_pages(pages, n, GROUP, next[0], 1, 5, "bob-0 after its ack") + 1;
+    free_pages(pages, n);
+    ASSERT(stat_of(alice, "pages/inflight") == 3);
+    /* bob-2 leaves with its page in flight: its place is given back (the
+     * same client id comes back, so its old connection is gone). */
+    harness_client_disconnect(dev[2]);
+    dev[2] = user_client(b, ids[2], "bob");
+    ASSERT(stat_of(alice, "pages/inflight") == 2);
+    harness_client_subscribe(dev[2], TOPIC, 1);
+    n = take_pages(dev[2], pages, MAX_PAGES);
+    next[2] = expect_pages(pages, n, GROUP, 1, 1, 5, "bob-2 back, from its cursor") + 1;
+    free_pages(pages, n);
+
+    /* Each acks the page it holds and catches up, acking as it goes: every
+     * id once, in order. */
+    for (int i = 0; i < INFLIGHT_DEVICES; i++) {
+        harness_catchup g = {.group = GROUP, .from = next[i], .to = INFLIGHT_MESSAGES, .qos = 0};
+        harness_ack(dev[i], GROUP, next[i] - 1, 1);
+        harness_catch_up(dev[i], &g, 1, 5, WAIT_MS, NULL, NULL);
+    }
+    ASSERT(stat_of(alice, "pages/inflight") == 0);
+    ASSERT(stat_of(alice, "catchups/active") == 0);
+    harness_client_disconnect(alice);
+    for (int i = 0; i < INFLIGHT_DEVICES; i++)
+        harness_client_disconnect(dev[i]);
+    ts_broker_destroy(b);
+}
+
+/* ===========================================================================
  * budget_empty
  * ========================================================================= */
 
@@ -863,6 +956,7 @@ static const ts_case cases[] = {
     {"resubscribe", case_resubscribe},
     {"turns", case_turns},
     {"budget", case_budget},
+    {"inflight", case_inflight},
     {"budget_empty", case_budget_empty},
 };
 

@@ -57,6 +57,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.replay_window, 4);
     assert_int_equal(cfg.replay_timeout, 10);
     assert_int_equal(cfg.replay_budget, 1600); /* 4 x replay_window x page_size */
+    assert_int_equal(cfg.replay_inflight, 64); /* 16 x replay_window */
     assert_int_equal(cfg.replay_share, 0);
     assert_int_equal(cfg.max_payload, 65536);
     assert_int_equal(cfg.fsync, CHAT_SYNC_NONE);
@@ -92,6 +93,7 @@ static uint64_t field(const struct chat_config *cfg, const char *key)
         F("replay_window", replay_window),
         F("replay_timeout", replay_timeout),
         F("replay_budget", replay_budget),
+        F("replay_inflight", replay_inflight),
         F("replay_share", replay_share),
         F("max_payload", max_payload),
         F("fsync", fsync),
@@ -162,6 +164,10 @@ static void test_numbers_and_words(void **state)
         {"replay_budget", "1000000", true, 1000000, NULL},
         {"replay_budget", "1000001", false, 0, "messages, from 0 (no bound) to 1000000"},
         {"replay_budget", "-1", false, 0, "messages, from 0 (no bound) to 1000000"},
+        {"replay_inflight", "0", true, 0, NULL},
+        {"replay_inflight", "1000000", true, 1000000, NULL},
+        {"replay_inflight", "1000001", false, 0, "pages, from 0 (no bound) to 1000000"},
+        {"replay_inflight", "x", false, 0, "pages, from 0 (no bound) to 1000000"},
         {"replay_share", "0", true, 0, NULL},
         {"replay_share", "1000", true, 1000, NULL},
         {"replay_share", "1001", false, 0, "percent, from 0 to 1000"},
@@ -341,8 +347,9 @@ static void test_admins(void **state)
     }
 }
 
-/* replay_budget unset follows 4 x replay_window x page_size, in any order of
- * the options; set, it is what it says. */
+/* replay_budget unset follows 4 x replay_window x page_size, and
+ * replay_inflight 16 x replay_window, in any order of the options; set,
+ * each is what it says. */
 static void test_replay_budget_auto(void **state)
 {
     struct chat_config cfg;
@@ -353,9 +360,15 @@ static void test_replay_budget_auto(void **state)
     (void)state;
     assert_int_equal(chat_config_parse(&cfg, a, 2), MOSQ_ERR_SUCCESS);
     assert_int_equal(cfg.replay_budget, 8000);
+    assert_int_equal(cfg.replay_inflight, 32);
     chat_config_free(&cfg);
     assert_int_equal(chat_config_parse(&cfg, b, 2), MOSQ_ERR_SUCCESS);
     assert_int_equal(cfg.replay_budget, 7);
+    chat_config_free(&cfg);
+    struct mosquitto_opt c[] = {{.key = "replay_inflight", .value = "5"},
+                                {.key = "replay_window", .value = "8"}};
+    assert_int_equal(chat_config_parse(&cfg, c, 2), MOSQ_ERR_SUCCESS);
+    assert_int_equal(cfg.replay_inflight, 5);
     chat_config_free(&cfg);
 }
 
