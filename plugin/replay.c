@@ -119,6 +119,8 @@ struct chat_device {
     struct held_answer *held;          /* oldest first (invariant held-while-queued) */
     unsigned n_held;                   /* at most HELD_MAX */
     size_t held_bytes;                 /* their topics and correlation data, at most HELD_BYTES */
+
+    bool kick_due; /* it lost a deleted group: chat_replay_stop_group kicks it */
 };
 
 static void group_free(struct replay_group *g)
@@ -755,10 +757,12 @@ static bool stop_group_cb(void *ctx, const void *key, size_t len, void *val)
     (void)key;
     (void)len;
     struct replay_group *g = group_find(d, group);
-    if (g) {
-        group_remove(c->pl->replay, d, g);
+    if (!g) {
+        return false;
     }
+    group_remove(c->pl->replay, d, g);
     if (d->groups) {
+        d->kick_due = true;
         return false;
     }
     /* Not device_remove: the walk removes d from the map. */
@@ -768,10 +772,37 @@ static bool stop_group_cb(void *ctx, const void *key, size_t len, void *val)
     return true;
 }
 
+static bool collect_kick_due(void *ctx, const void *key, size_t len, void *val)
+{
+    struct collect *c = ctx;
+    struct chat_device *d = val;
+    (void)key;
+    (void)len;
+    if (c->n < STOP_BATCH && d->kick_due) {
+        d->kick_due = false;
+        c->found[c->n++] = d;
+    }
+    return false;
+}
+
+/* The devices that had group lose it in one walk. Those with other groups
+ * are kicked after it, as stop_device does: the places the group's pages
+ * held in their window go to those groups, which would otherwise wait for
+ * ever (nothing in flight: no ack, no resend; the hostile review of
+ * 2026-12-05 found a device's other groups stalled until a sync). Kicking
+ * may free a device, so they are collected first, STOP_BATCH a walk. */
 void chat_replay_stop_group(struct chat_plugin *pl, const char *group)
 {
-    struct stop_group c = {pl, group};
-    chat_hmap_foreach(pl->replay->devices, stop_group_cb, &c);
+    struct stop_group sg = {pl, group};
+    struct collect c = {.group = group};
+    chat_hmap_foreach(pl->replay->devices, stop_group_cb, &sg);
+    do {
+        c.n = 0;
+        chat_hmap_foreach(pl->replay->devices, collect_kick_due, &c);
+        for (size_t i = 0; i < c.n; i++) {
+            kick(pl, c.found[i]);
+        }
+    } while (c.n == STOP_BATCH);
 }
 
 static bool count_active_cb(void *ctx, const void *key, size_t len, void *val)

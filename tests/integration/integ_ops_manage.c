@@ -6,7 +6,9 @@
  *             and the store's size (from the store: PostgreSQL's tables)
  *   admin     each admin command for an admin and the error for anyone else
  *   delete    a deletion answers at once, stops the group's catch-ups and
- *             finishes in the background; the store checks clean after
+ *             finishes in the background; a device's catch-up of another
+ *             group, which waited behind the deleted group's pages, goes on
+ *             at once; the store checks clean after
  *   expiry    device_expiry_days with the plugin's clock moved 91 days on
  *             (MOSQUITTO_CHAT_TEST_CLOCK_SHIFT): 0 keeps, 90 drops the old
  *             device and keeps the member's place
@@ -230,6 +232,7 @@ static void case_admin(void)
  * ========================================================================= */
 
 #define BIG 3000
+#define SMALL 10 /* one page */
 
 static void case_delete(void)
 {
@@ -243,23 +246,54 @@ static void case_delete(void)
     char body[64];
 
     harness_client_subscribe(slow, "chat/big", 1); /* joins; never acks */
+    harness_client_subscribe(slow, "chat/small", 1);
     harness_client_set_window(bob, 200);
     for (int i = 1; i <= BIG; i++) {
         snprintf(body, sizeof body, "{\"body\":\"m%d\",\"cid\":\"c%d\"}", i, i);
         ASSERT(harness_client_publish_async(bob, "chat/big", body, 1, NULL) == 0);
     }
+    for (int i = 1; i <= SMALL; i++) {
+        snprintf(body, sizeof body, "{\"body\":\"s%d\",\"cid\":\"s%d\"}", i, i);
+        ASSERT(harness_client_publish_async(bob, "chat/small", body, 1, NULL) == 0);
+    }
     harness_ack(bob, "big", BIG, 1);
-    /* A catch-up of slow: pages in flight. */
+    harness_ack(bob, "small", SMALL, 1);
+    /* A catch-up of slow: big's pages fill its window (4), small's waits
+     * behind them. */
     harness_client_disconnect(slow);
     slow = ops_user(b, "slow", "carol");
     harness_client_subscribe(slow, "chat/big", 1);
+    harness_client_subscribe(slow, "chat/small", 1);
     ASSERT(ops_stat_of(alice, "catchups/active") == 1);
+    ASSERT(ops_stat_of(alice, "pages/inflight") == 4);
     e = ops_ask(alice, "{\"command\":\"delete\",\"group\":\"big\"}", &resp);
     harness_expect_ok(e, "delete", "big");
     ASSERT(harness_json_int(e, "head") == BIG && !harness_json_bool(e, "done"));
     cJSON_Delete(resp);
-    /* At once: no catch-up, no member, nothing to fetch. */
-    ASSERT(ops_stat_of(alice, "catchups/active") == 0);
+    /* At once: no catch-up of big, no member, nothing to fetch; small's
+     * page took the window's place (it waited for ever before: no page in
+     * flight, so no ack and no resend). */
+    ASSERTF(ops_stat_of(alice, "pages/inflight") == 1, "%lld pages in flight after the delete",
+            (long long)ops_stat_of(alice, "pages/inflight"));
+    for (;;) {
+        harness_page p;
+        m = harness_client_receive(slow, 10000);
+        ASSERTF(m != NULL, "no page of small came after big was deleted");
+        if (!harness_page_parse(m, &p)) {
+            harness_msg_free(m);
+            continue;
+        }
+        bool small = strcmp(p.group, "small") == 0;
+        if (small) {
+            ASSERTF(p.first == 1 && p.last == SMALL, "small's page %lld..%lld", (long long)p.first,
+                    (long long)p.last);
+        }
+        harness_page_free(&p);
+        harness_msg_free(m);
+        if (small) {
+            break;
+        }
+    }
     ops_expect_refused(bob, "{\"command\":\"fetch\",\"group\":\"big\"}", "big",
                        "not a member of the group");
     for (int i = 0; i < 500 && ops_deletions(alice) != 0; i++) {
@@ -284,7 +318,7 @@ static void case_delete(void)
     ASSERTF(ops_broker_store_tool(b, "check", NULL, NULL, out) == 0,
             "the store does not check clean after a deletion");
     char *said = ts_read_file(out, NULL);
-    ASSERTF(strstr(said, "1 groups checked, 0 problems") != NULL, "check said: %s", said);
+    ASSERTF(strstr(said, "2 groups checked, 0 problems") != NULL, "check said: %s", said);
     free(said);
     ts_broker_destroy(b);
 }
