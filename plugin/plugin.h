@@ -665,7 +665,8 @@ void chat_replay_acked(struct chat_plugin *pl, struct mosquitto *client, const c
 /* Drops a device's replay state (disconnect, leave). group NULL: all. */
 void chat_replay_stop(struct chat_plugin *pl, const char *client_id, const char *group);
 
-/* Drops the replay state of every device of member in group (leave). */
+/* Drops the replay state of every device of member (NULL: any) in group
+ * (leave); a device left with other groups goes on with them. */
 void chat_replay_stop_member(struct chat_plugin *pl, const char *member, const char *group);
 
 /* Drops the replay state of every device in group (its deletion). */

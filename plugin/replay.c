@@ -119,8 +119,6 @@ struct chat_device {
     struct held_answer *held;          /* oldest first (invariant held-while-queued) */
     unsigned n_held;                   /* at most HELD_MAX */
     size_t held_bytes;                 /* their topics and correlation data, at most HELD_BYTES */
-
-    bool kick_due; /* it lost a deleted group: chat_replay_stop_group kicks it */
 };
 
 static void group_free(struct replay_group *g)
@@ -709,7 +707,7 @@ void chat_replay_stop(struct chat_plugin *pl, const char *client_id, const char 
     }
 }
 
-/* The devices of member catching up on group, collected (up to
+/* The devices of member (NULL: any) catching up on group, collected (up to
  * STOP_BATCH a walk) before any is stopped: stopping one may change the map. */
 #define STOP_BATCH 64
 struct collect {
@@ -725,7 +723,8 @@ static bool collect_member(void *ctx, const void *key, size_t len, void *val)
     struct chat_device *d = val;
     (void)key;
     (void)len;
-    if (c->n < STOP_BATCH && !strcmp(d->member, c->member) && group_find(d, c->group)) {
+    if (c->n < STOP_BATCH && (!c->member || !strcmp(d->member, c->member)) &&
+        group_find(d, c->group)) {
         c->found[c->n++] = d;
     }
     return false;
@@ -744,65 +743,14 @@ void chat_replay_stop_member(struct chat_plugin *pl, const char *member, const c
     } while (c.n == STOP_BATCH);
 }
 
-struct stop_group {
-    struct chat_plugin *pl;
-    const char *group;
-};
-
-static bool stop_group_cb(void *ctx, const void *key, size_t len, void *val)
-{
-    const struct stop_group *c = ctx;
-    const char *group = c->group;
-    struct chat_device *d = val;
-    (void)key;
-    (void)len;
-    struct replay_group *g = group_find(d, group);
-    if (!g) {
-        return false;
-    }
-    group_remove(c->pl->replay, d, g);
-    if (d->groups) {
-        d->kick_due = true;
-        return false;
-    }
-    /* Not device_remove: the walk removes d from the map. */
-    held_answer(c->pl, d);
-    dequeue(c->pl->replay, d);
-    device_free(d);
-    return true;
-}
-
-static bool collect_kick_due(void *ctx, const void *key, size_t len, void *val)
-{
-    struct collect *c = ctx;
-    struct chat_device *d = val;
-    (void)key;
-    (void)len;
-    if (c->n < STOP_BATCH && d->kick_due) {
-        d->kick_due = false;
-        c->found[c->n++] = d;
-    }
-    return false;
-}
-
-/* The devices that had group lose it in one walk. Those with other groups
- * are kicked after it, as stop_device does: the places the group's pages
- * held in their window go to those groups, which would otherwise wait for
- * ever (nothing in flight: no ack, no resend; the hostile review of
- * 2026-12-05 found a device's other groups stalled until a sync). Kicking
- * may free a device, so they are collected first, STOP_BATCH a walk. */
+/* Through stop_device, so that a device left with other groups is kicked:
+ * the places the deleted group's pages held in its window go to them, which
+ * would otherwise wait for ever (nothing in flight: no ack, no resend; the
+ * hostile review of 2026-12-05 found a device's other groups stalled until
+ * a sync when the deletion removed the group without a kick). */
 void chat_replay_stop_group(struct chat_plugin *pl, const char *group)
 {
-    struct stop_group sg = {pl, group};
-    struct collect c = {.group = group};
-    chat_hmap_foreach(pl->replay->devices, stop_group_cb, &sg);
-    do {
-        c.n = 0;
-        chat_hmap_foreach(pl->replay->devices, collect_kick_due, &c);
-        for (size_t i = 0; i < c.n; i++) {
-            kick(pl, c.found[i]);
-        }
-    } while (c.n == STOP_BATCH);
+    chat_replay_stop_member(pl, NULL, group);
 }
 
 static bool count_active_cb(void *ctx, const void *key, size_t len, void *val)

@@ -588,6 +588,28 @@ static harness_client *user_client(ts_broker *b, const char *id, const char *nam
     return harness_client_connect_opts(b, &o);
 }
 
+/* Devices bob-0.. of bob (ids[i], ndev of them) join TOPIC at head 0 and
+ * go away; carol then sends messages k1..k<n> and has every PUBACK. */
+static void join_bobs_then_fill(ts_broker *b, char (*ids)[16], int ndev, int n)
+{
+    harness_ticket t = {0, 0};
+    for (int i = 0; i < ndev; i++) {
+        snprintf(ids[i], sizeof ids[i], "bob-%d", i);
+        harness_client *dev = user_client(b, ids[i], "bob");
+        harness_client_subscribe(dev, TOPIC, 1);
+        harness_client_disconnect(dev);
+    }
+    harness_client *snd = user_client(b, "carol-sender", "carol");
+    harness_client_set_window(snd, 100);
+    for (int k = 1; k <= n; k++) {
+        char payload[64];
+        snprintf(payload, sizeof payload, "{\"body\":\"k%d\"}", k);
+        ASSERT(harness_client_publish_async(snd, TOPIC, payload, 1, &t) == 0);
+    }
+    harness_client_wait_acked(snd, t, WAIT_MS);
+    harness_client_disconnect(snd);
+}
+
 static void case_budget(void)
 {
     /* replay_share left at its default (0): the budget in messages alone
@@ -595,27 +617,12 @@ static void case_budget(void)
     const char *opts[] = {"admins alice", "page_size 5", "replay_window 2", "replay_budget 5",
                           NULL};
     ts_broker *b = ts_broker_start_users(opts);
-    harness_client *dev[BUDGET_DEVICES], *snd, *alice;
+    harness_client *dev[BUDGET_DEVICES], *alice;
     char ids[BUDGET_DEVICES][16];
     int64_t next[BUDGET_DEVICES];
-    harness_ticket t = {0, 0};
 
     /* Every device of bob joins at head 0 and goes away. */
-    for (int i = 0; i < BUDGET_DEVICES; i++) {
-        snprintf(ids[i], sizeof ids[i], "bob-%d", i);
-        dev[i] = user_client(b, ids[i], "bob");
-        harness_client_subscribe(dev[i], TOPIC, 1);
-        harness_client_disconnect(dev[i]);
-    }
-    snd = user_client(b, "carol-sender", "carol");
-    harness_client_set_window(snd, 100);
-    for (int k = 1; k <= BUDGET_MESSAGES; k++) {
-        char payload[64];
-        snprintf(payload, sizeof payload, "{\"body\":\"k%d\"}", k);
-        ASSERT(harness_client_publish_async(snd, TOPIC, payload, 1, &t) == 0);
-    }
-    harness_client_wait_acked(snd, t, WAIT_MS);
-    harness_client_disconnect(snd);
+    join_bobs_then_fill(b, ids, BUDGET_DEVICES, BUDGET_MESSAGES);
 
     /* They all come back. Each subscribe finds the budget (one page a pass)
      * spent or others waiting: the devices take turns. */
@@ -674,28 +681,13 @@ static void case_inflight(void)
     const char *opts[] = {"admins alice",    "page_size 5",       "replay_window 4",
                           "replay_budget 0", "replay_inflight 3", NULL};
     ts_broker *b = ts_broker_start_users(opts);
-    harness_client *dev[INFLIGHT_DEVICES], *snd, *alice;
+    harness_client *dev[INFLIGHT_DEVICES], *alice;
     harness_page pages[MAX_PAGES];
     char ids[INFLIGHT_DEVICES][16];
     int64_t next[INFLIGHT_DEVICES];
-    harness_ticket t = {0, 0};
     size_t n;
 
-    for (int i = 0; i < INFLIGHT_DEVICES; i++) {
-        snprintf(ids[i], sizeof ids[i], "bob-%d", i);
-        dev[i] = user_client(b, ids[i], "bob");
-        harness_client_subscribe(dev[i], TOPIC, 1);
-        harness_client_disconnect(dev[i]);
-    }
-    snd = user_client(b, "carol-sender", "carol");
-    harness_client_set_window(snd, 100);
-    for (int k = 1; k <= INFLIGHT_MESSAGES; k++) {
-        char payload[64];
-        snprintf(payload, sizeof payload, "{\"body\":\"k%d\"}", k);
-        ASSERT(harness_client_publish_async(snd, TOPIC, payload, 1, &t) == 0);
-    }
-    harness_client_wait_acked(snd, t, WAIT_MS);
-    harness_client_disconnect(snd);
+    join_bobs_then_fill(b, ids, INFLIGHT_DEVICES, INFLIGHT_MESSAGES);
     alice = user_client(b, "alice-cli", "alice");
 
     /* Alone, bob-0 gets three pages of its window of four: the total. */
